@@ -1,0 +1,69 @@
+"""Lanes: every device test runs on CPU torch tensors and on the XLA device.
+
+The XLA lane is torch-xla on PJRT_DEVICE=CPU here (a NeuronCore under
+torch-neuronx on Trainium); it is skipped only where torch-xla is absent.
+``xla_neuron`` is the XLA lane with TRNSCIPY_EMULATE=neuron (Neuron's limits).
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+HAVE_XLA = HAVE_TORCH and importlib.util.find_spec("torch_xla") is not None
+
+
+def _have_cuda():
+    if not HAVE_TORCH:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+LANES = [
+    pytest.param("cpu", marks=pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed")),
+    pytest.param("xla", marks=[pytest.mark.xla,
+                               pytest.mark.skipif(not HAVE_XLA, reason="torch-xla not installed")]),
+    pytest.param("cuda", marks=[pytest.mark.cuda,
+                                pytest.mark.skipif(not _have_cuda(), reason="no CUDA device")]),
+]
+
+
+@pytest.fixture(params=LANES)
+def lane(request):
+    """The lane's device name: 'cpu', 'xla' or 'cuda'."""
+    return request.param
+
+
+@pytest.fixture
+def device(lane):
+    """The lane's torch.device."""
+    import trnscipy
+
+    return trnscipy.resolve_device(lane)
+
+
+@pytest.fixture
+def xla_device():
+    if not HAVE_XLA:
+        pytest.skip("torch-xla not installed")
+    import trnscipy
+
+    return trnscipy.resolve_device("xla")
+
+
+@pytest.fixture
+def emulate_neuron(monkeypatch):
+    """Make the XLA lane obey Neuron's limits (no float64, no complex)."""
+    monkeypatch.setenv("TRNSCIPY_EMULATE", "neuron")
+
+
+def pytest_report_header(config):
+    lanes = ["cpu" if HAVE_TORCH else None, "xla (PJRT_DEVICE=%s)" % os.environ["PJRT_DEVICE"]
+             if HAVE_XLA else None, "cuda" if _have_cuda() else None]
+    return "trnscipy lanes: " + ", ".join(x for x in lanes if x) if any(lanes) else \
+        "trnscipy lanes: none (torch not installed)"

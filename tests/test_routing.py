@@ -1,0 +1,86 @@
+"""The routing rule: host data goes to SciPy untouched; device data stays on its device."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse
+import scipy.sparse.linalg
+
+import trnscipy
+import trnscipy.linalg
+import trnscipy.sparse
+import trnscipy.sparse.linalg
+
+torch = pytest.importorskip("torch")
+
+
+def _poisson(n):
+    return scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), format="csr")
+
+
+def test_host_inputs_give_scipy_results_bit_identical():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((6, 6))
+    spd = a @ a.T + 6 * np.eye(6)
+    b = rng.standard_normal(6)
+    for ours, theirs in [(trnscipy.linalg.cholesky, scipy.linalg.cholesky),
+                         (trnscipy.linalg.expm, scipy.linalg.expm)]:
+        r1, r2 = ours(spd), theirs(spd)
+        assert type(r1) is type(r2)
+        np.testing.assert_array_equal(r1, r2)
+    x1, i1 = trnscipy.sparse.linalg.cg(_poisson(30), np.ones(30), rtol=1e-8)
+    x2, i2 = scipy.sparse.linalg.cg(_poisson(30), np.ones(30), rtol=1e-8)
+    assert i1 == i2 and type(x1) is np.ndarray
+    np.testing.assert_array_equal(x1, x2)
+    np.testing.assert_array_equal(trnscipy.linalg.solve(spd, b), scipy.linalg.solve(spd, b))
+
+
+def test_host_containers_are_scipy_objects():
+    A = trnscipy.sparse.eye(4, format="csr")
+    assert type(A) is type(scipy.sparse.eye(4, format="csr"))
+
+
+def test_two_devices_raise_value_error_naming_both(xla_device):
+    from trnscipy._dispatch import find_device
+
+    with pytest.raises(ValueError, match="cpu.*xla|xla.*cpu"):
+        find_device((torch.ones(2), torch.ones(2, device=xla_device)))
+
+
+def test_host_operand_moves_to_device_operand():
+    from trnscipy._dispatch import _move, find_device
+
+    args = (torch.ones(3, dtype=torch.float64), np.arange(3.0))
+    device = find_device(args)
+    moved = [_move(a, device) for a in args]
+    assert all(isinstance(m, torch.Tensor) and m.device == device for m in moved)
+
+
+def test_host_only_function_warns_and_returns_to_device():
+    t = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="has no device implementation"):
+        r = trnscipy.linalg.logm(t)
+    assert isinstance(r, torch.Tensor)
+    np.testing.assert_allclose(r.numpy(), scipy.linalg.logm(t.numpy()))
+
+
+def test_strict_mode_turns_fallback_into_error(monkeypatch):
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    t = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(trnscipy.DeviceUnsupportedError, match="logm"):
+        trnscipy.linalg.logm(t)
+
+
+def test_offload_host_only_function_warns_and_returns_numpy():
+    a = np.array([[4.0, 1.0], [1.0, 3.0]])
+    with trnscipy.offload("cpu"):
+        with pytest.warns(trnscipy.DeviceFallbackWarning):
+            r = trnscipy.linalg.logm(a)
+    assert type(r) is np.ndarray
+    np.testing.assert_array_equal(r, scipy.linalg.logm(a))
+
+
+def test_offload_rejects_unknown_device():
+    with pytest.raises(ValueError, match="valid devices"):
+        with trnscipy.offload("tpu"):
+            pass

@@ -1,0 +1,67 @@
+"""The capability table: what each kind of device can run.
+
+One table, consulted by the dispatcher, the kernel seam and the device
+implementations; nothing else decides where work runs.  An operation missing
+from a kind's ``host_ops`` runs on the device.  What is in ``host_ops`` was
+measured (see docs/design.md), not guessed.
+"""
+
+from dataclasses import dataclass, field
+
+from trnscipy._errors import fallback
+
+__all__ = ["Capability", "CAPABILITIES", "capability", "runs_on_device"]
+
+
+@dataclass(frozen=True)
+class Capability:
+    kind: str
+    float64: bool = True
+    complex: bool = True
+    # torch sparse layouts (sparse_csr_tensor ...) exist on this device
+    sparse_layouts: bool = True
+    # operations that have no device implementation here and run on the host
+    host_ops: frozenset = field(default_factory=frozenset)
+
+
+CAPABILITIES = {
+    "cpu": Capability("cpu"),
+    "cuda": Capability("cuda"),
+    # torch-xla (PJRT CPU here): no torch sparse layouts.
+    "xla": Capability("xla", sparse_layouts=False),
+    # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
+    "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False),
+}
+
+
+def capability(kind):
+    return CAPABILITIES[kind]
+
+
+def _dtype_problem(cap, dtype):
+    """Why ``cap`` cannot compute in ``dtype`` (a NumPy dtype), or None."""
+    if dtype is None:
+        return None
+    if not cap.complex and dtype.kind == "c":
+        return f"{cap.kind} devices have no complex arithmetic ({dtype})"
+    component_size = dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+    if not cap.float64 and dtype.kind in "fc" and component_size > 4:
+        return f"{cap.kind} devices have no float64 arithmetic ({dtype})"
+    return None
+
+
+def runs_on_device(op, kind, dtype=None):
+    """True if ``op`` can run on a device of ``kind`` in ``dtype``.
+
+    When it cannot, announce the host fallback (DeviceFallbackWarning, or
+    DeviceUnsupportedError under TRNSCIPY_STRICT=1) and return False.
+    """
+    cap = CAPABILITIES[kind]
+    if op in cap.host_ops:
+        fallback(op, f"no {kind} implementation", stacklevel=4)
+        return False
+    problem = _dtype_problem(cap, dtype)
+    if problem is not None:
+        fallback(op, problem, stacklevel=4)
+        return False
+    return True

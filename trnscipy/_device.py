@@ -1,0 +1,74 @@
+"""Device names, the default device, and the kind of a device.
+
+The kind ("cpu", "cuda", "xla", "neuron") is what the capability table and the
+kernel seam key on.  An XLA device is of kind "neuron" on Trainium (torch-neuronx
+loaded) or when ``TRNSCIPY_EMULATE=neuron`` asks the XLA lane to obey Neuron's
+limits.
+"""
+
+import os
+import sys
+
+from trnscipy._torch import torch, torch_xla_available
+
+__all__ = ["resolve_device", "default_device", "device_kind", "VALID_DEVICES"]
+
+VALID_DEVICES = ("cpu", "cuda", "cuda:<i>", "xla", "xla:<i>", "a torch.device")
+
+
+def _neuron_present():
+    return os.path.exists("/dev/neuron0")
+
+
+def _xla_device(index=None):
+    if not torch_xla_available():
+        raise ValueError("device 'xla' needs torch-xla (pip install 'trnscipy[xla]') "
+                         "or torch-neuronx on Trainium")
+    if not _neuron_present():
+        os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch_xla
+
+    return torch_xla.device(index) if index is not None else torch_xla.device()
+
+
+def resolve_device(device=None):
+    """Turn a device name or torch.device into a torch.device (None: the default)."""
+    if device is None:
+        return default_device()
+    if type(device).__name__ == "device" and type(device).__module__ == "torch":
+        return device
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str or torch.device, not {type(device).__name__}")
+    name, _, index = device.partition(":")
+    if index and not index.isdigit():
+        name = device  # report the whole string below
+    if name == "cpu" and not index:
+        return torch.device("cpu")
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: CUDA is not available on this machine")
+        return torch.device(device)
+    if name == "xla":
+        return _xla_device(int(index) if index else None)
+    raise ValueError(f"unknown device {device!r}; valid devices: {', '.join(VALID_DEVICES)}")
+
+
+def default_device():
+    """``TRNSCIPY_DEVICE``, else xla on a Neuron host, else cuda if available, else cpu."""
+    name = os.environ.get("TRNSCIPY_DEVICE")
+    if name:
+        return resolve_device(name)
+    if _neuron_present() and torch_xla_available():
+        return _xla_device()
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def device_kind(device):
+    """The capability-table kind of a torch.device."""
+    kind = device.type
+    if kind == "xla" and (os.environ.get("TRNSCIPY_EMULATE") == "neuron"
+                          or "torch_neuronx" in sys.modules):
+        return "neuron"
+    return kind

@@ -1,0 +1,192 @@
+"""The routing rule, in one place.
+
+    device operands (torch tensors, trnscipy device objects)  -> device implementation
+    no device operand, inside ``offload(dev)`` (or TRNSCIPY_OFFLOAD)
+                                                              -> device implementation on dev,
+                                                                 results back to NumPy/SciPy
+    otherwise (NumPy, SciPy sparse, scalars, lists)           -> SciPy itself, untouched
+
+Host arrays mixed with a device operand are moved to that operand's device;
+operands on two devices raise ValueError.  Before a device implementation runs,
+the capability table is asked whether the device can run it in the operands'
+dtype; if not, the call runs on SciPy with a DeviceFallbackWarning (an error
+under TRNSCIPY_STRICT=1) and the results go back to the device.
+"""
+
+import contextlib
+import contextvars
+import functools
+import os
+
+import numpy as np
+import scipy.sparse as _sp
+from array_api_compat import is_torch_array
+
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind, resolve_device
+from trnscipy._errors import fallback
+from trnscipy._transfer import _to_device, _to_host
+
+__all__ = ["dispatch", "host_only", "find_device", "offload", "offloading"]
+
+# The offload target: a device name until first use, then a torch.device.
+_OFFLOAD = contextvars.ContextVar("trnscipy_offload",
+                                  default=os.environ.get("TRNSCIPY_OFFLOAD") or None)
+# True while a device implementation runs on behalf of host (offloaded) inputs.
+_OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
+
+_SCAN_LIMIT = 256  # items of a list/tuple operand inspected for device data
+
+
+def _device_of(x, depth=0):
+    if getattr(x, "_trnscipy_device_object", False):
+        return x.device
+    if is_torch_array(x):
+        return x.device
+    if depth < 2 and type(x) in (tuple, list) and len(x) <= _SCAN_LIMIT:
+        found = None
+        for item in x:
+            found = _merge(found, _device_of(item, depth + 1))
+        return found
+    return None
+
+
+def _merge(found, device):
+    if device is None:
+        return found
+    if found is None or found == device:
+        return device
+    raise ValueError(f"operands are on two devices, {found} and {device}; "
+                     "move them to one device with trnscipy.to_device")
+
+
+def find_device(args, kwargs=None):
+    """The device of the device-backed operands in ``args``/``kwargs`` (None: all host)."""
+    found = None
+    for x in args:
+        found = _merge(found, _device_of(x))
+    if kwargs:
+        for x in kwargs.values():
+            found = _merge(found, _device_of(x))
+    return found
+
+
+def _is_host_array(x):
+    return isinstance(x, np.ndarray) or _sp.issparse(x)
+
+
+def _move(obj, device, depth=0):
+    """Move host arrays and SciPy sparse objects in an argument tree to ``device``."""
+    if _is_host_array(obj):
+        return _to_device(obj, device, strict=False)
+    if depth < 2 and type(obj) in (tuple, list):
+        return type(obj)(_move(x, device, depth + 1) for x in obj)
+    return obj
+
+
+def _host(obj, depth=0):
+    """Bring device data in an argument tree to the host."""
+    if is_torch_array(obj) or getattr(obj, "_trnscipy_device_object", False):
+        return _to_host(obj, strict=False)
+    if depth < 2 and type(obj) in (tuple, list):
+        return type(obj)(_host(x, depth + 1) for x in obj)
+    return obj
+
+
+def _working_dtype(args, kwargs):
+    """NumPy dtype the operation computes in (ints promote to float64, as SciPy)."""
+    for x in (*args, *(kwargs or {}).values()):
+        dtype = getattr(x, "dtype", None)
+        if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
+            continue
+        from trnscipy._dtypes import to_numpy_dtype
+
+        dtype = to_numpy_dtype(dtype)
+        return dtype if dtype.kind in "fc" else np.dtype(np.float64)
+    return None
+
+
+def _run_on_device(name, scipy_func, device_impl, device, args, kwargs):
+    args = tuple(_move(x, device) for x in args)
+    kwargs = {k: _move(v, device) for k, v in kwargs.items()}
+    if device_impl is not None and runs_on_device(name, device_kind(device),
+                                                  _working_dtype(args, kwargs)):
+        return device_impl(*args, **kwargs)
+    if device_impl is None:
+        fallback(name, "it has no device implementation", stacklevel=4)
+    result = scipy_func(*(_host(x) for x in args), **{k: _host(v) for k, v in kwargs.items()})
+    return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+
+
+def _offload_target():
+    target = _OFFLOAD.get()
+    if target is not None and isinstance(target, str):
+        target = resolve_device(target)
+        _OFFLOAD.set(target)
+    return target
+
+
+def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs):
+    token = _OFFLOADING.set(True)
+    try:
+        result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs)
+    finally:
+        _OFFLOADING.reset(token)
+    return _to_host(result, strict=False)
+
+
+def dispatch(scipy_func, *, name=None, offloadable=True):
+    """Decorator: the decorated function is the device implementation of ``scipy_func``.
+
+    The returned wrapper has ``scipy_func``'s name and docstring and applies the
+    routing rule above.  ``offloadable=False`` for constructors, whose host
+    results stay SciPy objects even inside ``offload()``.
+    """
+    name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
+
+    def decorate(device_impl):
+        @functools.wraps(scipy_func)
+        def wrapper(*args, **kwargs):
+            device = find_device(args, kwargs)
+            if device is not None:
+                return _run_on_device(name, scipy_func, device_impl, device, args, kwargs)
+            if offloadable and _OFFLOAD.get() is not None:
+                if device_impl is None:
+                    fallback(name, "it has no device implementation", stacklevel=3)
+                    return scipy_func(*args, **kwargs)
+                return _run_offloaded(name, scipy_func, device_impl, _offload_target(),
+                                      args, kwargs)
+            return scipy_func(*args, **kwargs)
+
+        wrapper._trnscipy_route = "device" if device_impl is not None else "host"
+        wrapper._trnscipy_device_impl = device_impl
+        wrapper.__wrapped__ = scipy_func
+        return wrapper
+
+    return decorate
+
+
+def host_only(scipy_func):
+    """SciPy's function with the routing rule: device data runs on the host with a
+    DeviceFallbackWarning and the results go back to the device."""
+    return dispatch(scipy_func)(None)
+
+
+@contextlib.contextmanager
+def offload(device=None):
+    """Inside the block, trnscipy functions given NumPy/SciPy data compute on
+    ``device`` (default: the default device) and return NumPy/SciPy results.
+
+    Containers built from host data stay SciPy objects.  ``TRNSCIPY_OFFLOAD=xla``
+    (read at import) does the same for a whole process.
+    """
+    token = _OFFLOAD.set(resolve_device(device))
+    try:
+        yield _OFFLOAD.get()
+    finally:
+        _OFFLOAD.reset(token)
+
+
+def offloading():
+    """True while a device implementation serves an offloaded (host-data) call."""
+    return _OFFLOADING.get()

@@ -1,0 +1,48 @@
+"""NumPy <-> torch dtype conversion (trnscipy reports NumPy dtypes, as SciPy)."""
+
+import numpy as np
+
+from trnscipy._torch import torch
+
+__all__ = ["to_numpy_dtype", "to_torch_dtype"]
+
+_NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
+          "float64", "complex64", "complex128")
+
+
+def _pairs():
+    return {np.dtype(n): getattr(torch, n) for n in _NAMES}
+
+
+_np_to_torch = None
+_torch_to_np = None
+
+
+def _tables():
+    global _np_to_torch, _torch_to_np
+    if _np_to_torch is None:
+        _np_to_torch = _pairs()
+        _torch_to_np = {t: n for n, t in _np_to_torch.items()}
+    return _np_to_torch, _torch_to_np
+
+
+def to_torch_dtype(dtype):
+    """torch dtype for a NumPy dtype-like (or a torch dtype, returned as is)."""
+    if dtype is None:
+        return None
+    if type(dtype).__module__ == "torch":
+        return dtype
+    try:
+        return _tables()[0][np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"dtype {np.dtype(dtype)} has no torch equivalent") from None
+
+
+def to_numpy_dtype(dtype):
+    """NumPy dtype object for a torch dtype (or NumPy dtype-like)."""
+    if type(dtype).__module__ == "torch":
+        try:
+            return _tables()[1][dtype]
+        except KeyError:
+            raise TypeError(f"torch dtype {dtype} has no NumPy equivalent") from None
+    return np.dtype(dtype)
