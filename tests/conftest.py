@@ -63,7 +63,9 @@ def emulate_neuron(monkeypatch):
 
 
 def pytest_report_header(config):
-    lanes = ["cpu" if HAVE_TORCH else None, "xla (PJRT_DEVICE=%s)" % os.environ["PJRT_DEVICE"]
-             if HAVE_XLA else None, "cuda" if _have_cuda() else None]
-    return "trnscipy lanes: " + ", ".join(x for x in lanes if x) if any(lanes) else \
-        "trnscipy lanes: none (torch not installed)"
+    lanes = [name for name, present in [
+        ("cpu", HAVE_TORCH),
+        (f"xla (PJRT_DEVICE={os.environ['PJRT_DEVICE']})", HAVE_XLA),
+        ("cuda", _have_cuda()),
+    ] if present]
+    return "trnscipy lanes: " + (", ".join(lanes) or "none (torch not installed)")
