@@ -69,3 +69,22 @@ def pytest_report_header(config):
         ("cuda", _have_cuda()),
     ] if present]
     return "trnscipy lanes: " + (", ".join(lanes) or "none (torch not installed)")
+
+
+_LANE_OUTCOMES = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        lane = "xla" if "xla" in report.keywords else "cuda" if "cuda" in report.keywords \
+            else "other"
+        counts = _LANE_OUTCOMES.setdefault(lane, {})
+        counts[report.outcome] = counts.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say plainly how many tests ran on the XLA (and CUDA) lane."""
+    for lane in ("xla", "cuda"):
+        counts = _LANE_OUTCOMES.get(lane, {})
+        summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "none"
+        terminalreporter.write_line(f"trnscipy {lane} lane: {summary}")
