@@ -3,7 +3,7 @@
 import scipy.sparse as _scipy_sparse
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse import linalg  # noqa: F401
+from trnscipy.sparse import linalg  # noqa: F401  (replaces scipy.sparse.linalg)
 from trnscipy.sparse._base import (  # noqa: F401
     issparse,
     isspmatrix,
