@@ -38,10 +38,11 @@ def bsr_product(A, x):
     m, n = A.shape
     if A.data.dtype == torch.bool:
         return bsr_product(A.astype("int32"), x.to(torch.int32)) > 0
-    cols = x.reshape(n // c, c, -1)
+    k = x.shape[1] if x.ndim == 2 else 1
+    cols = x.reshape(n // c, c, k)
     prod = torch.bmm(A.data, cols.index_select(0, A.indices))
     out = torch.zeros((m // r, r, prod.shape[-1]), dtype=prod.dtype, device=x.device)
-    out = out.index_add(0, A._block_rows(), prod).reshape(m, -1)
+    out = out.index_add(0, A._block_rows(), prod).reshape(m, k)
     return out[:, 0] if x.ndim == 1 else out
 
 

@@ -18,7 +18,10 @@ INT32_MAX = int(np.iinfo(np.int32).max)
 
 def check_dtype(dtype):
     """A NumPy dtype SciPy's sparse containers support and torch can hold, else ValueError."""
-    dtype = to_numpy_dtype(dtype)
+    try:
+        dtype = to_numpy_dtype(dtype)
+    except TypeError:
+        raise ValueError(f"scipy.sparse does not support dtype {dtype}") from None
     supported = _scipy_sputils.getdtype(dtype)  # SciPy's ValueError for float16, object ...
     try:
         to_torch_dtype(supported)
