@@ -13,9 +13,9 @@ FORMATS = ["csr", "csc", "coo", "bsr", "dia"]
 KINDS = ["array", "matrix"]
 DTYPES = ["float32", "float64", "complex64", "complex128"]
 
-# The XLA lane runs a representative subset (each new graph is a compilation).
-XLA_SUBSET = {("csr", "array", "float64"), ("coo", "matrix", "float32"),
-              ("csc", "matrix", "complex128")}
+# The XLA lane runs a representative subset (each new graph is a compilation;
+# torch-xla on PJRT CPU mishandles complex numbers, so real dtypes only).
+XLA_SUBSET = {("csr", "array", "float32"), ("coo", "matrix", "float64")}
 
 
 def skip_unless_subset(lane, fmt, kind, dtype):

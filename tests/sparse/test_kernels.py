@@ -64,7 +64,7 @@ def test_matmul_errors():
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_spgemm(lane, fmt, kind):
-    if lane == "xla" and (fmt, kind) != ("csr", "array"):
+    if lane == "xla" and (fmt, kind) != ("csr", "matrix"):
         pytest.skip("XLA lane: representative subset")
     a = scipy_case(fmt, kind, "float64", shape=(6, 8))
     b = scipy_case(fmt, kind, "float64", shape=(8, 5), seed=4)
