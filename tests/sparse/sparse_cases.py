@@ -42,7 +42,7 @@ def scipy_case(fmt, kind, dtype, shape=(6, 8), nnz=14, seed=0, duplicates=True):
     if m * n == 0:
         nnz = 0
     rows = rng.integers(0, max(m, 1), nnz)
-    if m > 2:
+    if m > 3:
         rows[rows == 2] = 3  # row 2 stays empty
     cols = rng.integers(0, max(n, 1), nnz)
     if duplicates and nnz > 3:
