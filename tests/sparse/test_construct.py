@@ -101,7 +101,7 @@ def test_signature_and_docstring_name_device():
 
 EYE_CASES = [(3, None, 0, None, float), (3, None, 0, "csr", np.float32),
              (3, None, 0, "csc", np.int32), (3, None, 0, "coo", np.complex128),
-             (4, 2, 1, None, float), (2, 5, -1, "csr", np.float64), (3, 3, 5, None, float),
+             (4, 2, 1, None, float), (2, 5, -1, "csr", np.float64), (3, 3, 2, "csc", float),
              (0, None, 0, "csr", float), (4, 3, -2, "coo", np.int64)]
 
 
@@ -111,6 +111,13 @@ def test_eye_device_keyword(cpu, m, n, k, fmt, dtype):
                 sp.eye(m, n, k, dtype=dtype, format=fmt), cpu)
     assert_same(ts.eye_array(m, n, k=k, dtype=dtype, format=fmt, device="cpu"),
                 sp.eye_array(m, n, k=k, dtype=dtype, format=fmt), cpu)
+
+
+def test_eye_offset_out_of_bounds(cpu):
+    with pytest.raises(ValueError):
+        sp.eye(3, 3, 5)
+    with pytest.raises(ValueError):
+        ts.eye(3, 3, 5, device=cpu)
 
 
 @pytest.mark.parametrize("fmt", [None, "csr"])

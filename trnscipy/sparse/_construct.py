@@ -15,6 +15,7 @@ import functools
 import inspect
 import math
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -70,7 +71,8 @@ def _is_tensor(x):
 
 
 def _is_torch_generator(x):
-    return type(x).__module__ == "torch" and type(x).__name__ == "Generator"
+    torch_module = sys.modules.get("torch")  # no torch imported: not a torch.Generator
+    return torch_module is not None and isinstance(x, torch_module.Generator)
 
 
 def _np_dtype(x):
