@@ -27,6 +27,7 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host
 
@@ -45,6 +46,42 @@ _DEVICE_DOC = """
 
 
 # --------------------------------------------------------------------------- helpers
+
+# "materialize": compute lazily-traced tensors together, now.  On XLA a result
+# whose tensors are read one by one is otherwise traced as one graph per tensor,
+# and torch-xla 2.9 can hand two such graphs the same compiled executable when
+# they differ only in which same-shaped input feeds which op (pytorch/xla#8353):
+# ``row[order]`` then read ``col[order]`` returned ``row[order]``.  Materialising
+# a result's tensors in one graph avoids it (and is one graph execution per call).
+# TODO(lead): these registrations belong in trnscipy/_kernels/_generic.py and _xla.py.
+
+
+@register("materialize", "generic")
+def _materialize_generic(tensors):
+    return None
+
+
+@register("materialize", "xla")
+def _materialize_xla(tensors):
+    import torch_xla
+
+    torch_xla._XLAC._xla_sync_multi(list(tensors), devices=[], wait=False)
+
+
+_PARTS = {"coo": ("data", "row", "col"), "csr": ("data", "indices", "indptr"),
+          "csc": ("data", "indices", "indptr"), "bsr": ("data", "indices", "indptr"),
+          "dia": ("data", "offsets")}
+
+
+def _finish(result):
+    """``result`` (device sparse object, or tuple of tensors) with its tensors materialised."""
+    if isinstance(result, tuple):
+        tensors = result
+    else:
+        tensors = [getattr(result, part) for part in _PARTS.get(result.format, ())]
+    if tensors:
+        kernel("materialize", tensors[0].device)(tensors)
+    return result
 
 
 def _sparse_namespace():
@@ -122,7 +159,7 @@ def _with_device_keyword(scipy_func, dtype_of):
     name = f"{scipy_func.__module__}.{scipy_func.__name__}"
 
     def decorate(impl):
-        routed = dispatch(scipy_func, name=name, offloadable=False)(impl)
+        routed = _routed(scipy_func)(impl)
         impl_signature = inspect.signature(impl)
 
         @functools.wraps(routed)
@@ -140,7 +177,7 @@ def _with_device_keyword(scipy_func, dtype_of):
             bound = impl_signature.bind(*args, **kwargs)
             bound.apply_defaults()
             if runs_on_device(name, device_kind(device), dtype_of(bound.arguments)):
-                return impl(*args, device=device, **kwargs)
+                return _finish(impl(*args, device=device, **kwargs))
             host_args = [_to_host(x, strict=False) for x in args]
             host_kwargs = {k: _to_host(v, strict=False) for k, v in kwargs.items()}
             return _to_device(scipy_func(*host_args, **host_kwargs), device, strict=False)
@@ -167,8 +204,17 @@ def _explicit_dtype(arguments):
 
 
 def _routed(scipy_func):
-    """``dispatch(scipy_func, offloadable=False)``: constructors from device operands."""
-    return dispatch(scipy_func, offloadable=False)
+    """``dispatch(scipy_func, offloadable=False)`` on the device implementation, whose
+    results are materialised (see ``_finish``)."""
+
+    def decorate(impl):
+        @functools.wraps(impl)
+        def finished(*args, **kwargs):
+            return _finish(impl(*args, **kwargs))
+
+        return dispatch(scipy_func, offloadable=False)(finished)
+
+    return decorate
 
 
 # --------------------------------------------------------------------------- diagonals

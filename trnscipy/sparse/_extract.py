@@ -7,13 +7,13 @@ SciPy's kind, format, dtype and index dtype.
 
 import scipy.sparse as _sp
 
-from trnscipy._dispatch import dispatch, find_device
-from trnscipy.sparse._construct import _as, _is_sparray
+from trnscipy._dispatch import find_device
+from trnscipy.sparse._construct import _as, _is_sparray, _routed
 
 __all__ = ["find", "tril", "triu"]
 
 
-@dispatch(_sp.find, offloadable=False)
+@_routed(_sp.find)
 def find(A):
     A = _as("coo", A, True, find_device((A,)), copy=True)
     A.sum_duplicates()
@@ -29,11 +29,11 @@ def _triangle(A, k, format, keep):
                    dtype=A.dtype).asformat(format)
 
 
-@dispatch(_sp.tril, offloadable=False)
+@_routed(_sp.tril)
 def tril(A, k=0, format=None):
     return _triangle(A, k, format, lambda row_k, col: row_k >= col)
 
 
-@dispatch(_sp.triu, offloadable=False)
+@_routed(_sp.triu)
 def triu(A, k=0, format=None):
     return _triangle(A, k, format, lambda row_k, col: row_k <= col)
