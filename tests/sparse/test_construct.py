@@ -293,6 +293,24 @@ def test_stacks_keep_duplicates_and_order(cpu, A, B):
                 sp.vstack([A.T, B.T]), cpu)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dia"])
+@pytest.mark.parametrize("array", [True, False])
+def test_stacks_index_dtype_int64_as_scipy(cpu, fmt, array):
+    # sparse arrays keep an int64 index dtype they are given; matrices downcast
+    a, b, c, _ = _blocks(fmt, array)
+    if fmt == "coo":
+        a.coords = tuple(x.astype(np.int64) for x in a.coords)
+    elif fmt != "dia":
+        a.indices, a.indptr = a.indices.astype(np.int64), a.indptr.astype(np.int64)
+    da, db, dc = (to_device(x, cpu) for x in (a, b, c))
+    for out in (None, "csr"):
+        assert_same(ts.hstack([da, db], format=out), sp.hstack([a, b], format=out), cpu)
+        assert_same(ts.vstack([da, dc], format=out), sp.vstack([a, c], format=out), cpu)
+        assert_same(ts.block_diag([da, db], format=out), sp.block_diag([a, b], format=out), cpu)
+    assert_same(ts.kron(da, db), sp.kron(a, b), cpu)
+    assert_same(ts.kron(da, db, format="coo"), sp.kron(a, b, format="coo"), cpu)
+
+
 def test_stack_errors_as_scipy(cpu):
     a, b, c, _ = _blocks("csr", True)
     da, db, dc = (to_device(x, cpu) for x in (a, b, c))
@@ -457,6 +475,24 @@ def test_device_keyword_errors():
 def test_device_keyword_conflicting_operand(xla_device):
     with pytest.raises(ValueError):
         ts.diags([torch.ones(3)], [0], device=xla_device)
+
+
+@pytest.mark.xla
+def test_xla_repeated_constructors_do_not_recompile(xla_device):
+    from trnscipy._metrics import xla_counts
+
+    A = to_device(sp.random_array((6, 5), density=0.4, rng=0, format="csr"), xla_device)
+    calls = [lambda: ts.eye(6, format="csr", device=xla_device),
+             lambda: ts.diags_array([[1.0, 2.0], [3.0, 4.0, 5.0]], offsets=[1, 0],
+                                    device=xla_device),
+             lambda: ts.kron(A, A, format="coo"),
+             lambda: ts.vstack([A, A])]
+    for call in calls:
+        call()
+        with xla_counts() as counts:
+            call()
+        assert counts.compilations == 0, counts
+        assert counts.executions <= 6, counts
 
 
 @pytest.mark.xla
