@@ -243,10 +243,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         raise NotImplementedError
 
     def _host(self, t):
+        """A host copy of ``t`` (never a view: SciPy may change it in place)."""
         t = t.detach()
         if t.is_conj():
             t = t.resolve_conj()
-        return t.cpu().numpy()
+        a = t.cpu().numpy()
+        return a.copy() if t.device.type == "cpu" else a
 
     # ---- conversions --------------------------------------------------------------
 
@@ -352,9 +354,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             flat = c * m + r
             nc, nr = flat // shape[0], flat % shape[0]
         idx = su.index_dtype(max(shape))
-        out = self._container("coo")._construct(shape, row=nr.to(idx), col=nc.to(idx),
-                                                data=coo.data.clone(), _canonical=False)
-        return out.asformat(self.format)
+        return self._container("coo")._construct(shape, row=nr.to(idx), col=nc.to(idx),
+                                                 data=coo.data.clone(), _canonical=False)
 
     def resize(self, *shape):
         """Resize in place (entries outside the new shape are dropped)."""
@@ -452,7 +453,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def nonzero(self):
         coo = self.tocoo(copy=False)
-        return su.compact(coo.data != 0, coo.row, coo.col)
+        row, col = su.compact(coo.data != 0, coo.row, coo.col)
+        if self.format == "csc":  # SciPy sorts CSC's by row
+            order = torch.sort(row, stable=True)[1]
+            row, col = row[order], col[order]
+        return row, col
 
     def _min_or_max(self, axis, reduce, name):
         if self.dtype.kind == "c":
@@ -591,6 +596,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo = self._container("coo")._construct((m, n), row=row.to(idx), col=col.to(idx),
                                                 data=data, _canonical=True)
+        if op in ("maximum", "minimum") and self.format not in ("csr", "csc"):
+            return coo.tocsr()
         return coo.asformat(self._binop_format(other))
 
     def _binop_format(self, other):
@@ -623,9 +630,9 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         coo = self._coo_canonical().astype(dt, copy=False)
         vals = coo.data * full[coo.row.to(torch.int64), coo.col.to(torch.int64)].to(
             coo.data.dtype)
-        return self._container("coo")._construct(self.shape, row=coo.row.clone(),
-                                                 col=coo.col.clone(), data=vals,
-                                                 _canonical=True)
+        out = self._container("coo")._construct(self.shape, row=coo.row.clone(),
+                                                col=coo.col.clone(), data=vals, _canonical=True)
+        return out.todia() if self.format == "dia" else out
 
     def maximum(self, other):
         return self._max_min(other, "maximum")
@@ -640,14 +647,15 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if su.is_scalar(other):
             red = torch.maximum if op == "maximum" else torch.minimum
             if (other > 0 if op == "maximum" else other < 0):
-                return red(self.toarray(), torch.as_tensor(other, device=self.device))
+                dense = red(self.toarray(), torch.as_tensor(other, device=self.device))
+                return type(self)._from_dense(dense, None, None, None)
             dt = su.result_dtype(getattr(np, op), self.dtype, scalars=[other])
             coo = self._coo_canonical().astype(dt, copy=False)
             data = red(coo.data, torch.as_tensor(other, dtype=coo.data.dtype,
                                                  device=self.device))
             out = coo._with_data(data, copy=False)
             out.eliminate_zeros()
-            return out.tocsr()
+            return out.asformat(self.format if self.format in ("csr", "csc") else "csr")
         red = torch.maximum if op == "maximum" else torch.minimum
         return red(self.toarray(), other)
 
@@ -738,8 +746,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             a, b = self.astype(dt, copy=False), other.astype(dt, copy=False)
             out = kernel("spgemm", self.device)(a.tocsr(), b.tocsr())
             res = self._container("csr")._construct((m, other.shape[1]), **out)
-            if self.format == "csc" and other.format == "csc":
-                return res.tocsc()
+            if self.format == "bsr":
+                cols = other.blocksize[1] if other.format == "bsr" else 1
+                return res.tobsr(blocksize=(self.blocksize[0], cols))
+            if self.format == "csc" or (self.format == "dia" and other.format == "dia"):
+                return res.asformat(self.format)
             return res
         if other.ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
@@ -786,12 +797,6 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if self._is_array:
             return self.power(other)
         return self._matrix_power(other)
-
-    def __abs__(self):
-        return self._with_data(torch.abs(self.data), copy=False)
-
-    def __round__(self, ndigits=0):
-        return self._with_data(torch.round(self.data, decimals=ndigits), copy=False)
 
     def __iter__(self):
         for r in range(self.shape[0]):

@@ -165,9 +165,9 @@ class _bsr_base(_data_matrix):
     def _from_scipy(cls, sp, device):
         flags = sp.__dict__
         nb = sp.indptr[-1]
-        return cls._construct(sp.shape, data=su.as_tensor(sp.data[:nb], device),
-                              indices=su.as_tensor(sp.indices[:nb], device),
-                              indptr=su.as_tensor(sp.indptr, device),
+        return cls._construct(sp.shape, data=su.from_host(sp.data[:nb], device),
+                              indices=su.from_host(sp.indices[:nb], device),
+                              indptr=su.from_host(sp.indptr, device),
                               _sorted=flags.get("_has_sorted_indices"),
                               _canonical=flags.get("_has_canonical_format"))
 
@@ -277,7 +277,7 @@ class _bsr_base(_data_matrix):
         r, c = self.blocksize
         nb = self.data.shape[0]
         dev = self.device
-        idx = su.index_dtype(max(max(self.shape), self.nnz), (self.indices,))
+        idx = su.index_dtype(max(self.shape))
         brow = self._block_rows().to(torch.int64).reshape(nb, 1, 1)
         bcol = self.indices.to(torch.int64).reshape(nb, 1, 1)
         rr = torch.arange(r, device=dev).reshape(1, r, 1)

@@ -106,9 +106,9 @@ class _cs_matrix(_data_matrix):
     @classmethod
     def _from_scipy(cls, sp, device):
         flags = sp.__dict__
-        return cls._construct(sp.shape, data=su.as_tensor(sp.data[:sp.nnz], device),
-                              indices=su.as_tensor(sp.indices[:sp.nnz], device),
-                              indptr=su.as_tensor(sp.indptr, device),
+        return cls._construct(sp.shape, data=su.from_host(sp.data[:sp.nnz], device),
+                              indices=su.from_host(sp.indices[:sp.nnz], device),
+                              indptr=su.from_host(sp.indptr, device),
                               _sorted=flags.get("_has_sorted_indices"),
                               _canonical=flags.get("_has_canonical_format"))
 

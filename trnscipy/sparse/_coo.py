@@ -43,9 +43,9 @@ class _coo_base(_data_matrix):
 
     @classmethod
     def _from_scipy(cls, sp, device):
-        return cls._construct(sp.shape, row=su.as_tensor(sp.row, device),
-                              col=su.as_tensor(sp.col, device),
-                              data=su.as_tensor(sp.data, device),
+        return cls._construct(sp.shape, row=su.from_host(sp.row, device),
+                              col=su.from_host(sp.col, device),
+                              data=su.from_host(sp.data, device),
                               _canonical=bool(sp.has_canonical_format))
 
     def to_scipy(self):
@@ -89,9 +89,6 @@ class _coo_base(_data_matrix):
     def eliminate_zeros(self):
         row, col, data = su.compact(self.data != 0, self.row, self.col, self.data)
         self._set(row, col, data, self._canonical)
-
-    def prune(self):
-        """Nothing to trim: device containers never hold entries past ``nnz``."""
 
     def tocoo(self, copy=False):
         return self.copy() if copy else self

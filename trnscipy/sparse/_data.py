@@ -51,8 +51,13 @@ class _data_matrix(_spbase):
         return self._with_data(torch.abs(self._deduped_data()), copy=False)
 
     def __round__(self, ndigits=0):
-        return self._with_data(torch.round(self._deduped_data(), decimals=ndigits),
-                               copy=False)
+        data = self._deduped_data()
+        if data.is_complex():
+            rounded = torch.complex(torch.round(data.real, decimals=ndigits),
+                                    torch.round(data.imag, decimals=ndigits))
+        else:
+            rounded = torch.round(data, decimals=ndigits)
+        return self._with_data(rounded, copy=False)
 
     def power(self, n, dtype=None):
         if not su.is_scalar(n):

@@ -61,8 +61,8 @@ class _dia_base(_data_matrix):
 
     @classmethod
     def _from_scipy(cls, sp, device):
-        return cls._construct(sp.shape, data=su.as_tensor(sp.data, device),
-                              offsets=su.as_tensor(sp.offsets, device),
+        return cls._construct(sp.shape, data=su.from_host(sp.data, device),
+                              offsets=su.from_host(sp.offsets, device),
                               _offsets_host=tuple(int(v) for v in sp.offsets))
 
     def to_scipy(self):
@@ -97,8 +97,8 @@ class _dia_base(_data_matrix):
         row, col, data = su.compact(keep.reshape(-1), row, col, self.data.reshape(-1))
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo = self._container("coo")._construct(self.shape, row=row.to(idx), col=col.to(idx),
-                                                data=data.clone(), _canonical=False)
-        return coo
+                                                data=data, _canonical=False)
+        return coo.tocsr().tocoo()  # row-major, as SciPy's (via CSR)
 
     def todia(self, copy=False):
         return self.copy() if copy else self

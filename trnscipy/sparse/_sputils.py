@@ -62,6 +62,15 @@ def as_tensor(x, device, dtype=None):
     return t.to(device=device, dtype=dtype)
 
 
+def from_host(a, device):
+    """A tensor on ``device`` holding a copy of host array ``a``.
+
+    Never shares memory with the SciPy object: SciPy's in-place methods
+    (sort_indices, sum_duplicates) would otherwise rewrite a device container.
+    """
+    return as_tensor(np.array(a, copy=True), device)
+
+
 def as_index(x, device):
     """An index tensor (int32 or int64; other dtypes are cast, as SciPy does)."""
     t = as_tensor(x, device)
