@@ -29,6 +29,5 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
                "raw": ((a.clone(), empty(a.shape[:-2] + (0,), a)), r)}[mode]
         if pivoting:
             out = out + (empty(a.shape[:-2] + (n,), a, torch.int32),)
-        return out[0] if mode == "r" and not pivoting else out
-    out = kernel("linalg.qr", a.device)(a, mode=mode, pivoting=pivoting)
-    return out[0] if mode == "r" and not pivoting and isinstance(out, tuple) else out
+        return out
+    return kernel("linalg.qr", a.device)(a, mode=mode, pivoting=pivoting)

@@ -43,7 +43,7 @@ def _view(x):
 def _tensor(x):
     if isinstance(x, np.ndarray):
         return torch.from_numpy(x if all(s >= 0 for s in x.strides) else x.copy())
-    if isinstance(x, np.generic):
+    if isinstance(x, np.generic | float | complex):
         return torch.from_numpy(np.asarray(x))
     if type(x) in (tuple, list):
         return type(x)(_tensor(v) for v in x)
@@ -438,8 +438,7 @@ def lu(a, permute_l=False, p_indices=False):
     if permute_l:
         return P @ L, U
     if p_indices:
-        # a = L[p] @ U  with  P[p[i], i] = 1 ... i.e. a = P @ L @ U
-        return P.mT.argmax(-1).to(torch.int32), L, U
+        return P.argmax(-1).to(torch.int32), L, U  # a = L[p] @ U
     return P, L, U
 
 
