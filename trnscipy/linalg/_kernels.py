@@ -100,7 +100,8 @@ def _potrf_xla(a, upper):
         warnings.simplefilter("ignore", UserWarning)  # torch.cholesky's deprecation note
         c = torch.cholesky(a, upper=upper)
     # XLA's Cholesky yields NaN instead of an info code: -1 = "not positive definite"
-    return c, -torch.isnan(c).any(-1).any(-1).to(torch.int32)
+    # (isnan does not lower for complex; isfinite does)
+    return c, -(~torch.isfinite(c)).any(-1).any(-1).to(torch.int32)
 
 
 @register("linalg._trsm", "generic")
@@ -127,8 +128,37 @@ def _solve_general(a, b):
     return x, info
 
 
+def _cpu(t):
+    """A CPU copy of an XLA tensor (complex through its real view: torch-xla 2.9's
+    ``.cpu()`` drops the imaginary part of complex128 tensors)."""
+    if t.is_complex():
+        return torch.view_as_complex(torch.view_as_real(t.resolve_conj()).cpu())
+    return t.cpu()
+
+
+def _to(device, obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, tuple | list):
+        return type(obj)(_to(device, x) for x in obj) if type(obj) in (tuple, list) else \
+            tuple(_to(device, x) for x in obj)
+    return obj
+
+
+def _on_host(op, reason, fn, *tensors):
+    """Run ``fn`` on CPU copies of ``tensors``, announced; results back on their device."""
+    fallback(op, reason, stacklevel=6)
+    device = tensors[0].device
+    return _to(device, fn(*(_cpu(t) for t in tensors)))
+
+
+_COMPLEX_LU = "XLA's LU-based inverse gives wrong results for complex input (torch-xla 2.9)"
+
+
 @register("linalg._solve", "xla")
 def _solve_general_xla(a, b):
+    if a.is_complex():
+        return _on_host("scipy.linalg.solve", _COMPLEX_LU, _solve_general, a, b)
     # No LU solve lowers; the LU-based inverse does.  One step of iterative
     # refinement brings the backward error to that of an LU solve.
     ainv, _ = torch.linalg.inv_ex(a)
@@ -144,6 +174,8 @@ def _inv(a):
 
 @register("linalg._inv", "xla")
 def _inv_xla(a):
+    if a.is_complex():
+        return _on_host("scipy.linalg.inv", _COMPLEX_LU, _inv, a)
     ainv, _ = torch.linalg.inv_ex(a)  # its info is not computed on XLA
     return ainv, (~torch.isfinite(ainv)).flatten(-2).any(-1).to(torch.int32)
 
@@ -155,8 +187,10 @@ def _det(a):
 
 @register("linalg._det", "xla")
 def _det_xla(a):
+    if a.is_complex():
+        return _on_host("scipy.linalg.det", _COMPLEX_LU, _det, a)
     sign, logabs = torch.linalg.slogdet(a)
-    return sign * torch.exp(logabs.real).to(sign.dtype)
+    return sign * torch.exp(logabs)
 
 
 @register("linalg._svd", "generic")
@@ -169,11 +203,8 @@ def _svd(a, full_matrices, compute_uv):
 @register("linalg._svd", "xla")
 def _svd_xla(a, full_matrices, compute_uv):
     if a.is_complex():
-        fallback("scipy.linalg.svd", "complex SVD does not lower to XLA", stacklevel=5)
-        host = _view(a.cpu())
-        out = _tensor(_sl.svd(host, full_matrices=full_matrices, compute_uv=compute_uv,
-                              check_finite=False))
-        return tuple(t.to(a.device) for t in out) if compute_uv else out.to(a.device)
+        return _on_host("scipy.linalg.svd", "complex SVD does not lower to XLA",
+                        lambda t: _svd(t, full_matrices, compute_uv), a)
     return _svd(a, full_matrices, compute_uv)
 
 
@@ -435,8 +466,9 @@ def lu_solve(lu_and_piv, b, trans=0):
 def lu(a, permute_l=False, p_indices=False):
     with linalg_errors():
         P, L, U = torch.linalg.lu(a)
+    P = P.real if P.is_complex() else P  # SciPy's permutation matrix is real
     if permute_l:
-        return P @ L, U
+        return P.to(L.dtype) @ L, U
     if p_indices:
         return P.argmax(-1).to(torch.int32), L, U  # a = L[p] @ U
     return P, L, U
@@ -447,7 +479,7 @@ def qr(a, mode="full", pivoting=False):
     if pivoting:
         fallback("scipy.linalg.qr", "column pivoting has no torch implementation",
                  stacklevel=5)
-        out = _sl.qr(_view(a.cpu()), mode=mode, pivoting=True, check_finite=False)
+        out = _sl.qr(_view(_cpu(a)), mode=mode, pivoting=True, check_finite=False)
         return _to(a.device, _tensor(out))
     m, n = a.shape[-2:]
     if mode == "raw":
@@ -462,22 +494,15 @@ def qr(a, mode="full", pivoting=False):
     return tuple(torch.linalg.qr(a, mode="complete" if mode == "full" else "reduced"))
 
 
-def _to(device, obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    return type(obj)(_to(device, x) for x in obj)
-
-
 @register("linalg.eig", "generic")
 def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
     if b is not None or left or homogeneous_eigvals:
         fallback("scipy.linalg.eig", "generalized, left or homogeneous eigenproblems have no "
                  "torch implementation", stacklevel=5)
-        out = _sl.eig(_view(a.cpu()), None if b is None else _view(b.cpu()), left=left,
+        out = _sl.eig(_view(_cpu(a)), None if b is None else _view(_cpu(b)), left=left,
                       right=right, homogeneous_eigvals=homogeneous_eigvals,
                       check_finite=False)
-        return _to(a.device, _tensor(out)) if isinstance(out, tuple) else \
-            _tensor(out).to(a.device)
+        return _to(a.device, _tensor(out))
     with linalg_errors():
         w, v = torch.linalg.eig(a)
     if not right:
