@@ -3,5 +3,7 @@
 import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
+from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator
+from trnscipy.sparse.linalg._isolve import cg
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)
