@@ -4,6 +4,6 @@ import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator
-from trnscipy.sparse.linalg._isolve import cg
+from trnscipy.sparse.linalg._isolve import cg, gmres
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

@@ -10,8 +10,18 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.utils import (check_atol, dot, host_value, make_system,
-                                                   norm, run, stop_tolerance, sync)
+from trnscipy.sparse.linalg._isolve.utils import (
+    CHECK_EVERY,
+    check_atol,
+    dot,
+    host_reads_free,
+    host_value,
+    make_system,
+    norm,
+    run,
+    stop_tolerance,
+    sync,
+)
 
 __all__ = ["bicg", "bicgstab", "cg", "cgs", "gmres", "qmr"]
 
@@ -76,3 +86,177 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
     state, info = run(step, state, system.maxiter, system.device, callback, _x)
     return state[0], info
+
+
+def _lartg(f, g):
+    """LAPACK's ?lartg on 0-d tensors: c (real), s, r with [c s; -conj(s) c] @ [f; g] = [r; 0]."""
+    af, ag = f.abs(), g.abs()
+    d = torch.sqrt(af * af + ag * ag)
+    f0, g0 = af == 0, ag == 0
+    safe_af = torch.where(f0, torch.ones_like(af), af)
+    safe_d = torch.where(d == 0, torch.ones_like(d), d)
+    safe_ag = torch.where(g0, torch.ones_like(ag), ag)
+    phase = f / safe_af
+    gc = g.conj() if g.is_complex() else g
+    c = torch.where(g0, torch.ones_like(af), torch.where(f0, torch.zeros_like(af), af / safe_d))
+    s = torch.where(g0, torch.zeros_like(g),
+                    torch.where(f0, gc / safe_ag, phase * gc / safe_d))
+    r = torch.where(g0, f, torch.where(f0, ag.to(f.dtype), phase * d))
+    return c.to(f.dtype), s, r
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+@dispatch(_scipy.gmres)
+def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
+          callback=None, callback_type=None):
+    if callback is not None and callback_type is None:
+        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
+                      "The default value will be changed in a future release. For "
+                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
+                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
+                      "``gmres(..., callback_type='legacy')``", DeprecationWarning, stacklevel=4)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError(f"Unknown callback_type: {callback_type!r}")
+    if callback is None:
+        callback_type = None
+
+    system = _setup("gmres", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol, bnrm2 = system.A.matvec, system.psolve, system.tol, system.bnrm2
+    n, eps, maxiter, device, dtype = (system.n, system.eps, system.maxiter, system.device,
+                                      system.dtype)
+    m = min(20 if restart is None else restart, n)
+    host = host_reads_free(device) or callback is not None
+    inner_total = [0]
+    rdtype = bnrm2.dtype
+
+    def host_flag(t):
+        sync(device)
+        return bool(t)
+
+    def cycle(state, s, first):
+        x, r, ptol, pfac = state
+        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
+        H = torch.zeros((m, m + 1), dtype=dtype, device=device)
+        S = torch.zeros(m + 1, dtype=dtype, device=device)
+        Q = torch.eye(m + 1, dtype=dtype, device=device)
+        v0 = psolve(r)
+        tmp = norm(v0)
+        V[0] = v0 * (1 / tmp)
+        S[0] = tmp
+        live = True if host else s.live
+        steps = 0 if host else torch.zeros((), dtype=torch.int64, device=device)
+        presid = torch.zeros((), dtype=rdtype, device=device)
+        breakdown = torch.zeros((), dtype=torch.bool, device=device)
+        for col in range(m):
+            w = psolve(matvec(V[col]))
+            h0 = norm(w)
+            basis = V[:col + 1]
+            h = basis.conj() @ w          # classical Gram-Schmidt, twice (SciPy: modified
+            w = w - h @ basis             # Gram-Schmidt; equal in exact arithmetic)
+            h2 = basis.conj() @ w
+            w = w - h2 @ basis
+            h = h + h2
+            h1 = norm(w)
+            brk = h1 <= eps * h0
+            V[col + 1] = torch.where(brk, w, w * (1 / h1))
+            hcol = torch.cat([h, torch.where(brk, 0, h1).to(dtype).reshape(1),
+                              torch.zeros(m - col - 1, dtype=dtype, device=device)])
+            hcol = Q @ hcol
+            c, sn, mag = _lartg(hcol[col], hcol[col + 1])
+            hcol[col] = mag
+            hcol[col + 1] = 0
+            H[col] = hcol
+            G = torch.stack([torch.stack([c, sn]), torch.stack([-_conj(sn), c])])
+            Q[col:col + 2] = G @ Q[col:col + 2]
+            t = -_conj(sn) * S[col]
+            S[col] = c * S[col]
+            S[col + 1] = t
+            res = t.abs()
+            inner_total[0] += 1
+            if host:
+                steps += 1
+                presid, breakdown = res, brk
+                if callback_type in ("legacy", "pr_norm"):
+                    callback(float(res / bnrm2))
+                if callback_type == "legacy" and inner_total[0] == maxiter:
+                    break
+                if host_flag((res <= ptol) | brk):
+                    break
+            else:
+                steps = steps + live.to(torch.int64)
+                presid = torch.where(live, res, presid)
+                breakdown = torch.where(live, brk, breakdown)
+                live = live & ~((res <= ptol) | brk)
+        x = _gmres_update(x, V, H, S, steps, m, host, s)
+        r = system.b - matvec(x)
+        rnorm = norm(r)
+        if callback_type == "legacy" and inner_total[0] == maxiter:
+            s.stop_if(rnorm <= tol, 0)
+            s.stop_if(True, maxiter)
+            return x, r, ptol, pfac
+        if callback_type == "x":
+            callback(host_value(x))
+        s.stop_if(rnorm <= tol, 0)
+        s.stop_if(breakdown, maxiter)
+        pfac = torch.where(presid <= ptol, torch.clamp(0.25 * pfac, min=eps),
+                           torch.clamp(1.5 * pfac, max=1.0))
+        ptol = presid * torch.minimum(pfac, tol / rnorm)
+        return x, r, ptol, pfac
+
+    Mb_nrm2 = norm(psolve(system.b))
+    ptol = Mb_nrm2 * torch.clamp(tol / bnrm2, max=1.0)
+    pfac = torch.ones((), dtype=rdtype, device=device)
+    r = _residual(system, x0 is not None)
+    converged = norm(r) < tol
+    sync(device)
+    if bool(converged):
+        return system.x, 0
+    state = (system.x, r, ptol, pfac)
+    state, info = run(cycle, state, maxiter, device, callback, None,
+                      block=-(-CHECK_EVERY // m))
+    return state[0], info
+
+
+def _gmres_update(x, V, H, S, steps, m, host, s):
+    """x + V[:k]^T y with y solving the k x k triangle of the rotated Hessenberg matrix
+    (k = steps of this cycle; a zero last pivot means y[k-1] = 0, as SciPy)."""
+    if host:
+        k = steps
+        R = H[:k, :k].T
+        rhs = S[:k].clone()
+        zero = R[k - 1, k - 1] == 0
+        rhs[k - 1] = torch.where(zero, 0, rhs[k - 1])
+        R = R.clone()
+        R[k - 1, k - 1] = torch.where(zero, 1, R[k - 1, k - 1])
+        return s.keep(x + _back_substitute(R, rhs) @ V[:k], x)
+    idx = torch.arange(m, device=x.device)
+    last = steps - 1
+    active = idx <= last
+    both = active[:, None] & active[None, :]
+    R = torch.where(both, H[:, :m].T, 0)
+    diag = torch.diagonal(R)
+    fix = ~active | ((idx == last) & (diag == 0))
+    R = R + torch.diag(torch.where(fix, 1, 0).to(R.dtype))
+    rhs = torch.where(active & ~((idx == last) & (diag == 0)), S[:m], 0)
+    y = _back_substitute(R, rhs)
+    return s.keep(x + y @ torch.where(active[:, None], V[:m], 0), x)
+
+
+def _back_substitute(R, rhs):
+    """Solve the small upper-triangular R y = rhs with dense ops (torch-xla has no
+    triangular solve and would run it on the host)."""
+    k = R.shape[0]
+    ys = [None] * k
+    for i in range(k - 1, -1, -1):
+        acc = rhs[i]
+        if i + 1 < k:
+            acc = acc - R[i, i + 1:] @ torch.stack(ys[i + 1:])
+        ys[i] = acc / R[i, i]
+    return torch.stack(ys)

@@ -83,9 +83,9 @@ def make_system(A, M, x0, b, *, identity_for_none=True):
 
     Returns a System whose x is a fresh tensor (updated in place by the solvers).
     """
-    from trnscipy._dtypes import to_torch_dtype
-
     from array_api_compat import is_torch_array
+
+    from trnscipy._dtypes import to_torch_dtype
 
     A_ = A
     if is_torch_array(b):
@@ -158,6 +158,9 @@ def stop_tolerance(atol, rtol, bnrm2):
 
 
 def norm(x):
+    """2-norm (complex: sqrt(Re x^H x); torch-xla's vector_norm rejects complex input)."""
+    if x.is_complex():
+        return torch.sqrt(torch.vdot(x, x).real)
     return torch.linalg.vector_norm(x)
 
 
@@ -217,6 +220,8 @@ class _LazyStep:
         self.info = info
 
     def stop_if(self, cond, code):
+        if isinstance(cond, bool):
+            cond = torch.tensor(cond, device=self.live.device)
         hit = self.live & cond
         self.info = torch.where(hit, torch.full_like(self.info, code), self.info)
         self.live = self.live & ~cond
@@ -236,8 +241,10 @@ class _LazyStep:
         return torch.where(self.live, new, old)
 
 
-def run(step, state, maxiter, device, callback=None, value=None):
+def run(step, state, maxiter, device, callback=None, value=None, block=CHECK_EVERY):
     """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
+
+    On graph devices the host reads the stop flag every ``block`` iterations.
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -249,15 +256,17 @@ def run(step, state, maxiter, device, callback=None, value=None):
             state = step(state, s, it == 0)
             if not s.live:
                 return state, int(s.info)
-            if callback is not None:
+            if callback is not None and value is not None:
                 callback(host_value(value(state)))
         return state, int(maxiter)
 
-    block = 1 if callback is not None else CHECK_EVERY
+    block = 1 if callback is not None else block
     done = torch.zeros((), dtype=torch.bool, device=device)
-    info = torch.full((), maxiter, dtype=torch.int64, device=device)
+    # maxiter travels as data (torch.tensor), not as a graph constant (torch.full), so the
+    # compiled graphs do not depend on it.
+    info = torch.tensor(maxiter, dtype=torch.int64, device=device)
     count = torch.zeros((), dtype=torch.int64, device=device)
-    limit = torch.full((), maxiter, dtype=torch.int64, device=device)
+    limit = torch.tensor(maxiter, dtype=torch.int64, device=device)
     it = 0
     while it < maxiter:
         for _ in range(block):
@@ -270,6 +279,6 @@ def run(step, state, maxiter, device, callback=None, value=None):
         sync(device)
         if bool(done):
             break
-        if callback is not None:
+        if callback is not None and value is not None:
             callback(host_value(value(state)))
     return state, int(info)
