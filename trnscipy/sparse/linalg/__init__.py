@@ -3,7 +3,7 @@
 import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator
-from trnscipy.sparse.linalg._isolve import cg, gmres
+from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
+from trnscipy.sparse.linalg._isolve import bicg, bicgstab, cg, cgs, gmres, qmr  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

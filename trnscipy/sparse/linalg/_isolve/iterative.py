@@ -260,3 +260,240 @@ def _back_substitute(R, rhs):
             acc = acc - R[i, i + 1:] @ torch.stack(ys[i + 1:])
         ys[i] = acc / R[i, i]
     return torch.stack(ys)
+
+
+def _tiny(system, power):
+    return system.eps ** power
+
+
+@dispatch(_scipy.bicgstab)
+def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+    rhotol = omegatol = _tiny(system, 2)
+
+    def step(state, s, first):
+        x, r, rtilde, p, v, rho_prev, alpha, omega = state
+        s.stop_if(norm(r) < tol, 0)
+        rho = dot(rtilde, r)
+        s.stop_if(rho.abs() < rhotol, -10)
+        if first:
+            p = r.clone()
+        else:
+            s.stop_if(omega.abs() < omegatol, -11)
+            if s.stopped:
+                return state
+            beta = (rho / rho_prev) * (alpha / omega)
+            p = s.xpay(r, beta, s.update(p, -omega, v))
+        if s.stopped:
+            return state
+        phat = psolve(p)
+        v = matvec(phat)
+        rv = dot(rtilde, v)
+        s.stop_if(rv == 0, -11)
+        alpha = rho / rv
+        r = s.update(r, -alpha, v)
+        x = s.axpy(x, alpha, phat)
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return (x,) + state[1:]
+        shat = psolve(r)
+        t = matvec(shat)
+        omega = dot(t, r) / dot(t, t)
+        x = s.axpy(x, omega, shat)
+        r = s.update(r, -omega, t)
+        return x, r, rtilde, p, v, rho, alpha, omega
+
+    r = _residual(system, x0 is not None)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one, one, one)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+@dispatch(_scipy.bicg)
+def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, rmatvec = system.A.matvec, system.A.rmatvec
+    psolve, rpsolve, tol = system.psolve, system.rpsolve, system.tol
+    rhotol = _tiny(system, 2)
+
+    def step(state, s, first):
+        x, r, rtilde, p, ptilde, rho_prev = state
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return state
+        z = psolve(r)
+        ztilde = rpsolve(rtilde)
+        rho = dot(rtilde, z)
+        s.stop_if(rho.abs() < rhotol, -10)
+        if s.stopped:
+            return state
+        if first:
+            p, ptilde = z.clone(), ztilde.clone()
+        else:
+            beta = rho / rho_prev
+            p = s.xpay(z, beta, p)
+            ptilde = s.xpay(ztilde, _conj(beta), ptilde)
+        q = matvec(p)
+        qtilde = rmatvec(ptilde)
+        rv = dot(ptilde, q)
+        s.stop_if(rv == 0, -11)
+        alpha = rho / rv
+        x = s.axpy(x, alpha, p)
+        r = s.update(r, -alpha, q)
+        rtilde = s.update(rtilde, -_conj(alpha), qtilde)
+        return x, r, rtilde, p, ptilde, rho
+
+    r = _residual(system, x0 is not None)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+@dispatch(_scipy.cgs)
+def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol, bvec = system.A.matvec, system.psolve, system.tol, system.b
+    rhotol = _tiny(system, 2)
+
+    def step(state, s, first):
+        x, r, rtilde, p, u, q, rho_prev = state
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return state
+        rho = dot(rtilde, r)
+        s.stop_if(rho.abs() < rhotol, -10)
+        if s.stopped:
+            return state
+        if first:
+            p, u = r.clone(), r.clone()
+        else:
+            beta = rho / rho_prev
+            u = r + beta * q
+            p = (p * beta + q) * beta + u
+        phat = psolve(p)
+        vhat = matvec(phat)
+        rv = dot(rtilde, vhat)
+        s.stop_if(rv == 0, -11)
+        alpha = rho / rv
+        q = u - alpha * vhat
+        uhat = psolve(u + q)
+        x = s.axpy(x, alpha, uhat)
+        r = bvec - matvec(x)
+        return x, r, rtilde, p, u, q, rho
+
+    r = _residual(system, x0 is not None)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    zero = torch.zeros_like(r)
+    state = (system.x, r, r.clone(), zero, zero, zero, one)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+@dispatch(_scipy.qmr)
+def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, callback=None):
+    from trnscipy.sparse.linalg._interface import LinearOperator
+    from trnscipy.sparse.linalg._isolve.utils import as_operator
+
+    A_ = A
+    system = _setup("qmr", A, b, x0, atol, rtol, None, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    Aop, tol, device = system.A, system.tol, system.device
+    if M1 is None and M2 is None:
+        if hasattr(A_, "psolve"):
+            M1 = LinearOperator(Aop.shape, matvec=lambda v: A_.psolve(v, "left"),
+                                rmatvec=lambda v: A_.rpsolve(v, "left"))
+            M2 = LinearOperator(Aop.shape, matvec=lambda v: A_.psolve(v, "right"),
+                                rmatvec=lambda v: A_.rpsolve(v, "right"))
+        else:
+            M1 = M2 = _IDENTITY
+    else:
+        M1 = as_operator(M1, device) if M1 is not None else None
+        M2 = as_operator(M2, device) if M2 is not None else None
+    tiny = _tiny(system, 1)
+
+    def step(state, s, first):
+        (x, r, vtilde, wtilde, y, z, rho, xi, gamma, eta, theta, epsilon,
+         p, q, d, sv) = state
+        s.stop_if(norm(r) < tol, 0)
+        s.stop_if(rho.abs() < tiny, -10)
+        s.stop_if(xi.abs() < tiny, -15)
+        if s.stopped:
+            return state
+        v = vtilde * (1 / rho)
+        y = y * (1 / rho)
+        w = wtilde * (1 / xi)
+        z = z * (1 / xi)
+        delta = dot(z, y)
+        s.stop_if(delta.abs() < tiny, -13)
+        if s.stopped:
+            return state
+        ytilde = M2.matvec(y)
+        ztilde = M1.rmatvec(z)
+        if first:
+            p, q = ytilde.clone(), ztilde.clone()
+        else:
+            p = ytilde - (xi * delta / epsilon) * p
+            q = ztilde - (rho * _conj(delta / epsilon)) * q
+        ptilde = Aop.matvec(p)
+        epsilon = dot(q, ptilde)
+        s.stop_if(epsilon.abs() < tiny, -14)
+        beta = epsilon / delta
+        s.stop_if(beta.abs() < tiny, -11)
+        if s.stopped:
+            return state
+        vtilde = ptilde - beta * v
+        y = M1.matvec(vtilde)
+        rho_prev, rho = rho, norm(y)
+        wtilde = w * (-_conj(beta)) + Aop.rmatvec(q)
+        z = M2.rmatvec(wtilde)
+        xi = norm(z)
+        gamma_prev, theta_prev = gamma, theta
+        theta = rho / (gamma_prev * beta.abs())
+        gamma = 1 / torch.sqrt(1 + theta ** 2)
+        s.stop_if(gamma.abs() < tiny, -12)
+        if s.stopped:
+            return state
+        eta = eta * (-(rho_prev / beta) * (gamma / gamma_prev) ** 2)
+        if first:
+            d, sv = p * eta, ptilde * eta
+        else:
+            d = d * (theta_prev * gamma) ** 2 + eta * p
+            sv = sv * (theta_prev * gamma) ** 2 + eta * ptilde
+        x = s.keep(x + d, x)
+        r = r - sv
+        return (x, r, vtilde, wtilde, y, z, rho, xi, gamma, eta, theta, epsilon, p, q, d, sv)
+
+    r = _residual(system, x0 is not None)
+    vtilde, wtilde = r.clone(), r.clone()
+    y = M1.matvec(vtilde)
+    z = M2.rmatvec(wtilde)
+    real = torch.zeros((), dtype=system.bnrm2.dtype, device=device)
+    one = torch.ones((), dtype=r.dtype, device=device)
+    zero = torch.zeros_like(r)
+    state = (system.x, r, vtilde, wtilde, y, z, norm(y), norm(z), real + 1, -one, real,
+             one, zero, zero, zero, zero)
+    state, info = run(step, state, system.maxiter, device, callback, _x)
+    return state[0], info
+
+
+class _Identity:
+    """qmr's default M1 = M2 = I."""
+
+    @staticmethod
+    def matvec(x):
+        return x
+
+    rmatvec = matvec
+
+
+_IDENTITY = _Identity()
