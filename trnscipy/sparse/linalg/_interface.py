@@ -106,7 +106,7 @@ class LinearOperator(_si.LinearOperator):
 
     # -- products ---------------------------------------------------------------------------
 
-    def _apply(self, x, n_in, n_out, one, many, name):
+    def _apply(self, x, n_in, n_out, one):
         if x.shape != (n_in,) and x.shape != (n_in, 1):
             raise ValueError("dimension mismatch")
         y = _dense(one(x))
@@ -120,13 +120,13 @@ class LinearOperator(_si.LinearOperator):
         if not _on_device(x):
             return super().matvec(x)
         M, N = self.shape
-        return self._apply(x, N, M, self._matvec, self.matmat, "matvec")
+        return self._apply(x, N, M, self._matvec)
 
     def rmatvec(self, x):
         if not _on_device(x):
             return super().rmatvec(x)
         M, N = self.shape
-        return self._apply(x, M, N, self._rmatvec, self.rmatmat, "rmatvec")
+        return self._apply(x, M, N, self._rmatvec)
 
     def _check_2d(self, X, n):
         if X.ndim != 2:
@@ -326,11 +326,18 @@ class MatrixLinearOperator(LinearOperator):
         self.A = A
         self.args = (A,)
         self._adj = None
+        self._promoted = None
 
     def _matmat(self, X):
-        if _on_device(self.A):
-            return self.A @ X
-        return self.A.dot(X)
+        if not _on_device(self.A):
+            return self.A.dot(X)
+        if is_torch_array(self.A) and self.A.dtype != X.dtype:
+            # NumPy promotes mixed dtypes in A @ x; torch refuses them
+            dt = torch.promote_types(self.A.dtype, X.dtype)
+            if self._promoted is None or self._promoted.dtype != dt:
+                self._promoted = self.A.to(dt)
+            return self._promoted @ X.to(dt)
+        return self.A @ X
 
     def _matvec(self, x):
         return self._matmat(x)

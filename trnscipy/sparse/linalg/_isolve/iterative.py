@@ -416,9 +416,9 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
                                 rmatvec=lambda v: A_.rpsolve(v, "right"))
         else:
             M1 = M2 = _IDENTITY
-    else:
-        M1 = as_operator(M1, device) if M1 is not None else None
-        M2 = as_operator(M2, device) if M2 is not None else None
+    else:  # SciPy uses M1/M2 as given (anything with matvec/rmatvec)
+        M1, M2 = (as_operator(M, device) if isinstance(M, _scipy.LinearOperator) else M
+                  for M in (M1, M2))
     tiny = _tiny(system, 1)
 
     def step(state, s, first):
