@@ -274,7 +274,8 @@ def _raises_as_scipy(call_ref, call_ours):
         call_ref()
     with pytest.raises(type(ref.value)) as ours:
         call_ours()
-    assert str(ours.value) == str(ref.value)
+    if not isinstance(ref.value, AttributeError):  # those name the array type
+        assert str(ours.value) == str(ref.value)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
