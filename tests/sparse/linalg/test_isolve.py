@@ -109,7 +109,10 @@ def test_iterates_match_scipy_cpu(solver, dtype, precond):
 def test_rtol_atol_x0_as_scipy(solver):
     A, b = _problem(solver, np.float64)
     x0 = np.linspace(0, 1, A.shape[0])
-    for kw in ({"rtol": 1e-9}, {"atol": 1e-3, "rtol": 0.0}, {"x0": x0}, {"x0": "Mb"}):
+    cases = [{"rtol": 1e-9}, {"x0": x0}, {"x0": "Mb"}]
+    if solver != "minres":  # minres has no atol
+        cases.append({"atol": 1e-3, "rtol": 0.0})
+    for kw in cases:
         x_ref, info_ref = getattr(spla, solver)(A, b, **kw, **_kwargs(solver))
         kw_d = {k: (_to(v, "cpu") if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
         x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), **kw_d, **_kwargs(solver))

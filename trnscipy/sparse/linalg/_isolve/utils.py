@@ -223,7 +223,9 @@ class _LazyStep:
         if isinstance(cond, bool):
             cond = torch.tensor(cond, device=self.live.device)
         hit = self.live & cond
-        self.info = torch.where(hit, torch.full_like(self.info, code), self.info)
+        if not isinstance(code, torch.Tensor):
+            code = torch.full_like(self.info, code)
+        self.info = torch.where(hit, code, self.info)
         self.live = self.live & ~cond
 
     def axpy(self, y, a, x):
