@@ -30,7 +30,7 @@ def _on_device(x):
 
 def _conj(x):
     if is_torch_array(x):
-        return x.conj() if x.is_complex() else x
+        return torch.conj_physical(x) if x.is_complex() else x
     return np.conj(x)
 
 
