@@ -9,9 +9,16 @@ import contextlib
 import numpy as np
 import pytest
 import scipy.linalg as sl
-from _dense_helpers import eps, hpd, random, tensor, to_np, xla_complex128_readback_broken
 
 import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import (
+    eps,
+    hpd,
+    random,
+    tensor,
+    to_np,
+    xla_complex128_readback_broken,
+)
 from trnscipy import DeviceFallbackWarning
 
 torch = pytest.importorskip("torch")

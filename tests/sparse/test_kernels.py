@@ -3,10 +3,17 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
-                          skip_unless_subset)
 
 import trnscipy
+from tests.sparse.sparse_cases import (
+    DTYPES,
+    FORMATS,
+    KINDS,
+    assert_same,
+    device_case,
+    scipy_case,
+    skip_unless_subset,
+)
 from trnscipy._kernels import _generic
 
 torch = pytest.importorskip("torch")

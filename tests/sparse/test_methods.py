@@ -5,10 +5,17 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
-                          skip_unless_subset)
 
 import trnscipy
+from tests.sparse.sparse_cases import (
+    DTYPES,
+    FORMATS,
+    KINDS,
+    assert_same,
+    device_case,
+    scipy_case,
+    skip_unless_subset,
+)
 
 torch = pytest.importorskip("torch")
 
