@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import FORMATS, assert_same
 
 import trnscipy
 import trnscipy.sparse as ts
+from tests.sparse.sparse_cases import FORMATS, assert_same
 
 torch = pytest.importorskip("torch")
 

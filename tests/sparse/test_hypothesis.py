@@ -5,9 +5,9 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sparse_cases import assert_same
 
 import trnscipy
+from tests.sparse.sparse_cases import assert_same
 
 torch = pytest.importorskip("torch")
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import assert_same, device_case, scipy_case
+
+from tests.sparse.sparse_cases import assert_same, device_case, scipy_case
 
 torch = pytest.importorskip("torch")
 

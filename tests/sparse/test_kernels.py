@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (
+
+import trnscipy
+from tests.sparse.sparse_cases import (
     DTYPES,
     FORMATS,
     KINDS,
@@ -12,8 +14,6 @@ from sparse_cases import (
     scipy_case,
     skip_unless_subset,
 )
-
-import trnscipy
 from trnscipy._kernels import _generic
 
 torch = pytest.importorskip("torch")

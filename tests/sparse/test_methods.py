@@ -5,7 +5,9 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (
+
+import trnscipy
+from tests.sparse.sparse_cases import (
     DTYPES,
     FORMATS,
     KINDS,
@@ -14,8 +16,6 @@ from sparse_cases import (
     scipy_case,
     skip_unless_subset,
 )
-
-import trnscipy
 
 torch = pytest.importorskip("torch")
 
