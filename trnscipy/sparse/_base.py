@@ -776,11 +776,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return other @ self
         if other.ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        if other.shape[-1] != self.shape[0]:
+        if other.ndim > 2 or other.shape[-1] != self.shape[0]:
             raise ValueError("dimension mismatch")
-        return self.transpose()._matmul(other.transpose(0, -1) if other.ndim == 2
-                                        else other).transpose(0, -1) if other.ndim == 2 \
-            else self.transpose()._matmul(other)
+        if other.ndim == 1:  # x @ A = A^T @ x
+            return self.transpose()._matmul(other)
+        return self.transpose()._matmul(other.transpose(0, 1)).transpose(0, 1)
 
     def _matrix_power(self, n):
         m, k = self.shape
