@@ -278,3 +278,20 @@ def test_empty_matrices(lane):
         assert_same(dev.T, host.T)
         assert_same(dev + dev, host + host)
         assert_same(dev.tocoo(), host.tocoo())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_comparisons(fmt, kind):
+    host = scipy_case(fmt, kind, "float64")
+    other = scipy_case(fmt, kind, "float64", seed=9)
+    dev, dother = device_case(host, "cpu"), device_case(other, "cpu")
+    dense = np.random.default_rng(2).standard_normal((6, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)
+        for op in (lambda a, b: a == b, lambda a, b: a != b, lambda a, b: a < b,
+                   lambda a, b: a >= b):
+            assert_same(op(dev, dother), op(host, other))
+            assert_same(op(dev, 0.5), op(host, 0.5))
+            assert_same(op(dev, 0), op(host, 0))
+            assert_same(op(dev, torch.from_numpy(dense)), np.asarray(op(host, dense)))

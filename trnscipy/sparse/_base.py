@@ -832,11 +832,45 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self.power(other)
         return self._matrix_power(other)
 
-    def _compare(self, other):
-        raise NotImplementedError("comparisons of device sparse containers are not "
-                                  "implemented yet; compare .toarray() results")
+    def _compare(self, other, op):
+        """Elementwise comparison, computed densely on the device (O(M*N) memory).
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compare
+        Sparse or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR),
+        dense ``other``: a dense boolean tensor, as SciPy.
+        """
+        other = self._as_operand(other)
+        if issparse(other):
+            if other.shape != self.shape:
+                raise ValueError("inconsistent shapes")
+            rhs = other.toarray()
+        elif su.is_scalar(other):
+            rhs = other
+        else:
+            if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+                raise ValueError("inconsistent shapes")
+            return op(self.toarray(), other)
+        dense = op(self.toarray(), rhs)
+        return self._container("csc" if self.format == "csc" else "csr")._from_dense(
+            dense, None, None, None)
+
+    def __eq__(self, other):
+        return self._compare(other, torch.eq)
+
+    def __ne__(self, other):
+        return self._compare(other, torch.ne)
+
+    def __lt__(self, other):
+        return self._compare(other, torch.lt)
+
+    def __le__(self, other):
+        return self._compare(other, torch.le)
+
+    def __gt__(self, other):
+        return self._compare(other, torch.gt)
+
+    def __ge__(self, other):
+        return self._compare(other, torch.ge)
+
     __hash__ = None
 
     def __iter__(self):
