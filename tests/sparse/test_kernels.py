@@ -167,3 +167,15 @@ def test_dense_times_sparse(kind):
     assert_same(torch.from_numpy(X) @ dev, X @ host)
     if kind == "matrix":  # dense * sparse matrix is the matrix product
         assert_same(torch.from_numpy(X) * dev, np.asarray(np.asmatrix(X) * host))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_cuda_kernel_code_on_cpu_tensors(fmt):
+    """The CUDA kernel's torch sparse-CSR path, run on CPU tensors (no GPU here)."""
+    from trnscipy._kernels import _cuda
+
+    host = scipy_case(fmt, "array", "complex128")
+    dev = device_case(host, "cpu")
+    rng = np.random.default_rng(8)
+    for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
+        assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)

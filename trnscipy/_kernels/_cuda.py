@@ -4,6 +4,8 @@ Used when no gradient is needed; with autograd (or other formats) the generic
 kernels run, whose gradients torch derives itself.
 """
 
+import warnings
+
 import torch
 
 from trnscipy._kernels import register
@@ -21,5 +23,7 @@ def spmm(A, x):
         return _generic_spmm(A, x)
     if A.format == "csc":
         A = A.tocsr()
-    mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
+    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+        mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
     return mat @ x
