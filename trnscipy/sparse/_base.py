@@ -98,10 +98,6 @@ isspmatrix_dok = _isspmatrix_format("dok")
 isspmatrix_lil = _isspmatrix_format("lil")
 
 
-def _to_np_dtype(x):
-    return to_numpy_dtype(x.dtype)
-
-
 class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     """Operators and format-independent methods of the device containers."""
 
