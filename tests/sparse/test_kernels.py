@@ -179,3 +179,23 @@ def test_cuda_kernel_code_on_cpu_tensors(fmt):
     rng = np.random.default_rng(8)
     for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
         assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
+
+
+@pytest.mark.xla
+def test_xla_construction_validates_with_one_read(xla_device):
+    from trnscipy._metrics import xla_counts
+
+    host = scipy_case("csr", "array", "float32")
+    parts = [torch.from_numpy(a).to(xla_device) for a in (host.data, host.indices,
+                                                           host.indptr)]
+    with xla_counts() as c:
+        A = trnscipy.sparse.csr_array(tuple(parts), shape=host.shape)
+    assert c.transfers_from_device == 1, str(c)
+    bad = [parts[0], parts[1] + 100, parts[2]]
+    with pytest.raises(ValueError, match="column index"):
+        trnscipy.sparse.csr_array(tuple(bad), shape=host.shape)
+    x = torch.ones(8, device=xla_device)
+    A @ x
+    with xla_counts() as c:
+        A @ x
+    assert c.transfers_from_device == 0 and c.compilations == 0, str(c)
