@@ -3,8 +3,15 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
-                          skip_unless_subset)
+from sparse_cases import (
+    DTYPES,
+    FORMATS,
+    KINDS,
+    assert_same,
+    device_case,
+    scipy_case,
+    skip_unless_subset,
+)
 
 import trnscipy
 from trnscipy._kernels import _generic

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg as spla
 
+import trnscipy
 import trnscipy.sparse.linalg as tsl
 
 torch = pytest.importorskip("torch")
@@ -21,7 +22,7 @@ def _data(dtype=np.float64, seed=0):
 
 def _check(ours, ref, device):
     assert type(ours) is torch.Tensor and ours.device == device
-    np.testing.assert_allclose(ours.cpu().numpy(), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(trnscipy.to_host(ours), ref, rtol=1e-12, atol=1e-12)
     assert ours.shape == ref.shape
 
 

@@ -30,7 +30,8 @@ def _on_device(x):
 
 def _conj(x):
     if is_torch_array(x):
-        return torch.conj_physical(x) if x.is_complex() else x
+        # resolve_conj, not conj_physical: torch-xla 2.9's conj_physical drops imaginary parts
+        return x.conj().resolve_conj() if x.is_complex() else x
     return np.conj(x)
 
 

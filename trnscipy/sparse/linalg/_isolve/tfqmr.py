@@ -9,7 +9,6 @@ import scipy.sparse.linalg as _scipy
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import (
-    CHECK_EVERY,
     check_atol,
     dot,
     host_value,
@@ -27,7 +26,7 @@ __all__ = ["tfqmr"]
 def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None,
           show=False):
     system = make_system(A, M, x0, b)
-    matvec = system.A.matvec
+    matvec = system.matvec
     psolve = system.M.matvec if system.M is not None else (lambda v: v)
     x, bvec, device = system.x, system.b, system.device
     bnorm = norm(bvec)
@@ -88,7 +87,7 @@ def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=N
              torch.zeros((), dtype=torch.int64, device=device))
     # one pair more than needed: its first half reports maxiter (SciPy's loop exhausted)
     state, info = run(step, state, -(-maxiter // 2) + 1, device, None, None,
-                      block=1 if callback is not None else CHECK_EVERY)
+                      block=1 if callback is not None else None)
     if show:
         iters = int(state[-1])
         if info == 0:
