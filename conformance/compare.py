@@ -29,17 +29,11 @@ def _is_device_object(x):
 
 
 def to_host(x):
-    """A result on the host: tensors -> ndarray, trnscipy objects -> SciPy, recursively."""
-    if is_torch_array(x):
-        t = x.detach().resolve_conj().resolve_neg().cpu()
-        return t.numpy()
-    if _is_device_object(x) and hasattr(x, "to_scipy"):
-        return x.to_scipy()
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return type(x)(*(to_host(v) for v in x))
-    if type(x) in (tuple, list):
-        return type(x)(to_host(v) for v in x)
-    return x
+    """A result on the host (trnscipy's own transfer: tensors -> ndarray, 0-d -> NumPy
+    scalar, trnscipy objects -> SciPy, recursively)."""
+    from trnscipy._transfer import _to_host
+
+    return _to_host(x, strict=False)
 
 
 def _dtype_of(x):
@@ -63,8 +57,8 @@ def _is_scalar(x):
 
 def _array_kind(exp, act, lane, path):
     if lane.host_results:
-        if type(act) is not np.ndarray:
-            return f"{path}: {type(act).__name__}, expected numpy.ndarray"
+        if type(act) is not type(exp):
+            return f"{path}: {type(act).__name__}, expected {type(exp).__name__}"
     else:
         if not is_torch_array(act):
             return f"{path}: {type(act).__module__}.{type(act).__name__}, expected a torch.Tensor"

@@ -57,6 +57,8 @@ class Case:
     judge: ``judge(case, expected, actual_on_host)`` -> reason or None; the default
            compares values normwise with ``rtol`` (per-dtype default).
     xla: run on the XLA lanes too (keep these few and small: every shape compiles).
+    device_kwarg: trnscipy's call gets ``device=<the lane's device>`` (constructors that
+           take no array, e.g. ``eye``); SciPy's call does not.
     """
 
     module: str
@@ -69,6 +71,7 @@ class Case:
     rtol: float | None = None
     xla: bool = True
     dtype: object = None
+    device_kwarg: bool = False
 
     def __post_init__(self):
         if self.dtype is None:
@@ -117,8 +120,8 @@ def all_cases(profile):
     return out
 
 
-def draw(strategy, profile):
-    """A list of ``profile.examples`` values drawn from a hypothesis strategy.
+def draw(strategy, profile, scale=1):
+    """A list of ``scale * profile.examples`` values drawn from a hypothesis strategy.
 
     ``fast`` is derandomized (the same examples on every run, for CI); ``nightly`` uses a
     fixed but different seed with ten times the examples.  Shrinking is off: a failing
@@ -127,8 +130,9 @@ def draw(strategy, profile):
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     out = []
+    count = scale * profile.examples
 
-    @settings(max_examples=profile.examples, derandomize=profile.derandomize, database=None,
+    @settings(max_examples=count, derandomize=profile.derandomize, database=None,
               phases=[Phase.generate], deadline=None, suppress_health_check=list(HealthCheck))
     @given(strategy)
     def collect(x):
@@ -137,4 +141,4 @@ def draw(strategy, profile):
     if profile.seed is not None and not profile.derandomize:
         collect = seed(profile.seed)(collect)
     collect()
-    return out[:profile.examples]
+    return out[:count]
