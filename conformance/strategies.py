@@ -5,20 +5,17 @@ conditioning (singular values log-spaced from 1 to 10**-k between random orthogo
 factors), rectangular matrices, right-hand sides.  Sizes stay small and few (every shape
 compiles on the XLA lanes).
 
-Sparse: matrices in every format from COO triplets that may hold duplicate and unsorted
-indices, empty rows, and shapes including 0xN, 1xN and Nx1.
+Sparse matrices come from the project's shared strategies, tests/sparse/strategies.py
+(duplicate and unsorted indices, empty rows, 0xN/1xN/Nx1 shapes, every dtype), converted
+to every device format here (``sparse_any_format``).
 """
 
 import numpy as np
-import scipy.sparse as sp
 from hypothesis import strategies as st
 
-__all__ = ["dense_square", "rectangular", "sparse_matrix", "matrix_from",
-           "FORMATS", "SPARSE_DTYPES"]
+__all__ = ["dense_square", "rectangular", "sparse_any_format", "matrix_from"]
 
 SIZES = (1, 3, 5)
-FORMATS = ("csr", "csc", "coo", "bsr", "dia", "dok", "lil")
-SPARSE_DTYPES = (np.float64, np.float32, np.complex128, np.int64, np.bool_)
 
 
 def _rng_matrix(rng, n, m, dtype):
@@ -72,50 +69,21 @@ def rectangular(draw, dtypes=(np.float64, np.float32), shapes=((5, 3), (3, 5), (
     return f"{m}x{n}-s{seed}", a
 
 
-def _values(draw, dtype, count):
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return np.ones(count, dtype=bool)
-    if dtype.kind in "iu":
-        return np.asarray(draw(st.lists(st.integers(-9, 9).filter(bool), min_size=count,
-                                        max_size=count)), dtype=dtype)
-    re = draw(st.lists(st.integers(-8, 8).filter(bool), min_size=count, max_size=count))
-    vals = np.asarray(re, dtype=np.float64) / 4
-    if dtype.kind == "c":
-        vals = vals + 1j * vals[::-1]
-    return vals.astype(dtype)
+def sparse_any_format(formats):
+    """(tag, S): a SciPy sparse array or matrix from tests/sparse/strategies.py, converted to
+    one of ``formats`` (CSR/CSC/COO keep their duplicate and unsorted entries).  None where
+    that module is absent."""
+    try:
+        from tests.sparse.strategies import sparse_matrices
+    except ImportError:
+        return None
 
+    def convert(drawn):
+        s, fmt = drawn
+        s = s if s.format == fmt else s.asformat(fmt)
+        kind = "array" if type(s).__name__.endswith("_array") else "matrix"
+        m, n = s.shape
+        dup = s.format in ("csr", "csc", "coo") and not s.has_canonical_format
+        return f"{fmt}_{kind}-{s.dtype.name}-{m}x{n}-nnz{s.nnz}{'-dup' if dup else ''}", s
 
-@st.composite
-def sparse_matrix(draw, formats=FORMATS, dtypes=SPARSE_DTYPES, kinds=("array", "matrix"),
-                  shapes=((0, 3), (1, 5), (5, 1), (4, 4), (3, 6)), max_nnz=10):
-    """(tag, S): S a SciPy sparse array or matrix of a drawn format, dtype and shape.
-
-    COO keeps duplicate entries; CSR/CSC are built from unsorted per-row (per-column)
-    index lists with duplicates, so ``has_sorted_indices`` and ``has_canonical_format``
-    are False when the draw says so; rows may be empty.
-    """
-    fmt = draw(st.sampled_from(formats))
-    dtype = np.dtype(draw(st.sampled_from(dtypes)))
-    kind = draw(st.sampled_from(kinds))
-    shape = draw(st.sampled_from(shapes))
-    m, n = shape
-    nnz = 0 if m * n == 0 else draw(st.integers(0, max_nnz))
-    rows = np.asarray(draw(st.lists(st.integers(0, max(m - 1, 0)), min_size=nnz,
-                                    max_size=nnz)), dtype=np.int32)
-    cols = np.asarray(draw(st.lists(st.integers(0, max(n - 1, 0)), min_size=nnz,
-                                    max_size=nnz)), dtype=np.int32)
-    vals = _values(draw, dtype, nnz)
-    leaf = getattr(sp, f"{fmt}_{kind}")
-    if fmt in ("csr", "csc"):
-        major, minor = (rows, cols) if fmt == "csr" else (cols, rows)
-        nmajor = m if fmt == "csr" else n
-        order = np.argsort(major, kind="stable")  # minor indices stay in drawn (unsorted) order
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(major, minlength=nmajor))])
-        s = leaf((vals[order], minor[order], indptr.astype(np.int32)), shape=shape)
-    else:
-        coo = sp.coo_array((vals, (rows, cols)), shape=shape)
-        s = leaf(coo) if fmt == "coo" else leaf(coo.asformat(fmt))
-    dup = nnz > len(set(zip(rows.tolist(), cols.tolist(), strict=True)))
-    tag = f"{fmt}_{kind}-{dtype.name}-{m}x{n}-nnz{nnz}{'-dup' if dup else ''}"
-    return tag, s
+    return st.tuples(sparse_matrices(), st.sampled_from(formats)).map(convert)
