@@ -36,6 +36,7 @@ class Outcome:
     status: str
     reason: str = ""
     dtype: str = ""
+    seconds: float = 0.0
 
 
 def _call(case, fn, args, kwargs):
@@ -142,15 +143,43 @@ def _where(exc):
     return f" (at {f.filename.split('trnscipy/', 1)[-1]}:{f.lineno})"
 
 
+def xla_selection(cases, lane, profile):
+    """The cases that run on an XLA lane (every op and shape compiles there).
+
+    Those marked ``xla``; with ``profile.xla_per_name`` set, at most that many per public
+    name of the dtypes the lane computes on device, plus, on a lane with host dtypes
+    (xla-neuron), one case of a host dtype (cheap: it checks the fallback warning).
+    Bad-input cases always run.
+    """
+    if profile.xla_per_name is None:
+        return [case for case in cases if case.xla]
+    chosen, device_count, host_seen = [], {}, set()
+    for case in cases:
+        if not case.xla:
+            continue
+        if not case.tag.startswith("bad-"):
+            if lane.expects_host(case.dtype):
+                if case.name in host_seen:
+                    continue
+                host_seen.add(case.name)
+            else:
+                if device_count.get(case.name, 0) >= profile.xla_per_name:
+                    continue
+                device_count[case.name] = device_count.get(case.name, 0) + 1
+        chosen.append(case)
+    return chosen
+
+
 def run_lane(cases, lane, profile, progress=None):
     """Outcomes of ``cases`` on ``lane`` ({case id: Outcome}) and the seconds it took."""
     start = time.perf_counter()
     out = {}
-    xla = lane.device_name == "xla"
+    if lane.device_name == "xla":
+        cases = xla_selection(cases, lane, profile)
     for case in cases:
-        if xla and not case.xla:
-            continue
+        t0 = time.perf_counter()
         out[case.id] = run_case(case, lane)
+        out[case.id].seconds = time.perf_counter() - t0
         if progress:
             progress(lane, out[case.id])
     return out, time.perf_counter() - start

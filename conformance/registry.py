@@ -23,12 +23,15 @@ class Profile:
     name: str
     examples: int  # hypothesis examples per strategy
     xla_examples: int  # of those, how many also run on the XLA lanes (each shape compiles)
+    # on the XLA lanes, at most this many device-computed cases per public name (see
+    # harness.xla_selection); None: every case marked xla
+    xla_per_name: int | None = None
     derandomize: bool = True
     seed: int | None = None
 
 
 PROFILES = {
-    "fast": Profile("fast", examples=4, xla_examples=1),
+    "fast": Profile("fast", examples=4, xla_examples=1, xla_per_name=1),
     "nightly": Profile("nightly", examples=40, xla_examples=6, derandomize=False, seed=20261121),
 }
 
