@@ -63,7 +63,28 @@ def emulate_neuron(monkeypatch):
 
 
 def pytest_report_header(config):
-    lanes = ["cpu" if HAVE_TORCH else None, "xla (PJRT_DEVICE=%s)" % os.environ["PJRT_DEVICE"]
-             if HAVE_XLA else None, "cuda" if _have_cuda() else None]
-    return "trnscipy lanes: " + ", ".join(x for x in lanes if x) if any(lanes) else \
-        "trnscipy lanes: none (torch not installed)"
+    lanes = [name for name, present in [
+        ("cpu", HAVE_TORCH),
+        (f"xla (PJRT_DEVICE={os.environ['PJRT_DEVICE']})", HAVE_XLA),
+        ("cuda", _have_cuda()),
+    ] if present]
+    return "trnscipy lanes: " + (", ".join(lanes) or "none (torch not installed)")
+
+
+_LANE_OUTCOMES = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        lane = "xla" if "xla" in report.keywords else "cuda" if "cuda" in report.keywords \
+            else "other"
+        counts = _LANE_OUTCOMES.setdefault(lane, {})
+        counts[report.outcome] = counts.get(report.outcome, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say plainly how many tests ran on the XLA (and CUDA) lane."""
+    for lane in ("xla", "cuda"):
+        counts = _LANE_OUTCOMES.get(lane, {})
+        summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items())) or "none"
+        terminalreporter.write_line(f"trnscipy {lane} lane: {summary}")

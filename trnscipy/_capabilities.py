@@ -22,15 +22,19 @@ class Capability:
     sparse_layouts: bool = True
     # operations that have no device implementation here and run on the host
     host_ops: frozenset = field(default_factory=frozenset)
+    # device->host copies of complex128 lose the imaginary part (torch-xla 2.9,
+    # measured): copy the real and imaginary parts separately
+    split_complex128_to_host: bool = False
 
 
 CAPABILITIES = {
     "cpu": Capability("cpu"),
     "cuda": Capability("cuda"),
     # torch-xla (PJRT CPU here): no torch sparse layouts.
-    "xla": Capability("xla", sparse_layouts=False),
+    "xla": Capability("xla", sparse_layouts=False, split_complex128_to_host=True),
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
-    "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False),
+    "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
+                         split_complex128_to_host=True),
 }
 
 

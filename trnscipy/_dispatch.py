@@ -38,7 +38,13 @@ _OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
 _SCAN_LIMIT = 256  # items of a list/tuple operand inspected for device data
 
 
+# Types that are never device data: checked first, to keep SciPy calls cheap.
+_HOST_TYPES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)})
+
+
 def _device_of(x, depth=0):
+    if type(x) in _HOST_TYPES:
+        return None
     if getattr(x, "_trnscipy_device_object", False):
         return x.device
     if is_torch_array(x):
@@ -64,10 +70,12 @@ def find_device(args, kwargs=None):
     """The device of the device-backed operands in ``args``/``kwargs`` (None: all host)."""
     found = None
     for x in args:
-        found = _merge(found, _device_of(x))
+        if type(x) not in _HOST_TYPES:
+            found = _merge(found, _device_of(x))
     if kwargs:
         for x in kwargs.values():
-            found = _merge(found, _device_of(x))
+            if type(x) not in _HOST_TYPES:
+                found = _merge(found, _device_of(x))
     return found
 
 

@@ -4,7 +4,8 @@ import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
-from trnscipy._device import resolve_device
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind, resolve_device
 from trnscipy._torch import torch
 
 __all__ = ["to_device", "to_host", "is_device_object"]
@@ -31,7 +32,10 @@ def _tensor_to_host(t):
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
-    a = t.cpu().numpy()
+    if t.dtype == torch.complex128 and capability(device_kind(t.device)).split_complex128_to_host:
+        a = torch.complex(t.real.cpu(), t.imag.cpu()).numpy()
+    else:
+        a = t.cpu().numpy()
     return a[()] if a.ndim == 0 else a
 
 

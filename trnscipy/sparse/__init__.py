@@ -3,6 +3,6 @@
 import scipy.sparse as _scipy_sparse
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse import linalg
+from trnscipy.sparse import linalg  # noqa: F401  (replaces scipy.sparse.linalg)
 
 __all__ = mirror(globals(), _scipy_sparse)
