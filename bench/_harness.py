@@ -4,7 +4,7 @@ A case gives, per lane, a builder: ``build() -> run`` does the untimed setup
 (moving data to the lane's device) and returns a zero-argument callable that
 performs one call and returns its result.  ``measure`` then makes, per lane:
 one cold call (XLA counts, correctness check against the SciPy lane), one
-warm call under the XLA counters, one call under the memory probe, and
+warm call under the memory probe (and the XLA counters), and
 ``reps`` interleaved timed repetitions (the lane order rotates every
 repetition); the reported time is the median.
 """
@@ -169,9 +169,9 @@ MEMORY_METHOD = (
     "peak resident-set growth of the process during one warm call: free heap returned to "
     "the OS (malloc_trim), VmHWM reset through /proc/self/clear_refs, then VmHWM - VmRSS "
     "before the call, from /proc/self/status. Same probe for every CPU-side lane (NumPy, "
-    "torch CPU, the PJRT CPU device's buffers all live in this process); memory the "
-    "allocators already held is not counted, so small figures are lower bounds. CUDA lanes: "
-    "torch.cuda.max_memory_allocated growth.")
+    "torch CPU, the PJRT CPU device's buffers all live in this process; the XLA lane's "
+    "probe includes its graph syncs); memory the allocators already held is not counted, "
+    "so small figures are lower bounds. CUDA lanes: torch.cuda.max_memory_allocated growth.")
 
 
 def peak_memory(lane, run):
@@ -292,19 +292,23 @@ def measure(case, lanes, profile, log=print):
         entry["status"] = "ok"
         runs[lane.name] = (lane, run)
 
-    # warm call: XLA counts for a repeated shape; then the memory probe
+    # warm call: under the memory probe (and the XLA counters: a repeated shape)
     estimate = {}
     for name, (lane, run) in runs.items():
         entry = row["lanes"][name]
+        warm = {}
+
+        def probed(lane=lane, run=run, warm=warm):
+            if lane.xla:
+                result, warm["counts"] = _xla_counts(lane, run)
+                return result
+            return run()
+
         t0 = time.perf_counter()
-        if lane.xla:
-            result, counts = _xla_counts(lane, run)
-            entry["xla"]["warm"] = counts
-            del result
-        else:
-            _timed(lane, run, 1)
+        entry["peak_mem_bytes"] = peak_memory(lane, probed)
         estimate[name] = max(time.perf_counter() - t0, 1e-7)
-        entry["peak_mem_bytes"] = peak_memory(lane, run)
+        if lane.xla:
+            entry["xla"]["warm"] = warm["counts"]
 
     if runs:
         number = {n: max(1, min(1000, math.ceil(profile.batch_s / estimate[n]))) for n in runs}
