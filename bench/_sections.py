@@ -37,12 +37,21 @@ def _t(a, device):
     return _torch().from_numpy(np.ascontiguousarray(a)).to(device)
 
 
-def _require_route(obj, what):
-    """NotAvailable unless trnscipy has a device route for ``obj`` on this build."""
+def _require_route(obj, what, device=None):
+    """NotAvailable unless trnscipy has a device route for ``obj`` on this build (and,
+    given ``device``, the capability table does not send it to the host there)."""
+    from trnscipy._capabilities import capability
+    from trnscipy._device import device_kind
     from trnscipy._mirror import route_of
 
     if route_of(obj) != "device":
         raise NotAvailable(f"{what} has no device route on this build (route: {route_of(obj)})")
+    scipy_func = getattr(obj, "__wrapped__", None)
+    if device is not None and scipy_func is not None:
+        kind = device_kind(device)
+        if f"{scipy_func.__module__}.{scipy_func.__name__}" in capability(kind).host_ops:
+            raise NotAvailable(f"host fallback: {what} is a host op on {kind} in the "
+                               "capability table")
     return obj
 
 
@@ -89,10 +98,10 @@ def _dense_operand(n, N, dtype, seed=3):
 
 def _trn_csr_builder(A, X, device, cfg, N):
     def build():
-        _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.nnz * N, "nnz x N")
         import trnscipy.sparse as tsp
 
         _require_route(tsp.csr_array, "trnscipy.sparse.csr_array")
+        _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.nnz * N, "nnz x N")
         At = tsp.csr_array((_t(A.data, device), _t(A.indices, device), _t(A.indptr, device)),
                            shape=A.shape)
         _device_object(At, "trnscipy.sparse.csr_array(torch tensors)")
@@ -104,11 +113,11 @@ def _trn_csr_builder(A, X, device, cfg, N):
 
 def _trn_bsr_builder(B, X, device, cfg, N):
     def build():
-        _cut_if("trn_xla" if device.type == "xla" else "", cfg, B.data.size * N,
-                "stored values x N")
         import trnscipy.sparse as tsp
 
         _require_route(tsp.bsr_array, "trnscipy.sparse.bsr_array")
+        _cut_if("trn_xla" if device.type == "xla" else "", cfg, B.data.size * N,
+                "stored values x N")
         Bt = tsp.bsr_array((_t(B.data, device), _t(B.indices, device), _t(B.indptr, device)),
                            shape=B.shape, blocksize=B.blocksize)
         _device_object(Bt, "trnscipy.sparse.bsr_array(torch tensors)")
@@ -214,13 +223,12 @@ def _scipy_iterations(solver, A, b, kwargs):
 
 def _trn_solver_builder(name, A, b, device, kwargs, cfg):
     def build():
-        _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.shape[0],
-                "unknowns")
         import trnscipy.sparse as tsp
         import trnscipy.sparse.linalg as tspla
 
-        solver = _require_route(getattr(tspla, name), f"trnscipy.sparse.linalg.{name}")
+        solver = _require_route(getattr(tspla, name), f"trnscipy.sparse.linalg.{name}", device)
         _require_route(tsp.csr_array, "trnscipy.sparse.csr_array")
+        _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.shape[0], "unknowns")
         At = tsp.csr_array((_t(A.data, device), _t(A.indices, device), _t(A.indptr, device)),
                            shape=A.shape)
         _device_object(At, "trnscipy.sparse.csr_array(torch tensors)")
@@ -359,12 +367,12 @@ def _torch_dense_builder(call, args, device):
 
 def _trn_dense_builder(op, args, device, cfg, n):
     def build():
+        import trnscipy.linalg as tla
+
+        f = _require_route(getattr(tla, op), f"trnscipy.linalg.{op}", device)
         if device.type == "xla" and n > cfg.get("xla_max_n", {}).get(op, n):
             raise Cut(f"n={n} above this run's XLA-lane limit for {op} "
                       "(PJRT CPU too slow for the time budget)")
-        import trnscipy.linalg as tla
-
-        f = _require_route(getattr(tla, op), f"trnscipy.linalg.{op}")
         targs = tuple(_t(a, device) for a in args)
         return lambda: f(*targs)
 
