@@ -152,6 +152,59 @@ def _defer_table(rows, notes):
     return _table(header, body)
 
 
+def _targets(sections):
+    """Issue 7's targets, checked row by row: (target, met, missed workloads)."""
+    checks = []
+
+    def add(text, rows, ok):
+        met, missed = 0, []
+        for row in rows:
+            verdict = ok(row)
+            if verdict is None:
+                continue
+            if verdict:
+                met += 1
+            else:
+                missed.append(f"{row['workload']} ({_params(row)})")
+        if met or missed:
+            checks.append((text, met, missed))
+
+    def lane(row, name):
+        e = row["lanes"].get(name, {})
+        return e if e.get("status") == "ok" else None
+
+    def ratio_at_most(limit):
+        def ok(row):
+            e = lane(row, "trn_cpu")
+            return None if e is None else e["ratio_vs_scipy"] <= limit
+        return ok
+
+    def compiles(phase, limit):
+        def ok(row):
+            e = lane(row, "trn_xla")
+            if e is None or phase not in e.get("xla", {}):
+                return None
+            return e["xla"][phase]["compilations"] <= limit
+        return ok
+
+    def defer_ok(row):
+        s, t = lane(row, "scipy"), lane(row, "trn_host")
+        return None if not (s and t) else t["median_s"] <= 1.05 * s["median_s"]
+
+    sparse = sections.get("spmv", []) + sections.get("bsr", [])
+    add("defer path within 5% of SciPy", sections.get("defer", []), defer_ok)
+    add("trnscipy CPU tensors at or under SciPy's time: SpMV/SpMM",
+        sparse, ratio_at_most(1.0))
+    add("trnscipy CPU tensors at or under SciPy's time: cg/gmres",
+        sections.get("solvers", []), ratio_at_most(1.0))
+    add("trnscipy CPU tensors within 1.2x SciPy: dense", sections.get("dense", []),
+        ratio_at_most(1.2))
+    add("XLA: at most one compilation for a new shape (SpMV/SpMM)", sparse, compiles("cold", 1))
+    every = [row for rows in sections.values() for row in rows]
+    add("XLA: zero compilations for a repeated shape", every, compiles("warm", 0))
+    return checks
+
+
 def markdown(results):
     meta = results["meta"]
     lanes = {lane["name"]: lane["label"] for lane in meta["lanes"] if lane["name"] != "trn_host"}
@@ -188,6 +241,7 @@ def markdown(results):
             continue
         out += [f"## {title}", ""]
         if name == "defer":
+            out += ["Median time per call; target: overhead within 5%.", ""]
             out += _defer_table(rows, notes) + [""]
             continue
         out += ["Median time per call (ratio to SciPy):", ""]
@@ -206,6 +260,18 @@ def markdown(results):
         out += _xla_table(rows) + [""]
         out += ["Peak memory per call:", ""]
         out += _memory_table(rows, lanes) + [""]
+    checks = _targets(sections)
+    if checks:
+        out += ["## Targets (issue 7), row by row", "",
+                "Measured rows only (n/a and cut rows are not counted); executions per "
+                "Krylov solve are in the solvers' XLA table beside the iteration count.", ""]
+        out += _table(["target", "rows met", "rows missed"],
+                      [[text, met, len(missed)] for text, met, missed in checks]) + [""]
+        for text, _, missed in checks:
+            if missed:
+                out += [f"- Missed, {text}: " + "; ".join(missed[:12])
+                        + (f"; and {len(missed) - 12} more" if len(missed) > 12 else "")]
+        out += [""]
     out += ["## Trainium time model (a model, not a measurement)", "",
             f"- Formula: `{MODEL['formula']}`; dispatch {MODEL['dispatch_s']['low'] * 1e3:g}-"
             f"{MODEL['dispatch_s']['high'] * 1e3:g} ms, compile {MODEL['compile_s']['low']:g}-"
