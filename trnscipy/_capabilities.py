@@ -27,14 +27,24 @@ class Capability:
     split_complex128_to_host: bool = False
 
 
+# scipy.linalg functions whose torch ops do not lower to XLA HLO (torch-xla 2.9,
+# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_lu_factor_ex,
+# linalg_lu, linalg_lu_solve, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp run on
+# the host through torch-xla's silent CPU fallback; sqrtm has no torch op at all).
+_XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
+    "_decomp_lu.lu", "_decomp_lu.lu_factor", "_decomp_lu.lu_solve", "_decomp_qr.qr",
+    "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
+
 CAPABILITIES = {
     "cpu": Capability("cpu"),
-    "cuda": Capability("cuda"),
+    # sqrtm: no torch op (SciPy serves only CPU tensors, on zero-copy views).
+    "cuda": Capability("cuda", host_ops=frozenset({"scipy.linalg._matfuncs.sqrtm"})),
     # torch-xla (PJRT CPU here): no torch sparse layouts.
-    "xla": Capability("xla", sparse_layouts=False, split_complex128_to_host=True),
+    "xla": Capability("xla", sparse_layouts=False, host_ops=_XLA_HOST_LINALG,
+                      split_complex128_to_host=True),
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
     "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
-                         split_complex128_to_host=True),
+                         host_ops=_XLA_HOST_LINALG, split_complex128_to_host=True),
 }
 
 

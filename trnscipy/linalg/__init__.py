@@ -3,5 +3,13 @@
 import scipy.linalg as _scipy_linalg
 
 from trnscipy._mirror import mirror
+from trnscipy.linalg._basic import det, inv, lstsq, pinv, solve, solve_triangular  # noqa: F401
+from trnscipy.linalg._decomp import eig, eigh, eigvals, eigvalsh  # noqa: F401
+from trnscipy.linalg._decomp_cholesky import cho_factor, cho_solve, cholesky  # noqa: F401
+from trnscipy.linalg._decomp_lu import lu, lu_factor, lu_solve  # noqa: F401
+from trnscipy.linalg._decomp_qr import qr  # noqa: F401
+from trnscipy.linalg._decomp_svd import svd, svdvals  # noqa: F401
+from trnscipy.linalg._matfuncs import expm, sqrtm  # noqa: F401
+from trnscipy.linalg._misc import norm  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_linalg)

@@ -3,5 +3,15 @@
 import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
+from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
+from trnscipy.sparse.linalg._isolve import (  # noqa: F401
+    bicg,
+    bicgstab,
+    cg,
+    cgs,
+    gmres,
+    minres,
+    qmr,
+)
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

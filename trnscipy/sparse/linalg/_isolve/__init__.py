@@ -1,0 +1,6 @@
+"""Device implementations of scipy.sparse.linalg's iterative solvers."""
+
+from trnscipy.sparse.linalg._isolve.iterative import bicg, bicgstab, cg, cgs, gmres, qmr
+from trnscipy.sparse.linalg._isolve.minres import minres
+
+__all__ = ["bicg", "bicgstab", "cg", "cgs", "gmres", "minres", "qmr"]

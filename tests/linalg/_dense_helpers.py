@@ -1,0 +1,55 @@
+"""Helpers for the dense linalg tests."""
+
+import numpy as np
+
+
+def to_np(x):
+    """Tensor -> ndarray (complex128 read back through its real view: torch-xla 2.9
+    drops the imaginary part of complex128 tensors in ``.cpu()``)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        if x.is_complex():
+            return torch.view_as_complex(torch.view_as_real(x.resolve_conj()).cpu()).numpy()
+        return x.cpu().numpy()
+    return np.asarray(x)
+
+
+def tensor(a, device):
+    """ndarray -> tensor on ``device`` (complex through its real view, as above)."""
+    import torch
+
+    a = np.ascontiguousarray(a)
+    if np.iscomplexobj(a):
+        return torch.view_as_complex(torch.from_numpy(a.view(a.real.dtype).reshape(
+            a.shape + (2,))).to(device))
+    return torch.from_numpy(a).to(device)
+
+
+def eps(dtype):
+    return np.finfo(np.dtype(dtype)).eps
+
+
+def random(n, dtype, rng, m=None):
+    m = n if m is None else m
+    a = rng.standard_normal((m, n))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((m, n))
+    return a.astype(dtype)
+
+
+def hpd(n, dtype, rng):
+    a = random(n, dtype, rng)
+    return (a @ a.conj().T + n * np.eye(n)).astype(dtype)
+
+
+def xla_complex128_readback_broken():
+    """torch-xla 2.9 drops the imaginary part of complex128 tensors in ``.cpu()``;
+    trnscipy's host transfer (foundation, trnscipy/_transfer.py) inherits it."""
+    import torch
+
+    import trnscipy
+
+    t = torch.tensor([1j], dtype=torch.complex128).to(trnscipy.resolve_device("xla"))
+    return trnscipy.to_host(t)[0] != 1j

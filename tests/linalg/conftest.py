@@ -1,0 +1,29 @@
+"""Lanes for the dense linalg tests.
+
+``cpu``: CPU tensors (SciPy's LAPACK on zero-copy views); ``generic``: CPU
+tensors with the CPU kernels removed, so the torch.linalg kernels that serve
+CUDA run (and are tested) here; ``xla``: torch-xla (PJRT_DEVICE=CPU).
+"""
+
+import pytest
+
+LANES = ["cpu", "generic", pytest.param("xla", marks=pytest.mark.xla)]
+
+
+@pytest.fixture(params=LANES)
+def dlane(request, monkeypatch):
+    torch = pytest.importorskip("torch")
+    import trnscipy
+
+    if request.param == "xla":
+        pytest.importorskip("torch_xla")
+        return trnscipy.resolve_device("xla")
+    if request.param == "generic":
+        import trnscipy._kernels as seam
+        import trnscipy.linalg  # noqa: F401  (registers the kernels)
+
+        impls = {k: v for k, v in seam._IMPLS.items()
+                 if not (k[1] == "cpu" and k[0].startswith("linalg."))}
+        monkeypatch.setattr(seam, "_IMPLS", impls)
+    return torch.device("cpu")
+

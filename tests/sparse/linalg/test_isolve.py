@@ -1,0 +1,338 @@
+"""Device Krylov solvers against SciPy by paired execution (same inputs through both)."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import trnscipy
+import trnscipy.sparse.linalg as tsl
+
+torch = pytest.importorskip("torch")
+
+SOLVERS = ["cg", "gmres", "bicgstab", "bicg", "cgs", "qmr", "minres", "tfqmr", "lgmres",
+           "gcrotmk"]
+SOLVERS = [s for s in SOLVERS if getattr(tsl, s)._trnscipy_route == "device"]
+SYMMETRIC_ONLY = {"cg", "minres"}
+
+
+def _poisson(m, dtype=np.float64):
+    T = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(m, m))
+    return (sp.kron(sp.eye(m), T) + sp.kron(T, sp.eye(m))).toarray().astype(dtype)
+
+
+def _convdiff(m, dtype=np.float64, c=0.4):
+    T = sp.diags_array([-1.0 - c, 2.0, -1.0 + c], offsets=[-1, 0, 1], shape=(m, m))
+    return (sp.kron(sp.eye(m), T) + sp.kron(T, sp.eye(m))).toarray().astype(dtype)
+
+
+def _problem(solver, dtype, m=7, seed=0):
+    A = (_poisson if solver in SYMMETRIC_ONLY else _convdiff)(m, dtype)
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal(A.shape[0])
+    if np.dtype(dtype).kind == "c":
+        b = b + 1j * rng.standard_normal(A.shape[0])
+        if solver not in SYMMETRIC_ONLY:
+            A = A + 0.2j * np.eye(A.shape[0])
+    return A.astype(dtype), b.astype(dtype)
+
+
+def _jacobi(A):
+    """Jacobi preconditioner as a SciPy LinearOperator (host) and as ours (device)."""
+    d = 1.0 / np.diag(A)
+    host = spla.LinearOperator(A.shape, matvec=lambda v: d * v, rmatvec=lambda v: np.conj(d) * v,
+                               dtype=A.dtype)
+    return host, d
+
+
+def _tol(dtype):
+    return 1e-10 if np.dtype(dtype) in (np.float64, np.complex128) else 2e-4
+
+
+def _kwargs(solver):
+    return {"restart": 5} if solver == "gmres" else {}
+
+
+def _m(solver, M):
+    """The preconditioner keyword(s): qmr takes M1 (and M2 = I)."""
+    if solver != "qmr":
+        return {"M": M}
+    n = M.shape[0]
+    eye = tsl.LinearOperator((n, n), matvec=lambda v: v, rmatvec=lambda v: v, dtype=M.dtype)
+    return {"M1": M, "M2": eye}
+
+
+def _to(x, device):
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
+def _compare(x_ours, x_ref, dtype):
+    assert type(x_ours) is torch.Tensor
+    assert x_ours.shape == x_ref.shape
+    got = x_ours.cpu().numpy()
+    assert got.dtype == x_ref.dtype
+    scale = max(np.abs(x_ref).max(), 1e-30)
+    err = np.abs(got - x_ref).max() / scale
+    assert err <= _tol(dtype), f"max rel. difference {err:.3e}"
+
+
+# -- iterates equal SciPy's: maxiter 1 and 3 check the algorithm, None the convergence ------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("precond", [False, True])
+def test_iterates_match_scipy_cpu(solver, dtype, precond):
+    if solver == "minres" and np.dtype(dtype).kind == "c":
+        pytest.skip("SciPy's minres has no complex support")
+    A, b = _problem(solver, dtype)
+    dev = torch.device("cpu")
+    kw = _kwargs(solver)
+    if precond:
+        host_M, d = _jacobi(A)
+        dd = _to(d, dev)
+        dev_M = tsl.LinearOperator(A.shape, matvec=lambda v: dd * v,
+                                   rmatvec=lambda v: dd.conj() * v, dtype=A.dtype)
+        kw_h, kw_d = dict(kw, **_m(solver, host_M)), dict(kw, **_m(solver, dev_M))
+    else:
+        kw_h = kw_d = kw
+    for maxiter in (1, 3, None):
+        x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter, **kw_h)
+        x, info = getattr(tsl, solver)(_to(A, dev), _to(b, dev), maxiter=maxiter, **kw_d)
+        assert type(info) is int and info == info_ref, (maxiter, info, info_ref)
+        _compare(x, x_ref, dtype)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_rtol_atol_x0_as_scipy(solver):
+    A, b = _problem(solver, np.float64)
+    x0 = np.linspace(0, 1, A.shape[0])
+    cases = [{"rtol": 1e-9}, {"x0": x0}, {"x0": "Mb"}]
+    if solver != "minres":  # minres has no atol
+        cases.append({"atol": 1e-3, "rtol": 0.0})
+    for kw in cases:
+        x_ref, info_ref = getattr(spla, solver)(A, b, **kw, **_kwargs(solver))
+        kw_d = {k: (_to(v, "cpu") if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+        x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), **kw_d, **_kwargs(solver))
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+
+
+# -- the XLA lane: same answers, and graph counts -----------------------------------------
+
+XLA_SOLVERS = [s for s in ("cg", "gmres", "bicgstab", "minres") if s in SOLVERS]
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("solver", XLA_SOLVERS)
+def test_xla_counts_and_iterates(solver, xla_device):
+    from trnscipy._metrics import xla_counts
+    from trnscipy.sparse.linalg._isolve.utils import CHECK_EVERY
+
+    A, b = _problem(solver, np.float64, m=8)
+    kw = {"restart": 10} if solver == "gmres" else {}
+    calls = []
+    kw_cb = dict(kw, callback_type="x") if solver == "gmres" else kw
+    x_ref, info_ref = getattr(spla, solver)(A, b, callback=calls.append, **kw_cb)
+    iters = len(calls)
+    At, bt = _to(A, xla_device), _to(b, xla_device)
+    with xla_counts() as first:
+        x, info = getattr(tsl, solver)(At, bt, **kw)
+    # a second solve: other rhs, other maxiter, same shapes -> nothing to compile
+    b2 = np.cos(np.arange(A.shape[0]))
+    x2_ref, info2_ref = getattr(spla, solver)(A, b2, maxiter=500, **kw)
+    with xla_counts() as second:
+        x2, info2 = getattr(tsl, solver)(At, _to(b2, xla_device), maxiter=500, **kw)
+    # gmres checks once per ceil(CHECK_EVERY/restart) restart cycles (its "iterations")
+    unit = math.ceil(CHECK_EVERY / kw["restart"]) if solver == "gmres" else CHECK_EVERY
+    print(f"\n{solver} xla: {iters} iterations; first solve {first}; second solve {second}")
+    assert info == info_ref == 0 and info2 == info2_ref == 0
+    _compare(x, x_ref, np.float64)
+    _compare(x2, x2_ref, np.float64)
+    assert x.device == xla_device
+    bound = math.ceil(iters / unit) + 3
+    assert first.executions <= bound, f"{iters} iterations, {first} (bound {bound})"
+    assert second.compilations == 0, f"second solve recompiled: {second}"
+    assert first.compilations <= 5, f"{first}"
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("solver", XLA_SOLVERS)
+def test_xla_iterates_match_scipy_at_maxiter(solver, xla_device):
+    A, b = _problem(solver, np.float64, m=6)
+    kw = _kwargs(solver)
+    for maxiter in (1, 3):
+        x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter, **kw)
+        x, info = getattr(tsl, solver)(_to(A, xla_device), _to(b, xla_device), maxiter=maxiter,
+                                       **kw)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.xla
+def test_xla_float32_and_complex_cg(xla_device):
+    for dtype in (np.float32, np.complex128):
+        A, b = _problem("cg", dtype, m=6)
+        x_ref, info_ref = spla.cg(A, b)
+        x, info = tsl.cg(_to(A, xla_device), _to(b, xla_device))
+        assert info == info_ref == 0
+        _compare(x, x_ref, dtype)
+
+
+# -- callbacks -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_callback_count_and_values(solver):
+    A, b = _problem(solver, np.float64)
+    kw = dict(_kwargs(solver), callback_type="x") if solver == "gmres" else {}
+    ref, ours = [], []
+    spla_fn, tsl_fn = getattr(spla, solver), getattr(tsl, solver)
+    spla_fn(A, b, callback=lambda x: ref.append(np.array(x)), **kw)
+    tsl_fn(_to(A, "cpu"), _to(b, "cpu"), callback=lambda x: ours.append(x.clone()), **kw)
+    assert len(ours) == len(ref) > 0
+    for x, r in zip(ours, ref, strict=True):
+        _compare(x, r, np.float64)
+
+
+@pytest.mark.parametrize("callback_type", ["pr_norm", "legacy"])
+def test_gmres_residual_callbacks(callback_type):
+    A, b = _problem("gmres", np.float64)
+    ref, ours = [], []
+    x_ref, i_ref = spla.gmres(A, b, restart=5, maxiter=7, callback=ref.append,
+                              callback_type=callback_type)
+    x, i = tsl.gmres(_to(A, "cpu"), _to(b, "cpu"), restart=5, maxiter=7, callback=ours.append,
+                     callback_type=callback_type)
+    assert i == i_ref and len(ours) == len(ref)
+    np.testing.assert_allclose(ours, ref, rtol=1e-9)
+    _compare(x, x_ref, np.float64)
+
+
+def test_gmres_callback_without_type_warns_as_scipy():
+    A, b = _problem("gmres", np.float64)
+    with pytest.warns(DeprecationWarning, match="callback_type"):
+        tsl.gmres(_to(A, "cpu"), _to(b, "cpu"), callback=lambda r: None)
+    with pytest.raises(ValueError, match="Unknown callback_type"):
+        tsl.gmres(_to(A, "cpu"), _to(b, "cpu"), callback=print, callback_type="bad")
+
+
+@pytest.mark.xla
+def test_xla_callback_per_iteration(xla_device):
+    A, b = _problem("cg", np.float64, m=5)
+    ref, ours = [], []
+    spla.cg(A, b, callback=lambda x: ref.append(np.array(x)))
+    tsl.cg(_to(A, xla_device), _to(b, xla_device), callback=lambda x: ours.append(x.cpu()))
+    assert len(ours) == len(ref)
+    _compare(ours[-1], ref[-1], np.float64)
+
+
+# -- info codes, bad input, NaN ----------------------------------------------------------------
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_breakdown_info_as_scipy(solver):
+    A = np.array([[0.0, 1.0], [1.0, 0.0]])
+    b = np.array([1.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        x_ref, info_ref = getattr(spla, solver)(A, b)
+        x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"))
+    assert info == info_ref
+    np.testing.assert_allclose(x.numpy(), x_ref, equal_nan=True, atol=1e-12)
+
+
+def test_gmres_singular_is_no_false_success():
+    A = np.diag([1.0, 1.0, 0.0])
+    b = np.array([1.0, 1.0, 1.0])
+    x_ref, info_ref = spla.gmres(A, b)
+    x, info = tsl.gmres(_to(A, "cpu"), _to(b, "cpu"))
+    assert info == info_ref != 0
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_nan_rhs_as_scipy(solver):
+    A, b = _problem(solver, np.float64, m=3)
+    b[1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=20)
+    x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), maxiter=20)
+    assert info == info_ref
+    assert np.isnan(x.numpy()).all() == np.isnan(x_ref).all()
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_zero_rhs_as_scipy(solver):
+    A, _ = _problem(solver, np.float64, m=3)
+    b = np.zeros(A.shape[0])
+    x_ref, info_ref = getattr(spla, solver)(A, b, x0=np.ones(A.shape[0]))
+    x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), x0=torch.ones(A.shape[0],
+                                                                               dtype=torch.float64))
+    assert info == info_ref == 0
+    np.testing.assert_array_equal(x.numpy(), x_ref)
+
+
+def _raises_as_scipy(call_ref, call_ours):
+    with pytest.raises(Exception) as ref:
+        call_ref()
+    with pytest.raises(type(ref.value)) as ours:
+        call_ours()
+    if not isinstance(ref.value, AttributeError):  # those name the array type
+        assert str(ours.value) == str(ref.value)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_bad_input_as_scipy(solver):
+    f_ref, f = getattr(spla, solver), getattr(tsl, solver)
+    A, b = _problem(solver, np.float64, m=3)
+    At, bt = _to(A, "cpu"), _to(b, "cpu")
+    n = A.shape[0]
+    cases = [
+        ((A[:, :-1], b), (At[:, :-1], bt), {}),
+        ((A, b[:-1]), (At, bt[:-1]), {}),
+        ((A, b), (At, bt), {"x0": np.ones(n + 1)}),
+        ((A, b), (At, bt), {"M": np.eye(n + 1)} if solver != "qmr" else {"M1": np.eye(n + 1)}),
+        ((A, b), (At, bt), {"tol": 1e-5}),
+    ]
+    if solver != "minres":
+        cases += [((A, b), (At, bt), {"atol": -1.0}), ((A, b), (At, bt), {"atol": None})]
+    for args_ref, args, kw in cases:
+        kw_d = {k: (_to(v, "cpu") if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+        _raises_as_scipy(lambda: f_ref(*args_ref, **kw), lambda: f(*args, **kw_d))  # noqa: B023
+
+
+# -- dtypes, operators as A and M, offload -------------------------------------------------------
+
+def test_dtype_promotion_as_scipy():
+    A, b = _problem("cg", np.float32)
+    for A_, b_ in ((A, b.astype(np.float64)), (A.astype(np.int64) * 0 + np.eye(len(b),
+                                                   dtype=np.int64) * 4, b)):
+        x_ref, _ = spla.cg(A_, b_)
+        x, _ = tsl.cg(_to(A_, "cpu"), _to(b_, "cpu"))
+        assert x.cpu().numpy().dtype == x_ref.dtype
+
+
+def test_operator_and_host_operator_as_A():
+    A, b = _problem("gmres", np.float64)
+    At = _to(A, "cpu")
+    x_ref, info_ref = spla.gmres(A, b)
+    op = tsl.LinearOperator(A.shape, matvec=lambda v: At @ v, dtype=A.dtype)
+    for A_ in (op, tsl.aslinearoperator(At), spla.aslinearoperator(A)):
+        x, info = tsl.gmres(A_, _to(b, "cpu"))
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param("xla", marks=pytest.mark.xla)])
+def test_offload_numpy_in_numpy_out(target):
+    if target == "xla":
+        pytest.importorskip("torch_xla")
+    A, b = _problem("cg", np.float64, m=5)
+    x_ref, info_ref = spla.cg(A, b)
+    seen = []
+    with trnscipy.offload(target):
+        x, info = tsl.cg(A, b)
+        tsl.cg(A, b, maxiter=2, callback=lambda xk: seen.append(type(xk)))
+    assert type(x) is np.ndarray and info == info_ref == 0
+    np.testing.assert_allclose(x, x_ref, rtol=1e-10)
+    assert seen == [np.ndarray, np.ndarray]

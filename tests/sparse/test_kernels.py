@@ -1,0 +1,138 @@
+"""SpMV / SpMM / SpGEMM through the kernel seam, autograd, and XLA graph counts."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
+                          skip_unless_subset)
+
+import trnscipy
+from trnscipy._kernels import _generic
+
+torch = pytest.importorskip("torch")
+
+
+def _dense(rng, shape, dtype):
+    a = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matvec_matmat(lane, fmt, kind, dtype):
+    skip_unless_subset(lane, fmt, kind, dtype)
+    host = scipy_case(fmt, kind, dtype)
+    dev = device_case(host, lane)
+    rng = np.random.default_rng(1)
+    x, X = _dense(rng, 8, dtype), _dense(rng, (8, 3), dtype)
+    assert_same(dev @ trnscipy.to_device(x, lane), host @ x)
+    assert_same(dev @ trnscipy.to_device(X, lane), host @ X)
+    assert_same(dev.dot(trnscipy.to_device(x, lane)), host.dot(x))
+    xt = _dense(rng, 6, dtype)
+    assert_same(trnscipy.to_device(xt, lane) @ dev, xt @ host)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_generic_kernel_matches_scipy(fmt):
+    host = scipy_case(fmt, "array", "complex128")
+    dev = device_case(host, "cpu")
+    rng = np.random.default_rng(2)
+    for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 2), "complex128")):
+        assert_same(_generic.spmm(dev, torch.from_numpy(x)), host @ x)
+
+
+def test_mixed_dtypes_promote_as_numpy():
+    host = scipy_case("csr", "array", "float32")
+    dev = device_case(host, "cpu")
+    for x in (np.ones(8, np.float64), np.ones(8, np.complex64), np.ones(8, np.int32)):
+        assert_same(dev @ torch.from_numpy(x), host @ x)
+    ih = sp.csr_array(np.array([[1, 0], [2, 3]], dtype=np.int64))
+    assert_same(device_case(ih, "cpu") @ torch.tensor([1, 1]), ih @ np.array([1, 1]))
+
+
+def test_matmul_errors():
+    dev = device_case(scipy_case("csr", "array", "float64"), "cpu")
+    with pytest.raises(ValueError, match="dimension mismatch"):
+        dev @ torch.ones(5, dtype=torch.float64)
+    with pytest.raises(ValueError, match="Scalar"):
+        dev @ 2.0
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_spgemm(lane, fmt, kind):
+    if lane == "xla" and (fmt, kind) != ("csr", "array"):
+        pytest.skip("XLA lane: representative subset")
+    a = scipy_case(fmt, kind, "float64", shape=(6, 8))
+    b = scipy_case(fmt, kind, "float64", shape=(8, 5), seed=4)
+    assert_same(device_case(a, lane) @ device_case(b, lane), a @ b)
+    if kind == "matrix":
+        assert_same(device_case(a, lane) * device_case(b, lane), a * b)
+
+
+def test_spgemm_generic_kernel():
+    a = scipy_case("csr", "array", "complex128", shape=(6, 8))
+    b = scipy_case("csr", "array", "complex128", shape=(8, 5), seed=4)
+    parts = _generic.spgemm(device_case(a, "cpu"), device_case(b, "cpu"))
+    ours = trnscipy.sparse.csr_array((parts["data"], parts["indices"], parts["indptr"]),
+                                     shape=(6, 5))
+    assert_same(ours, (a @ b).tocsr())
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "bsr", "dia"])
+@pytest.mark.parametrize("generic", [False, True])
+def test_gradcheck(fmt, generic):
+    host = scipy_case(fmt, "array", "float64", shape=(6, 4), nnz=9)
+    dev = device_case(host, "cpu")
+    x = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    data = dev.data.clone().requires_grad_(True)
+
+    def f(data, x):
+        A = dev._with_data(data, copy=False)
+        return _generic.spmm(A, x) if generic else A @ x
+
+    assert torch.autograd.gradcheck(f, (data, x))
+    v = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(f, (data, v))
+
+
+def test_gradient_values_complex():
+    host = scipy_case("csr", "array", "complex128")
+    dev = device_case(host, "cpu")
+    data = dev.data.clone().requires_grad_(True)
+    x = torch.randn(8, dtype=torch.complex128, requires_grad=True)
+    y = dev._with_data(data, copy=False) @ x
+    y.abs().pow(2).sum().backward()
+    data2 = dev.data.clone().requires_grad_(True)
+    x2 = x.detach().clone().requires_grad_(True)
+    y2 = _generic.spmm(dev._with_data(data2, copy=False), x2)
+    y2.abs().pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad)
+    torch.testing.assert_close(data.grad, data2.grad)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("fmt", ["csr", "bsr", "dia"])
+def test_xla_one_graph_per_shape(xla_device, fmt):
+    from trnscipy._metrics import xla_counts
+
+    host = scipy_case(fmt, "array", "float32", shape=(8, 8), nnz=20)
+    A = trnscipy.to_device(host, xla_device)
+    xs = [torch.randn(8, dtype=torch.float32).to(xla_device) for _ in range(3)]
+    with xla_counts():
+        y0 = A @ xs[0]
+    for x in xs[1:]:
+        with xla_counts() as c:
+            y = A @ x
+        assert c.compilations == 0, (fmt, str(c))
+        assert c.executions <= 1, (fmt, str(c))
+        np.testing.assert_allclose(trnscipy.to_host(y), host @ trnscipy.to_host(x),
+                                   rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trnscipy.to_host(y0), host @ trnscipy.to_host(xs[0]),
+                               rtol=1e-5, atol=1e-5)
+    with xla_counts() as c:
+        A @ torch.randn(8, 4).to(xla_device)
+    assert c.compilations <= 1 and c.executions <= 1, str(c)

@@ -1,0 +1,246 @@
+"""Methods and operators, paired against SciPy: every format, kind and dtype."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
+                          skip_unless_subset)
+
+import trnscipy
+
+torch = pytest.importorskip("torch")
+
+
+def _dev(x, lane):
+    if sp.issparse(x) or isinstance(x, np.ndarray):
+        return trnscipy.to_device(x, lane)
+    return x
+
+
+UNARY = {
+    "toarray": lambda A: A.toarray(),
+    "todense": lambda A: A.todense(),
+    "tocsr": lambda A: A.tocsr(),
+    "tocsc": lambda A: A.tocsc(),
+    "tocoo": lambda A: A.tocoo(),
+    "tobsr": lambda A: A.tobsr(blocksize=(2, 2)),
+    "todia": lambda A: A.todia(),
+    "asformat": lambda A: A.asformat("csc"),
+    "copy": lambda A: A.copy(),
+    "transpose": lambda A: A.transpose(),
+    "T": lambda A: A.T,
+    "conj": lambda A: A.conj(),
+    "real": lambda A: A.real,
+    "imag": lambda A: A.imag,
+    "astype_c128": lambda A: A.astype(np.complex128),
+    "sum": lambda A: A.sum(),
+    "sum0": lambda A: A.sum(axis=0),
+    "sum1": lambda A: A.sum(axis=1),
+    "mean": lambda A: A.mean(),
+    "mean0": lambda A: A.mean(axis=0),
+    "mean1": lambda A: A.mean(axis=-1),
+    "diagonal": lambda A: A.diagonal(),
+    "diagonal1": lambda A: A.diagonal(k=1),
+    "diagonal_2": lambda A: A.diagonal(k=-2),
+    "trace": lambda A: A.trace(),
+    "trace1": lambda A: A.trace(offset=1),
+    "count_nonzero": lambda A: A.count_nonzero(),
+    "nonzero": lambda A: A.nonzero(),
+    "abs": lambda A: abs(A),
+    "neg": lambda A: -A,
+    "round": lambda A: round(A),
+    "sqrt": lambda A: A.sqrt(),
+    "sin": lambda A: A.sin(),
+    "expm1": lambda A: A.expm1(),
+    "tanh": lambda A: A.tanh(),
+    "power2": lambda A: A.power(2),
+    "mul2": lambda A: A * 2,
+    "rmul": lambda A: 3 * A,
+    "mulc": lambda A: A * 1.5,
+    "div": lambda A: A / 2,
+    "div_int": lambda A: A / 4.0,
+    "add0": lambda A: A + 0,
+    "reshape": lambda A: A.reshape((8, 6)),
+    "reshapeF": lambda A: A.reshape((4, 12), order="F"),
+}
+REAL_ONLY = {
+    "max": lambda A: A.max(),
+    "min": lambda A: A.min(),
+    "argmax": lambda A: A.argmax(),
+    "argmin": lambda A: A.argmin(),
+    "sign": lambda A: A.sign(),
+    "floor": lambda A: A.floor(),
+    "ceil": lambda A: A.ceil(),
+    "trunc": lambda A: A.trunc(),
+    "rint": lambda A: A.rint(),
+    "deg2rad": lambda A: A.deg2rad(),
+    "arctan": lambda A: A.arctan(),
+    "log1p_abs": lambda A: abs(A).log1p(),
+    "astype_f32": lambda A: A.astype(np.float32),
+    "power_half": lambda A: abs(A).power(0.5),
+    "maximum0": lambda A: A.maximum(0),
+    "minimum_neg": lambda A: A.minimum(-0.5),
+}
+BINARY = {
+    "add": lambda A, B: A + B,
+    "sub": lambda A, B: A - B,
+    "multiply": lambda A, B: A.multiply(B),
+    "mul": lambda A, B: A * B.T if not isinstance(A, (sp.sparray, trnscipy.sparse.sparray))
+    else A * B,
+    "matmul_T": lambda A, B: A @ B.T,
+    "maximum": lambda A, B: A.maximum(B),
+    "minimum": lambda A, B: A.minimum(B),
+}
+DENSE_BINARY = {
+    "add_dense": lambda A, D: A + D,
+    "radd_dense": lambda A, D: D + A,
+    "sub_dense": lambda A, D: A - D,
+    "rsub_dense": lambda A, D: D - A,
+    "multiply_dense": lambda A, D: A.multiply(D),
+    "multiply_row": lambda A, D: A.multiply(D[:1]),
+}
+
+
+def _run(op, lane, *args):
+    host = op(*args)
+    dev = op(*(_dev(a, lane) for a in args))
+    return dev, host
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary(lane, fmt, kind, dtype):
+    skip_unless_subset(lane, fmt, kind, dtype)
+    ops = dict(UNARY)
+    if np.dtype(dtype).kind != "c":
+        ops.update(REAL_ONLY)
+    failures = []
+    for name, op in ops.items():
+        host = scipy_case(fmt, kind, dtype)
+        dev = device_case(host, lane)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)
+                want = op(host)
+        except (AttributeError, ValueError):
+            continue  # SciPy lacks it here (dia.max) or fails (bsr_matrix.mean)
+        try:
+            assert_same(op(dev), want)
+        except Exception as exc:  # collect all, report together
+            failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_binary(lane, fmt, kind, dtype):
+    skip_unless_subset(lane, fmt, kind, dtype)
+    failures = []
+    rng = np.random.default_rng(5)
+    dense = rng.standard_normal((6, 8)).astype(dtype)
+    for name, op in {**BINARY, **DENSE_BINARY}.items():
+        if name in ("maximum", "minimum") and np.dtype(dtype).kind == "c":
+            continue
+        A = scipy_case(fmt, kind, dtype)
+        B = scipy_case(fmt, kind, dtype, seed=7) if name in BINARY else dense
+        try:
+            assert_same(*_run(op, lane, A, B))
+        except Exception as exc:
+            failures.append(f"{name}: {type(exc).__name__}: {str(exc)[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "bsr"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_in_place_structure_ops(lane, fmt, kind):
+    skip_unless_subset(lane, fmt, kind, "float64")
+    for name in ("sum_duplicates", "eliminate_zeros", "sort_indices", "prune"):
+        if fmt == "coo" and name in ("sort_indices", "prune"):
+            continue
+        host = scipy_case(fmt, kind, "float64")
+        host.data[::3] = 0
+        dev = device_case(host, lane)
+        getattr(host, name)()
+        getattr(dev, name)()
+        assert_same(dev, host)
+        assert dev.nnz == host.nnz, name
+        if name in ("sum_duplicates", "sort_indices") and fmt != "coo":
+            assert dev.has_sorted_indices
+    host = scipy_case("csr", kind, "float64")
+    dev = device_case(host, lane)
+    assert_same(dev.sorted_indices(), host.sorted_indices())
+    assert not dev.has_sorted_indices
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_setdiag_resize(lane, fmt, kind):
+    skip_unless_subset(lane, fmt, kind, "float64")
+    for k, values in ((0, 7.0), (1, [1.0, 2.0, 3.0]), (-2, np.arange(4.0) + 1)):
+        host = scipy_case(fmt, kind, "float64")
+        dev = device_case(host, lane)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)
+            host.setdiag(values, k)
+        dev.setdiag(values, k)
+        assert_same(dev, host)
+    for shape in ((4, 5), (8, 9)):
+        host = scipy_case(fmt, kind, "float64")
+        dev = device_case(host, lane)
+        host.resize(shape)
+        dev.resize(shape)
+        assert_same(dev, host)
+
+
+def test_matrix_power_and_array_power(lane):
+    skip_unless_subset(lane, "csr", "array", "float64")
+    for kind in KINDS:
+        host = scipy_case("csr", kind, "float64", shape=(6, 6))
+        dev = device_case(host, lane)
+        assert_same(dev ** 2, host ** 2)
+        assert_same(dev ** 3, host ** 3)
+    with pytest.raises(NotImplementedError):
+        device_case(scipy_case("csr", "array", "float64"), lane).power(0)
+
+
+def test_max_axis_matrix():
+    host = scipy_case("csr", "matrix", "float64")
+    dev = device_case(host, "cpu")
+    assert_same(dev.max(axis=0), host.max(axis=0))
+    assert_same(dev.min(axis=1), host.min(axis=1))
+
+
+def test_errors_match_scipy():
+    host = scipy_case("csr", "array", "float64")
+    dev = device_case(host, "cpu")
+    for op in (lambda A: A + 1, lambda A: A.power(0)):
+        with pytest.raises(NotImplementedError):
+            op(host)
+        with pytest.raises(NotImplementedError):
+            op(dev)
+    other = scipy_case("csr", "array", "float64", shape=(3, 3))
+    for op in (lambda A, B: A + B, lambda A, B: A.multiply(B)):
+        with pytest.raises(ValueError):
+            op(host, other)
+        with pytest.raises(ValueError):
+            op(dev, device_case(other, "cpu"))
+    empty = sp.csr_array((0, 0))
+    with pytest.raises(ValueError):
+        empty.max()
+    with pytest.raises(ValueError):
+        device_case(empty, "cpu").max()
+
+
+def test_empty_matrices(lane):
+    for shape in ((0, 0), (0, 4), (3, 0), (4, 4)):
+        host = sp.csr_array(shape)
+        dev = device_case(host, lane)
+        assert_same(dev.toarray(), host.toarray())
+        assert_same(dev.sum(axis=0), host.sum(axis=0))
+        assert_same(dev.T, host.T)
+        assert_same(dev + dev, host + host)
+        assert_same(dev.tocoo(), host.tocoo())

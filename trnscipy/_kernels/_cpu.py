@@ -1,0 +1,125 @@
+"""CPU kernels: SciPy's compiled sparsetools routines on zero-copy NumPy views of
+the CPU tensors (never slower than SciPy itself), wrapped in a
+torch.autograd.Function so gradients reach the dense operand and ``data``."""
+
+import numpy as np
+import torch
+from scipy.sparse import _sparsetools as _st
+
+from trnscipy._kernels import register
+from trnscipy._kernels._generic import bsr_product, dia_product
+
+_SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
+              torch.float32, torch.float64, torch.complex64, torch.complex128}
+
+
+def _view(t):
+    """A NumPy view of a CPU tensor (copies only if it is not contiguous)."""
+    t = t.detach()
+    if t.is_conj():
+        t = t.resolve_conj()
+    return t.contiguous().numpy()
+
+
+def _product(fmt, a, b, data, x, shape):
+    """A @ x for CSR/CSC parts (a=indptr, b=indices) or COO parts (a=row, b=col)."""
+    m, n = shape
+    av, bv, dv, xv = _view(a), _view(b), _view(data), _view(x)
+    if bv.dtype != av.dtype:
+        bv = bv.astype(av.dtype)
+    y = np.zeros((m,) + xv.shape[1:], dtype=dv.dtype)
+    if xv.ndim == 1:
+        if fmt == "coo":
+            _st.coo_matvec(dv.shape[0], av, bv, dv, xv, y)
+        else:
+            getattr(_st, fmt + "_matvec")(m, n, av, bv, dv, xv, y)
+    elif fmt == "coo":
+        _st.coo_matmat_dense(dv.shape[0], xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
+    else:
+        getattr(_st, fmt + "_matvecs")(m, n, xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
+    return torch.from_numpy(y)
+
+
+def _coords(fmt, a, b, shape):
+    """(row, col) index tensors of each stored entry."""
+    if fmt == "coo":
+        return a.to(torch.int64), b.to(torch.int64)
+    major = torch.repeat_interleave(torch.arange(a.shape[0] - 1), torch.diff(a.to(torch.int64)))
+    return (major, b.to(torch.int64)) if fmt == "csr" else (b.to(torch.int64), major)
+
+
+class _Product(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, data, x, fmt, a, b, shape):
+        ctx.save_for_backward(data, x)
+        ctx.meta = (fmt, a, b, shape)
+        return _product(fmt, a, b, data, x, shape)
+
+    @staticmethod
+    def backward(ctx, gy):
+        data, x = ctx.saved_tensors
+        fmt, a, b, shape = ctx.meta
+        grad_data = grad_x = None
+        if ctx.needs_input_grad[1]:  # A^H @ gy: same arrays, the other orientation
+            if fmt == "coo":
+                grad_x = _product("coo", b, a, data.conj(), gy, shape[::-1])
+            else:
+                other = "csc" if fmt == "csr" else "csr"
+                grad_x = _product(other, a, b, data.conj(), gy, shape[::-1])
+        if ctx.needs_input_grad[0]:
+            row, col = _coords(fmt, a, b, shape)
+            prod = gy[row] * x[col].conj()
+            grad_data = prod.sum(dim=1) if prod.ndim == 2 else prod
+        return grad_data, grad_x, None, None, None, None
+
+
+@register("spmv", "cpu")
+@register("spmm", "cpu")
+def spmm(A, x):
+    """y = A @ x with SciPy's compiled kernels (same dtype for A and x)."""
+    if A.data.dtype not in _SUPPORTED:
+        from trnscipy._kernels._generic import spmm as generic
+
+        return generic(A, x)
+    grad = A.data.requires_grad or x.requires_grad
+    if A.format in ("csr", "csc", "coo"):
+        a, b = (A.row, A.col) if A.format == "coo" else (A.indptr, A.indices)
+        if grad:
+            return _Product.apply(A.data, x, A.format, a, b, A.shape)
+        return _product(A.format, a, b, A.data, x, A.shape)
+    if grad:
+        return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
+    m, n = A.shape
+    xv = _view(x)
+    y = np.zeros((m,) + xv.shape[1:], dtype=xv.dtype)
+    dv = _view(A.data)
+    if A.format == "bsr":
+        r, c = A.blocksize
+        ip, ix = _view(A.indptr), _view(A.indices)
+        if xv.ndim == 1:
+            _st.bsr_matvec(m // r, n // c, r, c, ip, ix, dv.ravel(), xv, y)
+        else:
+            _st.bsr_matvecs(m // r, n // c, xv.shape[1], r, c, ip, ix, dv.ravel(), xv.ravel(),
+                            y.ravel())
+        return torch.from_numpy(y)
+    offsets = _view(A.offsets)
+    if xv.ndim == 1:
+        _st.dia_matvec(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv, y)
+    else:
+        _st.dia_matvecs(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv.shape[1], xv, y)
+    return torch.from_numpy(y)
+
+
+@register("spgemm", "cpu")
+def spgemm(A, B):
+    """CSR @ CSR with SciPy's compiled csr_matmat on zero-copy views."""
+    import scipy.sparse as sp
+
+    a = sp.csr_array((_view(A.data), _view(A.indices), _view(A.indptr)), shape=A.shape,
+                     copy=False)
+    b = sp.csr_array((_view(B.data), _view(B.indices), _view(B.indptr)), shape=B.shape,
+                     copy=False)
+    c = a @ b
+    c.sum_duplicates()
+    return {"data": torch.from_numpy(c.data), "indices": torch.from_numpy(c.indices),
+            "indptr": torch.from_numpy(c.indptr), "_sorted": True, "_canonical": True}

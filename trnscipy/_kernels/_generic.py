@@ -1,0 +1,96 @@
+"""Generic kernels: plain torch ops (gather, multiply, index_add, bmm) that run on
+every device with static shapes; autograd flows through them natively."""
+
+import torch
+
+from trnscipy._kernels import register
+from trnscipy.sparse import _sputils as su
+
+
+@register("expand_ptr", "generic")
+def expand_ptr(indptr, nnz):
+    """Major index of each stored entry of a compressed structure."""
+    return su.expand_ptr(indptr, nnz)
+
+
+def _entries(A):
+    """(row, col) of each stored entry of a CSR/CSC/COO container."""
+    if A.format == "csr":
+        return A._major_index(), A.indices
+    if A.format == "csc":
+        return A.indices, A._major_index()
+    return A.row, A.col
+
+
+def coo_product(row, col, data, x, m):
+    """sum_k data[k] * x[col[k]] into row[k]: y = A @ x for 1-D or 2-D x."""
+    if data.dtype == torch.bool:
+        return coo_product(row, col, data.to(torch.int32), x.to(torch.int32), m) > 0
+    vals = x.index_select(0, col)
+    vals = vals * (data.unsqueeze(1) if x.ndim == 2 else data)
+    out = torch.zeros((m,) + tuple(x.shape[1:]), dtype=vals.dtype, device=x.device)
+    return out.index_add(0, row, vals)
+
+
+def bsr_product(A, x):
+    """BSR @ x as batched dense block products plus a block-row index_add."""
+    r, c = A.blocksize
+    m, n = A.shape
+    if A.data.dtype == torch.bool:
+        return bsr_product(A.astype("int32"), x.to(torch.int32)) > 0
+    k = x.shape[1] if x.ndim == 2 else 1
+    cols = x.reshape(n // c, c, k)
+    prod = torch.bmm(A.data, cols.index_select(0, A.indices))
+    out = torch.zeros((m // r, r, prod.shape[-1]), dtype=prod.dtype, device=x.device)
+    out = out.index_add(0, A._block_rows(), prod).reshape(m, k)
+    return out[:, 0] if x.ndim == 1 else out
+
+
+def dia_product(A, x):
+    """DIA @ x: each diagonal times the matching slice of x, static shapes."""
+    m, n = A.shape
+    ndiag, width = A.data.shape
+    w = min(width, n)
+    if ndiag == 0 or w == 0 or m == 0:
+        return torch.zeros((m,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
+    col = torch.arange(w, device=x.device).reshape(1, -1)
+    row = col - A.offsets.to(torch.int64).reshape(-1, 1)
+    valid = (row >= 0) & (row < m)
+    data = torch.where(valid, A.data[:, :w], torch.zeros((), dtype=A.data.dtype,
+                                                         device=x.device))
+    row = row.clamp(0, m - 1).expand(ndiag, w).reshape(-1)
+    col = col.expand(ndiag, w).reshape(-1)
+    return coo_product(row, col, data.reshape(-1), x, m)
+
+
+@register("spmv", "generic")
+@register("spmm", "generic")
+def spmm(A, x):
+    """y = A @ x for a device container ``A`` and a 1-D or 2-D tensor ``x`` (same dtype)."""
+    if A.format == "bsr":
+        return bsr_product(A, x)
+    if A.format == "dia":
+        return dia_product(A, x)
+    row, col = _entries(A)
+    return coo_product(row, col, A.data, x, A.shape[0])
+
+
+@register("spgemm", "generic")
+def spgemm(A, B):
+    """CSR @ CSR -> parts of a canonical CSR (zeros dropped, as SciPy's csr_matmat)."""
+    m, n = A.shape[0], B.shape[1]
+    arow, acol = A._major_index().to(torch.int64), A.indices.to(torch.int64)
+    bptr = B.indptr.to(torch.int64)
+    counts = bptr[acol + 1] - bptr[acol]
+    ends = torch.cumsum(counts, 0)
+    (total,) = su.host_ints(ends[-1]) if A.nnz else (0,)
+    pos = torch.arange(total, device=A.device)
+    which = torch.searchsorted(ends, pos, right=True)
+    bidx = bptr[acol[which]] + pos - (ends[which] - counts[which])
+    row, col = arow[which], B.indices.to(torch.int64)[bidx]
+    val = A.data[which] * B.data[bidx]
+    row, col, val = su.coalesce(row, col, val, n)
+    row, col, val = su.compact(val != 0, row, col, val)
+    idx = su.index_dtype(max(m, n, val.shape[0]), (A.indices, B.indices))
+    return {"data": val, "indices": col.to(idx), "indptr": su.compress(row.to(idx), m, idx),
+            "_sorted": True, "_canonical": True}

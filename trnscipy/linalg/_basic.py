@@ -1,0 +1,113 @@
+"""solve, solve_triangular, inv, pinv, det, lstsq on device tensors.
+
+Differences from SciPy off the CPU: no LinAlgWarning for ill-conditioned
+(but not singular) systems; ``assume_a='sym'/'her'`` and 'banded' use an LU
+solve of the symmetrized / full matrix.
+"""
+
+import scipy.linalg as _sl
+
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
+from trnscipy._torch import torch
+from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._kernels import _SOLVE_KINDS
+from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
+
+__all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq"]
+
+
+@dispatch(_sl.solve)
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False):
+    if assume_a not in _SOLVE_KINDS:
+        raise ValueError(f"{assume_a} is not a recognized matrix structure")
+    device = device_of(a, b)
+    a = as_square(a, device, check_finite)
+    b, vec, dtype = as_rhs(b, a, device, check_finite)
+    a = a.to(dtype)
+    if a.is_complex() and transposed:
+        raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
+                                  "a^H x = b for complex matrices.")
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if a.numel() == 0 or b.numel() == 0:
+        x = empty(batch + b.shape[-2:], b)
+        return x[..., 0] if vec else x
+    x = kernel("linalg.solve", device)(a, b, lower=lower, assume_a=assume_a,
+                                        transposed=transposed)
+    return x[..., 0] if vec else x
+
+
+@dispatch(_sl.solve_triangular)
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    trans = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
+    if trans not in (0, 1, 2):
+        raise ValueError("The trans argument must be 0, 1, 2, 'N', 'T' or 'C'")
+    device = device_of(a, b)
+    a = as_square(a, device, check_finite)
+    b, vec, dtype = as_rhs(b, a, device, check_finite)
+    if a.numel() == 0 or b.numel() == 0:
+        return b[..., 0].clone() if vec else b.clone()
+    x = kernel("linalg.solve_triangular", device)(a.to(dtype), b, trans=trans, lower=lower,
+                                                   unit_diagonal=unit_diagonal)
+    return x[..., 0] if vec else x
+
+
+@dispatch(_sl.inv)
+def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    if assume_a not in _SOLVE_KINDS:
+        raise ValueError(f"{assume_a} is not a recognized matrix structure")
+    a = as_square(a, device_of(a), check_finite)
+    if a.numel() == 0:
+        return a.clone()
+    return kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
+
+
+def _wide(t):
+    """SciPy's det computes in (and returns) double precision, where the device has it."""
+    if not capability(device_kind(t.device)).float64:
+        return t
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
+@dispatch(_sl.det)
+def det(a, overwrite_a=False, check_finite=True):
+    """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
+    a = as_square(a, device_of(a), check_finite)
+    if a.shape[-1] == 0:
+        return _wide(torch.ones(a.shape[:-2], dtype=a.dtype, device=a.device))
+    return _wide(kernel("linalg.det", a.device)(a))
+
+
+@dispatch(_sl.pinv)
+def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
+    a = as_matrix(a, device_of(a), check_finite)
+    if a.numel() == 0:
+        x = empty(a.shape[:-2] + a.shape[-2:][::-1], a)
+        return (x, 0) if return_rank else x
+    return kernel("linalg.pinv", a.device)(a, atol=atol, rtol=rtol, return_rank=return_rank)
+
+
+@dispatch(_sl.lstsq)
+def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
+          lapack_driver=None):
+    if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
+        raise ValueError(f'LAPACK driver "{lapack_driver}" is not found')
+    device = device_of(a, b)
+    a = as_matrix(a, device, check_finite)
+    b = as_tensor(b, device, check_finite)
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise ValueError("lstsq takes a 2-D a and a 1-D or 2-D b")
+    if b.shape[0] != a.shape[0]:
+        raise ValueError(f"Shape mismatch: a and b must have the same number of rows "
+                         f"({a.shape[0]} != {b.shape[0]}).")
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    a, b = a.to(dtype), b.to(dtype)
+    if a.numel() == 0 or b.numel() == 0:
+        x = torch.zeros((a.shape[1],) + tuple(b.shape[1:]), dtype=dtype, device=device)
+        real = a.real.dtype if a.is_complex() else a.dtype
+        return x, empty((0,), a, real), 0, empty((0,), a, real)
+    return kernel("linalg.lstsq", device)(a, b, cond=cond, lapack_driver=lapack_driver)

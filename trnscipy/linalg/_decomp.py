@@ -1,0 +1,98 @@
+"""eigh, eigvalsh, eig, eigvals on device tensors.
+
+Generalized eigh (``b``) reduces to a standard problem through the Cholesky
+factor of ``b`` on the device; ``driver`` is checked and otherwise ignored there.
+"""
+
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
+from trnscipy._torch import torch
+from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._validate import as_square, common_dtype, device_of, empty
+
+__all__ = ["eigh", "eigvalsh", "eig", "eigvals"]
+
+_DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
+
+
+def _real_dtype(t):
+    return t.real.dtype if t.is_complex() else t.dtype
+
+
+@dispatch(_sl.eigh)
+def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
+         overwrite_b=False, type=1, check_finite=True, subset_by_index=None,
+         subset_by_value=None, driver=None):
+    device = device_of(a, b)
+    a = as_square(a, device, check_finite)
+    if b is not None:
+        b = as_square(b, device, check_finite, name="b")
+        if b.shape != a.shape:
+            raise ValueError(f"wrong b dimensions {tuple(b.shape)}, should be {tuple(a.shape)}")
+        dtype = common_dtype(a, b)
+        a, b = a.to(dtype), b.to(dtype)
+    if driver not in _DRIVERS:
+        raise ValueError(f'"{driver}" is unknown. Possible values are "None", '
+                         + ", ".join(f'"{d}"' for d in _DRIVERS[1:]) + ".")
+    if type not in (1, 2, 3):
+        raise ValueError("'type' keyword only accepts 1, 2, and 3.")
+    if subset_by_index is not None and subset_by_value is not None:
+        raise ValueError("Either index or value subset can be requested.")
+    n = a.shape[-1]
+    if subset_by_index is not None:
+        lo, hi = (int(i) for i in subset_by_index)
+        if not 0 <= lo <= hi < n:
+            raise ValueError("Requested eigenvalue indices are not valid. Valid range is "
+                             f"[0, {n - 1}] and start <= end, but start={lo}, end={hi} is "
+                             "given")
+    if subset_by_value is not None:
+        lo, hi = subset_by_value
+        if not lo < hi:
+            raise ValueError("Requested eigenvalue bounds are not valid. Valid range is "
+                             f"(-inf, inf) and low < high, but low={lo}, high={hi} is given")
+    if n == 0:
+        w = empty(a.shape[:-1], a, _real_dtype(a))
+        return w if eigvals_only else (w, a.clone())
+    return kernel("linalg.eigh", device)(a, b, lower=lower, eigvals_only=eigvals_only,
+                                          type=type, subset_by_index=subset_by_index,
+                                          subset_by_value=subset_by_value, driver=driver)
+
+
+@dispatch(_sl.eigvalsh)
+def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1,
+             check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
+    return eigh(a, b, lower=lower, eigvals_only=True, type=type, check_finite=check_finite,
+                subset_by_index=subset_by_index, subset_by_value=subset_by_value,
+                driver=driver)
+
+
+def _complex_dtype(t):
+    return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(t.dtype,
+                                                                                  t.dtype)
+
+
+@dispatch(_sl.eig)
+def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
+        check_finite=True, homogeneous_eigvals=False):
+    device = device_of(a, b)
+    a = as_square(a, device, check_finite)
+    if b is not None:
+        b = as_square(b, device, check_finite, name="b")
+        if b.shape != a.shape:
+            raise ValueError("a and b must have the same shape")
+    if a.numel() == 0:
+        w = empty(a.shape[:-1], a, _complex_dtype(a))
+        if homogeneous_eigvals:
+            w = empty(a.shape[:-2] + (2, 0), a, _complex_dtype(a))
+        out = (w,) + ((a.clone(),) if left else ()) + ((a.clone(),) if right else ())
+        return out[0] if len(out) == 1 else out
+    return kernel("linalg.eig", device)(a, b, left=left, right=right,
+                                         homogeneous_eigvals=homogeneous_eigvals)
+
+
+@dispatch(_sl.eigvals)
+def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
+    return eig(a, b, left=False, right=False, check_finite=check_finite,
+               homogeneous_eigvals=homogeneous_eigvals)

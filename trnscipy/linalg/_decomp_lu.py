@@ -1,0 +1,49 @@
+"""lu, lu_factor, lu_solve on device tensors (0-based int32 pivots, as SciPy)."""
+
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
+from trnscipy._torch import torch
+from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
+
+__all__ = ["lu", "lu_factor", "lu_solve"]
+
+
+@dispatch(_sl.lu)
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
+    a = as_matrix(a, device_of(a), check_finite)
+    if a.numel() == 0:
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        lo, up = empty(a.shape[:-2] + (m, k), a), empty(a.shape[:-2] + (k, n), a)
+        if permute_l:
+            return lo, up
+        p = empty(a.shape[:-2] + (m,), a, torch.int32) if p_indices else \
+            empty(a.shape[:-2] + (m, m), a)
+        return p, lo, up
+    return kernel("linalg.lu", a.device)(a, permute_l=permute_l, p_indices=p_indices)
+
+
+@dispatch(_sl.lu_factor)
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    a = as_matrix(a, device_of(a), check_finite)
+    if a.numel() == 0:
+        return a.clone(), empty(a.shape[:-2] + (min(a.shape[-2:]),), a, torch.int32)
+    return kernel("linalg.lu_factor", a.device)(a)
+
+
+@dispatch(_sl.lu_solve)
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    lu, piv = lu_and_piv
+    device = device_of(lu, piv, b)
+    lu = as_square(lu, device, check_finite, name="lu")
+    piv = as_tensor(piv, device, False, dtype=torch.int32)
+    b, vec, dtype = as_rhs(b, lu, device, check_finite)
+    if trans not in (0, 1, 2):
+        raise ValueError("trans must be 0, 1 or 2")
+    if lu.numel() == 0 or b.numel() == 0:
+        return b[..., 0].clone() if vec else b.clone()
+    x = kernel("linalg.lu_solve", device)((lu.to(dtype), piv), b, trans=trans)
+    return x[..., 0] if vec else x

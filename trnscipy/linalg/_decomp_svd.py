@@ -1,0 +1,38 @@
+"""svd and svdvals on device tensors (``lapack_driver`` checked, used on the CPU only)."""
+
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
+from trnscipy._torch import torch
+from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._validate import as_matrix, device_of, empty
+
+__all__ = ["svd", "svdvals"]
+
+
+def _eye(n, a):
+    return torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape[:-2] + (n, n)).clone()
+
+
+@dispatch(_sl.svd)
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+        lapack_driver="gesdd"):
+    if lapack_driver not in ("gesdd", "gesvd"):
+        raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
+    a = as_matrix(a, device_of(a), check_finite)
+    m, n = a.shape[-2:]
+    if a.numel() == 0:
+        s = empty(a.shape[:-2] + (0,), a, a.real.dtype if a.is_complex() else a.dtype)
+        if not compute_uv:
+            return s
+        if full_matrices:
+            return _eye(m, a), s, _eye(n, a)
+        return empty(a.shape[:-2] + (m, 0), a), s, empty(a.shape[:-2] + (0, n), a)
+    return kernel("linalg.svd", a.device)(a, full_matrices=full_matrices,
+                                           compute_uv=compute_uv, lapack_driver=lapack_driver)
+
+
+@dispatch(_sl.svdvals)
+def svdvals(a, overwrite_a=False, check_finite=True):
+    return svd(a, compute_uv=False, check_finite=check_finite)

@@ -1,0 +1,16 @@
+"""norm on device tensors (returns a 0-d tensor where SciPy returns a NumPy scalar)."""
+
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
+from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._validate import as_tensor, device_of
+
+__all__ = ["norm"]
+
+
+@dispatch(_sl.norm)
+def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
+    a = as_tensor(a, device_of(a), check_finite)
+    return kernel("linalg.norm", a.device)(a, ord=ord, axis=axis, keepdims=keepdims)

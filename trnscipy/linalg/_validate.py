@@ -1,0 +1,113 @@
+"""Input rules shared by trnscipy.linalg's device functions, in one place.
+
+SciPy's rules: array-likes become arrays, integer/bool inputs compute in
+float64 and float16 in float32, ``check_finite`` rejects inf/NaN with
+ValueError, square-only functions reject other shapes with ValueError, and
+numerical failure (not positive definite, singular) is
+``numpy.linalg.LinAlgError`` -- torch's own LinAlgError (a RuntimeError) is
+translated by :func:`linalg_errors`.
+"""
+
+import contextlib
+
+import numpy as np
+
+from trnscipy._torch import torch
+
+__all__ = ["LinAlgError", "as_tensor", "as_matrix", "as_square", "linalg_errors",
+           "result_dtype", "empty", "check_finite"]
+
+LinAlgError = np.linalg.LinAlgError
+
+
+def result_dtype(dtype):
+    """The torch dtype SciPy computes in for an input of torch ``dtype``."""
+    if dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128):
+        return dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    if dtype == torch.complex32:
+        return torch.complex64
+    if dtype.is_complex:
+        return torch.complex128
+    return torch.float64
+
+
+def check_finite(t):
+    """ValueError, as SciPy, when ``t`` holds inf or NaN (one host read)."""
+    if t.numel() and not bool(torch.isfinite(t).all()):
+        raise ValueError("array must not contain infs or NaNs")
+
+
+def as_tensor(x, device, finite=True, dtype=None):
+    """``x`` (tensor or array-like) as a tensor on ``device`` in SciPy's working dtype."""
+    if not isinstance(x, torch.Tensor):
+        x = np.asarray(x)
+        if x.dtype.kind not in "biufc":
+            raise ValueError(f"array of dtype {x.dtype} is not numeric")
+        x = torch.as_tensor(x)
+    x = x.to(device=device, dtype=dtype or result_dtype(x.dtype))
+    if x.is_conj():
+        x = x.resolve_conj()
+    if finite:
+        check_finite(x)
+    return x
+
+
+def as_matrix(x, device, finite=True, dtype=None, name="a"):
+    """A tensor of shape (..., M, N) (ValueError for fewer than 2 dimensions)."""
+    x = as_tensor(x, device, finite, dtype)
+    if x.ndim < 2:
+        raise ValueError(f"expected at least a 2-D array for {name}, got shape {tuple(x.shape)}")
+    return x
+
+
+def as_square(x, device, finite=True, dtype=None, name="a"):
+    """A tensor of shape (..., N, N); ValueError otherwise, as SciPy."""
+    x = as_matrix(x, device, finite, dtype, name)
+    if x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"Input array {name} is expected to be square but has the shape: "
+                         f"{tuple(x.shape)}.")
+    return x
+
+
+def empty(shape, like, dtype=None):
+    """An empty result on ``like``'s device."""
+    return torch.empty(shape, dtype=dtype or like.dtype, device=like.device)
+
+
+@contextlib.contextmanager
+def linalg_errors():
+    """Turn torch's linear-algebra failures into numpy.linalg.LinAlgError."""
+    try:
+        yield
+    except torch.linalg.LinAlgError as exc:
+        raise LinAlgError(str(exc)) from None
+
+
+def device_of(*operands):
+    """The device of the device operands (the dispatcher guarantees there is one)."""
+    from trnscipy._dispatch import find_device
+
+    return find_device(operands)
+
+
+def common_dtype(*tensors):
+    """SciPy's working dtype for several operands (promotion, then its dtype rules)."""
+    dtype = tensors[0].dtype
+    for t in tensors[1:]:
+        dtype = torch.promote_types(dtype, t.dtype)
+    return result_dtype(dtype)
+
+
+def as_rhs(b, a, device, finite=True):
+    """Right-hand side ``b`` for ``a`` (..., N, N): (b as (..., N, K), was_1d, dtype)."""
+    b = as_tensor(b, device, finite)
+    dtype = common_dtype(a, b)
+    vec = b.ndim == 1
+    if b.ndim == 0:
+        raise ValueError("b must be at least 1-D")
+    bm = b.unsqueeze(-1) if vec else b
+    if bm.shape[-2] != a.shape[-1]:
+        raise ValueError(f"incompatible shapes: a {tuple(a.shape)} and b {tuple(b.shape)}")
+    return bm.to(dtype), vec, dtype

@@ -1,0 +1,92 @@
+"""Indexing of device CSR/CSC/COO containers: integer, slice, and integer-array
+(fancy) selection of rows and columns.
+
+Differs from SciPy: results that SciPy gives as 1-D sparse arrays (an integer
+index on a sparse *array*) and paired fancy indexing ``A[[i0, i1], [j0, j1]]``
+raise NotImplementedError; sparse matrices (2-D results) are complete.
+"""
+
+import numpy as np
+from array_api_compat import is_torch_array
+
+from trnscipy._torch import torch
+from trnscipy.sparse import _sputils as su
+
+
+def _normalize(key, n, device):
+    """(index tensor, was_int) for one axis."""
+    if isinstance(key, (int, np.integer)):
+        k = int(key)
+        if not -n <= k < n:
+            raise IndexError(f"index ({k}) out of range")
+        return torch.tensor([k % n], dtype=torch.int64, device=device), True
+    if isinstance(key, slice):
+        return torch.arange(*key.indices(n), dtype=torch.int64, device=device), False
+    if key is None or key is Ellipsis:
+        raise IndexError("None and Ellipsis indices are not supported on device containers")
+    t = key if is_torch_array(key) else torch.as_tensor(np.asarray(key))
+    t = t.to(device)
+    if t.dtype == torch.bool:
+        if t.ndim != 1 or t.shape[0] != n:
+            raise IndexError("boolean index did not match the indexed dimension")
+        t = torch.nonzero(t).reshape(-1)
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        raise IndexError("only integers, slices and integer or boolean arrays are valid "
+                         "indices")
+    if t.ndim != 1:
+        raise IndexError("only 1-D index arrays are supported on device containers")
+    t = t.to(torch.int64)
+    if t.numel():
+        lo, hi = su.host_ints(t.min(), t.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"index ({hi if hi >= n else lo}) out of range")
+    return torch.where(t < 0, t + n, t), False
+
+
+def _select_major(A, idx):
+    """Rows ``idx`` of CSR ``A`` (columns of CSC ``A``), as the same format."""
+    ptr = A.indptr.to(torch.int64)
+    counts = ptr[idx + 1] - ptr[idx]
+    ends = torch.cumsum(counts, 0)
+    (total,) = su.host_ints(ends[-1]) if idx.numel() else (0,)
+    pos = torch.arange(total, device=A.device)
+    which = torch.searchsorted(ends, pos, right=True)
+    src = ptr[idx[which]] + pos - (ends[which] - counts[which])
+    n_minor = A._swap(A.shape)[1]
+    shape = A._swap((idx.shape[0], n_minor))
+    dt = su.index_dtype(max(max(shape), total), (A.indices,))
+    indptr = torch.zeros(idx.shape[0] + 1, dtype=torch.int64, device=A.device)
+    indptr[1:] = ends
+    return type(A)._construct(shape, data=A.data[src], indices=A.indices[src].to(dt),
+                              indptr=indptr.to(dt), _sorted=A._sorted,
+                              _canonical=None)
+
+
+def getitem(A, key):
+    if A.format not in ("csr", "csc", "coo"):
+        raise TypeError(f"'{type(A).__name__}' object is not subscriptable")
+    if not isinstance(key, tuple):
+        key = (key, slice(None))
+    if len(key) != 2:
+        raise IndexError("too many indices for a 2-D sparse container")
+    m, n = A.shape
+    rows, rint = _normalize(key[0], m, A.device)
+    cols, cint = _normalize(key[1], n, A.device)
+    if rint and cint:
+        coo = A.tocoo(copy=False)
+        hit = (coo.row.to(torch.int64) == rows[0]) & (coo.col.to(torch.int64) == cols[0])
+        return torch.where(hit, coo.data, torch.zeros_like(coo.data)).sum()
+    if A._is_array and (rint or cint):
+        raise NotImplementedError("an integer index on a sparse array gives a 1-D sparse "
+                                  "array, which trnscipy device containers do not have yet")
+    if not (isinstance(key[0], (slice, int, np.integer))
+            or isinstance(key[1], (slice, int, np.integer))):
+        raise NotImplementedError("paired fancy indexing A[[i...], [j...]] is not supported "
+                                  "on device containers")
+    fmt = A.format
+    out = A.tocsr(copy=False)
+    if not (isinstance(key[0], slice) and key[0] == slice(None)):
+        out = _select_major(out, rows)
+    if not (isinstance(key[1], slice) and key[1] == slice(None)):
+        out = _select_major(out.tocsc().transpose(), cols).transpose()
+    return out.asformat(fmt)

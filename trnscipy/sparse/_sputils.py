@@ -1,0 +1,174 @@
+"""Helpers for the device sparse containers: dtypes, index dtypes, and the torch
+building blocks every format uses (sorting, duplicate summing, compression).
+
+Every helper works on any device with static shapes; where the result size
+depends on the data, it is read to the host once (one scalar) and the result is
+sliced to it, so an XLA graph stays shape-static until that single read.
+"""
+
+import numpy as np
+import scipy.sparse._sputils as _scipy_sputils
+from array_api_compat import is_torch_array
+
+from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._torch import torch
+
+INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def check_dtype(dtype):
+    """A NumPy dtype SciPy's sparse containers support and torch can hold, else ValueError."""
+    try:
+        dtype = to_numpy_dtype(dtype)
+    except TypeError:
+        raise ValueError(f"scipy.sparse does not support dtype {dtype}") from None
+    supported = _scipy_sputils.getdtype(dtype)  # SciPy's ValueError for float16, object ...
+    try:
+        to_torch_dtype(supported)
+    except TypeError:
+        raise ValueError(f"trnscipy device sparse containers do not support dtype {dtype} "
+                         "(torch has no such tensor dtype)") from None
+    return supported
+
+
+def index_dtype(maxval=0, tensors=(), values_max=None, keep_int64=True):
+    """SciPy's index dtype rule: int32 unless ``maxval`` or the index values need int64.
+
+    ``tensors`` are the given index tensors; an int64 one keeps int64 when
+    ``keep_int64`` (sparse arrays) or when ``values_max`` (their largest
+    absolute value, read at validation) does not fit int32 (sparse matrices).
+    """
+    if maxval > INT32_MAX:
+        return torch.int64
+    if any(t.dtype == torch.int64 for t in tensors):
+        if keep_int64 or values_max is None or values_max > INT32_MAX:
+            return torch.int64
+    return torch.int32
+
+
+def as_tensor(x, device, dtype=None):
+    """A tensor on ``device`` from a tensor, ndarray, list or scalar (no copy if possible)."""
+    if is_torch_array(x):
+        t = x
+    else:
+        a = np.asarray(x)
+        if a.dtype == object:
+            raise ValueError("scipy.sparse does not support dtype object")
+        if not a.dtype.isnative or not a.flags.writeable:
+            a = a.astype(a.dtype.newbyteorder("="), copy=True)
+        t = torch.from_numpy(np.ascontiguousarray(a))
+    if t.is_conj():
+        t = t.resolve_conj()
+    return t.to(device=device, dtype=dtype)
+
+
+def from_host(a, device):
+    """A tensor on ``device`` holding a copy of host array ``a``.
+
+    Never shares memory with the SciPy object: SciPy's in-place methods
+    (sort_indices, sum_duplicates) would otherwise rewrite a device container.
+    """
+    return as_tensor(np.array(a, copy=True), device)
+
+
+def as_index(x, device):
+    """An index tensor (int32 or int64; other dtypes are cast, as SciPy does)."""
+    t = as_tensor(x, device)
+    if t.dtype not in (torch.int32, torch.int64):
+        t = t.to(torch.int64)
+    return t
+
+
+def host_ints(*values):
+    """Read several integer scalars (0-d tensors) to the host in one transfer."""
+    if not values:
+        return []
+    stacked = torch.stack([v.reshape(()).to(torch.int64) for v in values])
+    return [int(v) for v in stacked.cpu().tolist()]
+
+
+def compact(mask, *tensors):
+    """The entries of ``tensors`` where ``mask`` holds, keeping their order.
+
+    One host read (the count); the gather itself has a static shape.
+    """
+    (count,) = host_ints(mask.sum())
+    if count == mask.numel():
+        return tensors
+    order = torch.argsort((~mask).to(torch.int8), stable=True)[:count]
+    return tuple(t[order] for t in tensors)
+
+
+def expand_ptr(indptr, nnz):
+    """Major index of each stored entry of a compressed structure."""
+    pos = torch.arange(nnz, device=indptr.device, dtype=indptr.dtype)
+    return (torch.searchsorted(indptr, pos, right=True) - 1).to(indptr.dtype)
+
+
+def compress(major_sorted, n_major, dtype):
+    """indptr of entries whose (sorted) major indices are ``major_sorted``."""
+    bounds = torch.arange(n_major + 1, device=major_sorted.device, dtype=major_sorted.dtype)
+    return torch.searchsorted(major_sorted, bounds).to(dtype)
+
+
+def segment_sum(data, seg, n):
+    """Sum ``data`` over segment ids ``seg`` into ``n`` slots (bool: logical or)."""
+    if data.dtype == torch.bool:
+        acc = torch.zeros(n, dtype=torch.int32, device=data.device)
+        return acc.index_add(0, seg, data.to(torch.int32)) > 0
+    out = torch.zeros((n,) + tuple(data.shape[1:]), dtype=data.dtype, device=data.device)
+    return out.index_add(0, seg, data)
+
+
+def coalesce(major, minor, data, n_minor):
+    """Sort entries by (major, minor) and sum duplicates (explicit zeros are kept).
+
+    Returns (major, minor, data), sorted, without duplicates.
+    """
+    nnz = data.shape[0]
+    if nnz == 0:
+        return major, minor, data
+    key = major.to(torch.int64) * n_minor + minor.to(torch.int64)
+    key, order = torch.sort(key, stable=True)
+    data = data[order]
+    new = torch.ones(nnz, dtype=torch.bool, device=key.device)
+    new[1:] = key[1:] != key[:-1]
+    seg = torch.cumsum(new.to(torch.int64), 0) - 1
+    (count,) = host_ints(seg[-1] + 1)
+    if count == nnz:
+        return major[order], minor[order], data
+    summed = segment_sum(data, seg, nnz)[:count]
+    keys = torch.zeros(nnz, dtype=torch.int64, device=key.device).scatter(0, seg, key)[:count]
+    return ((keys // n_minor).to(major.dtype), (keys % n_minor).to(minor.dtype), summed)
+
+
+def result_dtype(func, *dtypes, scalars=()):
+    """NumPy's result dtype of ``func`` on arrays of ``dtypes`` and Python ``scalars``."""
+    with np.errstate(all="ignore"):
+        args = [np.ones(1, dtype=d) for d in dtypes] + list(scalars)
+        return np.asarray(func(*args)).dtype
+
+
+def sum_dtype(dtype):
+    """SciPy's accumulator dtype for sums (small ints -> int64/uint64)."""
+    return np.dtype(_scipy_sputils.get_sum_dtype(np.dtype(dtype)))
+
+
+def is_scalar(x):
+    if is_torch_array(x):
+        return x.ndim == 0
+    return np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0)
+
+
+def check_shape(shape):
+    """A tuple of two non-negative ints (SciPy's messages)."""
+    try:
+        shape = tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"invalid shape {shape!r}") from None
+    if len(shape) != 2:
+        raise ValueError("trnscipy device sparse containers are 2-D; "
+                         f"shape {shape} is not supported")
+    if any(s < 0 for s in shape):
+        raise ValueError("'shape' elements cannot be negative")
+    return shape

@@ -1,0 +1,499 @@
+"""cg, bicg, bicgstab, cgs, gmres, qmr on device data (SciPy 1.17's algorithms and contract).
+
+Loop structure and host reads: see ``utils``.  Each function is the device
+implementation of SciPy's; host inputs go to SciPy itself.
+"""
+
+import warnings
+
+import scipy.sparse.linalg as _scipy
+
+from trnscipy._dispatch import dispatch
+from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve.utils import (
+    CHECK_EVERY,
+    check_atol,
+    dot,
+    host_reads_free,
+    host_value,
+    make_system,
+    norm,
+    run,
+    stop_tolerance,
+    sync,
+)
+
+__all__ = ["bicg", "bicgstab", "cg", "cgs", "gmres", "qmr"]
+
+
+def _setup(name, A, b, x0, atol, rtol, M, maxiter):
+    """make_system, atol check, ||b||, tolerance and the initial residual (no host read)."""
+    system = make_system(A, M, x0, b)
+    atol = check_atol(name, atol)
+    bnrm2 = norm(system.b)
+    system.tol = stop_tolerance(atol, rtol, bnrm2)
+    system.bnrm2 = bnrm2
+    system.maxiter = system.n * 10 if maxiter is None else int(maxiter)
+    system.psolve = system.M.matvec if system.M is not None else _identity
+    system.rpsolve = system.M.rmatvec if system.M is not None else _identity
+    return system
+
+
+def _identity(x):
+    return x
+
+
+def _zero_rhs(system):
+    """Run the setup graph; True when ||b|| == 0 (SciPy then returns (b, 0))."""
+    sync(system.device)
+    return float(system.bnrm2) == 0
+
+
+def _residual(system, x0_given):
+    """b - A x, or a copy of b when x is zero (as SciPy's ``if x.any()``)."""
+    b, x = system.b, system.x
+    if not x0_given:
+        return b.clone()
+    return torch.where(x.any(), b - system.A.matvec(x), b)
+
+
+def _x(state):
+    return state[0]
+
+
+@dispatch(_scipy.cg)
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+
+    def step(state, s, first):
+        x, r, p, rho_prev = state
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return state
+        z = psolve(r)
+        rho = dot(r, z)
+        p = z.clone() if first else s.xpay(z, rho / rho_prev, p)
+        q = matvec(p)
+        alpha = rho / dot(p, q)
+        x = s.axpy(x, alpha, p)
+        r = s.update(r, -alpha, q)
+        return x, r, p, rho
+
+    r = _residual(system, x0 is not None)
+    state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+def _lartg(f, g):
+    """LAPACK's ?lartg on 0-d tensors: c (real), s, r with [c s; -conj(s) c] @ [f; g] = [r; 0]."""
+    af, ag = f.abs(), g.abs()
+    d = torch.sqrt(af * af + ag * ag)
+    f0, g0 = af == 0, ag == 0
+    safe_af = torch.where(f0, torch.ones_like(af), af)
+    safe_d = torch.where(d == 0, torch.ones_like(d), d)
+    safe_ag = torch.where(g0, torch.ones_like(ag), ag)
+    phase = f / safe_af
+    gc = g.conj() if g.is_complex() else g
+    c = torch.where(g0, torch.ones_like(af), torch.where(f0, torch.zeros_like(af), af / safe_d))
+    s = torch.where(g0, torch.zeros_like(g),
+                    torch.where(f0, gc / safe_ag, phase * gc / safe_d))
+    r = torch.where(g0, f, torch.where(f0, ag.to(f.dtype), phase * d))
+    return c.to(f.dtype), s, r
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+@dispatch(_scipy.gmres)
+def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
+          callback=None, callback_type=None):
+    if callback is not None and callback_type is None:
+        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
+                      "The default value will be changed in a future release. For "
+                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
+                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
+                      "``gmres(..., callback_type='legacy')``", DeprecationWarning, stacklevel=4)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError(f"Unknown callback_type: {callback_type!r}")
+    if callback is None:
+        callback_type = None
+
+    system = _setup("gmres", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol, bnrm2 = system.A.matvec, system.psolve, system.tol, system.bnrm2
+    n, eps, maxiter, device, dtype = (system.n, system.eps, system.maxiter, system.device,
+                                      system.dtype)
+    m = min(20 if restart is None else restart, n)
+    host = host_reads_free(device) or callback is not None
+    inner_total = [0]
+    rdtype = bnrm2.dtype
+
+    def host_flag(t):
+        sync(device)
+        return bool(t)
+
+    def cycle(state, s, first):
+        x, r, ptol, pfac = state
+        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
+        H = torch.zeros((m, m + 1), dtype=dtype, device=device)
+        S = torch.zeros(m + 1, dtype=dtype, device=device)
+        Q = torch.eye(m + 1, dtype=dtype, device=device)
+        v0 = psolve(r)
+        tmp = norm(v0)
+        V[0] = v0 * (1 / tmp)
+        S[0] = tmp
+        live = True if host else s.live
+        steps = 0 if host else torch.zeros((), dtype=torch.int64, device=device)
+        presid = torch.zeros((), dtype=rdtype, device=device)
+        breakdown = torch.zeros((), dtype=torch.bool, device=device)
+        for col in range(m):
+            w = psolve(matvec(V[col]))
+            h0 = norm(w)
+            basis = V[:col + 1]
+            h = basis.conj() @ w          # classical Gram-Schmidt, twice (SciPy: modified
+            w = w - h @ basis             # Gram-Schmidt; equal in exact arithmetic)
+            h2 = basis.conj() @ w
+            w = w - h2 @ basis
+            h = h + h2
+            h1 = norm(w)
+            brk = h1 <= eps * h0
+            V[col + 1] = torch.where(brk, w, w * (1 / h1))
+            hcol = torch.cat([h, torch.where(brk, 0, h1).to(dtype).reshape(1),
+                              torch.zeros(m - col - 1, dtype=dtype, device=device)])
+            hcol = Q @ hcol
+            c, sn, mag = _lartg(hcol[col], hcol[col + 1])
+            hcol[col] = mag
+            hcol[col + 1] = 0
+            H[col] = hcol
+            G = torch.stack([torch.stack([c, sn]), torch.stack([-_conj(sn), c])])
+            Q[col:col + 2] = G @ Q[col:col + 2]
+            t = -_conj(sn) * S[col]
+            S[col] = c * S[col]
+            S[col + 1] = t
+            res = t.abs()
+            inner_total[0] += 1
+            if host:
+                steps += 1
+                presid, breakdown = res, brk
+                if callback_type in ("legacy", "pr_norm"):
+                    callback(float(res / bnrm2))
+                if callback_type == "legacy" and inner_total[0] == maxiter:
+                    break
+                if host_flag((res <= ptol) | brk):
+                    break
+            else:
+                steps = steps + live.to(torch.int64)
+                presid = torch.where(live, res, presid)
+                breakdown = torch.where(live, brk, breakdown)
+                live = live & ~((res <= ptol) | brk)
+        x = _gmres_update(x, V, H, S, steps, m, host, s)
+        r = system.b - matvec(x)
+        rnorm = norm(r)
+        if callback_type == "legacy" and inner_total[0] == maxiter:
+            s.stop_if(rnorm <= tol, 0)
+            s.stop_if(True, maxiter)
+            return x, r, ptol, pfac
+        if callback_type == "x":
+            callback(host_value(x))
+        s.stop_if(rnorm <= tol, 0)
+        s.stop_if(breakdown, maxiter)
+        pfac = torch.where(presid <= ptol, torch.clamp(0.25 * pfac, min=eps),
+                           torch.clamp(1.5 * pfac, max=1.0))
+        ptol = presid * torch.minimum(pfac, tol / rnorm)
+        return x, r, ptol, pfac
+
+    Mb_nrm2 = norm(psolve(system.b))
+    ptol = Mb_nrm2 * torch.clamp(tol / bnrm2, max=1.0)
+    pfac = torch.ones((), dtype=rdtype, device=device)
+    r = _residual(system, x0 is not None)
+    converged = norm(r) < tol
+    sync(device)
+    if bool(converged):
+        return system.x, 0
+    state = (system.x, r, ptol, pfac)
+    state, info = run(cycle, state, maxiter, device, callback, None,
+                      block=-(-CHECK_EVERY // m))
+    return state[0], info
+
+
+def _gmres_update(x, V, H, S, steps, m, host, s):
+    """x + V[:k]^T y with y solving the k x k triangle of the rotated Hessenberg matrix
+    (k = steps of this cycle; a zero last pivot means y[k-1] = 0, as SciPy)."""
+    if host:
+        k = steps
+        R = H[:k, :k].T
+        rhs = S[:k].clone()
+        zero = R[k - 1, k - 1] == 0
+        rhs[k - 1] = torch.where(zero, 0, rhs[k - 1])
+        R = R.clone()
+        R[k - 1, k - 1] = torch.where(zero, 1, R[k - 1, k - 1])
+        return s.keep(x + _back_substitute(R, rhs) @ V[:k], x)
+    idx = torch.arange(m, device=x.device)
+    last = steps - 1
+    active = idx <= last
+    both = active[:, None] & active[None, :]
+    R = torch.where(both, H[:, :m].T, 0)
+    diag = torch.diagonal(R)
+    fix = ~active | ((idx == last) & (diag == 0))
+    R = R + torch.diag(torch.where(fix, 1, 0).to(R.dtype))
+    rhs = torch.where(active & ~((idx == last) & (diag == 0)), S[:m], 0)
+    y = _back_substitute(R, rhs)
+    return s.keep(x + y @ torch.where(active[:, None], V[:m], 0), x)
+
+
+def _back_substitute(R, rhs):
+    """Solve the small upper-triangular R y = rhs with dense ops (torch-xla has no
+    triangular solve and would run it on the host)."""
+    k = R.shape[0]
+    ys = [None] * k
+    for i in range(k - 1, -1, -1):
+        acc = rhs[i]
+        if i + 1 < k:
+            acc = acc - R[i, i + 1:] @ torch.stack(ys[i + 1:])
+        ys[i] = acc / R[i, i]
+    return torch.stack(ys)
+
+
+def _tiny(system, power):
+    return system.eps ** power
+
+
+@dispatch(_scipy.bicgstab)
+def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+    rhotol = omegatol = _tiny(system, 2)
+
+    def step(state, s, first):
+        x, r, rtilde, p, v, rho_prev, alpha, omega = state
+        s.stop_if(norm(r) < tol, 0)
+        rho = dot(rtilde, r)
+        s.stop_if(rho.abs() < rhotol, -10)
+        if first:
+            p = r.clone()
+        else:
+            s.stop_if(omega.abs() < omegatol, -11)
+            if s.stopped:
+                return state
+            beta = (rho / rho_prev) * (alpha / omega)
+            p = s.xpay(r, beta, s.update(p, -omega, v))
+        if s.stopped:
+            return state
+        phat = psolve(p)
+        v = matvec(phat)
+        rv = dot(rtilde, v)
+        s.stop_if(rv == 0, -11)
+        alpha = rho / rv
+        r = s.update(r, -alpha, v)
+        x = s.axpy(x, alpha, phat)
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return (x,) + state[1:]
+        shat = psolve(r)
+        t = matvec(shat)
+        omega = dot(t, r) / dot(t, t)
+        x = s.axpy(x, omega, shat)
+        r = s.update(r, -omega, t)
+        return x, r, rtilde, p, v, rho, alpha, omega
+
+    r = _residual(system, x0 is not None)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one, one, one)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+@dispatch(_scipy.bicg)
+def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, rmatvec = system.A.matvec, system.A.rmatvec
+    psolve, rpsolve, tol = system.psolve, system.rpsolve, system.tol
+    rhotol = _tiny(system, 2)
+
+    def step(state, s, first):
+        x, r, rtilde, p, ptilde, rho_prev = state
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return state
+        z = psolve(r)
+        ztilde = rpsolve(rtilde)
+        rho = dot(rtilde, z)
+        s.stop_if(rho.abs() < rhotol, -10)
+        if s.stopped:
+            return state
+        if first:
+            p, ptilde = z.clone(), ztilde.clone()
+        else:
+            beta = rho / rho_prev
+            p = s.xpay(z, beta, p)
+            ptilde = s.xpay(ztilde, _conj(beta), ptilde)
+        q = matvec(p)
+        qtilde = rmatvec(ptilde)
+        rv = dot(ptilde, q)
+        s.stop_if(rv == 0, -11)
+        alpha = rho / rv
+        x = s.axpy(x, alpha, p)
+        r = s.update(r, -alpha, q)
+        rtilde = s.update(rtilde, -_conj(alpha), qtilde)
+        return x, r, rtilde, p, ptilde, rho
+
+    r = _residual(system, x0 is not None)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+@dispatch(_scipy.cgs)
+def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    matvec, psolve, tol, bvec = system.A.matvec, system.psolve, system.tol, system.b
+    rhotol = _tiny(system, 2)
+
+    def step(state, s, first):
+        x, r, rtilde, p, u, q, rho_prev = state
+        s.stop_if(norm(r) < tol, 0)
+        if s.stopped:
+            return state
+        rho = dot(rtilde, r)
+        s.stop_if(rho.abs() < rhotol, -10)
+        if s.stopped:
+            return state
+        if first:
+            p, u = r.clone(), r.clone()
+        else:
+            beta = rho / rho_prev
+            u = r + beta * q
+            p = (p * beta + q) * beta + u
+        phat = psolve(p)
+        vhat = matvec(phat)
+        rv = dot(rtilde, vhat)
+        s.stop_if(rv == 0, -11)
+        alpha = rho / rv
+        q = u - alpha * vhat
+        uhat = psolve(u + q)
+        x = s.axpy(x, alpha, uhat)
+        r = bvec - matvec(x)
+        return x, r, rtilde, p, u, q, rho
+
+    r = _residual(system, x0 is not None)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    zero = torch.zeros_like(r)
+    state = (system.x, r, r.clone(), zero, zero, zero, one)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    return state[0], info
+
+
+@dispatch(_scipy.qmr)
+def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, callback=None):
+    from trnscipy.sparse.linalg._interface import LinearOperator
+    from trnscipy.sparse.linalg._isolve.utils import as_operator
+
+    A_ = A
+    system = _setup("qmr", A, b, x0, atol, rtol, None, maxiter)
+    if _zero_rhs(system):
+        return system.b, 0
+    Aop, tol, device = system.A, system.tol, system.device
+    if M1 is None and M2 is None:
+        if hasattr(A_, "psolve"):
+            M1 = LinearOperator(Aop.shape, matvec=lambda v: A_.psolve(v, "left"),
+                                rmatvec=lambda v: A_.rpsolve(v, "left"))
+            M2 = LinearOperator(Aop.shape, matvec=lambda v: A_.psolve(v, "right"),
+                                rmatvec=lambda v: A_.rpsolve(v, "right"))
+        else:
+            M1 = M2 = _IDENTITY
+    else:  # SciPy uses M1/M2 as given (anything with matvec/rmatvec)
+        M1, M2 = (as_operator(M, device) if isinstance(M, _scipy.LinearOperator) else M
+                  for M in (M1, M2))
+    tiny = _tiny(system, 1)
+
+    def step(state, s, first):
+        (x, r, vtilde, wtilde, y, z, rho, xi, gamma, eta, theta, epsilon,
+         p, q, d, sv) = state
+        s.stop_if(norm(r) < tol, 0)
+        s.stop_if(rho.abs() < tiny, -10)
+        s.stop_if(xi.abs() < tiny, -15)
+        if s.stopped:
+            return state
+        v = vtilde * (1 / rho)
+        y = y * (1 / rho)
+        w = wtilde * (1 / xi)
+        z = z * (1 / xi)
+        delta = dot(z, y)
+        s.stop_if(delta.abs() < tiny, -13)
+        if s.stopped:
+            return state
+        ytilde = M2.matvec(y)
+        ztilde = M1.rmatvec(z)
+        if first:
+            p, q = ytilde.clone(), ztilde.clone()
+        else:
+            p = ytilde - (xi * delta / epsilon) * p
+            q = ztilde - (rho * _conj(delta / epsilon)) * q
+        ptilde = Aop.matvec(p)
+        epsilon = dot(q, ptilde)
+        s.stop_if(epsilon.abs() < tiny, -14)
+        beta = epsilon / delta
+        s.stop_if(beta.abs() < tiny, -11)
+        if s.stopped:
+            return state
+        vtilde = ptilde - beta * v
+        y = M1.matvec(vtilde)
+        rho_prev, rho = rho, norm(y)
+        wtilde = w * (-_conj(beta)) + Aop.rmatvec(q)
+        z = M2.rmatvec(wtilde)
+        xi = norm(z)
+        gamma_prev, theta_prev = gamma, theta
+        theta = rho / (gamma_prev * beta.abs())
+        gamma = 1 / torch.sqrt(1 + theta ** 2)
+        s.stop_if(gamma.abs() < tiny, -12)
+        if s.stopped:
+            return state
+        eta = eta * (-(rho_prev / beta) * (gamma / gamma_prev) ** 2)
+        if first:
+            d, sv = p * eta, ptilde * eta
+        else:
+            d = d * (theta_prev * gamma) ** 2 + eta * p
+            sv = sv * (theta_prev * gamma) ** 2 + eta * ptilde
+        x = s.keep(x + d, x)
+        r = r - sv
+        return (x, r, vtilde, wtilde, y, z, rho, xi, gamma, eta, theta, epsilon, p, q, d, sv)
+
+    r = _residual(system, x0 is not None)
+    vtilde, wtilde = r.clone(), r.clone()
+    y = M1.matvec(vtilde)
+    z = M2.rmatvec(wtilde)
+    real = torch.zeros((), dtype=system.bnrm2.dtype, device=device)
+    one = torch.ones((), dtype=r.dtype, device=device)
+    zero = torch.zeros_like(r)
+    state = (system.x, r, vtilde, wtilde, y, z, norm(y), norm(z), real + 1, -one, real,
+             one, zero, zero, zero, zero)
+    state, info = run(step, state, system.maxiter, device, callback, _x)
+    return state[0], info
+
+
+class _Identity:
+    """qmr's default M1 = M2 = I."""
+
+    @staticmethod
+    def matvec(x):
+        return x
+
+    rmatvec = matvec
+
+
+_IDENTITY = _Identity()

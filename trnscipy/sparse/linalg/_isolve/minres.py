@@ -1,0 +1,208 @@
+"""minres on device data: SciPy 1.17's MINRES (Paige-Saunders), its tests and istop codes.
+
+The scalar recurrences run as 0-d device tensors; the stop test is read on the
+host as the other solvers' (``utils.run``).  Differs from SciPy: complex input
+raises TypeError (SciPy's minres fails on it with an arbitrary error); with
+``show=True`` the host reads every iteration to print SciPy's table.
+"""
+
+import math
+
+import numpy as np
+import scipy.sparse.linalg as _scipy
+
+from trnscipy._dispatch import dispatch
+from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve.utils import (
+    CHECK_EVERY,
+    host_value,
+    make_system,
+    norm,
+    run,
+    sync,
+)
+
+__all__ = ["minres"]
+
+_NONSYMMETRIC = -999  # internal code: beta < 0 met inside a block -> ValueError
+
+_MESSAGES = [" beta2 = 0.  If M = I, b and x are eigenvectors    ",
+             " beta1 = 0.  The exact solution is x0          ",
+             " A solution to Ax = b was found, given rtol        ",
+             " A least-squares solution was found, given rtol    ",
+             " Reasonable accuracy achieved, given eps           ",
+             " x has converged to an eigenvector                 ",
+             " acond has exceeded 0.1/eps                        ",
+             " The iteration limit was reached                   ",
+             " A  does not define a symmetric matrix             ",
+             " M  does not define a symmetric matrix             ",
+             " M  does not define a pos-def preconditioner       "]
+
+
+def _inner(a, b):
+    return torch.dot(a, b)
+
+
+@dispatch(_scipy.minres)
+def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
+           show=False, check=False):
+    system = make_system(A, M, x0, b)
+    if system.b.is_complex():
+        raise TypeError("minres supports real data only (SciPy's minres fails on complex "
+                        "input)")
+    matvec = system.A.matvec
+    psolve = system.M.matvec if system.M is not None else (lambda v: v)
+    x, bvec, device, eps = system.x, system.b, system.device, system.eps
+    n = system.n
+    maxiter = 5 * n if maxiter is None else int(maxiter)
+    first, last = "Enter minres.   ", "Exit  minres.   "
+    if show:
+        print(first + "Solution of symmetric Ax = b")
+        print(first + f"n      =  {n:3g}     shift  =  {shift:23.14e}")
+        print(first + f"itnlim =  {maxiter:3g}     rtol   =  {rtol:11.2e}")
+        print()
+
+    r1 = bvec.clone() if x0 is None else bvec - matvec(x)
+    y = psolve(r1)
+    beta1_t = _inner(r1, y)
+    bnorm_t = norm(bvec)
+    sync(device)
+    beta1 = float(beta1_t)
+    if beta1 < 0:
+        raise ValueError("indefinite preconditioner")
+    if beta1 == 0:
+        return _as_scipy_dtype(x), 0
+    if float(bnorm_t) == 0:
+        return _as_scipy_dtype(bvec), 0
+    beta1 = math.sqrt(beta1)
+    if check:
+        _check_symmetry(matvec, psolve, r1, y, eps)
+
+    real = bnorm_t.dtype
+    zero = torch.zeros((), dtype=real, device=device)
+    maxiter_t = torch.tensor(maxiter, device=device)
+    host = show or callback is not None
+    itn_host = [0]
+
+    def step(state, s, first_it):
+        (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax, gmin,
+         cs, sn, itn) = state
+        itn = itn + 1
+        itn_host[0] += 1
+        v = (1.0 / beta) * y
+        y = matvec(v)
+        y = y - shift * v
+        if not first_it:
+            y = y - (beta / oldb) * r1
+        alfa = _inner(v, y)
+        y = y - (alfa / beta) * r2
+        r1, r2 = r2, y
+        y = psolve(r2)
+        oldb, beta = beta, _inner(r2, y)
+        s.stop_if(beta < 0, _NONSYMMETRIC)
+        if s.stopped:
+            raise ValueError("non-symmetric matrix")
+        beta = torch.sqrt(beta)
+        tnorm2 = tnorm2 + (alfa ** 2 + oldb ** 2 + beta ** 2)
+        istop = torch.zeros((), dtype=torch.int64, device=device)
+        if first_it:
+            istop = torch.where(beta / beta1 <= 10 * eps, -1, istop)
+        oldeps = epsln
+        delta = cs * dbar + sn * alfa
+        gbar = sn * dbar - cs * alfa
+        epsln = sn * beta
+        dbar = -cs * beta
+        root = torch.sqrt(gbar ** 2 + dbar ** 2)
+        gamma = torch.clamp(torch.sqrt(gbar ** 2 + beta ** 2), min=eps)
+        cs = gbar / gamma
+        sn = beta / gamma
+        phi = cs * phibar
+        phibar = sn * phibar
+        w1, w2 = w2, w
+        w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
+        x = s.keep(x + phi * w, x)
+        gmax = torch.maximum(gmax, gamma)
+        gmin = torch.minimum(gmin, gamma)
+        z = rhs1 / gamma
+        rhs1 = rhs2 - delta * z
+        rhs2 = -epsln * z
+        Anorm = torch.sqrt(tnorm2)
+        ynorm = norm(x)
+        epsx = Anorm * ynorm * eps
+        rnorm = phibar
+        inf = torch.full_like(rnorm, math.inf)
+        safe = lambda t: torch.where(t == 0, torch.ones_like(t), t)  # noqa: E731
+        test1 = torch.where((ynorm == 0) | (Anorm == 0), inf, rnorm / safe(Anorm * ynorm))
+        test2 = torch.where(Anorm == 0, inf, root / safe(Anorm))
+        Acond = gmax / gmin
+        code = torch.zeros((), dtype=torch.int64, device=device)
+        for cond, value in ((1 + test2 <= 1, 2), (1 + test1 <= 1, 1), (itn >= maxiter_t, 6),
+                            (Acond >= 0.1 / eps, 4), (epsx >= beta1, 3), (test2 <= rtol, 2),
+                            (test1 <= rtol, 1)):
+            code = torch.where(cond, value, code)
+        istop = torch.where(istop == 0, code, istop)
+        if show:
+            _show_line(itn_host[0], x, test1, test2, Anorm, Acond, gbar, rnorm, epsx,
+                       Anorm * ynorm * rtol, istop, n, maxiter, eps)
+        if callback is not None:
+            callback(host_value(x))
+        s.stop_if(istop != 0, torch.where(istop == 6, maxiter_t, 0))
+        if show:
+            state_out[0] = (int(istop), itn_host[0], Anorm, Acond, rnorm, ynorm, phibar * root)
+        return (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax,
+                gmin, cs, sn, itn)
+
+    state_out = [None]
+    beta1_d = torch.tensor(beta1, dtype=real, device=device)
+    zvec = torch.zeros_like(bvec)
+    state = (x, r1, r1, y, zvec, zvec, beta1_d, zero, zero, zero, beta1_d, beta1_d, zero, zero,
+             zero, torch.tensor(np.finfo(system.np_dtype).max, dtype=real, device=device),
+             zero - 1, zero, torch.zeros((), dtype=torch.int64, device=device))
+    state, info = run(step, state, maxiter, device, None, None, block=1 if host else CHECK_EVERY)
+    if info == _NONSYMMETRIC:
+        raise ValueError("non-symmetric matrix")
+    if show and state_out[0] is not None:
+        istop, itn, Anorm, Acond, rnorm, ynorm, Arnorm = state_out[0]
+        print()
+        print(last + f" istop   =  {istop:3g}               itn   ={itn:5g}")
+        print(last + f" Anorm   =  {float(Anorm):12.4e}      Acond =  {float(Acond):12.4e}")
+        print(last + f" rnorm   =  {float(rnorm):12.4e}      ynorm =  {float(ynorm):12.4e}")
+        print(last + f" Arnorm  =  {float(Arnorm):12.4e}")
+        print(last + _MESSAGES[istop + 1])
+    return _as_scipy_dtype(state[0]), info
+
+
+def _as_scipy_dtype(x):
+    """SciPy's minres returns float64 for float32 input (its scalars are Python floats);
+    the iteration here stays in float32, the result is promoted where float64 exists."""
+    from trnscipy._capabilities import capability
+    from trnscipy._device import device_kind
+
+    if x.dtype == torch.float32 and capability(device_kind(x.device)).float64:
+        return x.to(torch.float64)
+    return x
+
+
+def _check_symmetry(matvec, psolve, r1, y, eps):
+    w = matvec(y)
+    r2 = matvec(w)
+    s, t = float(_inner(w, w)), float(_inner(y, r2))
+    if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
+        raise ValueError("non-symmetric matrix")
+    r2 = psolve(y)
+    s, t = float(_inner(y, y)), float(_inner(r1, r2))
+    if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
+        raise ValueError("non-symmetric preconditioner")
+
+
+def _show_line(itn, x, test1, test2, Anorm, Acond, gbar, qrnorm, epsx, epsr, istop, n,
+               maxiter, eps):
+    Anorm, Acond, qrnorm = float(Anorm), float(Acond), float(qrnorm)
+    if not (n <= 40 or itn <= 10 or itn >= maxiter - 10 or itn % 10 == 0
+            or qrnorm <= 10 * float(epsx) or qrnorm <= 10 * float(epsr)
+            or Acond <= 1e-2 / eps or int(istop) != 0):
+        return
+    print(f"{itn:6g} {float(x[0]):12.5e} {float(test1):10.3e}" + f" {float(test2):10.3e}"
+          + f" {Anorm:8.1e} {Acond:8.1e} {float(gbar) / Anorm:8.1e}")
+    if itn % 10 == 0:
+        print()

@@ -1,0 +1,286 @@
+"""Shared machinery of the device Krylov solvers: make_system and the loop driver.
+
+Each solver is written once as a ``step`` on fixed-shape state plus a driver:
+
+* on the CPU (host reads are free) the driver reads the stop flag after every
+  iteration and updates vectors in place: SciPy's own control flow;
+* on graph devices (XLA/Neuron, CUDA) nothing is read on the host inside a
+  block of ``CHECK_EVERY`` iterations: stop conditions are device flags, the
+  returned iterate is masked with ``torch.where`` once the solve has stopped,
+  and the host reads the flag (one graph execution) per block.  ``x`` and
+  ``info`` equal those of a per-iteration check; at most ``CHECK_EVERY - 1``
+  iterations are computed and thrown away.
+* with a ``callback`` the host checks every iteration (SciPy's contract).
+"""
+
+import numpy as np
+
+from trnscipy._device import device_kind
+from trnscipy._dispatch import offloading
+from trnscipy._torch import torch
+from trnscipy._transfer import to_host
+
+__all__ = ["CHECK_EVERY", "make_system", "check_atol", "run", "sync", "host_reads_free"]
+
+# Iterations per host read of the convergence flag on graph devices.  On Trainium
+# a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
+# arithmetic of a 25-iteration block while wasting at most 24 iterations.
+CHECK_EVERY = 25
+
+_COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
+
+
+def host_reads_free(device):
+    """True where reading a device scalar on the host costs no sync (the CPU).
+
+    The one place the solvers ask about the device; a candidate for the
+    capability table."""
+    return device_kind(device) == "cpu"
+
+
+def sync(device):
+    """Cut and run the pending graph on lazy (XLA) devices; a no-op elsewhere."""
+    if device.type == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+
+
+def _coerce(a, b):
+    """SciPy's make_system dtype rule on dtype chars: f/d/F/D, anything else counts as d."""
+    a = _COERCE.get(a, 1)
+    b = _COERCE.get(b, 1)
+    real = max(a % 2, b % 2)
+    cplx = max(a // 2, b // 2)
+    return "fdFD"[2 * cplx + real]
+
+
+class System:
+    """The device system: operators A and M (as functions on tensors), x, b."""
+
+    def __init__(self, A, M, x, b, device):
+        self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
+        self.dtype = b.dtype
+        self.np_dtype = np.dtype(_torch_to_char(b.dtype))
+        self.eps = float(np.finfo(self.np_dtype).eps)
+        self.n = b.shape[0]
+
+
+def _torch_to_char(dtype):
+    from trnscipy._dtypes import to_numpy_dtype
+
+    return to_numpy_dtype(dtype).char
+
+
+def as_operator(A, device):
+    from trnscipy.sparse.linalg._interface import _device_operator
+
+    return _device_operator(A, device)
+
+
+def make_system(A, M, x0, b, *, identity_for_none=True):
+    """SciPy's make_system on device data: validation, dtype promotion, x0 ('Mb' too).
+
+    Returns a System whose x is a fresh tensor (updated in place by the solvers).
+    """
+    from array_api_compat import is_torch_array
+
+    from trnscipy._dtypes import to_torch_dtype
+
+    A_ = A
+    if is_torch_array(b):
+        device = b.device
+    else:
+        device = getattr(A, "device", None) or torch.device("cpu")
+        b = torch.as_tensor(np.asarray(b), device=device)
+    A = as_operator(A, device)
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"expected square matrix, but got shape={(A.shape,)}")
+    N = A.shape[0]
+    if not (tuple(b.shape) == (N, 1) or tuple(b.shape) == (N,)):
+        raise ValueError(f"shapes of A {A.shape} and b {tuple(b.shape)} are incompatible")
+    bchar = _torch_to_char(b.dtype)
+    if bchar not in "fdFD":
+        b = b.to(torch.float64)
+        bchar = "d"
+    if A.dtype is not None:
+        achar = A.dtype.char
+    else:
+        achar = _torch_to_char(A.matvec(b).dtype)
+    xtype = to_torch_dtype(np.dtype(_coerce(achar, bchar)))
+    b = b.to(xtype).reshape(-1)
+
+    if M is None:
+        psolve = getattr(A_, "psolve", None)
+        rpsolve = getattr(A_, "rpsolve", None)
+        if psolve is None and rpsolve is None:
+            M = None if identity_for_none else _identity
+        else:
+            from trnscipy.sparse.linalg._interface import LinearOperator
+
+            M = LinearOperator(A.shape, matvec=psolve or _identity,
+                               rmatvec=rpsolve or _identity, dtype=A.dtype)
+    else:
+        M = as_operator(M, device)
+        if A.shape != M.shape:
+            raise ValueError("matrix and preconditioner have different shapes")
+
+    if x0 is None:
+        x = torch.zeros(N, dtype=xtype, device=device)
+    elif isinstance(x0, str):
+        if x0 != "Mb":
+            raise ValueError(f"x0 must be an array, None or 'Mb', not {x0!r}")
+        x = (M.matvec(b) if M is not None else b).to(xtype).clone()
+    else:
+        x = torch.as_tensor(x0, device=device).to(xtype).clone()
+        if not (tuple(x.shape) == (N, 1) or tuple(x.shape) == (N,)):
+            raise ValueError(f"shapes of A {A.shape} and x0 {tuple(x.shape)} are incompatible")
+        x = x.reshape(-1)
+    return System(A, M, x, b, device)
+
+
+def _identity(x):
+    return x
+
+
+def check_atol(name, atol):
+    """SciPy's validation of ``atol`` (the rtol*||b|| part is computed on the device)."""
+    if atol == "legacy" or atol is None or atol < 0:
+        raise ValueError(f"'scipy.sparse.linalg.{name}' called with invalid `atol`={atol}; "
+                         "if set, `atol` must be a real, non-negative number.")
+    return float(atol)
+
+
+def stop_tolerance(atol, rtol, bnrm2):
+    """max(atol, rtol*||b||) as a 0-d device tensor (NaN ||b|| gives NaN: never converges,
+    as SciPy's max(0, nan) == 0 with ||r|| NaN)."""
+    return torch.clamp(bnrm2 * float(rtol), min=float(atol))
+
+
+def norm(x):
+    """2-norm (complex: sqrt(Re x^H x); torch-xla's vector_norm rejects complex input)."""
+    if x.is_complex():
+        return torch.sqrt(torch.vdot(x, x).real)
+    return torch.linalg.vector_norm(x)
+
+
+def dot(a, b):
+    """np.vdot for complex, np.dot for real."""
+    return torch.vdot(a, b) if a.is_complex() else torch.dot(a, b)
+
+
+def host_value(x):
+    """A callback argument: the tensor itself, or NumPy when serving an offloaded call."""
+    return to_host(x) if offloading() else x
+
+
+class _EagerStep:
+    """Stop flags as Python values; vector updates in place (CPU)."""
+
+    lazy = False
+
+    def __init__(self):
+        self.live = True
+        self.info = None
+
+    def stop_if(self, cond, code):
+        if self.live and bool(cond):
+            self.live = False
+            self.info = code
+
+    def axpy(self, y, a, x):
+        """y + a*x, kept only while live (the returned iterate)."""
+        if self.live:
+            y.addcmul_(x, a)
+        return y
+
+    def update(self, y, a, x):
+        """y + a*x for working vectors (not masked), in place."""
+        return y.addcmul_(x, a)
+
+    def xpay(self, x, a, y):
+        """x + a*y for working vectors, in place in y."""
+        return y.mul_(a).add_(x)
+
+    @property
+    def stopped(self):
+        return not self.live
+
+    def keep(self, new, old):
+        return new if self.live else old
+
+
+class _LazyStep:
+    """Stop flags as device booleans; the returned iterate masked with torch.where."""
+
+    lazy = True
+
+    def __init__(self, live, info):
+        self.live = live
+        self.info = info
+
+    def stop_if(self, cond, code):
+        if isinstance(cond, bool):
+            cond = torch.tensor(cond, device=self.live.device)
+        hit = self.live & cond
+        if not isinstance(code, torch.Tensor):
+            code = torch.full_like(self.info, code)
+        self.info = torch.where(hit, code, self.info)
+        self.live = self.live & ~cond
+
+    def axpy(self, y, a, x):
+        return torch.where(self.live, y + a * x, y)
+
+    def update(self, y, a, x):
+        return y + a * x
+
+    def xpay(self, x, a, y):
+        return x + a * y
+
+    stopped = False  # a graph step always runs to its end
+
+    def keep(self, new, old):
+        return torch.where(self.live, new, old)
+
+
+def run(step, state, maxiter, device, callback=None, value=None, block=CHECK_EVERY):
+    """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
+
+    On graph devices the host reads the stop flag every ``block`` iterations.
+
+    ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
+    iteration 0.  ``value(state)`` is what the callback receives after each completed
+    iteration.  Returns (state, info) with info a Python int (maxiter if not stopped).
+    """
+    if host_reads_free(device):
+        for it in range(maxiter):
+            s = _EagerStep()
+            state = step(state, s, it == 0)
+            if not s.live:
+                return state, int(s.info)
+            if callback is not None and value is not None:
+                callback(host_value(value(state)))
+        return state, int(maxiter)
+
+    block = 1 if callback is not None else block
+    done = torch.zeros((), dtype=torch.bool, device=device)
+    # maxiter travels as data (torch.tensor), not as a graph constant (torch.full), so the
+    # compiled graphs do not depend on it.
+    info = torch.tensor(maxiter, dtype=torch.int64, device=device)
+    count = torch.zeros((), dtype=torch.int64, device=device)
+    limit = torch.tensor(maxiter, dtype=torch.int64, device=device)
+    it = 0
+    while it < maxiter:
+        for _ in range(block):
+            live = ~done & (count < limit)
+            s = _LazyStep(live, info)
+            state = step(state, s, it == 0)
+            done, info = done | (live & ~s.live), s.info
+            count = count + 1
+            it += 1
+        sync(device)
+        if bool(done):
+            break
+        if callback is not None and value is not None:
+            callback(host_value(value(state)))
+    return state, int(info)
