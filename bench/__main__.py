@@ -52,11 +52,11 @@ PROFILES = {
     "smoke": {
         "timing": {"budget_s": 0.05, "min_reps": 2, "max_reps": 3},
         "copy": {"bytes": 8 * 2**20, "reps": 3},
-        "spmv": {"poisson_k": [8], "random": [(200, 5e-2)], "N": [1, 16]},
-        "bsr": {"block": 8, "shapes": [(2, 2)], "densities": [0.5], "N": [1, 4]},
-        "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None),
-                                            ("convdiff2d", 8, "gmres", "float64", None)]},
-        "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "eigh": [16], "solve": [16]}},
+        "spmv": {"poisson_k": [8], "random": [(200, 5e-2)], "N": [1, 4]},
+        "bsr": {"block": 8, "shapes": [(2, 2)], "densities": [0.5], "N": [4]},
+        # gmres is left out: its first XLA compile alone takes minutes on a loaded CI box
+        "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
+        "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -74,7 +74,8 @@ CUTS = {
         "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
         "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
     ],
-    "smoke": ["smoke profile: tiny sizes for CI; the figures mean nothing."],
+    "smoke": ["smoke profile: tiny sizes and few cases for CI (no gmres, no eigh); the "
+              "figures mean nothing."],
 }
 
 LANE_WHERE = {

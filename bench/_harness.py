@@ -218,8 +218,12 @@ def _timed(lane, run, number):
 def _xla_counts(lane, run):
     from trnscipy._metrics import xla_counts
 
+    # wait for the execution inside the block: torch_xla.sync() alone returns before an
+    # asynchronous execution finishes, and its ExecuteTime sample would then be missed
+    lane.sync()
     with xla_counts() as counts:
         result = run()
+        lane.sync()
     return result, {"compilations": counts.compilations, "executions": counts.executions,
                     "transfers_to_device": counts.transfers_to_device,
                     "transfers_from_device": counts.transfers_from_device}
