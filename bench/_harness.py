@@ -221,12 +221,23 @@ def _xla_counts(lane, run):
     # wait for the execution inside the block: torch_xla.sync() alone returns before an
     # asynchronous execution finishes, and its ExecuteTime sample would then be missed
     lane.sync()
+    fallbacks = _aten_fallbacks()
     with xla_counts() as counts:
         result = run()
         lane.sync()
     return result, {"compilations": counts.compilations, "executions": counts.executions,
                     "transfers_to_device": counts.transfers_to_device,
-                    "transfers_from_device": counts.transfers_from_device}
+                    "transfers_from_device": counts.transfers_from_device,
+                    "aten_cpu_fallbacks": _aten_fallbacks() - fallbacks}
+
+
+def _aten_fallbacks():
+    """Ops torch-xla ran on the host CPU because they do not lower to XLA (its aten::
+    counters): silent host work on Trainium too."""
+    import torch_xla.debug.metrics as met
+
+    return sum(met.counter_value(name) or 0 for name in met.counter_names()
+               if name.startswith("aten::"))
 
 
 def _first_call(lane, run, entry):

@@ -79,12 +79,13 @@ def _memory_table(rows, lanes):
 
 def _counts(c):
     return f"{c['compilations']} / {c['executions']} / {c['transfers_to_device']}+" \
-           f"{c['transfers_from_device']}"
+           f"{c['transfers_from_device']} / {c.get('aten_cpu_fallbacks', '-')}"
 
 
 def _xla_table(rows):
-    header = ["workload", "parameters", "cold: compiles / executions / transfers in+out",
-              "warm: compiles / executions / transfers", "MODEL trn1 cold (low-high)",
+    header = ["workload", "parameters",
+              "cold: compiles / executions / transfers in+out / aten CPU fallbacks",
+              "warm: same counts", "MODEL trn1 cold (low-high)",
               "MODEL trn1 warm (low-high)"]
     body = []
     for row in rows:
@@ -220,6 +221,14 @@ def markdown(results):
            f"- Load: {meta['load_note']}"]
     for lane in meta["lanes"]:
         out.append(f"- **{lane['label']}**: {lane['where']}")
+    if "trn_cuda" not in lanes:
+        gpu = meta["machine"].get("gpu")
+        out.append("- CUDA lanes (torch CUDA, trnscipy CUDA tensors, cupyx.scipy): not measured "
+                   "in this run; " + (f"`--cuda` adds them on this machine's {gpu}." if gpu else
+                                      "this machine has no GPU (`--cuda` adds them where "
+                                      "torch.cuda is available)."))
+    if "trn_xla" not in lanes:
+        out.append("- XLA lane: not measured in this run (torch-xla missing or --no-xla).")
     out += ["", "## Method", "",
             f"- Timing: {meta['timing_method']}",
             "- Ratios in parentheses: lane time / SciPy time (lower is better).",
@@ -255,8 +264,9 @@ def markdown(results):
                     ""]
             out += _solver_table(rows, lanes) + [""]
         out += ["XLA lane: graph counts per call (cold = first call of this case, warm = "
-                "repeat) and the MODELLED trn1 time (see the model section; not a "
-                "measurement):", ""]
+                "repeat; aten CPU fallbacks = ops torch-xla silently ran on the host, from "
+                "its aten:: counters) and the MODELLED trn1 time (see the model section; "
+                "not a measurement):", ""]
         out += _xla_table(rows) + [""]
         out += ["Peak memory per call:", ""]
         out += _memory_table(rows, lanes) + [""]
