@@ -7,10 +7,10 @@ import warnings
 import numpy as np
 import pytest
 import scipy.linalg as sl
-from _dense_helpers import hpd, tensor, to_np
 
 import trnscipy
 import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import hpd, tensor, to_np
 from trnscipy import DeviceFallbackWarning
 
 torch = pytest.importorskip("torch")

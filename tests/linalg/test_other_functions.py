@@ -5,9 +5,9 @@ import contextlib
 import numpy as np
 import pytest
 import scipy.linalg as sl
-from _dense_helpers import eps, random, tensor, to_np
 
 import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import eps, random, tensor, to_np
 from trnscipy import DeviceFallbackWarning
 
 torch = pytest.importorskip("torch")
