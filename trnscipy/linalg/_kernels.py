@@ -68,6 +68,16 @@ for _name in ("expm", "sqrtm"):
     register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
 
 
+@register("linalg._all_finite", "cpu")
+def _all_finite_cpu(t):
+    return bool(np.isfinite(_view(t)).all())
+
+
+@register("linalg._all_finite", "generic")
+def _all_finite(t):
+    return bool(torch.isfinite(t).all())
+
+
 # ----------------------------------------------------------------------------------------
 # primitives: generic (torch.linalg) and xla (ops that lower)
 

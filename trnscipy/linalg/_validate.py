@@ -40,8 +40,14 @@ def result_dtype(dtype, small_ints=None):
 
 
 def check_finite(t):
-    """ValueError, as SciPy, when ``t`` holds inf or NaN (one host read)."""
-    if t.numel() and not bool(torch.isfinite(t).all()):
+    """ValueError, as SciPy, when ``t`` holds inf or NaN (one host read).
+
+    Through the kernel seam: on the CPU NumPy checks the zero-copy view (a torch
+    op there would leave torch's OpenMP threads spinning against OpenBLAS's).
+    """
+    from trnscipy._kernels import kernel
+
+    if t.numel() and not kernel("linalg._all_finite", t.device)(t):
         raise ValueError("array must not contain infs or NaNs")
 
 
