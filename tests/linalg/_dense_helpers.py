@@ -53,3 +53,12 @@ def xla_complex128_readback_broken():
 
     t = torch.tensor([1j], dtype=torch.complex128).to(trnscipy.resolve_device("xla"))
     return trnscipy.to_host(t)[0] != 1j
+
+
+def generic_kernels(device):
+    """True where the torch.linalg ("generic") kernels serve ``device``: CUDA, or the
+    test's ``generic`` lane (CPU with SciPy's kernels removed)."""
+    import trnscipy._kernels as seam
+
+    return device.type == "cuda" or (device.type == "cpu"
+                                     and ("linalg.qr", "cpu") not in seam._IMPLS)

@@ -9,7 +9,15 @@ import contextlib
 import numpy as np
 import pytest
 import scipy.linalg as sl
-from _dense_helpers import eps, hpd, random, tensor, to_np, xla_complex128_readback_broken
+from _dense_helpers import (
+    eps,
+    generic_kernels,
+    hpd,
+    random,
+    tensor,
+    to_np,
+    xla_complex128_readback_broken,
+)
 
 import trnscipy.linalg as tl
 from trnscipy import DeviceFallbackWarning
@@ -280,15 +288,13 @@ def test_qr(dlane, dtype, shape):
 
 
 def test_qr_pivoting(dlane):
-    import trnscipy._kernels as seam
-
     rng = np.random.default_rng(13)
     a = random(4, np.float64, rng, m=6)
     q_ref, r_ref, p_ref = sl.qr(a, pivoting=True)
     ctx = contextlib.nullcontext()
     if dlane.type == "xla":
         ctx = pytest.warns(DeviceFallbackWarning, match="no xla implementation")
-    elif ("linalg.qr", "cpu") not in seam._IMPLS:  # the generic (CUDA) kernels
+    elif generic_kernels(dlane):
         ctx = pytest.warns(DeviceFallbackWarning, match="pivoting")
     with ctx:
         q, r, p = tl.qr(tensor(a, dlane), pivoting=True)

@@ -69,13 +69,13 @@ for _name in ("expm", "sqrtm"):
 
 
 @register("linalg._all_finite", "cpu")
-def _all_finite_cpu(t):
-    return bool(np.isfinite(_view(t)).all())
+def _all_finite_cpu(*tensors):
+    return all(bool(np.isfinite(_view(t)).all()) for t in tensors)
 
 
 @register("linalg._all_finite", "generic")
-def _all_finite(t):
-    return bool(torch.isfinite(t).all())
+def _all_finite(*tensors):
+    return bool(torch.stack([torch.isfinite(t).all() for t in tensors]).all())
 
 
 # ----------------------------------------------------------------------------------------

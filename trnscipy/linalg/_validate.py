@@ -39,15 +39,16 @@ def result_dtype(dtype, small_ints=None):
     return torch.float64
 
 
-def check_finite(t):
-    """ValueError, as SciPy, when ``t`` holds inf or NaN (one host read).
+def check_finite(*tensors):
+    """ValueError, as SciPy, when a tensor holds inf or NaN (one host read for all).
 
     Through the kernel seam: on the CPU NumPy checks the zero-copy view (a torch
     op there would leave torch's OpenMP threads spinning against OpenBLAS's).
     """
     from trnscipy._kernels import kernel
 
-    if t.numel() and not kernel("linalg._all_finite", t.device)(t):
+    tensors = [t for t in tensors if t is not None and t.numel()]
+    if tensors and not kernel("linalg._all_finite", tensors[0].device)(*tensors):
         raise ValueError("array must not contain infs or NaNs")
 
 
