@@ -34,9 +34,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if a.is_complex() and transposed:
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
                                   "a^H x = b for complex matrices.")
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if a.numel() == 0 or b.numel() == 0:
-        x = empty(batch + b.shape[-2:], b)
+        x = empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b)
         return x[..., 0] if vec else x
     x = kernel("linalg.solve", device)(a, b, lower=lower, assume_a=assume_a,
                                         transposed=transposed)
