@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 import scipy.linalg as _sl
+from array_api_compat import is_torch_array
 
 from trnscipy._errors import fallback
 from trnscipy._kernels import kernel, register
@@ -33,7 +34,7 @@ from trnscipy.linalg._validate import LinAlgError, linalg_errors
 
 
 def _view(x):
-    if isinstance(x, torch.Tensor):
+    if is_torch_array(x):
         return x.detach().resolve_conj().resolve_neg().numpy()
     if type(x) in (tuple, list):
         return type(x)(_view(v) for v in x)
@@ -147,7 +148,7 @@ def _cpu(t):
 
 
 def _to(device, obj):
-    if isinstance(obj, torch.Tensor):
+    if is_torch_array(obj):
         return obj.to(device)
     if isinstance(obj, tuple | list):
         return type(obj)(_to(device, x) for x in obj) if type(obj) in (tuple, list) else \
