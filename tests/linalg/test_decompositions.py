@@ -355,3 +355,23 @@ def test_inv_det(dlane, dtype):
     with _xla_complex(dlane, dtype, "wrong results"):
         ainv = tl.inv(tensor(batch, dlane))
     assert _rel(to_np(ainv), sl.inv(batch)) < 1e3 * N * eps(dtype)
+
+
+def test_batched_cholesky_eigh_cho_solve(dlane):
+    rng = np.random.default_rng(16)
+    a = np.stack([hpd(5, np.float64, rng) for _ in range(3)])
+    b = rng.standard_normal((3, 5, 2))
+    t = tensor(a, dlane)
+    c = tl.cholesky(t)
+    ref = sl.cholesky(a)
+    _check_kind(c, ref, dlane)
+    assert _rel(to_np(c), ref) < 1e-10
+    x = tl.cho_solve((c, False), tensor(b, dlane))
+    assert _rel(to_np(x), np.linalg.solve(a, b)) < 1e-10
+    w = tl.eigvalsh(t)
+    assert tuple(w.shape) == (3, 5)
+    assert _rel(to_np(w), np.stack([sl.eigvalsh(m) for m in a])) < 1e-10
+    bad = a.copy()
+    bad[1] = -np.eye(5)
+    with pytest.raises(np.linalg.LinAlgError):
+        tl.cholesky(tensor(bad, dlane))
