@@ -27,7 +27,7 @@ __all__ = ["bicg", "bicgstab", "cg", "cgs", "gmres", "qmr"]
 
 
 def _setup(name, A, b, x0, atol, rtol, M, maxiter):
-    """make_system, atol check, ||b||, tolerance and the initial residual (no host read)."""
+    """make_system, atol check, ||b|| and the stop tolerance, all on the device."""
     system = make_system(A, M, x0, b)
     atol = check_atol(name, atol)
     bnrm2 = norm(system.b)
