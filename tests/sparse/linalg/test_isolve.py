@@ -98,7 +98,7 @@ def test_iterates_match_scipy_cpu(solver, dtype, precond):
         kw_h, kw_d = dict(kw, **_m(solver, host_M)), dict(kw, **_m(solver, dev_M))
     else:
         kw_h = kw_d = kw
-    for maxiter in (1, 3, None):
+    for maxiter in (1, 3, None if solver != "lgmres" else 1000):  # lgmres: no None
         x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter, **kw_h)
         x, info = getattr(tsl, solver)(_to(A, dev), _to(b, dev), maxiter=maxiter, **kw_d)
         assert type(info) is int and info == info_ref, (maxiter, info, info_ref)
@@ -266,6 +266,10 @@ def test_gmres_singular_is_no_false_success():
 def test_nan_rhs_as_scipy(solver):
     A, b = _problem(solver, np.float64, m=3)
     b[1] = np.nan
+    if solver == "lgmres":
+        _raises_as_scipy(lambda: spla.lgmres(A, b),
+                         lambda: tsl.lgmres(_to(A, "cpu"), _to(b, "cpu")))
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=20)
@@ -383,3 +387,29 @@ def test_xla_device_csr_cg_counts(xla_device, short_blocks):
     assert info == info_ref == 0
     _compare(x, x_ref, np.float64)
     assert counts.executions <= math.ceil(len(calls) / short_blocks) + 3, str(counts)
+
+
+@pytest.mark.skipif("lgmres" not in SOLVERS, reason="lgmres runs on SciPy")
+@pytest.mark.parametrize("options", [{"inner_m": 4, "outer_k": 2},
+                                     {"inner_m": 4, "store_outer_Av": False},
+                                     {"inner_m": 3, "prepend_outer_v": True}])
+def test_lgmres_options_as_scipy(options):
+    A, b = _problem("lgmres", np.float64, m=5)
+    for maxiter in (2, 1000):
+        x_ref, info_ref = spla.lgmres(A, b, maxiter=maxiter, **options)
+        x, info = tsl.lgmres(_to(A, "cpu"), _to(b, "cpu"), maxiter=maxiter, **options)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # one graph per outer_v length: ~1 min of XLA compiles on a busy CPU
+@pytest.mark.skipif("lgmres" not in SOLVERS, reason="lgmres runs on SciPy")
+def test_xla_lgmres(xla_device):
+    A, b = _problem("lgmres", np.float64, m=5)
+    for maxiter in (2, 1000):
+        x_ref, info_ref = spla.lgmres(A, b, maxiter=maxiter, inner_m=4, outer_k=2)
+        x, info = tsl.lgmres(_to(A, xla_device), _to(b, xla_device), maxiter=maxiter,
+                             inner_m=4, outer_k=2)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)

@@ -10,6 +10,7 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     cg,
     cgs,
     gmres,
+    lgmres,
     minres,
     qmr,
     tfqmr,
