@@ -279,14 +279,17 @@ def test_nan_rhs_as_scipy(solver):
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
-def test_zero_rhs_as_scipy(solver):
-    A, _ = _problem(solver, np.float64, m=3)
-    b = np.zeros(A.shape[0])
-    x_ref, info_ref = getattr(spla, solver)(A, b, x0=np.ones(A.shape[0]))
-    x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), x0=torch.ones(A.shape[0],
-                                                                               dtype=torch.float64))
-    assert info == info_ref == 0
-    np.testing.assert_array_equal(x.numpy(), x_ref)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zero_rhs_as_scipy(solver, dtype):
+    A, _ = _problem(solver, dtype, m=3)
+    b = np.zeros(A.shape[0], dtype=dtype)
+    for x0 in (None, np.ones(A.shape[0], dtype=dtype)):
+        x_ref, info_ref = getattr(spla, solver)(A, b, x0=x0)
+        x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"),
+                                       x0=None if x0 is None else _to(x0, "cpu"))
+        assert info == info_ref == 0
+        assert x.numpy().dtype == x_ref.dtype
+        np.testing.assert_array_equal(x.numpy(), x_ref)
 
 
 def _raises_as_scipy(call_ref, call_ours):

@@ -69,10 +69,10 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     beta1 = float(beta1_t)
     if beta1 < 0:
         raise ValueError("indefinite preconditioner")
-    if beta1 == 0:
-        return _as_scipy_dtype(x), 0
+    if beta1 == 0:  # early returns keep the system dtype, as SciPy's
+        return x, 0
     if float(bnorm_t) == 0:
-        return _as_scipy_dtype(bvec), 0
+        return bvec, 0
     beta1 = math.sqrt(beta1)
     if check:
         _check_symmetry(matvec, psolve, r1, y, eps)
