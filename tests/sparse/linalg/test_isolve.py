@@ -17,6 +17,7 @@ SOLVERS = ["cg", "gmres", "bicgstab", "bicg", "cgs", "qmr", "minres", "tfqmr", "
            "gcrotmk"]
 SOLVERS = [s for s in SOLVERS if getattr(tsl, s)._trnscipy_route == "device"]
 SYMMETRIC_ONLY = {"cg", "minres"}
+NO_NONE_MAXITER = {"lgmres", "gcrotmk"}  # SciPy's take an int (default 1000)
 
 
 def _poisson(m, dtype=np.float64):
@@ -98,7 +99,7 @@ def test_iterates_match_scipy_cpu(solver, dtype, precond):
         kw_h, kw_d = dict(kw, **_m(solver, host_M)), dict(kw, **_m(solver, dev_M))
     else:
         kw_h = kw_d = kw
-    for maxiter in (1, 3, None if solver != "lgmres" else 1000):  # lgmres: no None
+    for maxiter in (1, 3, 1000 if solver in NO_NONE_MAXITER else None):
         x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter, **kw_h)
         x, info = getattr(tsl, solver)(_to(A, dev), _to(b, dev), maxiter=maxiter, **kw_d)
         assert type(info) is int and info == info_ref, (maxiter, info, info_ref)
@@ -266,9 +267,9 @@ def test_gmres_singular_is_no_false_success():
 def test_nan_rhs_as_scipy(solver):
     A, b = _problem(solver, np.float64, m=3)
     b[1] = np.nan
-    if solver == "lgmres":
-        _raises_as_scipy(lambda: spla.lgmres(A, b),
-                         lambda: tsl.lgmres(_to(A, "cpu"), _to(b, "cpu")))
+    if solver in ("lgmres", "gcrotmk"):  # both reject a non-finite rhs
+        _raises_as_scipy(lambda: getattr(spla, solver)(A, b),
+                         lambda: getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu")))
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -416,3 +417,41 @@ def test_xla_lgmres(xla_device):
                              inner_m=4, outer_k=2)
         assert info == info_ref
         _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+@pytest.mark.parametrize("options", [{"m": 3, "k": 2}, {"m": 3, "k": 2, "truncate": "smallest"},
+                                     {"m": 4, "discard_C": True}])
+def test_gcrotmk_options_as_scipy(options):
+    A, b = _problem("gcrotmk", np.float64, m=5)
+    for maxiter in (3, 1000):
+        x_ref, info_ref = spla.gcrotmk(A, b, maxiter=maxiter, **options)
+        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(b, "cpu"), maxiter=maxiter, **options)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+    _raises_as_scipy(lambda: spla.gcrotmk(A, b, truncate="x"),
+                     lambda: tsl.gcrotmk(_to(A, "cpu"), _to(b, "cpu"), truncate="x"))
+
+
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+def test_gcrotmk_given_cu_runs_on_scipy_with_warning():
+    A, b = _problem("gcrotmk", np.float64, m=4)
+    CU_ref = []
+    spla.gcrotmk(A, b, m=3, CU=CU_ref)
+    x_ref, info_ref = spla.gcrotmk(A, 2 * b, m=3, CU=list(CU_ref))
+    CU = [tuple(None if t is None else _to(t, "cpu") for t in cu) for cu in CU_ref]
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="CU"):
+        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(2 * b, "cpu"), m=3, CU=CU)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # one graph per CU length: XLA compiles dominate
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+def test_xla_gcrotmk(xla_device):
+    A, b = _problem("gcrotmk", np.float64, m=5)
+    x_ref, info_ref = spla.gcrotmk(A, b, m=4, k=2)
+    x, info = tsl.gcrotmk(_to(A, xla_device), _to(b, xla_device), m=4, k=2)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)

@@ -9,6 +9,7 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     bicgstab,
     cg,
     cgs,
+    gcrotmk,
     gmres,
     lgmres,
     minres,

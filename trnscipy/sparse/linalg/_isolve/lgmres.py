@@ -17,6 +17,7 @@ from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.iterative import _back_substitute, _conj, _lartg
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
+    dot,
     host_reads_free,
     host_value,
     make_system,
@@ -72,8 +73,9 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
                                f"|v| ~ {float(r_norm):.1g}, |M v| = 0")
         v0 = v0 * (1.0 / inner_res_0)
         ptol = torch.minimum(pfac, tol / r_norm)
-        y, zs, vs, H, steps, pres, bad = _fgmres(matvec, psolve, v0, inner_m, ptol, outer_v,
-                                                 prepend_outer_v, host, eps, dtype)
+        y, zs, vs, H, _, _, _, pres, bad = _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype,
+                                                   lpsolve=psolve, outer_v=outer_v,
+                                                   prepend=prepend_outer_v)
         y = y * inner_res_0
         bad = bad | ~torch.isfinite(y).all()
         pfac = torch.where(pres > ptol, torch.clamp(1.5 * pfac, max=1.0),
@@ -95,14 +97,19 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
     return x, maxiter
 
 
-def _fgmres(matvec, psolve, v0, inner_m, ptol, outer_v, prepend, host, eps, dtype):
-    """SciPy's _fgmres (without GCROT's C space).  Returns y, Z (used rows), V, the
-    unrotated Hessenberg columns, the number of steps, the residual estimate and a
-    'not finite' flag; rows past the last step are masked (graph devices)."""
+def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=None, cs=(),
+            outer_v=(), prepend=False):
+    """SciPy's _fgmres.  Returns y, Z (used rows), V, the unrotated Hessenberg columns,
+    B (projections on ``cs``), the triangular factor R of the Hessenberg matrix, the
+    number of steps, the residual estimate and a 'not finite' flag; rows past the last
+    step are masked (graph devices; R gets a unit diagonal there)."""
+    lpsolve = lpsolve or _identity
+    rpsolve = rpsolve or _identity
     n_outer = len(outer_v)
     m = inner_m + n_outer
     device = v0.device
     vs, zs = [v0], []
+    B = torch.zeros((len(cs), m), dtype=dtype, device=device)
     Hraw = torch.zeros((m, m + 1), dtype=dtype, device=device)
     R = torch.zeros((m, m + 1), dtype=dtype, device=device)
     S = torch.zeros(m + 1, dtype=dtype, device=device)
@@ -116,13 +123,17 @@ def _fgmres(matvec, psolve, v0, inner_m, ptol, outer_v, prepend, host, eps, dtyp
         if prepend and j < n_outer:
             z, w = outer_v[j]
         elif prepend and j == n_outer:
-            z = v0
+            z = rpsolve(v0)
         elif not prepend and j >= m - n_outer:
             z, w = outer_v[j - (m - n_outer)]
         else:
-            z = vs[-1]
-        w = psolve(matvec(z)) if w is None else w.clone()
+            z = rpsolve(vs[-1])
+        w = lpsolve(matvec(z)) if w is None else w.clone()
         w_norm = norm(w)
+        for i, c in enumerate(cs):  # GCROT: project out the C space
+            alpha = dot(c, w)
+            B[i, j] = alpha
+            w = w - alpha * c
         basis = torch.stack(vs)
         h = basis.conj() @ w
         w = w - h @ basis
@@ -163,7 +174,7 @@ def _fgmres(matvec, psolve, v0, inner_m, ptol, outer_v, prepend, host, eps, dtyp
         k = steps
         y = _back_substitute(R[:k, :k].T, S[:k])
         bad = ~torch.isfinite(R[k - 1, k - 1])
-        return y, Z[:k], V[:k + 1], Hraw[:k, :k + 1], steps, res, bad
+        return y, Z[:k], V[:k + 1], Hraw[:k, :k + 1], B[:, :k], R[:k, :k].T, steps, res, bad
     idx = torch.arange(m, device=device)
     active = idx < steps
     both = active[:, None] & active[None, :]
@@ -175,4 +186,8 @@ def _fgmres(matvec, psolve, v0, inner_m, ptol, outer_v, prepend, host, eps, dtyp
     Hm = torch.where(active[:, None] & (torch.arange(m + 1, device=device) <= steps)[None, :],
                      Hraw, 0)
     return (y, torch.where(active[:, None], Z, 0), torch.where(rows[:, None], V, 0), Hm,
-            steps, res, bad)
+            torch.where(active[None, :], B, 0), Rm, steps, res, bad)
+
+
+def _identity(x):
+    return x
