@@ -455,3 +455,30 @@ def test_xla_gcrotmk(xla_device):
     x, info = tsl.gcrotmk(_to(A, xla_device), _to(b, xla_device), m=4, k=2)
     assert info == info_ref
     _compare(x, x_ref, np.float64)
+
+
+def test_minres_shift_check_show_as_scipy(capsys):
+    A, b = _problem("minres", np.float64, m=4)
+    for kw in ({"shift": 0.7}, {"check": True}, {"shift": -1.5, "maxiter": 5}):
+        x_ref, info_ref = spla.minres(A, b, **kw)
+        x, info = tsl.minres(_to(A, "cpu"), _to(b, "cpu"), **kw)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+    spla.minres(A, b, show=True, maxiter=4)
+    ref = capsys.readouterr().out
+    tsl.minres(_to(A, "cpu"), _to(b, "cpu"), show=True, maxiter=4)
+    ours = capsys.readouterr().out
+    assert ours == ref
+    nonsym = A + np.triu(A, 1)
+    _raises_as_scipy(lambda: spla.minres(nonsym, b, check=True),
+                     lambda: tsl.minres(_to(nonsym, "cpu"), _to(b, "cpu"), check=True))
+
+
+def test_host_sparse_preconditioner_moves_to_device():
+    A = sp.csr_array(_problem("gmres", np.float64)[0])
+    b = np.cos(np.arange(A.shape[0]))
+    M = sp.diags_array(1.0 / A.diagonal()).tocsr()
+    x_ref, info_ref = spla.gmres(A, b, M=M, maxiter=2)
+    x, info = tsl.gmres(trnscipy.to_device(A, "cpu"), _to(b, "cpu"), M=M, maxiter=2)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)
