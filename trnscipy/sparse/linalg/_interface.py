@@ -428,6 +428,9 @@ def aslinearoperator(A):
     return _si.aslinearoperator(A)
 
 
+aslinearoperator._trnscipy_route = "device"  # it serves device data itself (route_of)
+
+
 def _device_operator(A, device):
     """``A`` as an operator for vectors on ``device``: a SciPy host operator or host matrix
     (offload mode) is bridged through the host, everything else is aslinearoperator(A)."""

@@ -69,14 +69,18 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     beta1 = float(beta1_t)
     if beta1 < 0:
         raise ValueError("indefinite preconditioner")
-    if beta1 == 0:
-        return _as_scipy_dtype(x), 0
+    if beta1 == 0:  # early returns keep the system dtype, as SciPy's
+        return x, 0
     if float(bnorm_t) == 0:
-        return _as_scipy_dtype(bvec), 0
+        return bvec, 0
     beta1 = math.sqrt(beta1)
     if check:
         _check_symmetry(matvec, psolve, r1, y, eps)
 
+    if show:
+        print()
+        print()
+        print("   Itn     x(1)     Compatible    LS       norm(A)  cond(A) gbar/|A|")
     real = bnorm_t.dtype
     zero = torch.zeros((), dtype=real, device=device)
     maxiter_t = torch.tensor(maxiter, device=device)
@@ -112,6 +116,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         epsln = sn * beta
         dbar = -cs * beta
         root = torch.sqrt(gbar ** 2 + dbar ** 2)
+        Arnorm = phibar * root
         gamma = torch.clamp(torch.sqrt(gbar ** 2 + beta ** 2), min=eps)
         cs = gbar / gamma
         sn = beta / gamma
@@ -147,7 +152,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
             callback(host_value(x))
         s.stop_if(istop != 0, torch.where(istop == 6, maxiter_t, 0))
         if show:
-            state_out[0] = (int(istop), itn_host[0], Anorm, Acond, rnorm, ynorm, phibar * root)
+            state_out[0] = (int(istop), itn_host[0], Anorm, Acond, rnorm, ynorm, Arnorm)
         return (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax,
                 gmin, cs, sn, itn)
 

@@ -79,10 +79,12 @@ def as_operator(A, device):
     return _device_operator(A, device)
 
 
-def make_system(A, M, x0, b, *, identity_for_none=True):
+def make_system(A, M, x0, b):
     """SciPy's make_system on device data: validation, dtype promotion, x0 ('Mb' too).
 
-    Returns a System whose x is a fresh tensor (updated in place by the solvers).
+    Returns a System whose x is a fresh tensor (updated in place by the solvers) and
+    whose M is None for the identity.  Differs from SciPy: an x0 string other than 'Mb'
+    is a ValueError (SciPy fails with UnboundLocalError).
     """
     from array_api_compat import is_torch_array
 
@@ -114,9 +116,7 @@ def make_system(A, M, x0, b, *, identity_for_none=True):
     if M is None:
         psolve = getattr(A_, "psolve", None)
         rpsolve = getattr(A_, "rpsolve", None)
-        if psolve is None and rpsolve is None:
-            M = None if identity_for_none else _identity
-        else:
+        if psolve is not None or rpsolve is not None:
             from trnscipy.sparse.linalg._interface import LinearOperator
 
             M = LinearOperator(A.shape, matvec=psolve or _identity,
