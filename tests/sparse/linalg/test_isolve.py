@@ -482,3 +482,12 @@ def test_host_sparse_preconditioner_moves_to_device():
     x, info = tsl.gmres(trnscipy.to_device(A, "cpu"), _to(b, "cpu"), M=M, maxiter=2)
     assert info == info_ref
     _compare(x, x_ref, np.float64)
+
+
+def test_lgmres_outer_v_reaches_the_caller_as_scipy():
+    """The caller's outer_v list is filled in place (the router must not copy it)."""
+    A, b = _problem("lgmres", np.float64, m=5)
+    outer_ref, outer = [], []
+    spla.lgmres(A, b, inner_m=4, outer_k=3, outer_v=outer_ref)
+    tsl.lgmres(_to(A, "cpu"), _to(b, "cpu"), inner_m=4, outer_k=3, outer_v=outer)
+    assert len(outer) == len(outer_ref) > 0
