@@ -164,6 +164,27 @@ def _cell(status, detail):
     return text
 
 
+def _xla_costs(results, top=15):
+    """The cases with the most XLA graph compilations per XLA lane (measured in the run)."""
+    lines = []
+    for lane in results.lanes:
+        counted = [o for o in results.outcomes[lane].values() if o.compilations is not None]
+        if not counted:
+            continue
+        counted.sort(key=lambda o: (-o.compilations, -o.executions))
+        total = sum(o.compilations for o in counted)
+        lines += [f"### XLA cost on {lane}", "",
+                  f"{total} graph compilations over {len(counted)} cases; the most:", "",
+                  "| case | compilations | executions | seconds |", "|---|---|---|---|"]
+        lines += [f"| `{o.case}` | {o.compilations} | {o.executions} | {o.seconds:.1f} |"
+                  for o in counted[:top]]
+        lines.append("")
+    return (["## XLA graph compilations", "",
+             "Counted with `trnscipy._metrics.xla_counts` around each trnscipy call "
+             "(seconds are wall time on the machine of the run, for orientation only).", ""]
+            + lines) if lines else []
+
+
 def write_markdown(results, path=DOC, command="python -m conformance --write"):
     lanes = results.lanes
     lines = [
@@ -219,5 +240,6 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
         lines.append("")
     lines += ["## Details", "", "Differences, missing device routes and host dtypes, per lane:",
               ""] + (details or ["none"]) + [""]
+    lines += _xla_costs(results)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(lines))
