@@ -76,7 +76,9 @@ def run_case(case, lane):
     args, kwargs = case.inputs()
     if case.device_kwarg and not lane.host_results:
         if _route(case) != "device":
-            return Outcome(case.id, "not-implemented", "no device route for device=", dtype)
+            return Outcome(case.id, "not-implemented",
+                           "no device= keyword: with no array input it builds only on the host",
+                           dtype)
         kwargs["device"] = lane.device
     try:
         with lane.context():

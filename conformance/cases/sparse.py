@@ -125,6 +125,16 @@ def _class_cases():
                                          inputs(np.float64), "unsorted-dup-float64", False)
 
 
+def _load_npz_of(s):
+    def call(fn, **kwargs):
+        buf = io.BytesIO()
+        sp.save_npz(buf, s)
+        buf.seek(0)
+        return fn(buf, **kwargs)
+
+    return call
+
+
 def _function_cases():
     for dtype in (np.float64, np.float32):
         I = inputs(dtype)
@@ -158,6 +168,7 @@ def _function_cases():
             Case(f, "get_index_dtype", f"csr-{d}", ((a.indices, a.indptr),), compute=False),
             Case(f, "safely_cast_index_arrays", f"csr-{d}", (a,), compute=False),
             Case(f, "save_npz", f"csr-{d}", (a,), call=lambda fn, s: fn(io.BytesIO(), s)),
+            Case(f, "load_npz", f"csr-{d}", (), call=_load_npz_of(a), device_kwarg=True),
             Case(f, "eye", f"device-{d}", (4,), {"dtype": dtype}, device_kwarg=True),
             Case(f, "eye", f"device-k1-{d}", (4, 5), {"k": 1, "dtype": dtype,
                                                       "format": "csr"}, device_kwarg=True),
