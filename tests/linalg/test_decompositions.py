@@ -13,11 +13,11 @@ import scipy.linalg as sl
 import trnscipy.linalg as tl
 from tests.linalg._dense_helpers import (
     eps,
+    generic_kernels,
     hpd,
     random,
     tensor,
     to_np,
-    xla_complex128_readback_broken,
 )
 from trnscipy import DeviceFallbackWarning
 
@@ -208,9 +208,6 @@ def test_solve_triangular(dlane, dtype):
 def _xla_host(dlane, dtype=None):
     """The host fallback the capability table announces for ops that do not lower."""
     if dlane.type == "xla":
-        if np.dtype(dtype) == np.complex128 and xla_complex128_readback_broken():
-            pytest.xfail("trnscipy/_transfer.py reads complex128 XLA tensors back without "
-                         "their imaginary part (torch-xla 2.9 .cpu() bug)")
         return pytest.warns(DeviceFallbackWarning, match="no xla implementation")
     return contextlib.nullcontext()
 
@@ -287,15 +284,13 @@ def test_qr(dlane, dtype, shape):
 
 
 def test_qr_pivoting(dlane):
-    import trnscipy._kernels as seam
-
     rng = np.random.default_rng(13)
     a = random(4, np.float64, rng, m=6)
     q_ref, r_ref, p_ref = sl.qr(a, pivoting=True)
     ctx = contextlib.nullcontext()
     if dlane.type == "xla":
         ctx = pytest.warns(DeviceFallbackWarning, match="no xla implementation")
-    elif ("linalg.qr", "cpu") not in seam._IMPLS:  # the generic (CUDA) kernels
+    elif generic_kernels(dlane):
         ctx = pytest.warns(DeviceFallbackWarning, match="pivoting")
     with ctx:
         q, r, p = tl.qr(tensor(a, dlane), pivoting=True)
@@ -356,3 +351,23 @@ def test_inv_det(dlane, dtype):
     with _xla_complex(dlane, dtype, "wrong results"):
         ainv = tl.inv(tensor(batch, dlane))
     assert _rel(to_np(ainv), sl.inv(batch)) < 1e3 * N * eps(dtype)
+
+
+def test_batched_cholesky_eigh_cho_solve(dlane):
+    rng = np.random.default_rng(16)
+    a = np.stack([hpd(5, np.float64, rng) for _ in range(3)])
+    b = rng.standard_normal((3, 5, 2))
+    t = tensor(a, dlane)
+    c = tl.cholesky(t)
+    ref = sl.cholesky(a)
+    _check_kind(c, ref, dlane)
+    assert _rel(to_np(c), ref) < 1e-10
+    x = tl.cho_solve((c, False), tensor(b, dlane))
+    assert _rel(to_np(x), np.linalg.solve(a, b)) < 1e-10
+    w = tl.eigvalsh(t)
+    assert tuple(w.shape) == (3, 5)
+    assert _rel(to_np(w), np.stack([sl.eigvalsh(m) for m in a])) < 1e-10
+    bad = a.copy()
+    bad[1] = -np.eye(5)
+    with pytest.raises(np.linalg.LinAlgError):
+        tl.cholesky(tensor(bad, dlane))

@@ -60,6 +60,9 @@ def test_random_matrices_against_scipy(case):
         assert_same(dev.min(), host.min())
         assert dev.argmax() == host.argmax()
         assert dev.argmin() == host.argmin()
+        for axis in (0, 1):
+            assert_same(dev.argmax(axis=axis), host.argmax(axis=axis))
+            assert_same(dev.argmin(axis=axis), host.argmin(axis=axis))
     dev.sum_duplicates()
     host.sum_duplicates()
     assert dev.nnz == host.nnz

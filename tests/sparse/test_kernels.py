@@ -157,3 +157,13 @@ def test_neuron_float64_product_falls_back_with_warning(xla_device, emulate_neur
     a32 = trnscipy.to_device(host.astype(np.float32), xla_device)
     y32 = a32 @ trnscipy.to_device(x.astype(np.float32), xla_device)  # no warning
     np.testing.assert_allclose(trnscipy.to_host(y32), host @ x, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dense_times_sparse(kind):
+    host = scipy_case("csc", kind, "float64")
+    dev = device_case(host, "cpu")
+    X = np.random.default_rng(3).standard_normal((4, 6))
+    assert_same(torch.from_numpy(X) @ dev, X @ host)
+    if kind == "matrix":  # dense * sparse matrix is the matrix product
+        assert_same(torch.from_numpy(X) * dev, np.asarray(np.asmatrix(X) * host))

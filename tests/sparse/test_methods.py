@@ -232,6 +232,22 @@ def test_max_axis_matrix():
     assert_same(dev.min(axis=1), host.min(axis=1))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+def test_argmin_argmax_axis(kind, dtype):
+    rng = np.random.default_rng(11)
+    dense = rng.integers(-2, 3, (7, 6)).astype(dtype)
+    dense[:, 4] = 0  # an all-zero column
+    dense[5] = 0  # an all-zero row
+    dense[:, 1] = np.abs(dense[:, 1]) + 1  # a column without zeros
+    host = getattr(sp, f"csr_{kind}")(dense)
+    host.data[::4] = 0  # explicit zeros
+    dev = device_case(host, "cpu")
+    for name in ("argmax", "argmin"):
+        for axis in (0, 1, -1):
+            assert_same(getattr(dev, name)(axis=axis), getattr(host, name)(axis=axis))
+
+
 def test_errors_match_scipy():
     host = scipy_case("csr", "array", "float64")
     dev = device_case(host, "cpu")
@@ -262,3 +278,20 @@ def test_empty_matrices(lane):
         assert_same(dev.T, host.T)
         assert_same(dev + dev, host + host)
         assert_same(dev.tocoo(), host.tocoo())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_comparisons(fmt, kind):
+    host = scipy_case(fmt, kind, "float64")
+    other = scipy_case(fmt, kind, "float64", seed=9)
+    dev, dother = device_case(host, "cpu"), device_case(other, "cpu")
+    dense = np.random.default_rng(2).standard_normal((6, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)
+        for op in (lambda a, b: a == b, lambda a, b: a != b, lambda a, b: a < b,
+                   lambda a, b: a >= b):
+            assert_same(op(dev, dother), op(host, other))
+            assert_same(op(dev, 0.5), op(host, 0.5))
+            assert_same(op(dev, 0), op(host, 0))
+            assert_same(op(dev, torch.from_numpy(dense)), np.asarray(op(host, dense)))

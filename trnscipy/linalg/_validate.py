@@ -11,6 +11,7 @@ translated by :func:`linalg_errors`.
 import contextlib
 
 import numpy as np
+from array_api_compat import is_torch_array
 
 from trnscipy._torch import torch
 
@@ -20,34 +21,47 @@ __all__ = ["LinAlgError", "as_tensor", "as_matrix", "as_square", "linalg_errors"
 LinAlgError = np.linalg.LinAlgError
 
 
+_LAPACK_DTYPE = {}  # torch dtype -> SciPy's working dtype, filled on first device call
+
+
+def _lapack_dtypes():
+    exact = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+    table = {t: t for t in exact}
+    table.update({torch.float16: torch.float32, torch.bfloat16: torch.float32,
+                  torch.complex32: torch.complex64})
+    table.update({t: None for t in (torch.bool, torch.int8, torch.uint8, torch.int16)})
+    return table
+
+
 def result_dtype(dtype, small_ints=None):
     """The torch dtype SciPy's LAPACK wrappers compute in for torch ``dtype``.
 
     bool/int8/uint8/int16 map to float32 (LAPACK's type choice), wider integers
     to float64; ``small_ints`` overrides the former (expm and solve use float64).
     """
-    if dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128):
-        return dtype
-    if dtype in (torch.float16, torch.bfloat16):
-        return torch.float32
-    if dtype in (torch.bool, torch.int8, torch.uint8, torch.int16):
-        return small_ints or torch.float32
-    if dtype == torch.complex32:
-        return torch.complex64
-    if dtype.is_complex:
-        return torch.complex128
-    return torch.float64
+    if not _LAPACK_DTYPE:
+        _LAPACK_DTYPE.update(_lapack_dtypes())
+    if dtype in _LAPACK_DTYPE:
+        return _LAPACK_DTYPE[dtype] or small_ints or torch.float32
+    return torch.complex128 if dtype.is_complex else torch.float64
 
 
-def check_finite(t):
-    """ValueError, as SciPy, when ``t`` holds inf or NaN (one host read)."""
-    if t.numel() and not bool(torch.isfinite(t).all()):
+def check_finite(*tensors):
+    """ValueError, as SciPy, when a tensor holds inf or NaN (one host read for all).
+
+    Through the kernel seam: on the CPU NumPy checks the zero-copy view (a torch
+    op there would leave torch's OpenMP threads spinning against OpenBLAS's).
+    """
+    from trnscipy._kernels import kernel
+
+    tensors = [t for t in tensors if t is not None and t.numel()]
+    if tensors and not kernel("linalg._all_finite", tensors[0].device)(*tensors):
         raise ValueError("array must not contain infs or NaNs")
 
 
 def as_tensor(x, device, finite=True, dtype=None, small_ints=None):
     """``x`` (tensor or array-like) as a tensor on ``device`` in SciPy's working dtype."""
-    if not isinstance(x, torch.Tensor):
+    if not is_torch_array(x):
         x = np.asarray(x)
         if x.dtype.kind not in "biufc":
             raise ValueError(f"array of dtype {x.dtype} is not numeric")

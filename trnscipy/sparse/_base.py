@@ -500,8 +500,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if self.dtype.kind == "c":
             raise ValueError(f"{name} is not supported for complex dtypes")
         if axis is not None:
-            raise NotImplementedError(f"{name}(axis=...) has no device implementation yet; "
-                                      "use .toarray()")
+            return self._arg_axis(self._axis(axis), name)
         m, n = self.shape
         if m * n == 0:
             raise ValueError(f"cannot {name[3:]} an empty sparse array")
@@ -526,6 +525,33 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         else:
             cand = first_hit
         return int(cand)
+
+    def _arg_axis(self, axis, name):
+        """Per-column (axis 0) or per-row (axis 1) arg-extremum, implicit zeros included;
+        ties go to the first position, as NumPy."""
+        if self.shape[axis] == 0:
+            raise ValueError("Cannot apply the operation along a zero-sized dimension.")
+        coo = self._coo_canonical()
+        if axis == 0:  # work on the transpose: one "line" per column
+            coo = coo.transpose().tocsr().tocoo()
+        line, pos = coo.row.to(torch.int64), coo.col.to(torch.int64)
+        n_lines, length = self.shape[1 - axis], self.shape[axis]
+        data = coo.data if name == "argmax" else -coo.data
+        zeros = torch.zeros(n_lines, dtype=data.dtype, device=self.device)
+        best = zeros.scatter_reduce(0, line, data, "amax", include_self=False)
+        stored = su.segment_sum(torch.ones_like(line), line, n_lines)
+        implicit = stored < length
+        best = torch.where(implicit, torch.maximum(best, zeros), best)
+        full = torch.full((n_lines,), length, dtype=torch.int64, device=self.device)
+        hit = torch.where(data == best[line], pos, length)
+        first_hit = full.scatter_reduce(0, line, hit, "amin", include_self=True)
+        start = torch.cumsum(stored, 0) - stored  # entries are sorted by line, then pos
+        rank = torch.arange(line.shape[0], device=self.device) - start[line]
+        missing = torch.where(pos != rank, rank, length)
+        first_missing = stored.scatter_reduce(0, line, missing, "amin", include_self=True)
+        zero_best = implicit & (best == 0)
+        res = torch.where(zero_best, torch.minimum(first_hit, first_missing), first_hit)
+        return self._reduced(res, axis)
 
     def argmax(self, axis=None, out=None, *, explicit=False):
         return self._arg_min_or_max(axis, "argmax")
@@ -776,11 +802,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return other @ self
         if other.ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        if other.shape[-1] != self.shape[0]:
+        if other.ndim > 2 or other.shape[-1] != self.shape[0]:
             raise ValueError("dimension mismatch")
-        return self.transpose()._matmul(other.transpose(0, -1) if other.ndim == 2
-                                        else other).transpose(0, -1) if other.ndim == 2 \
-            else self.transpose()._matmul(other)
+        if other.ndim == 1:  # x @ A = A^T @ x
+            return self.transpose()._matmul(other)
+        return self.transpose()._matmul(other.transpose(0, 1)).transpose(0, 1)
 
     def _matrix_power(self, n):
         m, k = self.shape
@@ -806,11 +832,45 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self.power(other)
         return self._matrix_power(other)
 
-    def _compare(self, other):
-        raise NotImplementedError("comparisons of device sparse containers are not "
-                                  "implemented yet; compare .toarray() results")
+    def _compare(self, other, op):
+        """Elementwise comparison, computed densely on the device (O(M*N) memory).
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compare
+        Sparse or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR),
+        dense ``other``: a dense boolean tensor, as SciPy.
+        """
+        other = self._as_operand(other)
+        if issparse(other):
+            if other.shape != self.shape:
+                raise ValueError("inconsistent shapes")
+            rhs = other.toarray()
+        elif su.is_scalar(other):
+            rhs = other
+        else:
+            if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+                raise ValueError("inconsistent shapes")
+            return op(self.toarray(), other)
+        dense = op(self.toarray(), rhs)
+        return self._container("csc" if self.format == "csc" else "csr")._from_dense(
+            dense, None, None, None)
+
+    def __eq__(self, other):
+        return self._compare(other, torch.eq)
+
+    def __ne__(self, other):
+        return self._compare(other, torch.ne)
+
+    def __lt__(self, other):
+        return self._compare(other, torch.lt)
+
+    def __le__(self, other):
+        return self._compare(other, torch.le)
+
+    def __gt__(self, other):
+        return self._compare(other, torch.gt)
+
+    def __ge__(self, other):
+        return self._compare(other, torch.ge)
+
     __hash__ = None
 
     def __iter__(self):
