@@ -16,6 +16,7 @@ their status from their route: ``host`` (host-only wrapper), ``untested`` (devic
 without a case), ``scipy-object`` (classes, modules, constants: N/A).
 """
 
+import contextlib
 import time
 import traceback
 import warnings
@@ -37,6 +38,8 @@ class Outcome:
     reason: str = ""
     dtype: str = ""
     seconds: float = 0.0
+    compilations: int | None = None  # XLA graph compilations of the trnscipy call
+    executions: int | None = None  # XLA graph executions of the trnscipy call
 
 
 def _call(case, fn, args, kwargs):
@@ -70,16 +73,12 @@ def run_case(case, lane):
         except Exception as exc:  # SciPy's exception is part of the spec
             exp_err = exc
 
-    def outcome(status, reason=""):
-        if status != "conforms" and status != "host" and _route(case) == "scipy":
-            status = "not-implemented"
-            reason = f"SciPy's own object, no device route: {reason}"
-        return Outcome(case.id, status, reason, dtype)
-
     args, kwargs = case.inputs()
     if case.device_kwarg and not lane.host_results:
         if _route(case) != "device":
-            return Outcome(case.id, "not-implemented", "no device route for device=", dtype)
+            return Outcome(case.id, "not-implemented",
+                           "no device= keyword: with no array input it builds only on the host",
+                           dtype)
         kwargs["device"] = lane.device
     try:
         with lane.context():
@@ -89,18 +88,35 @@ def run_case(case, lane):
         return Outcome(case.id, "not-implemented",
                        f"inputs cannot be put on the lane: {_describe(exc)}", dtype)
 
-    actual = act_err = None
+    actual = act_err = counts = None
+    counter = contextlib.nullcontext()
+    if lane.device_type == "xla":
+        from trnscipy._metrics import xla_counts
+
+        counter = xla_counts()  # syncs after the call: lazy XLA errors surface here
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with lane.context():
-            try:
+        try:
+            with lane.context(), counter as counts:
                 actual = _call(case, case.function("trnscipy"), args, kwargs)
-                lane.sync()
-            except DeviceUnsupportedError:
-                return Outcome(case.id, "host", "DeviceUnsupportedError (strict mode)", dtype)
-            except Exception as exc:
-                act_err = exc
-    warned = any(issubclass(w.category, DeviceFallbackWarning) for w in caught)
+        except DeviceUnsupportedError:
+            return Outcome(case.id, "host", "DeviceUnsupportedError (strict mode)", dtype)
+        except Exception as exc:
+            act_err = exc
+    result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
+                    any(issubclass(w.category, DeviceFallbackWarning) for w in caught))
+    if counts is not None:
+        result.compilations, result.executions = counts.compilations, counts.executions
+    return result
+
+
+def _judge(case, lane, dtype, expected, exp_err, actual, act_err, warned):
+    """The Outcome of a paired call from SciPy's and trnscipy's results or exceptions."""
+    def outcome(status, reason=""):
+        if status != "conforms" and status != "host" and _route(case) == "scipy":
+            status = "not-implemented"
+            reason = f"SciPy's own object, no device route: {reason}"
+        return Outcome(case.id, status, reason, dtype)
 
     if exp_err is not None or act_err is not None:
         if exp_err is None:
@@ -128,7 +144,7 @@ def run_case(case, lane):
         return outcome("differs", reason)
     if warned:
         return outcome("host")
-    if lane.expects_host(case.dtype) and _route(case) != "scipy":
+    if case.compute and lane.expects_host(case.dtype) and _route(case) != "scipy":
         return outcome("differs", f"{dtype} computed on a {lane.name} device without a "
                                   "DeviceFallbackWarning")
     return outcome("conforms")
@@ -149,7 +165,7 @@ def xla_selection(cases, lane, profile):
     Those marked ``xla``; with ``profile.xla_per_name`` set, at most that many per public
     name of the dtypes the lane computes on device, plus, on a lane with host dtypes
     (xla-neuron), one case of a host dtype (cheap: it checks the fallback warning).
-    Bad-input cases always run.
+    Bad-input cases and cases marked ``xla_always`` always run.
     """
     if profile.xla_per_name is None:
         return [case for case in cases if case.xla]
@@ -157,7 +173,7 @@ def xla_selection(cases, lane, profile):
     for case in cases:
         if not case.xla:
             continue
-        if not case.tag.startswith("bad-"):
+        if not (case.tag.startswith("bad-") or case.xla_always):
             if lane.expects_host(case.dtype):
                 if case.name in host_seen:
                     continue
@@ -192,7 +208,7 @@ def name_status(name_cases, outcomes, route):
         if route == "host":
             return "host", "host-only wrapper (route; no case)"
         if route == "device":
-            return "untested", "device route, no case run on this lane"
+            return "untested", "device route; no case ran on this lane in this profile"
         return "scipy-object", ""
     differs = [o for o in ran if o.status == "differs"]
     if differs:

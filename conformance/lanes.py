@@ -109,13 +109,6 @@ class Lane:
         """True when a case computing in ``dtype`` must fall back to the host on this lane."""
         return dtype is not None and np.dtype(dtype) in self.host_dtypes
 
-    def sync(self):
-        """Run pending device work (XLA graphs) so errors surface inside the call."""
-        if self.device_type == "xla":
-            import torch_xla
-
-            torch_xla.sync()
-
     def __repr__(self):
         return f"Lane({self.name!r})"
 

@@ -147,8 +147,9 @@ _LEGEND = "\n".join([
     "| host | not on device: every case ran on the host with a DeviceFallbackWarning and"
     " matched SciPy; `host†`: no case, the name is a host-only wrapper by its route |",
     "| **differs** | at least one case did not match SciPy; case id and reason under Details |",
-    "| not implemented | the inputs could not be put on the lane, or the name is SciPy's own"
-    " object with no device route and did not conform |",
+    "| not implemented | the inputs could not be put on the lane, the name is SciPy's own"
+    " object with no device route and did not conform, or (no array input) it has no"
+    " `device=` keyword to build on the lane |",
     "| untested | has a device route but no case ran on this lane |",
     "| N/A | SciPy's own class, module, exception or constant, with no case |",
     "",
@@ -162,6 +163,27 @@ def _cell(status, detail):
     if status == "host" and "no case" in detail:
         text += "†"
     return text
+
+
+def _xla_costs(results, top=15):
+    """The cases with the most XLA graph compilations per XLA lane (measured in the run)."""
+    lines = []
+    for lane in results.lanes:
+        counted = [o for o in results.outcomes[lane].values() if o.compilations is not None]
+        if not counted:
+            continue
+        counted.sort(key=lambda o: (-o.compilations, -o.executions))
+        total = sum(o.compilations for o in counted)
+        lines += [f"### XLA cost on {lane}", "",
+                  f"{total} graph compilations over {len(counted)} cases; the most:", "",
+                  "| case | compilations | executions | seconds |", "|---|---|---|---|"]
+        lines += [f"| `{o.case}` | {o.compilations} | {o.executions} | {o.seconds:.1f} |"
+                  for o in counted[:top]]
+        lines.append("")
+    return (["## XLA graph compilations", "",
+             "Counted with `trnscipy._metrics.xla_counts` around each trnscipy call "
+             "(seconds are wall time on the machine of the run, for orientation only).", ""]
+            + lines) if lines else []
 
 
 def write_markdown(results, path=DOC, command="python -m conformance --write"):
@@ -189,6 +211,20 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
         "- Lanes absent on this machine: "
         + (", ".join(x for x in ("cpu", "xla", "xla-neuron", "cuda", "offload")
                      if x not in lanes) or "none"),
+        "",
+        "Run it: `python -m conformance` (fast profile: fixed seed, about a minute of CPU; "
+        "compares with `conformance/baseline.json` and exits 1 on a regression), "
+        "`--profile nightly` (ten times the generated examples, every case on the XLA "
+        "lanes), `--lanes cpu,xla,...` (a subset), `--write` (rewrite this file and the "
+        "baseline), `-v` (print each case that does not conform). "
+        "`pytest conformance` runs the fast profile against the baseline.",
+        "",
+        "Lanes: `cpu` (torch CPU tensors), `xla` (torch-xla device), `xla-neuron` (xla with "
+        "`TRNSCIPY_EMULATE=neuron`: float64/complex must fall back to the host with a "
+        "warning), `cuda`, `offload` (NumPy inputs in `trnscipy.offload(\"cpu\")`, SciPy's "
+        "result types expected). In the fast profile each name runs one device case on the "
+        "XLA lanes (plus its bad-input cases and a few sparse methods), since every op and "
+        "shape compiles there.",
         "",
         "## Totals",
         "",
@@ -219,5 +255,6 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
         lines.append("")
     lines += ["## Details", "", "Differences, missing device routes and host dtypes, per lane:",
               ""] + (details or ["none"]) + [""]
+    lines += _xla_costs(results)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("\n".join(lines))

@@ -175,6 +175,21 @@ def _bad_inputs():
     ]
 
 
+def _no_array_input():
+    """Functions of sizes and names only: nothing says which device to build on, so on a
+    device lane they need trnscipy's ``device=`` keyword (not-implemented without it)."""
+    I = inputs(np.float64)
+    out = [Case("linalg", attr, "n4", (4,), device_kwarg=True)
+           for attr in ("dft", "hadamard", "helmert", "hilbert", "invhilbert", "invpascal",
+                        "pascal")]
+    out += [Case("linalg", "cdf2rdf", "eig-complex128", tuple(sl.eig(I["gen"])))]
+    out += [Case("linalg", attr, "gemm-float64", (("gemm",), (I["gen"],)), compute=False)
+            for attr in ("get_blas_funcs",)]
+    out += [Case("linalg", "get_lapack_funcs", "getrf-float64", (("getrf",), (I["gen"],)),
+                 compute=False)]
+    return out
+
+
 def _generated(profile):
     """Backward-stable methods on generated matrices of varied conditioning."""
     out = []
@@ -206,4 +221,5 @@ def cases(profile):
             j = judge(I) if judge is not None and judge.__name__ == "<lambda>" else judge
             yield Case("linalg", attr, f"{k}-{np.dtype(dtype).name}", args, kwargs, judge=j)
     yield from _bad_inputs()
+    yield from _no_array_input()
     yield from _generated(profile)

@@ -16,8 +16,11 @@ FORMATS = ("csr", "csc", "coo", "bsr", "dia", "dok", "lil")
 DEVICE_FORMATS = ("csr", "csc", "coo", "bsr", "dia")  # formats with a device form
 DTYPES = (np.float64, np.float32, np.complex128)
 KINDS = ("array", "matrix")
-# formats whose cases also run on the XLA lanes (each op and shape compiles there)
-XLA_FORMATS = ("csr", "csc", "coo")
+# float32 methods that always run on the XLA lanes (each op and shape compiles there):
+# every one for csr_array, the main ones for the other device formats
+XLA_METHODS = {"csr_array": ("toarray", "matvec", "matmat", "spgemm", "transpose",
+                             "sum-axis0", "add", "multiply", "tocsc", "diagonal"),
+               "other": ("toarray", "matvec")}
 
 
 @functools.cache
@@ -79,16 +82,18 @@ METHODS = {
     "dtype": (_m(lambda s: s.dtype), "S"),
     "bad-matvec-shape": (_m(lambda s, v: s @ v[:3]), "Sv"),
 }
+NO_COMPUTE = {"nnz", "shape", "dtype", "transpose"}  # no arithmetic on the values
 NOT_FOR = {"max": ("dia",)}  # SciPy's dia has no max()
 
 
-def _method_cases(fmt, kind, s, I, tag, xla, methods=METHODS):
+def _method_cases(fmt, kind, s, I, tag, xla, methods=METHODS, xla_always=()):
     attr = f"{fmt}_{kind}"
     for name, (call, needs) in methods.items():
         if (name == "max" and s.dtype.kind == "c") or fmt in NOT_FOR.get(name, ()):
             continue  # SciPy has no complex max, nor dia max
         args = {"S": (s,), "Sv": (s, I["v"]), "SM": (s, I["M"])}[needs]
-        yield Case("sparse", attr, f"{name}-{tag}", args, call=call, xla=xla)
+        yield Case("sparse", attr, f"{name}-{tag}", args, call=call, xla=xla,
+                   xla_always=name in xla_always, compute=name not in NO_COMPUTE)
 
 
 def _class_cases():
@@ -98,12 +103,13 @@ def _class_cases():
             for dtype in DTYPES:
                 I = inputs(dtype)
                 d = np.dtype(dtype).name
-                xla = fmt in XLA_FORMATS and dtype != np.complex128
-                yield Case("sparse", attr, f"from-dense-{d}", (I["dense"],), xla=xla)
-                yield Case("sparse", attr, f"from-sparse-{d}", (sp.coo_array(I["dense"]),),
-                           xla=xla)
+                always = ()
+                if dtype == np.float32 and fmt in DEVICE_FORMATS and kind == "array":
+                    always = XLA_METHODS.get(attr, XLA_METHODS["other"])
+                yield Case("sparse", attr, f"from-dense-{d}", (I["dense"],))
+                yield Case("sparse", attr, f"from-sparse-{d}", (sp.coo_array(I["dense"]),))
                 yield from _method_cases(fmt, kind, sparse_of(fmt, kind, I["dense"]), I, d,
-                                         xla and dtype == np.float32)
+                                         True, xla_always=always)
             if fmt in ("csr", "csc", "coo"):
                 dense = inputs(np.float64)["dense"]
                 coo = sp.coo_array(dense)
@@ -117,6 +123,16 @@ def _class_cases():
             for kind in KINDS:
                 yield from _method_cases("csr", kind, _unsorted_csr(kind, np.float64),
                                          inputs(np.float64), "unsorted-dup-float64", False)
+
+
+def _load_npz_of(s):
+    def call(fn, **kwargs):
+        buf = io.BytesIO()
+        sp.save_npz(buf, s)
+        buf.seek(0)
+        return fn(buf, **kwargs)
+
+    return call
 
 
 def _function_cases():
@@ -147,23 +163,35 @@ def _function_cases():
             Case(f, "expand_dims", f"coo-{d}", (c,), {"axis": 0}),
             Case(f, "permute_dims", f"coo-{d}", (c,)),
             Case(f, "swapaxes", f"coo-{d}", (c, 0, 1)),
-            Case(f, "issparse", f"csr-{d}", (a,)),
-            Case(f, "isspmatrix", f"csr-matrix-{d}", (am,)),
-            Case(f, "get_index_dtype", f"csr-{d}", ((a.indices, a.indptr),)),
-            Case(f, "safely_cast_index_arrays", f"csr-{d}", (a,)),
+            Case(f, "issparse", f"csr-{d}", (a,), compute=False),
+            Case(f, "isspmatrix", f"csr-matrix-{d}", (am,), compute=False),
+            Case(f, "get_index_dtype", f"csr-{d}", ((a.indices, a.indptr),), compute=False),
+            Case(f, "safely_cast_index_arrays", f"csr-{d}", (a,), compute=False),
             Case(f, "save_npz", f"csr-{d}", (a,), call=lambda fn, s: fn(io.BytesIO(), s)),
+            Case(f, "load_npz", f"csr-{d}", (), call=_load_npz_of(a), device_kwarg=True),
             Case(f, "eye", f"device-{d}", (4,), {"dtype": dtype}, device_kwarg=True),
             Case(f, "eye", f"device-k1-{d}", (4, 5), {"k": 1, "dtype": dtype,
                                                       "format": "csr"}, device_kwarg=True),
             Case(f, "eye_array", f"device-{d}", (4,), {"dtype": dtype}, device_kwarg=True),
             Case(f, "identity", f"device-{d}", (4,), {"dtype": dtype, "format": "csr"},
                  device_kwarg=True),
+            Case(f, "random", f"device-seed-{d}", (4, 5), {"density": 0.5, "format": "csr",
+                                                         "dtype": dtype, "rng": 3},
+                 device_kwarg=True),
+            Case(f, "rand", f"device-seed-{d}", (4, 5), {"density": 0.5, "format": "csc",
+                                                       "dtype": dtype, "rng": 3},
+                 device_kwarg=True),
+            Case(f, "random_array", f"device-seed-{d}", ((4, 5),),
+                 {"density": 0.5, "dtype": dtype, "rng": 3}, device_kwarg=True),
         ]
         for fmt in FORMATS:
             for kind in KINDS:
                 s = sparse_of(fmt, kind, I["dense"])
-                yield Case(f, f"isspmatrix_{fmt}", f"{fmt}_{kind}-{d}", (s,),
-                           xla=fmt in XLA_FORMATS)
+                yield Case(f, f"isspmatrix_{fmt}", f"{fmt}_{kind}-{d}", (s,), compute=False)
+                if fmt in DEVICE_FORMATS:
+                    base = "sparray" if kind == "array" else "spmatrix"
+                    yield Case(f, base, f"isinstance-{fmt}_{kind}-{d}", (s,),
+                               call=lambda cls, x: isinstance(x, cls), compute=False)
     I = inputs(np.float64)
     a = sp.csr_array(I["dense"])
     yield Case("sparse", "kron", "bad-1d", (I["v"], a))
