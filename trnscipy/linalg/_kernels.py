@@ -210,7 +210,7 @@ def _det_xla(a):
 @register("linalg._svd", "generic")
 def _svd(a, full_matrices, compute_uv):
     if compute_uv:
-        return torch.linalg.svd(a, full_matrices=full_matrices)
+        return tuple(torch.linalg.svd(a, full_matrices=full_matrices))  # SciPy: a plain tuple
     return torch.linalg.svdvals(a)
 
 
