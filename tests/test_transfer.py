@@ -65,3 +65,8 @@ def test_default_device_without_env(monkeypatch):
     monkeypatch.delenv("TRNSCIPY_DEVICE", raising=False)
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert trnscipy.default_device().type == expected
+
+
+def test_negative_strides(lane):
+    a = np.arange(6.0)[::-1]
+    np.testing.assert_array_equal(trnscipy.to_host(trnscipy.to_device(a, lane)), a)

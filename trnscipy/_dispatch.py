@@ -88,7 +88,10 @@ def _move(obj, device, depth=0):
     if _is_host_array(obj):
         return _to_device(obj, device, strict=False)
     if depth < 2 and type(obj) in (tuple, list):
-        return type(obj)(_move(x, device, depth + 1) for x in obj)
+        moved = [_move(x, device, depth + 1) for x in obj]
+        if all(m is x for m, x in zip(moved, obj, strict=True)):
+            return obj  # keep the caller's list: solvers fill outer_v / CU in place
+        return type(obj)(moved)
     return obj
 
 

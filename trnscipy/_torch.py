@@ -14,7 +14,9 @@ class _LazyModule:
         self._name = name
 
     def __getattr__(self, attr):
-        module = importlib.import_module(self._name)
+        module = self.__dict__.get("_module")
+        if module is None:
+            module = self.__dict__["_module"] = importlib.import_module(self._name)
         return getattr(module, attr)
 
     def __repr__(self):

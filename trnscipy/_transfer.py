@@ -17,7 +17,7 @@ def is_device_object(x):
 
 
 def _array_to_device(a, device):
-    if not a.dtype.isnative or not a.flags.writeable:
+    if not a.dtype.isnative or not a.flags.writeable or min(a.strides, default=0) < 0:
         a = np.array(a, dtype=a.dtype.newbyteorder("="))
     try:
         t = torch.from_numpy(a)

@@ -44,12 +44,10 @@ def hpd(n, dtype, rng):
     return (a @ a.conj().T + n * np.eye(n)).astype(dtype)
 
 
-def xla_complex128_readback_broken():
-    """torch-xla 2.9 drops the imaginary part of complex128 tensors in ``.cpu()``;
-    trnscipy's host transfer (foundation, trnscipy/_transfer.py) inherits it."""
-    import torch
+def generic_kernels(device):
+    """True where the torch.linalg ("generic") kernels serve ``device``: CUDA, or the
+    test's ``generic`` lane (CPU with SciPy's kernels removed)."""
+    import trnscipy._kernels as seam
 
-    import trnscipy
-
-    t = torch.tensor([1j], dtype=torch.complex128).to(trnscipy.resolve_device("xla"))
-    return trnscipy.to_host(t)[0] != 1j
+    return device.type == "cuda" or (device.type == "cpu"
+                                     and ("linalg.qr", "cpu") not in seam._IMPLS)

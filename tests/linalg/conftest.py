@@ -2,12 +2,14 @@
 
 ``cpu``: CPU tensors (SciPy's LAPACK on zero-copy views); ``generic``: CPU
 tensors with the CPU kernels removed, so the torch.linalg kernels that serve
-CUDA run (and are tested) here; ``xla``: torch-xla (PJRT_DEVICE=CPU).
+CUDA run (and are tested) here; ``xla``: torch-xla (PJRT_DEVICE=CPU); ``cuda``
+where a GPU is present.
 """
 
 import pytest
 
-LANES = ["cpu", "generic", pytest.param("xla", marks=pytest.mark.xla)]
+LANES = ["cpu", "generic", pytest.param("xla", marks=pytest.mark.xla),
+         pytest.param("cuda", marks=pytest.mark.cuda)]
 
 
 @pytest.fixture(params=LANES)
@@ -18,6 +20,10 @@ def dlane(request, monkeypatch):
     if request.param == "xla":
         pytest.importorskip("torch_xla")
         return trnscipy.resolve_device("xla")
+    if request.param == "cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device")
+        return torch.device("cuda")
     if request.param == "generic":
         import trnscipy._kernels as seam
         import trnscipy.linalg  # noqa: F401  (registers the kernels)

@@ -275,6 +275,15 @@ def test_stacks(cpu, fmt, array, out):
                 sp.block_array([[a, b], [c, None]], format=out), cpu)
 
 
+def test_blocks_in_an_object_array(cpu):
+    a, b, c, d = _blocks("csr", False)
+    grid = np.empty((2, 2), dtype=object)
+    grid[:] = [[a, b], [c, None]]
+    theirs = sp.bmat(grid)
+    grid[:] = [[to_device(a, cpu), to_device(b, cpu)], [to_device(c, cpu), None]]
+    assert_same(ts.bmat(grid), theirs, cpu)
+
+
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
 def test_stacks_on_lanes(device, fmt):
     a, b, c, d = _blocks(fmt, True)

@@ -15,6 +15,7 @@ from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
+from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq"]
 
@@ -25,15 +26,16 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     device = device_of(a, b)
-    a = as_square(a, device, check_finite)
-    b, vec, dtype = as_rhs(b, a, device, check_finite)
+    a = as_square(a, device, False, small_ints=torch.float64)
+    b, vec, dtype = as_rhs(b, a, device, False, small_ints=torch.float64)
+    if check_finite:
+        check_finite_(a, b)
     a = a.to(dtype)
     if a.is_complex() and transposed:
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
                                   "a^H x = b for complex matrices.")
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if a.numel() == 0 or b.numel() == 0:
-        x = empty(batch + b.shape[-2:], b)
+        x = empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b)
         return x[..., 0] if vec else x
     x = kernel("linalg.solve", device)(a, b, lower=lower, assume_a=assume_a,
                                         transposed=transposed)
@@ -47,8 +49,10 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     if trans not in (0, 1, 2):
         raise ValueError("The trans argument must be 0, 1, 2, 'N', 'T' or 'C'")
     device = device_of(a, b)
-    a = as_square(a, device, check_finite)
-    b, vec, dtype = as_rhs(b, a, device, check_finite)
+    a = as_square(a, device, False)
+    b, vec, dtype = as_rhs(b, a, device, False)
+    if check_finite:
+        check_finite_(a, b)
     if a.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
     x = kernel("linalg.solve_triangular", device)(a.to(dtype), b, trans=trans, lower=lower,

@@ -11,6 +11,7 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_square, common_dtype, device_of, empty
+from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["eigh", "eigvalsh", "eig", "eigvals"]
 
@@ -26,9 +27,12 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
          overwrite_b=False, type=1, check_finite=True, subset_by_index=None,
          subset_by_value=None, driver=None):
     device = device_of(a, b)
-    a = as_square(a, device, check_finite)
+    a = as_square(a, device, False)
     if b is not None:
-        b = as_square(b, device, check_finite, name="b")
+        b = as_square(b, device, False, name="b")
+    if check_finite:
+        check_finite_(a, b)
+    if b is not None:
         if b.shape != a.shape:
             raise ValueError(f"wrong b dimensions {tuple(b.shape)}, should be {tuple(a.shape)}")
         dtype = common_dtype(a, b)

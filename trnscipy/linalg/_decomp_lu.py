@@ -7,6 +7,7 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
+from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["lu", "lu_factor", "lu_solve"]
 
@@ -21,7 +22,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         if permute_l:
             return lo, up
         p = empty(a.shape[:-2] + (m,), a, torch.int32) if p_indices else \
-            empty(a.shape[:-2] + (m, m), a)
+            empty(a.shape[:-2] + (m, m), a, a.real.dtype if a.is_complex() else a.dtype)
         return p, lo, up
     return kernel("linalg.lu", a.device)(a, permute_l=permute_l, p_indices=p_indices)
 
@@ -38,9 +39,11 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     lu, piv = lu_and_piv
     device = device_of(lu, piv, b)
-    lu = as_square(lu, device, check_finite, name="lu")
+    lu = as_square(lu, device, False, name="lu")
     piv = as_tensor(piv, device, False, dtype=torch.int32)
-    b, vec, dtype = as_rhs(b, lu, device, check_finite)
+    b, vec, dtype = as_rhs(b, lu, device, False)
+    if check_finite:
+        check_finite_(lu, b)
     if trans not in (0, 1, 2):
         raise ValueError("trans must be 0, 1 or 2")
     if lu.numel() == 0 or b.numel() == 0:

@@ -536,27 +536,44 @@ def _block(blocks, format, dtype, array):
     return _cls("coo", array)((torch.cat(data), coords), shape=shape).asformat(format)
 
 
+def _object_arrays_as_lists(routed):
+    """Let the routing rule see device blocks given in an object ndarray (SciPy
+    accepts ``blocks`` as one): pass such an array on as nested lists."""
+
+    @functools.wraps(routed)
+    def wrapper(blocks, *args, **kwargs):
+        if isinstance(blocks, np.ndarray) and blocks.dtype == object:
+            blocks = blocks.tolist()
+        return routed(blocks, *args, **kwargs)
+
+    return wrapper
+
+
 def _blocks_kind(blocks):
     return any(_is_sparray(b) for b in _grid(blocks).flat)
 
 
+@_object_arrays_as_lists
 @_routed(_sp.hstack)
 def hstack(blocks, format=None, dtype=None):
     grid = [list(blocks)]
     return _block(grid, format, dtype, _blocks_kind(grid))
 
 
+@_object_arrays_as_lists
 @_routed(_sp.vstack)
 def vstack(blocks, format=None, dtype=None):
     grid = [[b] for b in blocks]
     return _block(grid, format, dtype, _blocks_kind(grid))
 
 
+@_object_arrays_as_lists
 @_routed(_sp.bmat)
 def bmat(blocks, format=None, dtype=None):
     return _block(blocks, format, dtype, _blocks_kind(blocks))
 
 
+@_object_arrays_as_lists
 @_routed(_sp.block_array)
 def block_array(blocks, *, format=None, dtype=None):
     return _block(blocks, format, dtype, True)

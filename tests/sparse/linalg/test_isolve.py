@@ -17,6 +17,7 @@ SOLVERS = ["cg", "gmres", "bicgstab", "bicg", "cgs", "qmr", "minres", "tfqmr", "
            "gcrotmk"]
 SOLVERS = [s for s in SOLVERS if getattr(tsl, s)._trnscipy_route == "device"]
 SYMMETRIC_ONLY = {"cg", "minres"}
+NO_NONE_MAXITER = {"lgmres", "gcrotmk"}  # SciPy's take an int (default 1000)
 
 
 def _poisson(m, dtype=np.float64):
@@ -72,7 +73,7 @@ def _to(x, device):
 def _compare(x_ours, x_ref, dtype):
     assert type(x_ours) is torch.Tensor
     assert x_ours.shape == x_ref.shape
-    got = x_ours.cpu().numpy()
+    got = trnscipy.to_host(x_ours)  # (torch-xla's .cpu() drops complex imaginary parts)
     assert got.dtype == x_ref.dtype
     scale = max(np.abs(x_ref).max(), 1e-30)
     err = np.abs(got - x_ref).max() / scale
@@ -98,7 +99,7 @@ def test_iterates_match_scipy_cpu(solver, dtype, precond):
         kw_h, kw_d = dict(kw, **_m(solver, host_M)), dict(kw, **_m(solver, dev_M))
     else:
         kw_h = kw_d = kw
-    for maxiter in (1, 3, None):
+    for maxiter in (1, 3, 1000 if solver in NO_NONE_MAXITER else None):
         x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter, **kw_h)
         x, info = getattr(tsl, solver)(_to(A, dev), _to(b, dev), maxiter=maxiter, **kw_d)
         assert type(info) is int and info == info_ref, (maxiter, info, info_ref)
@@ -125,14 +126,27 @@ def test_rtol_atol_x0_as_scipy(solver):
 XLA_SOLVERS = [s for s in ("cg", "gmres", "bicgstab", "minres") if s in SOLVERS]
 
 
+@pytest.fixture
+def short_blocks(monkeypatch):
+    """XLA compiles of 25 unrolled iterations take tens of seconds on a busy CPU: the XLA
+    tests check the same structure with 5 iterations per block."""
+    from trnscipy.sparse.linalg._isolve import utils
+
+    monkeypatch.setattr(utils, "CHECK_EVERY", 5)
+    return 5
+
+
 @pytest.mark.xla
 @pytest.mark.parametrize("solver", XLA_SOLVERS)
-def test_xla_counts_and_iterates(solver, xla_device):
+def test_xla_counts_and_iterates(solver, xla_device, short_blocks, monkeypatch):
     from trnscipy._metrics import xla_counts
-    from trnscipy.sparse.linalg._isolve.utils import CHECK_EVERY
+    from trnscipy.sparse.linalg._isolve import utils
 
+    if solver == "cg":  # one solver with the production block length
+        monkeypatch.setattr(utils, "CHECK_EVERY", 25)
+    CHECK_EVERY = utils.CHECK_EVERY
     A, b = _problem(solver, np.float64, m=8)
-    kw = {"restart": 10} if solver == "gmres" else {}
+    kw = {"restart": 8} if solver == "gmres" else {}
     calls = []
     kw_cb = dict(kw, callback_type="x") if solver == "gmres" else kw
     x_ref, info_ref = getattr(spla, solver)(A, b, callback=calls.append, **kw_cb)
@@ -160,7 +174,7 @@ def test_xla_counts_and_iterates(solver, xla_device):
 
 @pytest.mark.xla
 @pytest.mark.parametrize("solver", XLA_SOLVERS)
-def test_xla_iterates_match_scipy_at_maxiter(solver, xla_device):
+def test_xla_iterates_match_scipy_at_maxiter(solver, xla_device, short_blocks):
     A, b = _problem(solver, np.float64, m=6)
     kw = _kwargs(solver)
     for maxiter in (1, 3):
@@ -172,7 +186,7 @@ def test_xla_iterates_match_scipy_at_maxiter(solver, xla_device):
 
 
 @pytest.mark.xla
-def test_xla_float32_and_complex_cg(xla_device):
+def test_xla_float32_and_complex_cg(xla_device, short_blocks):
     for dtype in (np.float32, np.complex128):
         A, b = _problem("cg", dtype, m=6)
         x_ref, info_ref = spla.cg(A, b)
@@ -253,6 +267,10 @@ def test_gmres_singular_is_no_false_success():
 def test_nan_rhs_as_scipy(solver):
     A, b = _problem(solver, np.float64, m=3)
     b[1] = np.nan
+    if solver in ("lgmres", "gcrotmk"):  # both reject a non-finite rhs
+        _raises_as_scipy(lambda: getattr(spla, solver)(A, b),
+                         lambda: getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu")))
+        return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=20)
@@ -262,14 +280,17 @@ def test_nan_rhs_as_scipy(solver):
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
-def test_zero_rhs_as_scipy(solver):
-    A, _ = _problem(solver, np.float64, m=3)
-    b = np.zeros(A.shape[0])
-    x_ref, info_ref = getattr(spla, solver)(A, b, x0=np.ones(A.shape[0]))
-    x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), x0=torch.ones(A.shape[0],
-                                                                               dtype=torch.float64))
-    assert info == info_ref == 0
-    np.testing.assert_array_equal(x.numpy(), x_ref)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zero_rhs_as_scipy(solver, dtype):
+    A, _ = _problem(solver, dtype, m=3)
+    b = np.zeros(A.shape[0], dtype=dtype)
+    for x0 in (None, np.ones(A.shape[0], dtype=dtype)):
+        x_ref, info_ref = getattr(spla, solver)(A, b, x0=x0)
+        x, info = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"),
+                                       x0=None if x0 is None else _to(x0, "cpu"))
+        assert info == info_ref == 0
+        assert x.numpy().dtype == x_ref.dtype
+        np.testing.assert_array_equal(x.numpy(), x_ref)
 
 
 def _raises_as_scipy(call_ref, call_ours):
@@ -336,3 +357,137 @@ def test_offload_numpy_in_numpy_out(target):
     assert type(x) is np.ndarray and info == info_ref == 0
     np.testing.assert_allclose(x, x_ref, rtol=1e-10)
     assert seen == [np.ndarray, np.ndarray]
+
+
+# -- trnscipy device sparse matrices as A ------------------------------------------------------
+
+@pytest.mark.parametrize("solver", ["cg", "gmres", "bicgstab", "minres", "bicg"])
+def test_device_csr_matches_scipy(solver):
+    A = sp.csr_array(_problem(solver, np.float64)[0])
+    b = np.cos(np.arange(A.shape[0]))
+    Ad = trnscipy.to_device(A, "cpu")
+    for maxiter in (3, None):
+        x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter)
+        x, info = getattr(tsl, solver)(Ad, _to(b, "cpu"), maxiter=maxiter)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+    # host rhs with a device matrix: the rhs moves to the matrix's device, x stays there
+    x, info = getattr(tsl, solver)(Ad, b)
+    assert type(x) is torch.Tensor and info == info_ref
+
+
+@pytest.mark.xla
+def test_xla_device_csr_cg_counts(xla_device, short_blocks):
+    from trnscipy._metrics import xla_counts
+
+    A = sp.csr_array(_poisson(6))
+    b = np.cos(np.arange(A.shape[0]))
+    calls = []
+    x_ref, info_ref = spla.cg(A, b, callback=calls.append)
+    Ad = trnscipy.to_device(A, xla_device)
+    with xla_counts() as counts:
+        x, info = tsl.cg(Ad, _to(b, xla_device))
+    print(f"\ncg xla csr: {len(calls)} iterations; {counts}")
+    assert info == info_ref == 0
+    _compare(x, x_ref, np.float64)
+    assert counts.executions <= math.ceil(len(calls) / short_blocks) + 3, str(counts)
+
+
+@pytest.mark.skipif("lgmres" not in SOLVERS, reason="lgmres runs on SciPy")
+@pytest.mark.parametrize("options", [{"inner_m": 4, "outer_k": 2},
+                                     {"inner_m": 4, "store_outer_Av": False},
+                                     {"inner_m": 3, "prepend_outer_v": True}])
+def test_lgmres_options_as_scipy(options):
+    A, b = _problem("lgmres", np.float64, m=5)
+    for maxiter in (2, 1000):
+        x_ref, info_ref = spla.lgmres(A, b, maxiter=maxiter, **options)
+        x, info = tsl.lgmres(_to(A, "cpu"), _to(b, "cpu"), maxiter=maxiter, **options)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # one graph per outer_v length: ~1 min of XLA compiles on a busy CPU
+@pytest.mark.skipif("lgmres" not in SOLVERS, reason="lgmres runs on SciPy")
+def test_xla_lgmres(xla_device):
+    A, b = _problem("lgmres", np.float64, m=5)
+    for maxiter in (2, 1000):
+        x_ref, info_ref = spla.lgmres(A, b, maxiter=maxiter, inner_m=4, outer_k=2)
+        x, info = tsl.lgmres(_to(A, xla_device), _to(b, xla_device), maxiter=maxiter,
+                             inner_m=4, outer_k=2)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+@pytest.mark.parametrize("options", [{"m": 3, "k": 2}, {"m": 3, "k": 2, "truncate": "smallest"},
+                                     {"m": 4, "discard_C": True}])
+def test_gcrotmk_options_as_scipy(options):
+    A, b = _problem("gcrotmk", np.float64, m=5)
+    for maxiter in (3, 1000):
+        x_ref, info_ref = spla.gcrotmk(A, b, maxiter=maxiter, **options)
+        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(b, "cpu"), maxiter=maxiter, **options)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+    _raises_as_scipy(lambda: spla.gcrotmk(A, b, truncate="x"),
+                     lambda: tsl.gcrotmk(_to(A, "cpu"), _to(b, "cpu"), truncate="x"))
+
+
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+def test_gcrotmk_given_cu_runs_on_scipy_with_warning():
+    A, b = _problem("gcrotmk", np.float64, m=4)
+    CU_ref = []
+    spla.gcrotmk(A, b, m=3, CU=CU_ref)
+    x_ref, info_ref = spla.gcrotmk(A, 2 * b, m=3, CU=list(CU_ref))
+    CU = [tuple(None if t is None else _to(t, "cpu") for t in cu) for cu in CU_ref]
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="CU"):
+        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(2 * b, "cpu"), m=3, CU=CU)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # one graph per CU length: XLA compiles dominate
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+def test_xla_gcrotmk(xla_device):
+    A, b = _problem("gcrotmk", np.float64, m=5)
+    x_ref, info_ref = spla.gcrotmk(A, b, m=4, k=2)
+    x, info = tsl.gcrotmk(_to(A, xla_device), _to(b, xla_device), m=4, k=2)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)
+
+
+def test_minres_shift_check_show_as_scipy(capsys):
+    A, b = _problem("minres", np.float64, m=4)
+    for kw in ({"shift": 0.7}, {"check": True}, {"shift": -1.5, "maxiter": 5}):
+        x_ref, info_ref = spla.minres(A, b, **kw)
+        x, info = tsl.minres(_to(A, "cpu"), _to(b, "cpu"), **kw)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+    spla.minres(A, b, show=True, maxiter=4)
+    ref = capsys.readouterr().out
+    tsl.minres(_to(A, "cpu"), _to(b, "cpu"), show=True, maxiter=4)
+    ours = capsys.readouterr().out
+    assert ours == ref
+    nonsym = A + np.triu(A, 1)
+    _raises_as_scipy(lambda: spla.minres(nonsym, b, check=True),
+                     lambda: tsl.minres(_to(nonsym, "cpu"), _to(b, "cpu"), check=True))
+
+
+def test_host_sparse_preconditioner_moves_to_device():
+    A = sp.csr_array(_problem("gmres", np.float64)[0])
+    b = np.cos(np.arange(A.shape[0]))
+    M = sp.diags_array(1.0 / A.diagonal()).tocsr()
+    x_ref, info_ref = spla.gmres(A, b, M=M, maxiter=2)
+    x, info = tsl.gmres(trnscipy.to_device(A, "cpu"), _to(b, "cpu"), M=M, maxiter=2)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)
+
+
+def test_lgmres_outer_v_reaches_the_caller_as_scipy():
+    """The caller's outer_v list is filled in place (the router must not copy it)."""
+    A, b = _problem("lgmres", np.float64, m=5)
+    outer_ref, outer = [], []
+    spla.lgmres(A, b, inner_m=4, outer_k=3, outer_v=outer_ref)
+    tsl.lgmres(_to(A, "cpu"), _to(b, "cpu"), inner_m=4, outer_k=3, outer_v=outer)
+    assert len(outer) == len(outer_ref) > 0

@@ -9,9 +9,12 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     bicgstab,
     cg,
     cgs,
+    gcrotmk,
     gmres,
+    lgmres,
     minres,
     qmr,
+    tfqmr,
 )
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

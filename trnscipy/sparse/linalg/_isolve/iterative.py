@@ -4,14 +4,15 @@ Loop structure and host reads: see ``utils``.  Each function is the device
 implementation of SciPy's; host inputs go to SciPy itself.
 """
 
+import math
 import warnings
 
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve import utils
 from trnscipy.sparse.linalg._isolve.utils import (
-    CHECK_EVERY,
     check_atol,
     dot,
     host_reads_free,
@@ -27,7 +28,7 @@ __all__ = ["bicg", "bicgstab", "cg", "cgs", "gmres", "qmr"]
 
 
 def _setup(name, A, b, x0, atol, rtol, M, maxiter):
-    """make_system, atol check, ||b||, tolerance and the initial residual (no host read)."""
+    """make_system, atol check, ||b|| and the stop tolerance, all on the device."""
     system = make_system(A, M, x0, b)
     atol = check_atol(name, atol)
     bnrm2 = norm(system.b)
@@ -54,7 +55,7 @@ def _residual(system, x0_given):
     b, x = system.b, system.x
     if not x0_given:
         return b.clone()
-    return torch.where(x.any(), b - system.A.matvec(x), b)
+    return torch.where(x.any(), b - system.matvec(x), b)
 
 
 def _x(state):
@@ -66,7 +67,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+    matvec, psolve, tol = system.matvec, system.psolve, system.tol
 
     def step(state, s, first):
         x, r, p, rho_prev = state
@@ -105,6 +106,18 @@ def _lartg(f, g):
     return c.to(f.dtype), s, r
 
 
+def _lartg_host(f, g):
+    """_lartg on Python numbers."""
+    af, ag = abs(f), abs(g)
+    if ag == 0:
+        return 1.0, 0.0, f
+    if af == 0:
+        return 0.0, g.conjugate() / ag, ag
+    d = math.sqrt(af * af + ag * ag)
+    phase = f / af
+    return af / d, phase * g.conjugate() / d, phase * d
+
+
 def _conj(t):
     return t.conj() if t.is_complex() else t
 
@@ -128,7 +141,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     system = _setup("gmres", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol, bnrm2 = system.A.matvec, system.psolve, system.tol, system.bnrm2
+    matvec, psolve, tol, bnrm2 = system.matvec, system.psolve, system.tol, system.bnrm2
     n, eps, maxiter, device, dtype = (system.n, system.eps, system.maxiter, system.device,
                                       system.dtype)
     m = min(20 if restart is None else restart, n)
@@ -136,12 +149,61 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     inner_total = [0]
     rdtype = bnrm2.dtype
 
-    def host_flag(t):
-        sync(device)
-        return bool(t)
+    def arnoldi_host(x, r, ptol, s):
+        """One restart cycle with the small Hessenberg work in Python numbers, as SciPy
+        (CPU, or a callback): returns x, presid, breakdown."""
+        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
+        v0 = psolve(r)
+        tmp = float(norm(v0))
+        V[0] = v0 * (1 / tmp)
+        S = [tmp] + [0.0] * m
+        cols, rots = [], []
+        presid, brk = 0.0, False
+        for col in range(m):
+            sync(device)  # XLA with a callback: cut the graph before the host reads
+            w = psolve(matvec(V[col]))
+            h0 = float(norm(w))
+            basis = V[:col + 1]
+            h = basis.conj() @ w          # classical Gram-Schmidt, twice (SciPy: modified
+            w = w - h @ basis             # Gram-Schmidt; equal in exact arithmetic)
+            h2 = basis.conj() @ w
+            w = w - h2 @ basis
+            hl = (h + h2).tolist()
+            h1 = float(norm(w))
+            brk = h1 <= eps * h0
+            V[col + 1] = w if brk else w * (1 / h1)
+            hl.append(0.0 if brk else h1)
+            for k, (c, sn) in enumerate(rots):
+                n0, n1 = hl[k], hl[k + 1]
+                hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
+            c, sn, hl[col] = _lartg_host(hl[col], hl[col + 1])
+            hl[col + 1] = 0.0
+            rots.append((c, sn))
+            cols.append(hl)
+            t = -sn.conjugate() * S[col]
+            S[col], S[col + 1] = c * S[col], t
+            presid = abs(t)
+            inner_total[0] += 1
+            if callback_type in ("legacy", "pr_norm"):
+                callback(presid / bnrm2_host)
+            if callback_type == "legacy" and inner_total[0] == maxiter:
+                break
+            if presid <= ptol or brk:
+                break
+        k = col + 1
+        if cols[col][col] == 0:
+            S[col] = 0
+        y = S[:k]
+        for j in range(k - 1, -1, -1):  # SciPy's back-substitution, zero entries skipped
+            if y[j] != 0:
+                y[j] /= cols[j][j]
+                for i in range(j):
+                    y[i] -= y[j] * cols[j][i]
+        dx = torch.tensor(y, dtype=dtype).to(device) @ V[:k]
+        return s.keep(x + dx, x), presid, brk
 
-    def cycle(state, s, first):
-        x, r, ptol, pfac = state
+    def arnoldi_lazy(x, r, ptol, s):
+        """One restart cycle as a fixed-shape graph: steps after the inner stop are masked."""
         V = torch.zeros((m + 1, n), dtype=dtype, device=device)
         H = torch.zeros((m, m + 1), dtype=dtype, device=device)
         S = torch.zeros(m + 1, dtype=dtype, device=device)
@@ -150,16 +212,16 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         tmp = norm(v0)
         V[0] = v0 * (1 / tmp)
         S[0] = tmp
-        live = True if host else s.live
-        steps = 0 if host else torch.zeros((), dtype=torch.int64, device=device)
+        live = s.live
+        steps = torch.zeros((), dtype=torch.int64, device=device)
         presid = torch.zeros((), dtype=rdtype, device=device)
         breakdown = torch.zeros((), dtype=torch.bool, device=device)
         for col in range(m):
             w = psolve(matvec(V[col]))
             h0 = norm(w)
             basis = V[:col + 1]
-            h = basis.conj() @ w          # classical Gram-Schmidt, twice (SciPy: modified
-            w = w - h @ basis             # Gram-Schmidt; equal in exact arithmetic)
+            h = basis.conj() @ w
+            w = w - h @ basis
             h2 = basis.conj() @ w
             w = w - h2 @ basis
             h = h + h2
@@ -168,7 +230,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
             V[col + 1] = torch.where(brk, w, w * (1 / h1))
             hcol = torch.cat([h, torch.where(brk, 0, h1).to(dtype).reshape(1),
                               torch.zeros(m - col - 1, dtype=dtype, device=device)])
-            hcol = Q @ hcol
+            hcol = Q @ hcol               # the rotations so far, accumulated in Q
             c, sn, mag = _lartg(hcol[col], hcol[col + 1])
             hcol[col] = mag
             hcol[col + 1] = 0
@@ -179,22 +241,15 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
             S[col] = c * S[col]
             S[col + 1] = t
             res = t.abs()
-            inner_total[0] += 1
-            if host:
-                steps += 1
-                presid, breakdown = res, brk
-                if callback_type in ("legacy", "pr_norm"):
-                    callback(float(res / bnrm2))
-                if callback_type == "legacy" and inner_total[0] == maxiter:
-                    break
-                if host_flag((res <= ptol) | brk):
-                    break
-            else:
-                steps = steps + live.to(torch.int64)
-                presid = torch.where(live, res, presid)
-                breakdown = torch.where(live, brk, breakdown)
-                live = live & ~((res <= ptol) | brk)
-        x = _gmres_update(x, V, H, S, steps, m, host, s)
+            steps = steps + live.to(torch.int64)
+            presid = torch.where(live, res, presid)
+            breakdown = torch.where(live, brk, breakdown)
+            live = live & ~((res <= ptol) | brk)
+        return _gmres_update(x, V, H, S, steps, m, s), presid, breakdown
+
+    def cycle(state, s, first):
+        x, r, ptol, pfac = state
+        x, presid, breakdown = (arnoldi_host if host else arnoldi_lazy)(x, r, ptol, s)
         r = system.b - matvec(x)
         rnorm = norm(r)
         if callback_type == "legacy" and inner_total[0] == maxiter:
@@ -205,6 +260,10 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
             callback(host_value(x))
         s.stop_if(rnorm <= tol, 0)
         s.stop_if(breakdown, maxiter)
+        if host:
+            pfac = max(eps, 0.25 * pfac) if presid <= ptol else min(1.0, 1.5 * pfac)
+            ptol = presid * min(pfac, float(tol / rnorm))
+            return x, r, ptol, pfac
         pfac = torch.where(presid <= ptol, torch.clamp(0.25 * pfac, min=eps),
                            torch.clamp(1.5 * pfac, max=1.0))
         ptol = presid * torch.minimum(pfac, tol / rnorm)
@@ -213,6 +272,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     Mb_nrm2 = norm(psolve(system.b))
     ptol = Mb_nrm2 * torch.clamp(tol / bnrm2, max=1.0)
     pfac = torch.ones((), dtype=rdtype, device=device)
+    if host:
+        ptol, pfac, bnrm2_host = float(ptol), 1.0, float(bnrm2)
     r = _residual(system, x0 is not None)
     converged = norm(r) < tol
     sync(device)
@@ -220,31 +281,23 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         return system.x, 0
     state = (system.x, r, ptol, pfac)
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=-(-CHECK_EVERY // m))
+                      block=-(-utils.CHECK_EVERY // m))
     return state[0], info
 
 
-def _gmres_update(x, V, H, S, steps, m, host, s):
-    """x + V[:k]^T y with y solving the k x k triangle of the rotated Hessenberg matrix
-    (k = steps of this cycle; a zero last pivot means y[k-1] = 0, as SciPy)."""
-    if host:
-        k = steps
-        R = H[:k, :k].T
-        rhs = S[:k].clone()
-        zero = R[k - 1, k - 1] == 0
-        rhs[k - 1] = torch.where(zero, 0, rhs[k - 1])
-        R = R.clone()
-        R[k - 1, k - 1] = torch.where(zero, 1, R[k - 1, k - 1])
-        return s.keep(x + _back_substitute(R, rhs) @ V[:k], x)
+def _gmres_update(x, V, H, S, steps, m, s):
+    """x + V^T y with y solving the leading triangle of the rotated Hessenberg matrix; the
+    size (steps) is device data, so everything is masked to fixed shapes (a zero last
+    pivot means y[steps-1] = 0, as SciPy)."""
     idx = torch.arange(m, device=x.device)
     last = steps - 1
     active = idx <= last
     both = active[:, None] & active[None, :]
     R = torch.where(both, H[:, :m].T, 0)
     diag = torch.diagonal(R)
-    fix = ~active | ((idx == last) & (diag == 0))
-    R = R + torch.diag(torch.where(fix, 1, 0).to(R.dtype))
-    rhs = torch.where(active & ~((idx == last) & (diag == 0)), S[:m], 0)
+    zero_last = (idx == last) & (diag == 0)
+    R = R + torch.diag(torch.where(~active | zero_last, 1, 0).to(R.dtype))
+    rhs = torch.where(active & ~zero_last, S[:m], 0)
     y = _back_substitute(R, rhs)
     return s.keep(x + y @ torch.where(active[:, None], V[:m], 0), x)
 
@@ -271,7 +324,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+    matvec, psolve, tol = system.matvec, system.psolve, system.tol
     rhotol = omegatol = _tiny(system, 2)
 
     def step(state, s, first):
@@ -318,7 +371,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, rmatvec = system.A.matvec, system.A.rmatvec
+    matvec, rmatvec = system.matvec, system.A.rmatvec
     psolve, rpsolve, tol = system.psolve, system.rpsolve, system.tol
     rhotol = _tiny(system, 2)
 
@@ -361,7 +414,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol, bvec = system.A.matvec, system.psolve, system.tol, system.b
+    matvec, psolve, tol, bvec = system.matvec, system.psolve, system.tol, system.b
     rhotol = _tiny(system, 2)
 
     def step(state, s, first):

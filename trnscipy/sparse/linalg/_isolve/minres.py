@@ -14,7 +14,6 @@ import scipy.sparse.linalg as _scipy
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import (
-    CHECK_EVERY,
     host_value,
     make_system,
     norm,
@@ -50,7 +49,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     if system.b.is_complex():
         raise TypeError("minres supports real data only (SciPy's minres fails on complex "
                         "input)")
-    matvec = system.A.matvec
+    matvec = system.matvec
     psolve = system.M.matvec if system.M is not None else (lambda v: v)
     x, bvec, device, eps = system.x, system.b, system.device, system.eps
     n = system.n
@@ -70,14 +69,18 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     beta1 = float(beta1_t)
     if beta1 < 0:
         raise ValueError("indefinite preconditioner")
-    if beta1 == 0:
-        return _as_scipy_dtype(x), 0
+    if beta1 == 0:  # early returns keep the system dtype, as SciPy's
+        return x, 0
     if float(bnorm_t) == 0:
-        return _as_scipy_dtype(bvec), 0
+        return bvec, 0
     beta1 = math.sqrt(beta1)
     if check:
         _check_symmetry(matvec, psolve, r1, y, eps)
 
+    if show:
+        print()
+        print()
+        print("   Itn     x(1)     Compatible    LS       norm(A)  cond(A) gbar/|A|")
     real = bnorm_t.dtype
     zero = torch.zeros((), dtype=real, device=device)
     maxiter_t = torch.tensor(maxiter, device=device)
@@ -113,6 +116,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         epsln = sn * beta
         dbar = -cs * beta
         root = torch.sqrt(gbar ** 2 + dbar ** 2)
+        Arnorm = phibar * root
         gamma = torch.clamp(torch.sqrt(gbar ** 2 + beta ** 2), min=eps)
         cs = gbar / gamma
         sn = beta / gamma
@@ -148,7 +152,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
             callback(host_value(x))
         s.stop_if(istop != 0, torch.where(istop == 6, maxiter_t, 0))
         if show:
-            state_out[0] = (int(istop), itn_host[0], Anorm, Acond, rnorm, ynorm, phibar * root)
+            state_out[0] = (int(istop), itn_host[0], Anorm, Acond, rnorm, ynorm, Arnorm)
         return (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax,
                 gmin, cs, sn, itn)
 
@@ -158,7 +162,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     state = (x, r1, r1, y, zvec, zvec, beta1_d, zero, zero, zero, beta1_d, beta1_d, zero, zero,
              zero, torch.tensor(np.finfo(system.np_dtype).max, dtype=real, device=device),
              zero - 1, zero, torch.zeros((), dtype=torch.int64, device=device))
-    state, info = run(step, state, maxiter, device, None, None, block=1 if host else CHECK_EVERY)
+    state, info = run(step, state, maxiter, device, None, None, block=1 if host else None)
     if info == _NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:

@@ -1,0 +1,278 @@
+"""``python -m bench``: run the benchmarks, print the tables, write the Markdown + JSON.
+
+    python -m bench                 # full run (~10 minutes on 2 cores)
+    python -m bench --smoke         # tiny sizes, well under a minute (CI)
+    python -m bench --only spmv,solvers
+    python -m bench --cuda          # add CUDA lanes (torch CUDA, trnscipy CUDA, cupyx.scipy)
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "defer")
+ROOT = Path(__file__).resolve().parent.parent
+
+# Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
+PROFILES = {
+    "full": {
+        "timing": {"budget_s": 2.0, "min_reps": 3, "max_reps": 25},
+        "copy": {"bytes": 256 * 2**20, "reps": 7},
+        "spmv": {"poisson_k": [100, 1000], "random": [(50_000, 1e-3), (10_000, 1e-2)],
+                 "N": [1, 16, 128], "xla_max_work": 3e7},
+        "bsr": {"block": 128, "shapes": [(4, 4), (4, 8), (8, 4)], "densities": [0.25, 0.5],
+                "N": [1, 16, 128], "xla_max_work": 3e7},
+        "solvers": {"rtol": 1e-5, "xla_max_work": 1e5, "cases": [
+            # problem, grid k, solver, dtype, maxiter (None: SciPy's default)
+            ("poisson2d", 100, "cg", "float64", None),
+            ("poisson2d", 100, "cg", "float32", None),
+            ("poisson2d", 100, "gmres", "float64", None),
+            ("convdiff2d", 100, "gmres", "float64", None),
+            ("poisson2d", 1000, "cg", "float64", 100),
+            ("poisson2d", 1000, "gmres", "float64", 5),
+        ]},
+        "dense": {"dtypes": ["float32", "float64"],
+                  "ops": {"cholesky": [256, 1024, 2048], "eigh": [256, 1024, 2048],
+                          "solve": [256, 1024, 2048], "lu": [256, 1024, 2048],
+                          "qr": [256, 1024], "svd": [256, 1024]},
+                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 0,
+                                "qr": 256, "lu": 1024}},
+        "defer": {"n": 4, "grid": 4},
+    },
+    "smoke": {
+        "timing": {"budget_s": 0.05, "min_reps": 2, "max_reps": 3},
+        "copy": {"bytes": 8 * 2**20, "reps": 3},
+        "spmv": {"poisson_k": [8], "random": [(200, 5e-2)], "N": [1, 4]},
+        "bsr": {"block": 8, "shapes": [(2, 2)], "densities": [0.5], "N": [4]},
+        # gmres is left out: its first XLA compile alone takes minutes on a loaded CI box
+        "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
+        "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
+        "defer": {"n": 4, "grid": 4},
+    },
+}
+
+# what each profile leaves out on purpose (printed in the doc)
+CUTS = {
+    "full": [
+        "svd at n=2048 and qr at n=2048 (SciPy alone needs seconds per call on 2 cores).",
+        "Poisson 10^6 solves are capped (cg maxiter=100, gmres maxiter=5 restarts of 20) so "
+        "every lane does the same, affordable number of iterations; the true residual per "
+        "lane is reported.",
+        "cg on convection-diffusion: the matrix is nonsymmetric, cg does not apply; gmres "
+        "only.",
+        "XLA lane (PJRT CPU) above its size limits: nnz x N > 3e7 for SpMV/SpMM, more than "
+        "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
+        "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
+    ],
+    "smoke": ["smoke profile: tiny sizes and few cases for CI (no gmres, no eigh); the "
+              "figures mean nothing."],
+}
+
+LANE_WHERE = {
+    "scipy": "SciPy on NumPy arrays / SciPy sparse, this machine's CPU.",
+    "torch": "hand-written torch on CPU tensors: torch.sparse_csr_tensor / "
+             "sparse_bsr_tensor @ dense (int32 indices) for products, torch.linalg for "
+             "dense; no torch solver exists for cg/gmres.",
+    "trn_cpu": "trnscipy public API on CPU torch tensors (trnscipy.sparse.csr_array((data, "
+               "indices, indptr)), A @ x, trnscipy.sparse.linalg.cg, trnscipy.linalg.*).",
+    "trn_xla": "the same trnscipy calls on torch_xla.device() with PJRT_DEVICE=CPU "
+               "(the lazy-tensor route torch-neuronx uses; runs on this CPU, not Trainium). "
+               "Each timed call ends with torch_xla.sync() + wait_device_ops().",
+    "torch_cuda": "hand-written torch on CUDA tensors.",
+    "trn_cuda": "trnscipy on CUDA tensors.",
+    "cupy": "cupyx.scipy on CUDA.",
+    "trn_host": "trnscipy called with NumPy/SciPy inputs (it defers to SciPy).",
+}
+
+
+def _versions():
+    import numpy
+    import scipy
+    import torch
+
+    versions = {"python": platform.python_version(), "numpy": numpy.__version__,
+                "scipy": scipy.__version__, "torch": torch.__version__}
+    try:
+        import torch_xla
+
+        versions["torch_xla"] = torch_xla.__version__
+    except ImportError:
+        versions["torch_xla"] = "not installed"
+    import trnscipy
+
+    versions["trnscipy"] = trnscipy.__version__
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        versions["trnscipy"] += f" (git {commit})"
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return versions
+
+
+def _machine():
+    import torch
+
+    model = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    memory = 0.0
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError):
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"cpu_model": model, "cores": cores, "memory_gb": memory,
+            "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "platform": platform.platform()}
+
+
+def copy_bandwidth(cfg):
+    import numpy as np
+
+    src = np.ones(cfg["bytes"] // 8)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(cfg["reps"]):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t0)
+    median = float(np.median(times))
+    return {"array_bytes": src.nbytes, "reps": cfg["reps"], "median_s": median,
+            "samples_s": times, "GBps": 2 * src.nbytes / median / 1e9,
+            "method": "np.copyto of a float64 array; bytes read + bytes written / time"}
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--smoke", action="store_true", help="tiny sizes (CI), seconds")
+    p.add_argument("--only", default=",".join(SECTIONS),
+                   help=f"comma-separated sections out of {', '.join(SECTIONS)}")
+    p.add_argument("--no-xla", action="store_true", help="leave out the XLA lane")
+    p.add_argument("--cuda", action="store_true",
+                   help="add CUDA lanes (only where torch.cuda.is_available())")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads for the run (default: torch's own)")
+    p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"),
+                   help="Markdown output (default docs/benchmarks.md)")
+    p.add_argument("--json", default=str(ROOT / "bench" / "results.json"),
+                   help="JSON output (default bench/results.json)")
+    args = p.parse_args(argv)
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(args.only) - set(SECTIONS)
+    if unknown:
+        p.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    return args
+
+
+def _shown_args(argv):
+    """The command-line arguments worth recording (output paths left out)."""
+    shown, skip = [], False
+    for a in sys.argv[1:] if argv is None else argv:
+        if skip:
+            skip = False
+        elif a in ("--md", "--json"):
+            skip = True
+        elif not a.startswith(("--md=", "--json=")):
+            shown.append(a)
+    return shown
+
+
+def main(argv=None):
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    warnings.filterwarnings("ignore", message="Sparse (CSR|BSR) tensor support is in beta")
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    from bench import _sections
+    from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
+    from bench._model import MODEL, add_model
+    from bench._report import markdown
+
+    profile_name = "smoke" if args.smoke else "full"
+    cfg = PROFILES[profile_name]
+    profile = Profile(profile_name, **cfg["timing"])
+    lanes = lanes_for(with_xla=not args.no_xla, with_cuda=args.cuda)
+    started = time.perf_counter()
+    command = "python -m bench" + "".join(f" {shlex.quote(a)}" for a in _shown_args(argv))
+    meta = {
+        "command": command, "profile": profile_name,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": _machine(), "versions": _versions(),
+        "lanes": [{"name": lane.name, "label": lane.label, "where": LANE_WHERE[lane.name]}
+                  for lane in lanes],
+        "timing_method": (
+            "per case, each lane makes one cold call (XLA counts, result checked against "
+            "SciPy), one warm call (memory probe; XLA counts), then "
+            f"{profile.min_reps}-{profile.max_reps} interleaved repetitions (the lane order "
+            "rotates each repetition; calls under 2 ms are batched); the median per call is "
+            "reported. Every call of a device lane includes its synchronisation."),
+        "memory_method": MEMORY_METHOD,
+        "load_note": os.environ.get(
+            "BENCH_LOAD_NOTE", "not recorded (set BENCH_LOAD_NOTE to describe other load)"),
+    }
+    if args.cuda and not any(lane.name == "trn_cuda" for lane in lanes):
+        meta["cuda"] = "requested, but torch.cuda is not available here: no CUDA lanes"
+    results = {"meta": meta, "model": MODEL, "cut": CUTS[profile_name], "sections": {}}
+    print(f"trnscipy bench ({profile_name}); lanes: {', '.join(lane.name for lane in lanes)}")
+
+    if "copy" in args.only:
+        results["copy_bandwidth"] = copy_bandwidth(cfg["copy"])
+        print(f"copy bandwidth: {results['copy_bandwidth']['GBps']:.1f} GB/s")
+    makers = {"spmv": lambda: _sections.spmv_cases(cfg["spmv"], lanes),
+              "bsr": lambda: _sections.bsr_cases(cfg["bsr"], lanes),
+              "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
+              "dense": lambda: _sections.dense_cases(cfg["dense"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense"):
+        if section not in args.only:
+            continue
+        print(f"[{section}]")
+        rows = results["sections"][section] = []
+        for case in makers[section]():
+            row = measure(case, lanes, profile)
+            add_model(row)
+            rows.append(row)
+    if "defer" in args.only:
+        print("[defer]")
+        defer_lanes = [Lane("scipy", "SciPy"),
+                       Lane("trn_host", "trnscipy with NumPy/SciPy inputs")]
+        defer_profile = Profile(profile_name, budget_s=2 * profile.budget_s,
+                                min_reps=max(5, profile.min_reps),
+                                max_reps=4 * profile.max_reps, batch_s=20e-3)
+        results["sections"]["defer"] = [measure(case, defer_lanes, defer_profile)
+                                        for case in _sections.defer_cases(cfg["defer"])]
+        meta["lanes"].append({"name": "trn_host", "label": "trnscipy with NumPy/SciPy inputs",
+                              "where": LANE_WHERE["trn_host"]})
+
+    results["elapsed_s"] = time.perf_counter() - started
+    text = markdown(results)
+    for path, content in ((args.md, text + "\n"),
+                          (args.json, json.dumps(results, indent=1, default=str) + "\n")):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(content)
+    print(text)
+    print(f"wrote {args.md} and {args.json} ({results['elapsed_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""The printed / Markdown tables from the results dict."""
+
+from bench._model import MODEL
+
+__all__ = ["markdown"]
+
+_SECTION_TITLES = {
+    "spmv": "SpMV / SpMM (CSR)",
+    "bsr": "BSR SpMV / SpMM (128x128 blocks)",
+    "solvers": "Krylov solvers",
+    "dense": "Dense linear algebra",
+    "defer": "Defer path: trnscipy called with NumPy/SciPy inputs vs SciPy directly",
+}
+
+
+class _Notes:
+    def __init__(self):
+        self.items = []
+
+    def ref(self, text):
+        if text not in self.items:
+            self.items.append(text)
+        return f"[{self.items.index(text) + 1}]"
+
+
+def _fmt_time(s):
+    if s >= 1:
+        return f"{s:.2f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def _fmt_bytes(b):
+    if b is None:
+        return "-"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _cell(entry, notes, ratio=True):
+    status = entry.get("status")
+    if status == "ok":
+        text = _fmt_time(entry["median_s"])
+        if ratio and entry.get("ratio_vs_scipy") is not None:
+            text += f" ({entry['ratio_vs_scipy']:.2f}x)"
+        return text
+    return f"{status} {notes.ref(entry.get('reason', ''))}"
+
+
+def _params(row, skip=()):
+    return ", ".join(f"{k}={v}" for k, v in row["params"].items() if k not in skip)
+
+
+def _table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _time_table(rows, lanes, notes):
+    header = ["workload", "parameters"] + [lanes[n] for n in lanes]
+    body = [[row["workload"], _params(row)]
+            + [_cell(row["lanes"].get(n, {"status": "n/a", "reason": "not run"}), notes)
+               for n in lanes] for row in rows]
+    return _table(header, body)
+
+
+def _memory_table(rows, lanes):
+    header = ["workload", "parameters"] + [f"{lanes[n]} peak" for n in lanes]
+    body = [[row["workload"], _params(row)]
+            + [_fmt_bytes(row["lanes"].get(n, {}).get("peak_mem_bytes"))
+               if row["lanes"].get(n, {}).get("status") == "ok" else "-" for n in lanes]
+            for row in rows]
+    return _table(header, body)
+
+
+def _counts(c):
+    return f"{c['compilations']} / {c['executions']} / {c['transfers_to_device']}+" \
+           f"{c['transfers_from_device']} / {c.get('aten_cpu_fallbacks', '-')}"
+
+
+def _xla_table(rows):
+    header = ["workload", "parameters",
+              "cold: compiles / executions / transfers in+out / aten CPU fallbacks",
+              "warm: same counts", "MODEL trn1 cold (low-high)",
+              "MODEL trn1 warm (low-high)"]
+    body = []
+    for row in rows:
+        e = row["lanes"].get("trn_xla", {})
+        if e.get("status") != "ok" or "xla" not in e:
+            continue
+        model = e.get("model_s", {})
+
+        def span(phase, model=model):
+            m = model.get(phase)
+            return f"{_fmt_time(m['low'])} - {_fmt_time(m['high'])}" if m else "-"
+
+        body.append([row["workload"], _params(row), _counts(e["xla"]["cold"]),
+                     _counts(e["xla"]["warm"]) if "warm" in e["xla"] else "-",
+                     span("cold"), span("warm")])
+    return _table(header, body) if body else ["(no XLA-lane rows measured)"]
+
+
+def _roofline_table(rows, lanes, copy_bw):
+    header = ["workload", "parameters", "bytes moved"] + [
+        f"{lanes[n]} GB/s (% of copy)" for n in lanes]
+    body = []
+    for row in rows:
+        if row["params"].get("N") != 1 or not row.get("bytes_moved"):
+            continue
+        cells = []
+        for n in lanes:
+            e = row["lanes"].get(n, {})
+            if e.get("status") == "ok":
+                gbps = row["bytes_moved"] / e["median_s"] / 1e9
+                cells.append(f"{gbps:.3g} ({100 * gbps * 1e9 / copy_bw:.0f}%)")
+            else:
+                cells.append("-")
+        body.append([row["workload"], _params(row, ("N",)), _fmt_bytes(row["bytes_moved"])]
+                    + cells)
+    return _table(header, body)
+
+
+def _solver_table(rows, lanes):
+    header = ["workload", "iterations (SciPy)"] + [f"{lanes[n]} info / relres" for n in lanes]
+    body = []
+    for row in rows:
+        cells = []
+        for n in lanes:
+            e = row["lanes"].get(n, {})
+            cells.append(f"{e['info']} / {e['relres']:.1e}" if "relres" in e else "-")
+        body.append([row["workload"], row["params"]["iterations"]] + cells)
+    return _table(header, body)
+
+
+def _defer_table(rows, notes):
+    header = ["call", "size", "SciPy", "trnscipy (NumPy/SciPy inputs)", "overhead"]
+    body = []
+    for row in rows:
+        s, t = row["lanes"]["scipy"], row["lanes"]["trn_host"]
+        if s.get("status") == "ok" and t.get("status") == "ok":
+            over = t["median_s"] / s["median_s"] - 1
+            extra = t["median_s"] - s["median_s"]
+            body.append([row["workload"], row["params"]["size"], _fmt_time(s["median_s"]),
+                         _fmt_time(t["median_s"]),
+                         f"{100 * over:+.1f}% ({extra * 1e6:+.2f} us)"])
+        else:
+            body.append([row["workload"], row["params"]["size"], _cell(s, notes),
+                         _cell(t, notes), "-"])
+    return _table(header, body)
+
+
+def _targets(sections):
+    """Issue 7's targets, checked row by row: (target, met, missed workloads)."""
+    checks = []
+
+    def add(text, rows, ok):
+        met, missed = 0, []
+        for row in rows:
+            verdict = ok(row)
+            if verdict is None:
+                continue
+            if verdict:
+                met += 1
+            else:
+                missed.append(f"{row['workload']} ({_params(row)})")
+        if met or missed:
+            checks.append((text, met, missed))
+
+    def lane(row, name):
+        e = row["lanes"].get(name, {})
+        return e if e.get("status") == "ok" else None
+
+    def ratio_at_most(limit):
+        def ok(row):
+            e = lane(row, "trn_cpu")
+            return None if e is None else e["ratio_vs_scipy"] <= limit
+        return ok
+
+    def compiles(phase, limit):
+        def ok(row):
+            e = lane(row, "trn_xla")
+            if e is None or phase not in e.get("xla", {}):
+                return None
+            return e["xla"][phase]["compilations"] <= limit
+        return ok
+
+    def defer_ok(row):
+        s, t = lane(row, "scipy"), lane(row, "trn_host")
+        return None if not (s and t) else t["median_s"] <= 1.05 * s["median_s"]
+
+    sparse = sections.get("spmv", []) + sections.get("bsr", [])
+    add("defer path within 5% of SciPy", sections.get("defer", []), defer_ok)
+    add("trnscipy CPU tensors at or under SciPy's time: SpMV/SpMM",
+        sparse, ratio_at_most(1.0))
+    add("trnscipy CPU tensors at or under SciPy's time: cg/gmres",
+        sections.get("solvers", []), ratio_at_most(1.0))
+    add("trnscipy CPU tensors within 1.2x SciPy: dense", sections.get("dense", []),
+        ratio_at_most(1.2))
+    add("XLA: at most one compilation for a new shape (SpMV/SpMM)", sparse, compiles("cold", 1))
+    every = [row for rows in sections.values() for row in rows]
+    add("XLA: zero compilations for a repeated shape", every, compiles("warm", 0))
+    return checks
+
+
+def markdown(results):
+    meta = results["meta"]
+    lanes = {lane["name"]: lane["label"] for lane in meta["lanes"] if lane["name"] != "trn_host"}
+    notes = _Notes()
+    out = ["# trnscipy benchmarks", "",
+           f"Generated by `{meta['command']}` on {meta['date']} (profile `{meta['profile']}`, "
+           f"{results['elapsed_s']:.0f} s). Do not edit by hand: re-run the command.", "",
+           "## Machine and lanes", "",
+           f"- CPU: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores, "
+           f"{meta['machine']['memory_gb']:.0f} GB RAM; torch threads "
+           f"{meta['machine']['torch_threads']}.",
+           f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}.",
+           f"- Load: {meta['load_note']}"]
+    for lane in meta["lanes"]:
+        out.append(f"- **{lane['label']}**: {lane['where']}")
+    if "trn_cuda" not in lanes:
+        gpu = meta["machine"].get("gpu")
+        out.append("- CUDA lanes (torch CUDA, trnscipy CUDA tensors, cupyx.scipy): not measured "
+                   "in this run; " + (f"`--cuda` adds them on this machine's {gpu}." if gpu else
+                                      "this machine has no GPU (`--cuda` adds them where "
+                                      "torch.cuda is available)."))
+    if "trn_xla" not in lanes:
+        out.append("- XLA lane: not measured in this run (torch-xla missing or --no-xla).")
+    out += ["", "## Method", "",
+            f"- Timing: {meta['timing_method']}",
+            "- Ratios in parentheses: lane time / SciPy time (lower is better).",
+            f"- Peak memory: {meta['memory_method']}",
+            "- n/a = trnscipy has no device route for it on this build, or it fell back to the "
+            "host (DeviceFallbackWarning is an error in the bench): never timed as if it ran "
+            "on the device. cut = left out for time; wrong = result differs from SciPy "
+            "(not timed). Reasons in the notes at the end.", ""]
+    copy = results.get("copy_bandwidth")
+    if copy:
+        out += ["## Copy bandwidth", "",
+                f"NumPy copy of {_fmt_bytes(copy['array_bytes'])} (read + write counted): "
+                f"**{copy['GBps']:.1f} GB/s** (median of {copy['reps']}). "
+                "This is the roofline for the SpMV rows below.", ""]
+    sections = results["sections"]
+    for name, title in _SECTION_TITLES.items():
+        rows = sections.get(name)
+        if not rows:
+            continue
+        out += [f"## {title}", ""]
+        if name == "defer":
+            out += ["Median time per call; target: overhead within 5%.", ""]
+            out += _defer_table(rows, notes) + [""]
+            continue
+        out += ["Median time per call (ratio to SciPy):", ""]
+        out += _time_table(rows, lanes, notes) + [""]
+        if name in ("spmv", "bsr") and copy:
+            out += ["Roofline (N=1): effective GB/s = compulsory bytes (data + indices + indptr "
+                    "+ x + y) / time, against the copy bandwidth above:", ""]
+            out += _roofline_table(rows, lanes, copy["GBps"] * 1e9) + [""]
+        if name == "solvers":
+            out += ["Solver outcome per lane (info / true relative residual ||b-Ax||/||b||):",
+                    ""]
+            out += _solver_table(rows, lanes) + [""]
+        out += ["XLA lane: graph counts per call (cold = first call of this case, warm = "
+                "repeat; aten CPU fallbacks = ops torch-xla silently ran on the host, from "
+                "its aten:: counters) and the MODELLED trn1 time (see the model section; "
+                "not a measurement):", ""]
+        out += _xla_table(rows) + [""]
+        out += ["Peak memory per call:", ""]
+        out += _memory_table(rows, lanes) + [""]
+    checks = _targets(sections)
+    if checks:
+        out += ["## Targets (issue 7), row by row", "",
+                "Measured rows only (n/a and cut rows are not counted); executions per "
+                "Krylov solve are in the solvers' XLA table beside the iteration count.", ""]
+        out += _table(["target", "rows met", "rows missed"],
+                      [[text, met, len(missed)] for text, met, missed in checks]) + [""]
+        for text, _, missed in checks:
+            if missed:
+                out += [f"- Missed, {text}: " + "; ".join(missed[:12])
+                        + (f"; and {len(missed) - 12} more" if len(missed) > 12 else "")]
+        out += [""]
+    out += ["## Trainium time model (a model, not a measurement)", "",
+            f"- Formula: `{MODEL['formula']}`; dispatch {MODEL['dispatch_s']['low'] * 1e3:g}-"
+            f"{MODEL['dispatch_s']['high'] * 1e3:g} ms, compile {MODEL['compile_s']['low']:g}-"
+            f"{MODEL['compile_s']['high']:g} s, HBM {MODEL['hbm_Bps'] / 1e9:g} GB/s.",
+            f"- Sources: {MODEL['sources']}",
+            f"- Bytes moved: {MODEL['bytes_moved']}.",
+            f"- Not modelled: {MODEL['not_modelled']}. float64 rows would not run on a "
+            "NeuronCore (no float64 there): their model only shows the graph structure.",
+            "- Counts come from `trnscipy._metrics.xla_counts` (torch_xla.debug.metrics) on "
+            "the XLA lane; all inputs are in results.json.", ""]
+    if results.get("cut"):
+        out += ["## Left out of this run", ""] + [f"- {c}" for c in results["cut"]] + [""]
+    if notes.items:
+        out += ["## Notes", ""] + [f"{i + 1}. {t}" for i, t in enumerate(notes.items)] + [""]
+    return "\n".join(out)
