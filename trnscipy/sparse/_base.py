@@ -20,9 +20,11 @@ from array_api_compat import is_torch_array
 
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
+from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
+from trnscipy._transfer import _tensor_to_host
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -36,25 +38,6 @@ def _register(cls, scipy_cls):
     cls._scipy_class = scipy_cls
     cls.register(scipy_cls)
     return cls
-
-
-def _has_device_data(x, depth=0):
-    if is_torch_array(x) or getattr(x, "_trnscipy_device_object", False):
-        return True
-    if depth < 2 and isinstance(x, (tuple, list)):
-        return any(_has_device_data(item, depth + 1) for item in x)
-    return False
-
-
-def _device_of(x, depth=0):
-    if is_torch_array(x) or getattr(x, "_trnscipy_device_object", False):
-        return x.device
-    if depth < 2 and isinstance(x, (tuple, list)):
-        for item in x:
-            dev = _device_of(item, depth + 1)
-            if dev is not None:
-                return dev
-    return None
 
 
 def from_scipy(sp, device):
@@ -109,7 +92,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def __new__(cls, arg1=None, shape=None, dtype=None, copy=False, *, device=None,
                 **kwargs):
-        if device is None and not _has_device_data(arg1):
+        if device is None and find_device((arg1,)) is None:
             if cls._scipy_class is None:
                 raise TypeError(f"{cls.__name__} cannot be instantiated directly")
             return cls._scipy_class(arg1, shape=shape, dtype=dtype, copy=copy, **kwargs)
@@ -117,8 +100,9 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def __init__(self, arg1=None, shape=None, dtype=None, copy=False, *, device=None,
                  maxprint=None, blocksize=None):
-        device = resolve_device(device) if device is not None else _device_of(arg1)
-        if not _has_device_data(arg1):
+        data_device = find_device((arg1,))
+        device = resolve_device(device) if device is not None else data_device
+        if data_device is None:
             # host data built on ``device``: SciPy builds it, then it moves
             kwargs = {"blocksize": blocksize} if blocksize is not None else {}
             arg1 = from_scipy(self._scipy_class(arg1, shape=shape, dtype=dtype, copy=copy,
@@ -237,10 +221,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def _host(self, t):
         """A host copy of ``t`` (never a view: SciPy may change it in place)."""
-        t = t.detach()
-        if t.is_conj():
-            t = t.resolve_conj()
-        a = t.cpu().numpy()
+        a = _tensor_to_host(t)
         return a.copy() if t.device.type == "cpu" else a
 
     # ---- conversions --------------------------------------------------------------
