@@ -22,6 +22,9 @@ class Capability:
     sparse_layouts: bool = True
     # operations that have no device implementation here and run on the host
     host_ops: frozenset = field(default_factory=frozenset)
+    # reading a device scalar on the host costs no graph execution or stream sync
+    # (solvers then test convergence every iteration and update in place)
+    host_reads_free: bool = False
     # device->host copies of complex128 lose the imaginary part (torch-xla 2.9,
     # measured): copy the real and imaginary parts separately
     split_complex128_to_host: bool = False
@@ -36,7 +39,7 @@ _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
     "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
 
 CAPABILITIES = {
-    "cpu": Capability("cpu"),
+    "cpu": Capability("cpu", host_reads_free=True),
     # sqrtm: no torch op (SciPy serves only CPU tensors, on zero-copy views).
     "cuda": Capability("cuda", host_ops=frozenset({"scipy.linalg._matfuncs.sqrtm"})),
     # torch-xla (PJRT CPU here): no torch sparse layouts.

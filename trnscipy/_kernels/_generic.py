@@ -7,6 +7,16 @@ from trnscipy._kernels import register
 from trnscipy.sparse import _sputils as su
 
 
+@register("materialize", "generic")
+def materialize(tensors):
+    """Compute ``tensors`` now, together (eager devices: they already are)."""
+
+
+@register("sync", "generic")
+def sync():
+    """Run all pending device work (eager devices: nothing pending)."""
+
+
 @register("expand_ptr", "generic")
 def expand_ptr(indptr, nnz):
     """Major index of each stored entry of a compressed structure."""

@@ -27,7 +27,7 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host
 
@@ -46,27 +46,6 @@ _DEVICE_DOC = """
 
 
 # --------------------------------------------------------------------------- helpers
-
-# "materialize": compute lazily-traced tensors together, now.  On XLA a result
-# whose tensors are read one by one is otherwise traced as one graph per tensor,
-# and torch-xla 2.9 can hand two such graphs the same compiled executable when
-# they differ only in which same-shaped input feeds which op (pytorch/xla#8353):
-# ``row[order]`` then read ``col[order]`` returned ``row[order]``.  Materialising
-# a result's tensors in one graph avoids it (and is one graph execution per call).
-# TODO(lead): these registrations belong in trnscipy/_kernels/_generic.py and _xla.py.
-
-
-@register("materialize", "generic")
-def _materialize_generic(tensors):
-    return None
-
-
-@register("materialize", "xla")
-def _materialize_xla(tensors):
-    import torch_xla
-
-    torch_xla._XLAC._xla_sync_multi(list(tensors), devices=[], wait=False)
-
 
 _PARTS = {"coo": ("data", "row", "col"), "csr": ("data", "indices", "indptr"),
           "csc": ("data", "indices", "indptr"), "bsr": ("data", "indices", "indptr"),

@@ -110,3 +110,11 @@ def test_operator_device_and_dtype_inference():
     assert (op + op).device == At.device
     f = tsl.LinearOperator((3, 3), matvec=lambda v: At @ v)  # rejects NumPy input
     assert f.dtype == np.float32
+
+
+def test_dense_operator_float64_on_neuron_falls_back_with_warning(xla_device, emulate_neuron):
+    A = np.arange(9.0).reshape(3, 3)
+    op = tsl.aslinearoperator(trnscipy.to_device(A, xla_device))
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="no float64"):
+        y = op.matvec(trnscipy.to_device(np.ones(3), xla_device))
+    np.testing.assert_array_equal(trnscipy.to_host(y), A @ np.ones(3))

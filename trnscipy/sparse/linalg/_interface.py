@@ -16,7 +16,10 @@ from array_api_compat import is_torch_array
 from scipy.sparse import issparse
 from scipy.sparse.linalg import _interface as _si
 
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind
 from trnscipy._torch import torch
+from trnscipy._transfer import _to_device, to_device, to_host
 
 __all__ = ["LinearOperator", "aslinearoperator"]
 
@@ -223,8 +226,6 @@ class LinearOperator(_si.LinearOperator):
 
 def _host_bridge(fn, device):
     def on_host(x):
-        from trnscipy._transfer import to_device, to_host
-
         return to_host(fn(to_device(np.asarray(x), device)))
 
     return on_host
@@ -333,6 +334,10 @@ class MatrixLinearOperator(LinearOperator):
     def _matmat(self, X):
         if not _on_device(self.A):
             return self.A.dot(X)
+        if is_torch_array(self.A) and not runs_on_device(
+                "trnscipy.sparse.linalg.MatrixLinearOperator.matmat", device_kind(X.device),
+                _numpy_dtype(torch.promote_types(self.A.dtype, X.dtype))):
+            return _to_device(to_host(self.A) @ to_host(X), X.device, strict=True)
         if is_torch_array(self.A) and self.A.dtype != X.dtype:
             # NumPy promotes mixed dtypes in A @ x; torch refuses them
             dt = torch.promote_types(self.A.dtype, X.dtype)
@@ -403,8 +408,6 @@ class _HostOperator(LinearOperator):
 
 
 def _bridge(fn, x):
-    from trnscipy._transfer import to_device, to_host
-
     return to_device(np.asarray(fn(to_host(x))), x.device)
 
 

@@ -15,8 +15,10 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 
 import numpy as np
 
+from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import offloading
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
@@ -31,19 +33,13 @@ _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
 
 def host_reads_free(device):
-    """True where reading a device scalar on the host costs no sync (the CPU).
-
-    The one place the solvers ask about the device; a candidate for the
-    capability table."""
-    return device_kind(device) == "cpu"
+    """True where reading a device scalar on the host costs no sync (the capability table)."""
+    return capability(device_kind(device)).host_reads_free
 
 
 def sync(device):
-    """Cut and run the pending graph on lazy (XLA) devices; a no-op elsewhere."""
-    if device.type == "xla":
-        import torch_xla
-
-        torch_xla.sync()
+    """Run the pending lazy graph (XLA); a no-op on eager devices (the kernel seam)."""
+    kernel("sync", device)()
 
 
 def _coerce(a, b):
