@@ -8,6 +8,7 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _register, sparray, spmatrix
+from trnscipy.sparse._compressed import _cs_matrix
 from trnscipy.sparse._coo import _is_shape, validate_coo
 from trnscipy.sparse._data import _data_matrix
 
@@ -161,24 +162,9 @@ class _bsr_base(_data_matrix):
         return {"_shape": shape, "data": data, "indices": indices.to(idx),
                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
 
-    @classmethod
-    def _from_scipy(cls, sp, device):
-        flags = sp.__dict__
-        nb = sp.indptr[-1]
-        return cls._construct(sp.shape, data=su.from_host(sp.data[:nb], device),
-                              indices=su.from_host(sp.indices[:nb], device),
-                              indptr=su.from_host(sp.indptr, device),
-                              _sorted=flags.get("_has_sorted_indices"),
-                              _canonical=flags.get("_has_canonical_format"))
-
-    def to_scipy(self):
-        out = self._scipy_class((self._host(self.data), self._host(self.indices),
-                                 self._host(self.indptr)), shape=self.shape)
-        if self._sorted is not None:
-            out.has_sorted_indices = self._sorted
-        if self._canonical is not None:
-            out._has_canonical_format = self._canonical
-        return out
+    # the same (data, indices, indptr) transfer as CSR/CSC; ``data`` holds blocks
+    _from_scipy = _cs_matrix.__dict__["_from_scipy"]
+    to_scipy = _cs_matrix.to_scipy
 
     @property
     def blocksize(self):

@@ -106,8 +106,9 @@ class _cs_matrix(_data_matrix):
     @classmethod
     def _from_scipy(cls, sp, device):
         flags = sp.__dict__
-        return cls._construct(sp.shape, data=su.from_host(sp.data[:sp.nnz], device),
-                              indices=su.from_host(sp.indices[:sp.nnz], device),
+        stored = sp.indptr[-1]  # entries (CSR/CSC) or blocks (BSR)
+        return cls._construct(sp.shape, data=su.from_host(sp.data[:stored], device),
+                              indices=su.from_host(sp.indices[:stored], device),
                               indptr=su.from_host(sp.indptr, device),
                               _sorted=flags.get("_has_sorted_indices"),
                               _canonical=flags.get("_has_canonical_format"))

@@ -106,6 +106,23 @@ def _lartg(f, g):
     return c.to(f.dtype), s, r
 
 
+def _givens_column(hcol, j, Q, S):
+    """Rotate a new Hessenberg column: apply the rotations so far (accumulated in Q),
+    add the one that zeroes ``hcol[j + 1]`` to Q and to the residual vector S.
+
+    Returns the rotated column and the new residual estimate |S[j + 1]|."""
+    hcol = Q @ hcol
+    c, s, r = _lartg(hcol[j], hcol[j + 1])
+    hcol[j] = r
+    hcol[j + 1] = 0
+    G = torch.stack([torch.stack([c, s]), torch.stack([-_conj(s), c])])
+    Q[j:j + 2] = G @ Q[j:j + 2]
+    t = -_conj(s) * S[j]
+    S[j] = c * S[j]
+    S[j + 1] = t
+    return hcol, t.abs()
+
+
 def _lartg_host(f, g):
     """_lartg on Python numbers."""
     af, ag = abs(f), abs(g)
@@ -230,17 +247,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
             V[col + 1] = torch.where(brk, w, w * (1 / h1))
             hcol = torch.cat([h, torch.where(brk, 0, h1).to(dtype).reshape(1),
                               torch.zeros(m - col - 1, dtype=dtype, device=device)])
-            hcol = Q @ hcol               # the rotations so far, accumulated in Q
-            c, sn, mag = _lartg(hcol[col], hcol[col + 1])
-            hcol[col] = mag
-            hcol[col + 1] = 0
-            H[col] = hcol
-            G = torch.stack([torch.stack([c, sn]), torch.stack([-_conj(sn), c])])
-            Q[col:col + 2] = G @ Q[col:col + 2]
-            t = -_conj(sn) * S[col]
-            S[col] = c * S[col]
-            S[col + 1] = t
-            res = t.abs()
+            H[col], res = _givens_column(hcol, col, Q, S)
             steps = steps + live.to(torch.int64)
             presid = torch.where(live, res, presid)
             breakdown = torch.where(live, brk, breakdown)

@@ -14,7 +14,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.iterative import _back_substitute, _conj, _lartg
+from trnscipy.sparse.linalg._isolve.iterative import _back_substitute, _givens_column
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
     dot,
@@ -149,17 +149,7 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
         hcur = torch.cat([h, hlast.to(dtype).reshape(1),
                           torch.zeros(m - j - 1, dtype=dtype, device=device)])
         Hraw[j] = hcur
-        hrot = Q @ hcur
-        c, s, r = _lartg(hrot[j], hrot[j + 1])
-        hrot[j] = r
-        hrot[j + 1] = 0
-        R[j] = hrot
-        G = torch.stack([torch.stack([c, s]), torch.stack([-_conj(s), c])])
-        Q[j:j + 2] = G @ Q[j:j + 2]
-        t = -_conj(s) * S[j]
-        S[j] = c * S[j]
-        S[j + 1] = t
-        res_j = t.abs()
+        R[j], res_j = _givens_column(hcur, j, Q, S)
         if host:
             steps, res = j + 1, res_j
             if bool((res_j < ptol) | brk):
