@@ -257,7 +257,8 @@ def markdown(results):
         out += _time_table(rows, lanes, notes) + [""]
         if name in ("spmv", "bsr") and copy:
             out += ["Roofline (N=1): effective GB/s = compulsory bytes (data + indices + indptr "
-                    "+ x + y) / time, against the copy bandwidth above:", ""]
+                    "+ x + y) / time, against the copy bandwidth above (over 100%: the working set "
+                    "fits in the CPU caches):", ""]
             out += _roofline_table(rows, lanes, copy["GBps"] * 1e9) + [""]
         if name == "solvers":
             out += ["Solver outcome per lane (info / true relative residual ||b-Ax||/||b||):",
