@@ -70,7 +70,8 @@ CUTS = {
         "lane is reported.",
         "cg on convection-diffusion: the matrix is nonsymmetric, cg does not apply; gmres "
         "only.",
-        "XLA lane (PJRT CPU) above its size limits: nnz x N > 1e8 for CSR SpMV/SpMM (so N=128 at these sizes), stored values x N > 3e7 for BSR, more than "
+        "XLA lane (PJRT CPU) above its size limits: nnz x N > 1e8 for CSR SpMV/SpMM (the "
+        "N=128 rows of the large matrices), stored values x N > 3e7 for BSR, more than "
         "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
         "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
     ],
