@@ -31,7 +31,7 @@ PROFILES = {
         "spmv": {"poisson_k": [100, 1000], "random": [(50_000, 1e-3), (10_000, 1e-2)],
                  "N": [1, 16, 128], "xla_max_work": 1e8},
         "bsr": {"block": 128, "shapes": [(4, 4), (4, 8), (8, 4)], "densities": [0.25, 0.5],
-                "N": [1, 16, 128], "xla_max_work": 3e7},
+                "N": [1, 16, 128], "xla_max_work": 1e8},
         "solvers": {"rtol": 1e-5, "xla_max_work": 1e5, "cases": [
             # problem, grid k, solver, dtype, maxiter (None: SciPy's default)
             ("poisson2d", 100, "cg", "float64", None),
@@ -70,8 +70,8 @@ CUTS = {
         "lane is reported.",
         "cg on convection-diffusion: the matrix is nonsymmetric, cg does not apply; gmres "
         "only.",
-        "XLA lane (PJRT CPU) above its size limits: nnz x N > 1e8 for CSR SpMV/SpMM (the "
-        "N=128 rows of the large matrices), stored values x N > 3e7 for BSR, more than "
+        "XLA lane (PJRT CPU) above its size limits: nnz x N (stored values x N for BSR) > "
+        "1e8 for SpMV/SpMM (the N=128 rows of the large CSR matrices), more than "
         "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
         "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
     ],
