@@ -142,6 +142,7 @@ def _machine():
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     return {"cpu_model": model, "cores": cores, "memory_gb": memory,
             "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "library default"),
             "platform": platform.platform()}
 
 
@@ -171,7 +172,9 @@ def _parse(argv):
     p.add_argument("--cuda", action="store_true",
                    help="add CUDA lanes (only where torch.cuda.is_available())")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads for the run (default: torch's own)")
+                   help="threads for every lane: torch.set_num_threads and OMP/OpenBLAS/MKL "
+                        "thread counts (default: the libraries' own). On a machine shared "
+                        "with other work, --threads 1 avoids thread-pool stalls")
     p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"),
                    help="Markdown output (default docs/benchmarks.md)")
     p.add_argument("--json", default=str(ROOT / "bench" / "results.json"),
@@ -199,6 +202,11 @@ def _shown_args(argv):
 
 def main(argv=None):
     args = _parse(sys.argv[1:] if argv is None else argv)
+    if args.threads:
+        if "numpy" in sys.modules:
+            print("warning: numpy already imported; --threads may not reach OpenBLAS")
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
     warnings.filterwarnings("ignore", message="Sparse (CSR|BSR) tensor support is in beta")
     import torch
 

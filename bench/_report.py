@@ -216,7 +216,8 @@ def markdown(results):
            "## Machine and lanes", "",
            f"- CPU: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores, "
            f"{meta['machine']['memory_gb']:.0f} GB RAM; torch threads "
-           f"{meta['machine']['torch_threads']}.",
+           f"{meta['machine']['torch_threads']}, BLAS threads "
+           f"{meta['machine'].get('blas_threads', 'library default')}.",
            f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}.",
            f"- Load: {meta['load_note']}"]
     for lane in meta["lanes"]:
