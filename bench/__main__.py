@@ -237,8 +237,8 @@ def main(argv=None):
             "rotates each repetition; calls under 2 ms are batched); the median per call is "
             "reported. Every call of a device lane includes its synchronisation."),
         "memory_method": MEMORY_METHOD,
-        "load_note": os.environ.get(
-            "BENCH_LOAD_NOTE", "not recorded (set BENCH_LOAD_NOTE to describe other load)"),
+        "loadavg_start": os.getloadavg()[0],
+        "load_note": os.environ.get("BENCH_LOAD_NOTE", ""),
     }
     if args.cuda and not any(lane.name == "trn_cuda" for lane in lanes):
         meta["cuda"] = "requested, but torch.cuda is not available here: no CUDA lanes"
@@ -274,6 +274,7 @@ def main(argv=None):
                               "where": LANE_WHERE["trn_host"]})
 
     results["elapsed_s"] = time.perf_counter() - started
+    meta["loadavg_end"] = os.getloadavg()[0]
     text = markdown(results)
     for path, content in ((args.md, text + "\n"),
                           (args.json, json.dumps(results, indent=1, default=str) + "\n")):

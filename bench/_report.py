@@ -219,7 +219,12 @@ def markdown(results):
            f"{meta['machine']['torch_threads']}, BLAS threads "
            f"{meta['machine'].get('blas_threads', 'library default')}.",
            f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}.",
-           f"- Load: {meta['load_note']}"]
+           f"- Load: 1-minute load average {meta['loadavg_start']:.1f} at the start, "
+           f"{meta['loadavg_end']:.1f} at the end, on {meta['machine']['cores']} cores"
+           + (" (other work was running: figures are noisy, and multi-threaded lanes stall "
+              "in their thread pools)"
+              if max(meta["loadavg_start"], meta["loadavg_end"]) > 0.5 * meta["machine"]["cores"]
+              else "") + (f". {meta['load_note']}" if meta["load_note"] else ".")]
     for lane in meta["lanes"]:
         out.append(f"- **{lane['label']}**: {lane['where']}")
     if "trn_cuda" not in lanes:
