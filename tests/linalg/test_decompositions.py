@@ -9,15 +9,28 @@ import contextlib
 import numpy as np
 import pytest
 import scipy.linalg as sl
-from _dense_helpers import eps, hpd, random, tensor, to_np, xla_complex128_readback_broken
 
 import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import (
+    eps,
+    hpd,
+    random,
+    tensor,
+    to_np,
+    xla_complex128_readback_broken,
+)
 from trnscipy import DeviceFallbackWarning
 
 torch = pytest.importorskip("torch")
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 N = 7
+
+
+def _xla_budget(dlane, dtype, dtypes=(np.float32, np.float64)):
+    """Each XLA case compiles graphs (an SVD ~10 s here): the XLA lane runs few dtypes."""
+    if dlane.type == "xla" and np.dtype(dtype) not in [np.dtype(d) for d in dtypes]:
+        pytest.skip("XLA lane compile budget")
 
 
 def _rel(x, y):
@@ -39,6 +52,7 @@ def _backward(a, x, b, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [False, True])
 def test_cholesky(dlane, dtype, lower):
+    _xla_budget(dlane, dtype, (np.float32, np.float64, np.complex64))
     a = hpd(N, dtype, np.random.default_rng(1))
     ref = sl.cholesky(a, lower=lower)
     c = tl.cholesky(tensor(a, dlane), lower=lower)
@@ -54,6 +68,7 @@ def test_cholesky(dlane, dtype, lower):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cho_factor_cho_solve(dlane, dtype):
+    _xla_budget(dlane, dtype, (np.float32, np.complex64))
     rng = np.random.default_rng(2)
     a, b = hpd(N, dtype, rng), random(2, dtype, rng, m=N)
     for lower in (False, True):
@@ -69,6 +84,7 @@ def test_cho_factor_cho_solve(dlane, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_eigh(dlane, dtype):
+    _xla_budget(dlane, dtype)
     rng = np.random.default_rng(3)
     a = random(N, dtype, rng)
     a = (a + a.conj().T).astype(dtype)
@@ -128,6 +144,7 @@ def test_eigh_subsets_and_options(dlane):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("assume_a", [None, "pos"])
 def test_solve(dlane, dtype, assume_a):
+    _xla_budget(dlane, dtype, (np.float32, np.float64, np.complex64))
     rng = np.random.default_rng(6)
     a = hpd(N, dtype, rng) if assume_a else random(N, dtype, rng) + N * np.eye(N, dtype=dtype)
     b = random(N, dtype, rng)[:, 0]
@@ -173,17 +190,19 @@ def test_solve_transposed_and_batched(dlane):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_solve_triangular(dlane, dtype):
+    _xla_budget(dlane, dtype, (np.float32,))
     rng = np.random.default_rng(9)
     a = random(N, dtype, rng) + N * np.eye(N, dtype=dtype)
     b = random(2, dtype, rng, m=N)
-    for trans in (0, 1, 2, "C"):
-        for lower in (False, True):
-            for unit in (False, True):
-                ref = sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
-                x = tl.solve_triangular(tensor(a, dlane), tensor(b, dlane), trans=trans,
-                                        lower=lower, unit_diagonal=unit)
-                _check_kind(x, ref, dlane)
-                assert _rel(to_np(x), ref) < 100 * N * eps(dtype)
+    combos = [(t, lo, u) for t in (0, 1, 2, "C") for lo in (False, True) for u in (False, True)]
+    if dlane.type == "xla":
+        combos = [(0, False, False), (2, True, False), (1, False, True)]
+    for trans, lower, unit in combos:
+        ref = sl.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit)
+        x = tl.solve_triangular(tensor(a, dlane), tensor(b, dlane), trans=trans,
+                                lower=lower, unit_diagonal=unit)
+        _check_kind(x, ref, dlane)
+        assert _rel(to_np(x), ref) < 100 * N * eps(dtype)
 
 
 def _xla_host(dlane, dtype=None):
@@ -205,6 +224,7 @@ def _xla_complex(dlane, dtype, match):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_lu_factor_lu_solve(dlane, dtype):
+    _xla_budget(dlane, dtype, (np.float64, np.complex128))
     rng = np.random.default_rng(10)
     a, b = random(N, dtype, rng), random(N, dtype, rng)[:, :2]
     lu_ref, piv_ref = sl.lu_factor(a)
@@ -285,6 +305,7 @@ def test_qr_pivoting(dlane):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_svd(dlane, dtype):
+    _xla_budget(dlane, dtype, (np.float32, np.complex64))
     rng = np.random.default_rng(14)
     a = random(4, dtype, rng, m=6)
     t = tensor(a, dlane)
@@ -294,7 +315,7 @@ def test_svd(dlane, dtype):
     tol = 60 * 6 * eps(dtype)
     if dlane.type == "xla" and np.dtype(dtype) == np.float64:
         tol = 1e-6  # measured: XLA's float64 SVD reconstructs to ~1e-7
-    for full in (True, False):
+    for full in (False,) if dlane.type == "xla" else (True, False):
         uref, sref, vhref = sl.svd(a, full_matrices=full)
         with warn():
             u, s, vh = tl.svd(t, full_matrices=full)
@@ -305,6 +326,8 @@ def test_svd(dlane, dtype):
         k = len(s)
         assert np.linalg.norm((u[:, :k] * s) @ vh[:k] - a) <= tol * np.linalg.norm(a)
         assert np.linalg.norm(u.conj().T @ u - np.eye(u.shape[1])) <= tol
+    if dlane.type == "xla" and np.dtype(dtype).kind == "f":
+        return  # another ~10 s XLA compile: svdvals' lowering is covered by norm(ord=2)
     with warn():
         s = tl.svdvals(t)
     _check_kind(s, sl.svdvals(a), dlane)
@@ -312,6 +335,7 @@ def test_svd(dlane, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_inv_det(dlane, dtype):
+    _xla_budget(dlane, dtype, (np.float32, np.complex64))
     rng = np.random.default_rng(15)
     a = random(N, dtype, rng) + N * np.eye(N, dtype=dtype)
     t = tensor(a, dlane)

@@ -13,9 +13,9 @@ FORMATS = ["csr", "csc", "coo", "bsr", "dia"]
 KINDS = ["array", "matrix"]
 DTYPES = ["float32", "float64", "complex64", "complex128"]
 
-# The XLA lane runs a representative subset (each new graph is a compilation).
-XLA_SUBSET = {("csr", "array", "float64"), ("coo", "matrix", "float32"),
-              ("csc", "matrix", "complex128")}
+# The XLA lane runs a representative subset (each new graph is a compilation;
+# torch-xla on PJRT CPU mishandles complex numbers, so real dtypes only).
+XLA_SUBSET = {("csr", "array", "float32"), ("coo", "matrix", "float64")}
 
 
 def skip_unless_subset(lane, fmt, kind, dtype):
@@ -42,7 +42,7 @@ def scipy_case(fmt, kind, dtype, shape=(6, 8), nnz=14, seed=0, duplicates=True):
     if m * n == 0:
         nnz = 0
     rows = rng.integers(0, max(m, 1), nnz)
-    if m > 2:
+    if m > 3:
         rows[rows == 2] = 3  # row 2 stays empty
     cols = rng.integers(0, max(n, 1), nnz)
     if duplicates and nnz > 3:

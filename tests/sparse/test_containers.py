@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import FORMATS, assert_same
 
 import trnscipy
 import trnscipy.sparse as ts
+from tests.sparse.sparse_cases import FORMATS, assert_same
 
 torch = pytest.importorskip("torch")
 
@@ -182,9 +182,9 @@ def test_index_dtype_rules(kind):
                                            (torch.from_numpy(indices.astype(idx)),) * 2))
         theirs = getattr(sp, f"coo_{kind}")((data, (indices.astype(idx),) * 2))
         assert ours.to_scipy().row.dtype == theirs.row.dtype
-    big = ts.csr_array((2**31 + 5, 3), device="cpu")
+    big = ts.csr_array((3, 2**31 + 5), device="cpu")
     assert big.indptr.dtype == torch.int64
-    assert sp.csr_array((2**31 + 5, 3)).indptr.dtype == np.int64
+    assert sp.csr_array((3, 2**31 + 5)).indptr.dtype == np.int64
 
 
 def test_int_and_bool_data():

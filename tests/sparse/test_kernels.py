@@ -3,10 +3,17 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
-                          skip_unless_subset)
 
 import trnscipy
+from tests.sparse.sparse_cases import (
+    DTYPES,
+    FORMATS,
+    KINDS,
+    assert_same,
+    device_case,
+    scipy_case,
+    skip_unless_subset,
+)
 from trnscipy._kernels import _generic
 
 torch = pytest.importorskip("torch")
@@ -64,7 +71,7 @@ def test_matmul_errors():
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_spgemm(lane, fmt, kind):
-    if lane == "xla" and (fmt, kind) != ("csr", "array"):
+    if lane == "xla" and (fmt, kind) != ("csr", "matrix"):
         pytest.skip("XLA lane: representative subset")
     a = scipy_case(fmt, kind, "float64", shape=(6, 8))
     b = scipy_case(fmt, kind, "float64", shape=(8, 5), seed=4)
@@ -136,3 +143,17 @@ def test_xla_one_graph_per_shape(xla_device, fmt):
     with xla_counts() as c:
         A @ torch.randn(8, 4).to(xla_device)
     assert c.compilations <= 1 and c.executions <= 1, str(c)
+
+
+@pytest.mark.xla
+def test_neuron_float64_product_falls_back_with_warning(xla_device, emulate_neuron):
+    host = scipy_case("csr", "array", "float64")
+    A = trnscipy.to_device(host, xla_device)
+    x = np.arange(8.0)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="float64"):
+        y = A @ trnscipy.to_device(x, xla_device)
+    assert y.device.type == "xla"
+    np.testing.assert_allclose(trnscipy.to_host(y), host @ x, rtol=1e-12)
+    a32 = trnscipy.to_device(host.astype(np.float32), xla_device)
+    y32 = a32 @ trnscipy.to_device(x.astype(np.float32), xla_device)  # no warning
+    np.testing.assert_allclose(trnscipy.to_host(y32), host @ x, rtol=1e-5, atol=1e-5)

@@ -5,10 +5,17 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sparse_cases import (DTYPES, FORMATS, KINDS, assert_same, device_case, scipy_case,
-                          skip_unless_subset)
 
 import trnscipy
+from tests.sparse.sparse_cases import (
+    DTYPES,
+    FORMATS,
+    KINDS,
+    assert_same,
+    device_case,
+    scipy_case,
+    skip_unless_subset,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -103,6 +110,11 @@ DENSE_BINARY = {
 }
 
 
+# Methods the XLA lane runs (a few graphs each; the CPU lane runs all).
+XLA_OPS = {"toarray", "tocsc", "transpose", "sum0", "diagonal", "abs", "div", "max",
+           "argmax", "add", "multiply", "add_dense", "mul"}
+
+
 def _run(op, lane, *args):
     host = op(*args)
     dev = op(*(_dev(a, lane) for a in args))
@@ -117,12 +129,14 @@ def test_unary(lane, fmt, kind, dtype):
     ops = dict(UNARY)
     if np.dtype(dtype).kind != "c":
         ops.update(REAL_ONLY)
+    if lane == "xla":
+        ops = {k: v for k, v in ops.items() if k in XLA_OPS}
     failures = []
     for name, op in ops.items():
         host = scipy_case(fmt, kind, dtype)
         dev = device_case(host, lane)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), np.errstate(invalid="ignore"):
                 warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)
                 want = op(host)
         except (AttributeError, ValueError):
@@ -139,10 +153,14 @@ def test_unary(lane, fmt, kind, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_binary(lane, fmt, kind, dtype):
     skip_unless_subset(lane, fmt, kind, dtype)
+    if lane == "xla" and fmt != "csr":
+        pytest.skip("XLA lane: one binary case")
     failures = []
     rng = np.random.default_rng(5)
     dense = rng.standard_normal((6, 8)).astype(dtype)
     for name, op in {**BINARY, **DENSE_BINARY}.items():
+        if lane == "xla" and name not in XLA_OPS:
+            continue
         if name in ("maximum", "minimum") and np.dtype(dtype).kind == "c":
             continue
         A = scipy_case(fmt, kind, dtype)
@@ -157,7 +175,7 @@ def test_binary(lane, fmt, kind, dtype):
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "bsr"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_in_place_structure_ops(lane, fmt, kind):
-    skip_unless_subset(lane, fmt, kind, "float64")
+    skip_unless_subset(lane, fmt, kind, "float32")
     for name in ("sum_duplicates", "eliminate_zeros", "sort_indices", "prune"):
         if fmt == "coo" and name in ("sort_indices", "prune"):
             continue
@@ -179,7 +197,7 @@ def test_in_place_structure_ops(lane, fmt, kind):
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_setdiag_resize(lane, fmt, kind):
-    skip_unless_subset(lane, fmt, kind, "float64")
+    skip_unless_subset(lane, fmt, kind, "float32")
     for k, values in ((0, 7.0), (1, [1.0, 2.0, 3.0]), (-2, np.arange(4.0) + 1)):
         host = scipy_case(fmt, kind, "float64")
         dev = device_case(host, lane)
@@ -196,8 +214,8 @@ def test_setdiag_resize(lane, fmt, kind):
         assert_same(dev, host)
 
 
-def test_matrix_power_and_array_power(lane):
-    skip_unless_subset(lane, "csr", "array", "float64")
+def test_matrix_power_and_array_power():
+    lane = "cpu"
     for kind in KINDS:
         host = scipy_case("csr", kind, "float64", shape=(6, 6))
         dev = device_case(host, lane)
@@ -236,7 +254,7 @@ def test_errors_match_scipy():
 
 
 def test_empty_matrices(lane):
-    for shape in ((0, 0), (0, 4), (3, 0), (4, 4)):
+    for shape in ((0, 0), (0, 4), (3, 0), (4, 4)) if lane == "cpu" else ((0, 4),):
         host = sp.csr_array(shape)
         dev = device_case(host, lane)
         assert_same(dev.toarray(), host.toarray())

@@ -25,8 +25,8 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     device = device_of(a, b)
-    a = as_square(a, device, check_finite)
-    b, vec, dtype = as_rhs(b, a, device, check_finite)
+    a = as_square(a, device, check_finite, small_ints=torch.float64)
+    b, vec, dtype = as_rhs(b, a, device, check_finite, small_ints=torch.float64)
     a = a.to(dtype)
     if a.is_complex() and transposed:
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "

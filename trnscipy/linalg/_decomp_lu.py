@@ -21,7 +21,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         if permute_l:
             return lo, up
         p = empty(a.shape[:-2] + (m,), a, torch.int32) if p_indices else \
-            empty(a.shape[:-2] + (m, m), a)
+            empty(a.shape[:-2] + (m, m), a, a.real.dtype if a.is_complex() else a.dtype)
         return p, lo, up
     return kernel("linalg.lu", a.device)(a, permute_l=permute_l, p_indices=p_indices)
 

@@ -538,5 +538,6 @@ def norm(a, ord=None, axis=None, keepdims=False):
                 r.unsqueeze(min(axis) % a.ndim).unsqueeze(max(axis) % a.ndim)
         return r
     if a.is_complex():
-        a = a.abs()  # every other norm depends on |a| only
+        # every other norm depends on |a| only (hypot: XLA's complex abs stays complex-typed)
+        a = torch.hypot(a.real, a.imag)
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)

@@ -20,12 +20,18 @@ __all__ = ["LinAlgError", "as_tensor", "as_matrix", "as_square", "linalg_errors"
 LinAlgError = np.linalg.LinAlgError
 
 
-def result_dtype(dtype):
-    """The torch dtype SciPy computes in for an input of torch ``dtype``."""
+def result_dtype(dtype, small_ints=None):
+    """The torch dtype SciPy's LAPACK wrappers compute in for torch ``dtype``.
+
+    bool/int8/uint8/int16 map to float32 (LAPACK's type choice), wider integers
+    to float64; ``small_ints`` overrides the former (expm and solve use float64).
+    """
     if dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128):
         return dtype
     if dtype in (torch.float16, torch.bfloat16):
         return torch.float32
+    if dtype in (torch.bool, torch.int8, torch.uint8, torch.int16):
+        return small_ints or torch.float32
     if dtype == torch.complex32:
         return torch.complex64
     if dtype.is_complex:
@@ -39,14 +45,14 @@ def check_finite(t):
         raise ValueError("array must not contain infs or NaNs")
 
 
-def as_tensor(x, device, finite=True, dtype=None):
+def as_tensor(x, device, finite=True, dtype=None, small_ints=None):
     """``x`` (tensor or array-like) as a tensor on ``device`` in SciPy's working dtype."""
     if not isinstance(x, torch.Tensor):
         x = np.asarray(x)
         if x.dtype.kind not in "biufc":
             raise ValueError(f"array of dtype {x.dtype} is not numeric")
         x = torch.as_tensor(x)
-    x = x.to(device=device, dtype=dtype or result_dtype(x.dtype))
+    x = x.to(device=device, dtype=dtype or result_dtype(x.dtype, small_ints))
     if x.is_conj():
         x = x.resolve_conj()
     if finite:
@@ -54,17 +60,17 @@ def as_tensor(x, device, finite=True, dtype=None):
     return x
 
 
-def as_matrix(x, device, finite=True, dtype=None, name="a"):
+def as_matrix(x, device, finite=True, dtype=None, name="a", small_ints=None):
     """A tensor of shape (..., M, N) (ValueError for fewer than 2 dimensions)."""
-    x = as_tensor(x, device, finite, dtype)
+    x = as_tensor(x, device, finite, dtype, small_ints)
     if x.ndim < 2:
         raise ValueError(f"expected at least a 2-D array for {name}, got shape {tuple(x.shape)}")
     return x
 
 
-def as_square(x, device, finite=True, dtype=None, name="a"):
+def as_square(x, device, finite=True, dtype=None, name="a", small_ints=None):
     """A tensor of shape (..., N, N); ValueError otherwise, as SciPy."""
-    x = as_matrix(x, device, finite, dtype, name)
+    x = as_matrix(x, device, finite, dtype, name, small_ints)
     if x.shape[-1] != x.shape[-2]:
         raise ValueError(f"Input array {name} is expected to be square but has the shape: "
                          f"{tuple(x.shape)}.")
@@ -92,18 +98,18 @@ def device_of(*operands):
     return find_device(operands)
 
 
-def common_dtype(*tensors):
+def common_dtype(*tensors, small_ints=None):
     """SciPy's working dtype for several operands (promotion, then its dtype rules)."""
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         dtype = torch.promote_types(dtype, t.dtype)
-    return result_dtype(dtype)
+    return result_dtype(dtype, small_ints)
 
 
-def as_rhs(b, a, device, finite=True):
+def as_rhs(b, a, device, finite=True, small_ints=None):
     """Right-hand side ``b`` for ``a`` (..., N, N): (b as (..., N, K), was_1d, dtype)."""
-    b = as_tensor(b, device, finite)
-    dtype = common_dtype(a, b)
+    b = as_tensor(b, device, finite, small_ints=small_ints)
+    dtype = common_dtype(a, b, small_ints=small_ints)
     vec = b.ndim == 1
     if b.ndim == 0:
         raise ValueError("b must be at least 1-D")

@@ -18,10 +18,6 @@ from trnscipy.sparse._base import (  # noqa: F401
     spmatrix,
 )
 from trnscipy.sparse._bsr import bsr_array, bsr_matrix  # noqa: F401
-from trnscipy.sparse._coo import coo_array, coo_matrix  # noqa: F401
-from trnscipy.sparse._csc import csc_array, csc_matrix  # noqa: F401
-from trnscipy.sparse._csr import csr_array, csr_matrix  # noqa: F401
-from trnscipy.sparse._dia import dia_array, dia_matrix  # noqa: F401
 
 # sparse constructors (device implementations; SciPy's for host inputs)
 from trnscipy.sparse._construct import (  # noqa: F401
@@ -42,6 +38,10 @@ from trnscipy.sparse._construct import (  # noqa: F401
     spdiags,
     vstack,
 )
+from trnscipy.sparse._coo import coo_array, coo_matrix  # noqa: F401
+from trnscipy.sparse._csc import csc_array, csc_matrix  # noqa: F401
+from trnscipy.sparse._csr import csr_array, csr_matrix  # noqa: F401
+from trnscipy.sparse._dia import dia_array, dia_matrix  # noqa: F401
 from trnscipy.sparse._extract import find, tril, triu  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_sparse)

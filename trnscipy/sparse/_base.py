@@ -18,7 +18,8 @@ import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
-from trnscipy._device import resolve_device
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind, resolve_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -184,10 +185,6 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if cls.format == "bsr":
             return coo.tobsr(blocksize=blocksize)
         return coo.asformat(cls.format)
-
-    @classmethod
-    def _check_shape_arg(cls, shape):
-        return None if shape is None else su.check_shape(shape)
 
     # ---- kind and identity ------------------------------------------------------
 
@@ -736,6 +733,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self * other
         return self @ other
 
+    def _on_host(self, op, dtype):
+        """True (after the capability table's warning) when ``op`` in ``dtype`` cannot
+        run on this device, e.g. float64 on Trainium."""
+        return not runs_on_device(f"trnscipy.sparse.{op}", device_kind(self.device), dtype)
+
     def _matmul(self, other):
         """self @ other through the kernel seam (spmv, spmm, spgemm)."""
         m, n = self.shape
@@ -743,6 +745,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if other.shape[0] != n:
                 raise ValueError("dimension mismatch")
             dt = su.result_dtype(np.multiply, self.dtype, other.dtype)
+            if self._on_host("spgemm", dt):
+                return from_scipy(self.to_scipy() @ other.to_scipy(), self.device)
             a, b = self.astype(dt, copy=False), other.astype(dt, copy=False)
             out = kernel("spgemm", self.device)(a.tocsr(), b.tocsr())
             res = self._container("csr")._construct((m, other.shape[1]), **out)
@@ -757,11 +761,15 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if other.ndim > 2 or other.shape[0] != n:
             raise ValueError(f"dimension mismatch: {self.shape} @ {tuple(other.shape)}")
         dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
+        op = "spmv" if other.ndim == 1 else "spmm"
+        if self._on_host(op, dt):
+            host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
+            return torch.from_numpy(np.asarray(host)).to(self.device)
         a = self if self.dtype == dt else self.astype(dt, copy=False)
         x = other.to(to_torch_dtype(dt))
         if x.is_conj():
             x = x.resolve_conj()
-        return kernel("spmv" if x.ndim == 1 else "spmm", self.device)(a, x)
+        return kernel(op, self.device)(a, x)
 
     def _rmatmul(self, other):
         if issparse(other):
@@ -797,6 +805,13 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if self._is_array:
             return self.power(other)
         return self._matrix_power(other)
+
+    def _compare(self, other):
+        raise NotImplementedError("comparisons of device sparse containers are not "
+                                  "implemented yet; compare .toarray() results")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compare
+    __hash__ = None
 
     def __iter__(self):
         for r in range(self.shape[0]):

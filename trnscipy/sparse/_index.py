@@ -63,7 +63,9 @@ def _select_major(A, idx):
 
 
 def getitem(A, key):
-    if A.format not in ("csr", "csc", "coo"):
+    if A.format == "bsr":
+        raise NotImplementedError("BSR indexing is not supported (as SciPy)")
+    if A.format == "dia" or (A.format == "coo" and not A._is_array):
         raise TypeError(f"'{type(A).__name__}' object is not subscriptable")
     if not isinstance(key, tuple):
         key = (key, slice(None))

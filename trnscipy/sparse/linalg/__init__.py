@@ -12,6 +12,7 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     gmres,
     minres,
     qmr,
+    tfqmr,
 )
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

@@ -5,7 +5,8 @@ operands take SciPy's own code paths, torch tensors stay on their device.
 Operators built from torch tensors or trnscipy sparse objects carry that
 ``device`` (the routing rule then moves host right-hand sides there).
 What differs from SciPy: with ``dtype=None`` and a matvec that rejects a
-NumPy vector, the dtype is inferred from a torch zero vector instead; the
+NumPy vector, the dtype is inferred from a torch zero vector on the CPU
+instead (and stays None if that fails too: the solvers then use A @ b); the
 declared dtype of a scaled operator is SciPy's, the computed one is torch's
 promotion (a float32 tensor times a Python float stays float32).
 """
@@ -30,7 +31,8 @@ def _on_device(x):
 
 def _conj(x):
     if is_torch_array(x):
-        return torch.conj_physical(x) if x.is_complex() else x
+        # resolve_conj, not conj_physical: torch-xla 2.9's conj_physical drops imaginary parts
+        return x.conj().resolve_conj() if x.is_complex() else x
     return np.conj(x)
 
 
@@ -102,7 +104,7 @@ class LinearOperator(_si.LinearOperator):
 
             self.dtype = to_numpy_dtype(y.dtype)
             return
-        raise TypeError("cannot infer the dtype of the LinearOperator: give dtype=")
+        # a matvec bound to data on another device: dtype stays None (solvers use A @ b)
 
     # -- products ---------------------------------------------------------------------------
 

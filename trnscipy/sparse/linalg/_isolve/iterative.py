@@ -10,8 +10,8 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve import utils
 from trnscipy.sparse.linalg._isolve.utils import (
-    CHECK_EVERY,
     check_atol,
     dot,
     host_reads_free,
@@ -54,7 +54,7 @@ def _residual(system, x0_given):
     b, x = system.b, system.x
     if not x0_given:
         return b.clone()
-    return torch.where(x.any(), b - system.A.matvec(x), b)
+    return torch.where(x.any(), b - system.matvec(x), b)
 
 
 def _x(state):
@@ -66,7 +66,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+    matvec, psolve, tol = system.matvec, system.psolve, system.tol
 
     def step(state, s, first):
         x, r, p, rho_prev = state
@@ -128,7 +128,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     system = _setup("gmres", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol, bnrm2 = system.A.matvec, system.psolve, system.tol, system.bnrm2
+    matvec, psolve, tol, bnrm2 = system.matvec, system.psolve, system.tol, system.bnrm2
     n, eps, maxiter, device, dtype = (system.n, system.eps, system.maxiter, system.device,
                                       system.dtype)
     m = min(20 if restart is None else restart, n)
@@ -220,7 +220,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         return system.x, 0
     state = (system.x, r, ptol, pfac)
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=-(-CHECK_EVERY // m))
+                      block=-(-utils.CHECK_EVERY // m))
     return state[0], info
 
 
@@ -271,7 +271,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.A.matvec, system.psolve, system.tol
+    matvec, psolve, tol = system.matvec, system.psolve, system.tol
     rhotol = omegatol = _tiny(system, 2)
 
     def step(state, s, first):
@@ -318,7 +318,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, rmatvec = system.A.matvec, system.A.rmatvec
+    matvec, rmatvec = system.matvec, system.A.rmatvec
     psolve, rpsolve, tol = system.psolve, system.rpsolve, system.tol
     rhotol = _tiny(system, 2)
 
@@ -361,7 +361,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol, bvec = system.A.matvec, system.psolve, system.tol, system.b
+    matvec, psolve, tol, bvec = system.matvec, system.psolve, system.tol, system.b
     rhotol = _tiny(system, 2)
 
     def step(state, s, first):

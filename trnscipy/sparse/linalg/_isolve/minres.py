@@ -14,7 +14,6 @@ import scipy.sparse.linalg as _scipy
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import (
-    CHECK_EVERY,
     host_value,
     make_system,
     norm,
@@ -50,7 +49,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     if system.b.is_complex():
         raise TypeError("minres supports real data only (SciPy's minres fails on complex "
                         "input)")
-    matvec = system.A.matvec
+    matvec = system.matvec
     psolve = system.M.matvec if system.M is not None else (lambda v: v)
     x, bvec, device, eps = system.x, system.b, system.device, system.eps
     n = system.n
@@ -158,7 +157,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     state = (x, r1, r1, y, zvec, zvec, beta1_d, zero, zero, zero, beta1_d, beta1_d, zero, zero,
              zero, torch.tensor(np.finfo(system.np_dtype).max, dtype=real, device=device),
              zero - 1, zero, torch.zeros((), dtype=torch.int64, device=device))
-    state, info = run(step, state, maxiter, device, None, None, block=1 if host else CHECK_EVERY)
+    state, info = run(step, state, maxiter, device, None, None, block=1 if host else None)
     if info == _NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:

@@ -61,6 +61,7 @@ class System:
     def __init__(self, A, M, x, b, device):
         self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
         self.dtype = b.dtype
+        self.matvec = _fast_matvec(A, b.dtype)
         self.np_dtype = np.dtype(_torch_to_char(b.dtype))
         self.eps = float(np.finfo(self.np_dtype).eps)
         self.n = b.shape[0]
@@ -158,15 +159,29 @@ def stop_tolerance(atol, rtol, bnrm2):
 
 
 def norm(x):
-    """2-norm (complex: sqrt(Re x^H x); torch-xla's vector_norm rejects complex input)."""
+    """2-norm as NumPy's np.linalg.norm computes it for vectors: sqrt(x.x) (complex: the
+    real part of x^H x; torch-xla's vector_norm rejects complex input anyway)."""
     if x.is_complex():
-        return torch.sqrt(torch.vdot(x, x).real)
-    return torch.linalg.vector_norm(x)
+        return x.conj().dot(x).real.sqrt()
+    return x.dot(x).sqrt()
 
 
 def dot(a, b):
-    """np.vdot for complex, np.dot for real."""
-    return torch.vdot(a, b) if a.is_complex() else torch.dot(a, b)
+    """np.vdot for complex, np.dot for real.  (torch-xla 2.9's vdot and conj_physical
+    drop imaginary parts; a conj view then dot is right everywhere.)"""
+    return a.conj().dot(b) if a.is_complex() else a.dot(b)
+
+
+def _fast_matvec(op, dtype):
+    """``op.matvec`` without the per-call checks when ``op`` wraps a device matrix of the
+    system's dtype (make_system has checked the shapes)."""
+    from trnscipy.sparse.linalg._interface import MatrixLinearOperator, _on_device
+
+    A = getattr(op, "A", None)
+    if (type(op) is MatrixLinearOperator and _on_device(A)
+            and _torch_to_char(A.dtype) == _torch_to_char(dtype)):
+        return A.__matmul__
+    return op.matvec
 
 
 def host_value(x):
@@ -243,10 +258,11 @@ class _LazyStep:
         return torch.where(self.live, new, old)
 
 
-def run(step, state, maxiter, device, callback=None, value=None, block=CHECK_EVERY):
+def run(step, state, maxiter, device, callback=None, value=None, block=None):
     """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
 
-    On graph devices the host reads the stop flag every ``block`` iterations.
+    On graph devices the host reads the stop flag every ``block`` iterations
+    (default: CHECK_EVERY, read at call time).
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -262,7 +278,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=CHECK_EVE
                 callback(host_value(value(state)))
         return state, int(maxiter)
 
-    block = 1 if callback is not None else block
+    block = 1 if callback is not None else (block or CHECK_EVERY)
     done = torch.zeros((), dtype=torch.bool, device=device)
     # maxiter travels as data (torch.tensor), not as a graph constant (torch.full), so the
     # compiled graphs do not depend on it.

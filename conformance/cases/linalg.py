@@ -1,0 +1,209 @@
+"""Cases for scipy.linalg: fixed 4x4 inputs for every function that takes an array, bad
+inputs for the main solvers and factorizations, and generated matrices of varied
+conditioning (conformance.strategies) for the backward-stable methods."""
+
+import functools
+
+import numpy as np
+import scipy.linalg as sl
+
+from conformance import judges
+from conformance.registry import Case, draw
+from conformance.strategies import dense_square, matrix_from, rectangular
+
+N = 4
+DTYPES = (np.float64, np.float32)
+COMPLEX = np.complex128
+
+
+@functools.cache
+def inputs(dtype):
+    """Shared fixed inputs (one shape: fewer XLA compiles)."""
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(7)
+    vec = np.array([2.0, -1.0, 0.5, 0.25]).astype(dtype)
+    if dtype.kind == "c":
+        vec = vec + 0.5j
+    gen = matrix_from("gen", N, 1, 11, dtype)
+    gen2 = matrix_from("gen", N, 1, 12, dtype)
+    spd = matrix_from("spd", N, 1, 13, dtype)
+    sym = matrix_from("sym", N, 1, 14, dtype)
+    rect = rng.standard_normal((5, 3)).astype(dtype)
+    mat = rng.standard_normal((N, 2)).astype(dtype)
+    upper = (np.triu(gen) + 2 * np.eye(N)).astype(dtype)
+    ortho = np.linalg.qr(gen)[0].astype(dtype)
+    band_u = np.array([[0, -1, -1, -1], [4, 4, 4, 4]], dtype=dtype)  # tridiagonal SPD, upper
+    band_g = np.array([[0, 1, 2, 3], [5, 6, 7, 8], [1, 1, 1, 0]], dtype=dtype)  # (1, 1)
+    return dict(vec=vec, gen=gen, gen2=gen2, spd=spd, sym=sym, rect=rect, mat=mat,
+                upper=upper, ortho=ortho, band_u=band_u, band_g=band_g,
+                stable=(gen / (2 * np.abs(np.linalg.eigvals(gen)).max())).astype(dtype))
+
+
+def _qr(a):
+    return sl.qr(a)
+
+
+# attr: (build(I) -> args, kwargs, judge, with complex128)
+def _table():
+    return [
+        ("bandwidth", lambda I: ((I["upper"],), {}), None, False),
+        ("block_diag", lambda I: ((I["gen"], I["rect"]), {}), None, False),
+        ("cho_factor", lambda I: ((I["spd"],), {}), judges.cholesky, True),
+        ("cho_solve", lambda I: (((sl.cho_factor(I["spd"])[0], False), I["vec"]), {}),
+         lambda I: judges.solve_for(I["spd"]), True),
+        ("cho_solve_banded", lambda I: (((sl.cholesky_banded(I["band_u"]), False), I["vec"]),
+                                        {}), None, False),
+        ("cholesky", lambda I: ((I["spd"],), {}), judges.cholesky, True),
+        ("cholesky", lambda I: ((I["spd"],), {"lower": True}), judges.cholesky, True),
+        ("cholesky_banded", lambda I: ((I["band_u"],), {}), None, False),
+        ("circulant", lambda I: ((I["vec"],), {}), None, False),
+        ("clarkson_woodruff_transform", lambda I: ((I["rect"], 2), {"rng": 0}), None, False),
+        ("companion", lambda I: ((I["vec"],), {}), None, False),
+        ("convolution_matrix", lambda I: ((I["vec"], 3), {}), None, False),
+        ("coshm", lambda I: ((I["gen"],), {}), None, False),
+        ("cosm", lambda I: ((I["gen"],), {}), None, False),
+        ("cossin", lambda I: ((I["ortho"],), {"p": 2, "q": 2}), None, False),
+        ("det", lambda I: ((I["gen"],), {}), None, True),
+        ("diagsvd", lambda I: ((I["vec"][:3], 5, 3), {}), None, False),
+        ("eig", lambda I: ((I["gen"],), {}), None, False),
+        ("eig_banded", lambda I: ((I["band_u"],), {}), None, False),
+        ("eigh", lambda I: ((I["spd"],), {}), judges.eigh, True),
+        ("eigh", lambda I: ((I["sym"],), {"eigvals_only": True}), judges.eigh, False),
+        ("eigh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), None, False),
+        ("eigvals", lambda I: ((I["gen"],), {}), None, False),
+        ("eigvals_banded", lambda I: ((I["band_u"],), {}), None, False),
+        ("eigvalsh", lambda I: ((I["sym"],), {}), judges.eigvalsh, True),
+        ("eigvalsh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), None, False),
+        ("expm", lambda I: ((I["gen"],), {}), None, True),
+        ("expm_cond", lambda I: ((I["gen"],), {}), None, False),
+        ("expm_frechet", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("fiedler", lambda I: ((I["vec"],), {}), None, False),
+        ("fiedler_companion", lambda I: ((I["vec"],), {}), None, False),
+        ("find_best_blas_type", lambda I: (((I["gen"],),), {}), None, False),
+        ("fractional_matrix_power", lambda I: ((I["spd"], 0.5), {}), None, False),
+        ("funm", lambda I: ((I["sym"], np.exp), {}), None, False),
+        ("hankel", lambda I: ((I["vec"],), {}), None, False),
+        ("hessenberg", lambda I: ((I["gen"],), {}), None, False),
+        ("inv", lambda I: ((I["gen"],), {}), judges.inverse, True),
+        ("ishermitian", lambda I: ((I["sym"],), {}), None, True),
+        ("issymmetric", lambda I: ((I["sym"],), {}), None, False),
+        ("khatri_rao", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("ldl", lambda I: ((I["sym"],), {}), None, False),
+        ("leslie", lambda I: ((I["vec"], I["vec"][:3]), {}), None, False),
+        ("logm", lambda I: ((I["spd"],), {}), None, False),
+        ("lstsq", lambda I: ((I["rect"], I["vec"][:1].repeat(5)), {}), None, False),
+        ("lu", lambda I: ((I["gen"],), {}), judges.lu, True),
+        ("lu_factor", lambda I: ((I["gen"],), {}), judges.lu_factor, True),
+        ("lu_solve", lambda I: ((sl.lu_factor(I["gen"]), I["vec"]), {}),
+         lambda I: judges.solve_for(I["gen"]), True),
+        ("matmul_toeplitz", lambda I: ((I["vec"], I["vec"]), {}), None, False),
+        ("matrix_balance", lambda I: ((I["gen"],), {}), None, False),
+        ("norm", lambda I: ((I["gen"],), {}), None, True),
+        ("norm", lambda I: ((I["gen"], 1), {}), None, False),
+        ("norm", lambda I: ((I["gen"], 2), {}), None, False),
+        ("norm", lambda I: ((I["vec"],), {}), None, False),
+        ("null_space", lambda I: ((I["rect"].T,), {}), None, False),
+        ("ordqz", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("orth", lambda I: ((I["rect"],), {}), None, False),
+        ("orthogonal_procrustes", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("pinv", lambda I: ((I["rect"],), {}), None, False),
+        ("pinvh", lambda I: ((I["spd"],), {}), None, False),
+        ("polar", lambda I: ((I["gen"],), {}), None, False),
+        ("qr", lambda I: ((I["gen"],), {}), judges.qr, True),
+        ("qr", lambda I: ((I["rect"],), {"mode": "economic"}), judges.qr, False),
+        ("qr", lambda I: ((I["gen"],), {"mode": "r"}), judges.qr, False),
+        ("qr_delete", lambda I: ((*_qr(I["gen"]), 1), {}), None, False),
+        ("qr_insert", lambda I: ((*_qr(I["gen"]), I["vec"], 1), {}), None, False),
+        ("qr_multiply", lambda I: ((I["gen"], I["vec"]), {}), None, False),
+        ("qr_update", lambda I: ((*_qr(I["gen"]), I["vec"], I["vec"][::-1].copy()), {}), None,
+         False),
+        ("qz", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("rq", lambda I: ((I["gen"],), {}), None, False),
+        ("rsf2csf", lambda I: (sl.schur(I["gen"]), {}), None, False),
+        ("schur", lambda I: ((I["gen"],), {}), None, False),
+        ("signm", lambda I: ((I["sym"],), {}), None, False),
+        ("sinhm", lambda I: ((I["gen"],), {}), None, False),
+        ("sinm", lambda I: ((I["gen"],), {}), None, False),
+        ("solve", lambda I: ((I["gen"], I["vec"]), {}), judges.solve, True),
+        ("solve", lambda I: ((I["gen"], I["mat"]), {}), judges.solve, False),
+        ("solve", lambda I: ((I["spd"], I["vec"]), {"assume_a": "pos"}), judges.solve, False),
+        ("solve", lambda I: ((I["sym"], I["vec"]), {"assume_a": "sym"}), judges.solve, False),
+        ("solve_banded", lambda I: (((1, 1), I["band_g"], I["vec"]), {}), None, False),
+        ("solve_circulant", lambda I: ((I["vec"], I["vec"][::-1].copy()), {}), None, False),
+        ("solve_continuous_are", lambda I: ((I["gen"], I["ortho"], I["spd"], I["spd"]), {}),
+         None, False),
+        ("solve_continuous_lyapunov", lambda I: ((I["gen"], I["spd"]), {}), None, False),
+        ("solve_discrete_are", lambda I: ((I["stable"], I["ortho"], I["spd"], I["spd"]), {}),
+         None, False),
+        ("solve_discrete_lyapunov", lambda I: ((I["stable"], I["spd"]), {}), None, False),
+        ("solve_lyapunov", lambda I: ((I["gen"], I["spd"]), {}), None, False),
+        ("solve_sylvester", lambda I: ((I["gen"], I["gen2"], I["mat"].repeat(2, 1)), {}),
+         None, False),
+        ("solve_toeplitz", lambda I: ((I["vec"][::-1].copy(), I["vec"]), {}), None, False),
+        ("solve_triangular", lambda I: ((I["upper"], I["vec"]), {}), judges.solve, True),
+        ("solve_triangular", lambda I: ((I["upper"].T.copy(), I["mat"]), {"lower": True}),
+         judges.solve, False),
+        ("solveh_banded", lambda I: ((I["band_u"], I["vec"]), {}), None, False),
+        ("sqrtm", lambda I: ((I["spd"],), {}), None, False),
+        ("subspace_angles", lambda I: ((I["rect"], I["rect"][:, ::-1].copy()), {}), None,
+         False),
+        ("svd", lambda I: ((I["gen"],), {}), judges.svd, True),
+        ("svd", lambda I: ((I["rect"],), {"full_matrices": False}), judges.svd, False),
+        ("svdvals", lambda I: ((I["rect"],), {}), judges.svd, False),
+        ("tanhm", lambda I: ((I["gen"],), {}), None, False),
+        ("tanm", lambda I: ((I["sym"] / 4,), {}), None, False),
+        ("toeplitz", lambda I: ((I["vec"],), {}), None, False),
+    ]
+
+
+def _bad_inputs():
+    """Bad input: SciPy's exception type on every lane."""
+    I = inputs(np.float64)
+    indefinite = np.diag([1.0, -1.0, 2.0, 3.0])
+    singular = np.ones((N, N))
+    return [
+        Case("linalg", "solve", "bad-nonsquare", (I["rect"], I["vec"][:1].repeat(5))),
+        Case("linalg", "solve", "bad-rhs-length", (I["gen"], I["vec"][:3])),
+        Case("linalg", "solve", "bad-singular", (singular, I["vec"])),
+        Case("linalg", "cholesky", "bad-indefinite", (indefinite,)),
+        Case("linalg", "inv", "bad-singular", (singular,)),
+        Case("linalg", "inv", "bad-nonsquare", (I["rect"],)),
+        Case("linalg", "eigh", "bad-nonsquare", (I["rect"],)),
+        Case("linalg", "lu_factor", "bad-nan", (np.full((N, N), np.nan),)),
+        Case("linalg", "solve_triangular", "bad-singular", (np.triu(singular) - np.eye(N),
+                                                             I["vec"])),
+    ]
+
+
+def _generated(profile):
+    """Backward-stable methods on generated matrices of varied conditioning."""
+    out = []
+    specs = [
+        ("solve", dense_square(), lambda a: (a, np.arange(1, a.shape[0] + 1, dtype=a.dtype)),
+         judges.solve),
+        ("cholesky", dense_square(kinds=("spd",)), lambda a: (a,), judges.cholesky),
+        ("eigh", dense_square(kinds=("spd", "sym")), lambda a: (a,), judges.eigh),
+        ("inv", dense_square(kinds=("gen",)), lambda a: (a,), judges.inverse),
+        ("lu", dense_square(kinds=("gen",)), lambda a: (a,), judges.lu),
+        ("qr", rectangular(), lambda a: (a,), judges.qr),
+        ("svd", rectangular(), lambda a: (a,), judges.svd),
+    ]
+    for attr, strategy, build, judge in specs:
+        for i, (tag, a) in enumerate(draw(strategy, profile)):
+            out.append(Case("linalg", attr, f"hyp{i}-{tag}-{a.dtype.name}", build(a),
+                            judge=judge, xla=i < profile.xla_examples))
+    return out
+
+
+def cases(profile):
+    seen = {}
+    for attr, build, judge, with_complex in _table():
+        dtypes = DTYPES + ((COMPLEX,) if with_complex else ())
+        k = seen[attr] = seen.get(attr, 0) + 1
+        for dtype in dtypes:
+            I = inputs(dtype)
+            args, kwargs = build(I)
+            j = judge(I) if judge is not None and judge.__name__ == "<lambda>" else judge
+            yield Case("linalg", attr, f"{k}-{np.dtype(dtype).name}", args, kwargs, judge=j)
+    yield from _bad_inputs()
+    yield from _generated(profile)

@@ -1,0 +1,223 @@
+"""Running the suite, the coverage table (docs/conformance.md), the committed baseline
+(conformance/baseline.json) and the regression check against it."""
+
+import datetime
+import importlib
+import json
+import os
+import platform
+import subprocess
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.harness import STATUSES, name_status, run_lane
+from conformance.lanes import available_lanes
+from conformance.registry import PROFILES, all_cases, public_names
+
+__all__ = ["Results", "run", "write_markdown", "write_baseline", "load_baseline",
+           "compare_to_baseline", "ROOT", "BASELINE", "DOC"]
+
+ROOT = Path(__file__).resolve().parent.parent
+BASELINE = ROOT / "conformance" / "baseline.json"
+DOC = ROOT / "docs" / "conformance.md"
+
+# A name/lane whose baseline status is one of these and whose new status is not is a
+# regression.
+_GOOD = ("conforms", "host")
+
+
+@dataclass
+class Results:
+    profile: str
+    lanes: list
+    routes: dict  # name -> 'device' / 'host' / 'scipy'
+    status: dict  # name -> lane -> (status, detail)
+    outcomes: dict  # lane -> {case id: Outcome}
+    seconds: dict  # lane -> seconds
+    cases_per_name: dict = field(default_factory=dict)
+
+    def totals(self, lane):
+        return Counter(self.status[name][lane][0] for name in self.status)
+
+
+def _route(module, attr):
+    from trnscipy._mirror import route_of
+
+    return route_of(getattr(importlib.import_module(f"trnscipy.{module}"), attr))
+
+
+def run(profile="fast", lanes=None, progress=None):
+    """Run every case of ``profile`` on the available ``lanes`` (names; None: all)."""
+    prof = PROFILES[profile]
+    cases = all_cases(prof)
+    names = public_names()
+    by_name = defaultdict(list)
+    for case in cases:
+        if case.name not in names:
+            raise ValueError(f"case {case.id} is for {case.name}, not a public SciPy name")
+        by_name[case.name].append(case.id)
+    routes = {name: _route(*names[name]) for name in names}
+    lane_objs = available_lanes(lanes)
+    outcomes, seconds = {}, {}
+    for lane in lane_objs:
+        outcomes[lane.name], seconds[lane.name] = run_lane(cases, lane, prof, progress)
+    status = {
+        name: {lane.name: name_status(by_name.get(name, []), outcomes[lane.name], routes[name])
+               for lane in lane_objs}
+        for name in names
+    }
+    return Results(profile, [lane.name for lane in lane_objs], routes, status, outcomes,
+                   seconds, {n: len(c) for n, c in by_name.items()})
+
+
+def _git(*args):
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _versions():
+    import numpy
+    import scipy
+
+    out = {"python": platform.python_version(), "numpy": numpy.__version__,
+           "scipy": scipy.__version__}
+    try:
+        import torch
+
+        out["torch"] = torch.__version__
+    except ImportError:
+        pass
+    try:
+        import torch_xla
+
+        out["torch_xla"] = torch_xla.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def write_baseline(results, path=BASELINE):
+    data = {
+        "profile": results.profile,
+        "lanes": results.lanes,
+        "status": {name: {lane: {"status": s, "detail": d}
+                          for lane, (s, d) in per_lane.items()}
+                   for name, per_lane in sorted(results.status.items())},
+    }
+    Path(path).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+
+def load_baseline(path=BASELINE):
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def compare_to_baseline(results, baseline):
+    """(regressions, improvements): lists of 'name [lane]: old -> new (detail)'."""
+    regressions, improvements = [], []
+    for name, per_lane in results.status.items():
+        old_lanes = baseline["status"].get(name, {})
+        for lane, (new, detail) in per_lane.items():
+            if lane not in old_lanes:
+                continue
+            old = old_lanes[lane]["status"]
+            if old == new:
+                continue
+            line = f"{name} [{lane}]: {old} -> {new}" + (f" ({detail})" if detail else "")
+            if old in _GOOD and new not in _GOOD:
+                regressions.append(line)
+            else:
+                improvements.append(line)
+    return regressions, improvements
+
+
+_CELL = {"conforms": "conforms", "host": "host", "differs": "**differs**",
+         "not-implemented": "not implemented", "untested": "untested", "scipy-object": "N/A"}
+
+_LEGEND = "\n".join([
+    "| status | meaning |",
+    "|---|---|",
+    "| conforms | every case ran on the lane's device and matched SciPy (same exception type,"
+    " or same result kind and values within tolerance); `*`: some dtypes (listed under"
+    " Details) ran on the host with a DeviceFallbackWarning |",
+    "| host | not on device: every case ran on the host with a DeviceFallbackWarning and"
+    " matched SciPy; `host†`: no case, the name is a host-only wrapper by its route |",
+    "| **differs** | at least one case did not match SciPy; case id and reason under Details |",
+    "| not implemented | the inputs could not be put on the lane, or the name is SciPy's own"
+    " object with no device route and did not conform |",
+    "| untested | has a device route but no case ran on this lane |",
+    "| N/A | SciPy's own class, module, exception or constant, with no case |",
+    "",
+])
+
+
+def _cell(status, detail):
+    text = _CELL[status]
+    if status == "conforms" and "host (warned)" in detail:
+        text += "*"
+    if status == "host" and "no case" in detail:
+        text += "†"
+    return text
+
+
+def write_markdown(results, path=DOC, command="python -m conformance --write"):
+    lanes = results.lanes
+    lines = [
+        "# Conformance with SciPy",
+        "",
+        "<!-- Generated by `python -m conformance --write`; do not edit by hand. -->",
+        "",
+        "Every public name of `scipy.sparse`, `scipy.sparse.linalg` and `scipy.linalg`, with its",
+        "status on each lane, from one run of the conformance suite (`conformance/`): each case",
+        "is called through SciPy and through trnscipy with the inputs on the lane, and the two",
+        "are compared (exception type, result kind, values; float32 by backward error where",
+        "the function has one). See `conformance/harness.py` for the rules.",
+        "",
+        f"- Command: `{command}` (profile `{results.profile}`)",
+        f"- Commit: `{_git('rev-parse', 'HEAD')}`"
+        + (" (with uncommitted changes)" if _git("status", "--porcelain", "--untracked-files=no")
+           else ""),
+        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Versions: {', '.join(f'{k} {v}' for k, v in _versions().items())}",
+        f"- PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '')}",
+        "- Lanes run: " + ", ".join(f"{lane} ({results.seconds[lane]:.0f} s, "
+                                   f"{len(results.outcomes[lane])} cases)" for lane in lanes),
+        "- Lanes absent on this machine: "
+        + (", ".join(x for x in ("cpu", "xla", "xla-neuron", "cuda", "offload")
+                     if x not in lanes) or "none"),
+        "",
+        "## Totals",
+        "",
+        "| lane | " + " | ".join(_CELL[s].strip("*") for s in STATUSES) + " |",
+        "|---|" + "---|" * len(STATUSES),
+    ]
+    for lane in lanes:
+        t = results.totals(lane)
+        lines.append(f"| {lane} | " + " | ".join(str(t.get(s, 0)) for s in STATUSES) + " |")
+    lines += ["", "## Legend", "", _LEGEND]
+    details = []
+    for module in ("sparse", "sparse.linalg", "linalg"):
+        prefix = f"scipy.{module}."
+        names = [n for n in results.status if n.startswith(prefix) and "." not in n[len(prefix):]]
+        lines += [f"## scipy.{module}", "",
+                  "| name | route | cases | " + " | ".join(lanes) + " |",
+                  "|---|---|---|" + "---|" * len(lanes)]
+        for name in names:
+            short = name[len(prefix):]
+            cells = [_cell(*results.status[name][lane]) for lane in lanes]
+            lines.append(f"| `{short}` | {results.routes[name]} | "
+                         f"{results.cases_per_name.get(name, 0)} | " + " | ".join(cells) + " |")
+            for lane in lanes:
+                status, detail = results.status[name][lane]
+                if status in ("differs", "not-implemented") or (
+                        status == "conforms" and "host (warned)" in detail):
+                    details.append(f"- `{name}` [{lane}] {status}: {detail}")
+        lines.append("")
+    lines += ["## Details", "", "Differences, missing device routes and host dtypes, per lane:",
+              ""] + (details or ["none"]) + [""]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("\n".join(lines))

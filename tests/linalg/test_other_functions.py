@@ -1,0 +1,127 @@
+"""eig/eigvals, pinv, lstsq, norm, expm, sqrtm: paired with SciPy."""
+
+import contextlib
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import eps, random, tensor, to_np
+from trnscipy import DeviceFallbackWarning
+
+torch = pytest.importorskip("torch")
+
+N = 6
+
+
+def _host_on_xla(dlane):
+    if dlane.type == "xla":
+        return pytest.warns(DeviceFallbackWarning, match="no xla implementation")
+    return contextlib.nullcontext()
+
+
+def _sorted(w):
+    return w[np.lexsort((np.round(w.imag, 8), np.round(w.real, 8)))]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_eig_eigvals(dlane, dtype):
+    rng = np.random.default_rng(30)
+    a = random(N, dtype, rng)
+    wref, vref = sl.eig(a)
+    with _host_on_xla(dlane):
+        w, v = tl.eig(tensor(a, dlane))
+    assert to_np(w).dtype == wref.dtype and to_np(v).dtype == vref.dtype
+    w, v = to_np(w), to_np(v)
+    tol = 100 * N * eps(dtype) * np.linalg.norm(a)
+    assert np.allclose(_sorted(w), _sorted(wref), atol=tol)
+    assert np.linalg.norm(a @ v - v * w) <= tol
+    with _host_on_xla(dlane):
+        w2 = tl.eigvals(tensor(a, dlane))
+    assert np.allclose(_sorted(to_np(w2)), _sorted(wref), atol=tol)
+    sym = (a + a.conj().T) / 2  # real eigenvalues: SciPy returns real eigenvectors then
+    _, vref = sl.eig(sym.real)
+    with _host_on_xla(dlane):
+        _, v = tl.eig(tensor(sym.real.copy(), dlane))
+    assert to_np(v).dtype == vref.dtype
+
+
+def test_eig_generalized_and_left_run_on_host(dlane):
+    if dlane.type == "xla":
+        pytest.skip("eig is a host op on XLA (covered above)")
+    a = random(4, np.float64, np.random.default_rng(31))
+    b = np.eye(4) * 2
+    ctx = pytest.warns(DeviceFallbackWarning, match="generalized") if \
+        _generic(dlane) else contextlib.nullcontext()
+    with ctx:
+        w, vl, vr = tl.eig(tensor(a, dlane), tensor(b, dlane), left=True)
+    wref, vlref, vrref = sl.eig(a, b, left=True)
+    assert np.allclose(to_np(w), wref) and np.allclose(to_np(vr), vrref)
+
+
+def _generic(dlane):
+    import trnscipy._kernels as seam
+
+    return dlane.type == "cpu" and ("linalg.eig", "cpu") not in seam._IMPLS
+
+
+@pytest.mark.parametrize("shape", [(N, 4), (4, N)])
+def test_pinv_lstsq(dlane, shape):
+    if dlane.type == "xla" and shape == (4, N):
+        pytest.skip("XLA lane compile budget (an SVD graph compiles ~10 s)")
+    rng = np.random.default_rng(32)
+    dtype = np.float32 if dlane.type == "xla" else np.float64
+    a = random(shape[1], dtype, rng, m=shape[0])
+    b = rng.standard_normal(shape[0]).astype(dtype)
+    tol = 100 * N * eps(dtype)
+    p, rank = tl.pinv(tensor(a, dlane), return_rank=True)
+    pref, rref = sl.pinv(a, return_rank=True)
+    assert to_np(p).dtype == pref.dtype and int(rank) == rref
+    assert np.allclose(to_np(p), pref, atol=tol * np.abs(pref).max())
+    x, res, rk, s = tl.lstsq(tensor(a, dlane), tensor(b, dlane))
+    xref, resref, rkref, sref = sl.lstsq(a, b)
+    assert rk == rkref and tuple(res.shape) == np.shape(resref)
+    assert np.allclose(to_np(x), xref, atol=tol * np.abs(xref).max())
+    assert np.allclose(to_np(s), sref, atol=tol * sref[0])
+    if np.size(resref):
+        assert np.allclose(to_np(res), resref, rtol=tol * 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_norm(dlane, dtype):
+    rng = np.random.default_rng(33)
+    a = random(4, dtype, rng, m=5)
+    t = tensor(a, dlane)
+    ords = [None, "fro", 1, -1, np.inf, -np.inf]
+    if dlane.type != "xla":
+        ords += [2, -2, "nuc"]  # XLA: one SVD compile is already paid in test_pinv_lstsq
+    for ord_ in ords:
+        ref = sl.norm(a, ord_)
+        ours = tl.norm(t, ord_)
+        assert isinstance(ours, torch.Tensor) and ours.ndim == 0
+        if isinstance(ref, np.generic):  # SciPy returns a Python float for some ords
+            assert to_np(ours).dtype == ref.dtype, ord_
+        assert np.isclose(to_np(ours), ref, rtol=100 * eps(dtype)), ord_
+    for kw in ({"axis": 0}, {"axis": 1, "ord": 1}, {"axis": 0, "keepdims": True}):
+        ref = sl.norm(a, **kw)
+        ours = to_np(tl.norm(t, **kw))
+        assert ours.shape == ref.shape and np.allclose(ours, ref, rtol=100 * eps(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64])
+def test_expm_sqrtm(dlane, dtype):
+    rng = np.random.default_rng(34)
+    a = random(N, dtype, rng) / 3
+    with _host_on_xla(dlane):
+        e = tl.expm(tensor(a, dlane))
+    ref = sl.expm(a)
+    assert to_np(e).dtype == ref.dtype
+    assert np.allclose(to_np(e), ref, rtol=1000 * eps(dtype), atol=1000 * eps(dtype))
+    spd = a @ a.conj().T + np.eye(N, dtype=dtype)
+    with _host_on_xla(dlane):
+        r = tl.sqrtm(tensor(spd, dlane)) if not _generic(dlane) else None
+    if r is not None:
+        rref = sl.sqrtm(spd)
+        assert to_np(r).dtype == rref.dtype
+        assert np.allclose(to_np(r), rref, rtol=1e3 * eps(dtype), atol=1e3 * eps(dtype))
