@@ -79,12 +79,14 @@ def _memory_table(rows, lanes):
 
 def _counts(c):
     return f"{c['compilations']} / {c['executions']} / {c['transfers_to_device']}+" \
-           f"{c['transfers_from_device']} / {c.get('aten_cpu_fallbacks', '-')}"
+           f"{c['transfers_from_device']} / {c.get('scalar_reads', '-')} / " \
+           f"{c.get('aten_cpu_fallbacks', '-')}"
 
 
 def _xla_table(rows):
     header = ["workload", "parameters",
-              "cold: compiles / executions / transfers in+out / aten CPU fallbacks",
+              "cold: compiles / executions / transfers in+out / scalar reads / aten CPU "
+              "fallbacks",
               "warm: same counts", "MODEL trn1 cold (low-high)",
               "MODEL trn1 warm (low-high)"]
     body = []
@@ -271,8 +273,9 @@ def markdown(results):
                     ""]
             out += _solver_table(rows, lanes) + [""]
         out += ["XLA lane: graph counts per call (cold = first call of this case, warm = "
-                "repeat; aten CPU fallbacks = ops torch-xla silently ran on the host, from "
-                "its aten:: counters) and the MODELLED trn1 time (see the model section; "
+                "repeat; scalar reads = .item()-style reads of a device value into Python; aten "
+                "CPU fallbacks = other ops torch-xla silently ran on the host; both from its "
+                "aten:: counters) and the MODELLED trn1 time (see the model section; "
                 "not a measurement):", ""]
         out += _xla_table(rows) + [""]
         out += ["Peak memory per call:", ""]
