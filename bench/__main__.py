@@ -29,10 +29,15 @@ PROFILES = {
         "timing": {"budget_s": 2.0, "min_reps": 3, "max_reps": 25},
         "copy": {"bytes": 256 * 2**20, "reps": 7},
         "spmv": {"poisson_k": [100, 1000], "random": [(50_000, 1e-3), (10_000, 1e-2)],
-                 "N": [1, 16, 128], "xla_max_work": 3e7},
+                 "N": [1, 16, 128], "xla_max_work": 1e8},
         "bsr": {"block": 128, "shapes": [(4, 4), (4, 8), (8, 4)], "densities": [0.25, 0.5],
-                "N": [1, 16, 128], "xla_max_work": 3e7},
-        "solvers": {"rtol": 1e-5, "xla_max_work": 1e5, "cases": [
+                "N": [1, 16, 128], "xla_max_work": 1e8},
+        "solvers": {
+            "rtol": 1e-5, "xla_max_work": 1e5,
+            "xla_cut": {"gmres convdiff2d 100x100": (
+                "gmres's first XLA compile takes minutes on PJRT CPU (measured on Poisson, "
+                "the same graph shapes)")},
+            "cases": [
             # problem, grid k, solver, dtype, maxiter (None: SciPy's default)
             ("poisson2d", 100, "cg", "float64", None),
             ("poisson2d", 100, "cg", "float32", None),
@@ -70,7 +75,8 @@ CUTS = {
         "lane is reported.",
         "cg on convection-diffusion: the matrix is nonsymmetric, cg does not apply; gmres "
         "only.",
-        "XLA lane (PJRT CPU) above its size limits: nnz x N > 3e7 for SpMV/SpMM, more than "
+        "XLA lane (PJRT CPU) above its size limits: nnz x N (stored values x N for BSR) > "
+        "1e8 for SpMV/SpMM (the N=128 rows of the large CSR matrices), more than "
         "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
         "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
     ],
@@ -141,6 +147,7 @@ def _machine():
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     return {"cpu_model": model, "cores": cores, "memory_gb": memory,
             "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "library default"),
             "platform": platform.platform()}
 
 
@@ -170,7 +177,9 @@ def _parse(argv):
     p.add_argument("--cuda", action="store_true",
                    help="add CUDA lanes (only where torch.cuda.is_available())")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads for the run (default: torch's own)")
+                   help="threads for every lane: torch.set_num_threads and OMP/OpenBLAS/MKL "
+                        "thread counts (default: the libraries' own). On a machine shared "
+                        "with other work, --threads 1 avoids thread-pool stalls")
     p.add_argument("--md", default=str(ROOT / "docs" / "benchmarks.md"),
                    help="Markdown output (default docs/benchmarks.md)")
     p.add_argument("--json", default=str(ROOT / "bench" / "results.json"),
@@ -198,6 +207,11 @@ def _shown_args(argv):
 
 def main(argv=None):
     args = _parse(sys.argv[1:] if argv is None else argv)
+    if args.threads:
+        if "numpy" in sys.modules:
+            print("warning: numpy already imported; --threads may not reach OpenBLAS")
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
     warnings.filterwarnings("ignore", message="Sparse (CSR|BSR) tensor support is in beta")
     import torch
 
@@ -228,8 +242,8 @@ def main(argv=None):
             "rotates each repetition; calls under 2 ms are batched); the median per call is "
             "reported. Every call of a device lane includes its synchronisation."),
         "memory_method": MEMORY_METHOD,
-        "load_note": os.environ.get(
-            "BENCH_LOAD_NOTE", "not recorded (set BENCH_LOAD_NOTE to describe other load)"),
+        "loadavg_start": os.getloadavg()[0],
+        "load_note": os.environ.get("BENCH_LOAD_NOTE", ""),
     }
     if args.cuda and not any(lane.name == "trn_cuda" for lane in lanes):
         meta["cuda"] = "requested, but torch.cuda is not available here: no CUDA lanes"
@@ -265,6 +279,7 @@ def main(argv=None):
                               "where": LANE_WHERE["trn_host"]})
 
     results["elapsed_s"] = time.perf_counter() - started
+    meta["loadavg_end"] = os.getloadavg()[0]
     text = markdown(results)
     for path, content in ((args.md, text + "\n"),
                           (args.json, json.dumps(results, indent=1, default=str) + "\n")):

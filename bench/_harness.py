@@ -221,23 +221,30 @@ def _xla_counts(lane, run):
     # wait for the execution inside the block: torch_xla.sync() alone returns before an
     # asynchronous execution finishes, and its ExecuteTime sample would then be missed
     lane.sync()
-    fallbacks = _aten_fallbacks()
+    reads, fallbacks = _aten_counts()
     with xla_counts() as counts:
         result = run()
         lane.sync()
+    reads_after, fallbacks_after = _aten_counts()
     return result, {"compilations": counts.compilations, "executions": counts.executions,
                     "transfers_to_device": counts.transfers_to_device,
                     "transfers_from_device": counts.transfers_from_device,
-                    "aten_cpu_fallbacks": _aten_fallbacks() - fallbacks}
+                    "scalar_reads": reads_after - reads,
+                    "aten_cpu_fallbacks": fallbacks_after - fallbacks}
 
 
-def _aten_fallbacks():
-    """Ops torch-xla ran on the host CPU because they do not lower to XLA (its aten::
-    counters): silent host work on Trainium too."""
+_SCALAR_READ = "aten::_local_scalar_dense"  # .item() / bool(t) / float(t) on a device tensor
+
+
+def _aten_counts():
+    """(scalar reads to Python, other ops torch-xla ran on the host CPU because they do not
+    lower to XLA), from torch-xla's aten:: counters: host work on Trainium too."""
     import torch_xla.debug.metrics as met
 
-    return sum(met.counter_value(name) or 0 for name in met.counter_names()
-               if name.startswith("aten::"))
+    names = [n for n in met.counter_names() if n.startswith("aten::")]
+    reads = met.counter_value(_SCALAR_READ) or 0 if _SCALAR_READ in names else 0
+    others = sum(met.counter_value(n) or 0 for n in names if n != _SCALAR_READ)
+    return reads, others
 
 
 def _first_call(lane, run, entry):

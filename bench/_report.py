@@ -79,12 +79,14 @@ def _memory_table(rows, lanes):
 
 def _counts(c):
     return f"{c['compilations']} / {c['executions']} / {c['transfers_to_device']}+" \
-           f"{c['transfers_from_device']} / {c.get('aten_cpu_fallbacks', '-')}"
+           f"{c['transfers_from_device']} / {c.get('scalar_reads', '-')} / " \
+           f"{c.get('aten_cpu_fallbacks', '-')}"
 
 
 def _xla_table(rows):
     header = ["workload", "parameters",
-              "cold: compiles / executions / transfers in+out / aten CPU fallbacks",
+              "cold: compiles / executions / transfers in+out / scalar reads / aten CPU "
+              "fallbacks",
               "warm: same counts", "MODEL trn1 cold (low-high)",
               "MODEL trn1 warm (low-high)"]
     body = []
@@ -216,9 +218,15 @@ def markdown(results):
            "## Machine and lanes", "",
            f"- CPU: {meta['machine']['cpu_model']}, {meta['machine']['cores']} cores, "
            f"{meta['machine']['memory_gb']:.0f} GB RAM; torch threads "
-           f"{meta['machine']['torch_threads']}.",
+           f"{meta['machine']['torch_threads']}, BLAS threads "
+           f"{meta['machine'].get('blas_threads', 'library default')}.",
            f"- Versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}.",
-           f"- Load: {meta['load_note']}"]
+           f"- Load: 1-minute load average {meta['loadavg_start']:.1f} at the start, "
+           f"{meta['loadavg_end']:.1f} at the end, on {meta['machine']['cores']} cores"
+           + (" (other work was running: figures are noisy, and multi-threaded lanes stall "
+              "in their thread pools)"
+              if max(meta["loadavg_start"], meta["loadavg_end"]) > 0.5 * meta["machine"]["cores"]
+              else "") + (f". {meta['load_note']}" if meta["load_note"] else ".")]
     for lane in meta["lanes"]:
         out.append(f"- **{lane['label']}**: {lane['where']}")
     if "trn_cuda" not in lanes:
@@ -257,15 +265,17 @@ def markdown(results):
         out += _time_table(rows, lanes, notes) + [""]
         if name in ("spmv", "bsr") and copy:
             out += ["Roofline (N=1): effective GB/s = compulsory bytes (data + indices + indptr "
-                    "+ x + y) / time, against the copy bandwidth above:", ""]
+                    "+ x + y) / time, against the copy bandwidth above (over 100%: the working set "
+                    "fits in the CPU caches):", ""]
             out += _roofline_table(rows, lanes, copy["GBps"] * 1e9) + [""]
         if name == "solvers":
             out += ["Solver outcome per lane (info / true relative residual ||b-Ax||/||b||):",
                     ""]
             out += _solver_table(rows, lanes) + [""]
         out += ["XLA lane: graph counts per call (cold = first call of this case, warm = "
-                "repeat; aten CPU fallbacks = ops torch-xla silently ran on the host, from "
-                "its aten:: counters) and the MODELLED trn1 time (see the model section; "
+                "repeat; scalar reads = .item()-style reads of a device value into Python; aten "
+                "CPU fallbacks = other ops torch-xla silently ran on the host; both from its "
+                "aten:: counters) and the MODELLED trn1 time (see the model section; "
                 "not a measurement):", ""]
         out += _xla_table(rows) + [""]
         out += ["Peak memory per call:", ""]

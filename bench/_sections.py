@@ -221,7 +221,7 @@ def _scipy_iterations(solver, A, b, kwargs):
     return count[0]
 
 
-def _trn_solver_builder(name, A, b, device, kwargs, cfg):
+def _trn_solver_builder(name, workload, A, b, device, kwargs, cfg):
     def build():
         import trnscipy.sparse as tsp
         import trnscipy.sparse.linalg as tspla
@@ -229,6 +229,8 @@ def _trn_solver_builder(name, A, b, device, kwargs, cfg):
         solver = _require_route(getattr(tspla, name), f"trnscipy.sparse.linalg.{name}", device)
         _require_route(tsp.csr_array, "trnscipy.sparse.csr_array")
         _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.shape[0], "unknowns")
+        if device.type == "xla" and workload in cfg.get("xla_cut", ()):
+            raise Cut(f"{workload}: {cfg['xla_cut'][workload]}")
         At = tsp.csr_array((_t(A.data, device), _t(A.indices, device), _t(A.indptr, device)),
                            shape=A.shape)
         _device_object(At, "trnscipy.sparse.csr_array(torch tensors)")
@@ -271,13 +273,15 @@ def solver_cases(cfg, lanes):
             res = np.linalg.norm(b - A @ np.asarray(host[0], dtype=A.dtype)) / bnorm
             return res / max(ref_res, rtol)
 
+        workload = f"{name} {problem} {k}x{k}"
         builders = {"scipy": lambda s=solver, A=A, b=b, kw=kwargs: (lambda: s(A, b, **kw))}
         for lane in lanes:
             if lane.name in ("trn_cpu", "trn_xla", "trn_cuda"):
-                builders[lane.name] = _trn_solver_builder(name, A, b, lane.device, kwargs, cfg)
+                builders[lane.name] = _trn_solver_builder(name, workload, A, b, lane.device,
+                                                          kwargs, cfg)
         if any(lane.name == "cupy" for lane in lanes):
             builders["cupy"] = _cupy_solver_builder(name, A, b, kwargs)
-        yield Case("solvers", f"{name} {problem} {k}x{k}",
+        yield Case("solvers", workload,
                    {"unknowns": A.shape[0], "dtype": str(A.dtype), "rtol": cfg["rtol"],
                     "maxiter": maxiter, "iterations": iterations},
                    builders, check=check, tol=10.0, describe=describe,
