@@ -41,6 +41,15 @@ def _snapshot():
     return values
 
 
+def _flush():
+    """Run pending work and wait for it (torch_xla.sync() returns before it finishes)."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    torch_xla.sync()
+    xm.wait_device_ops()
+
+
 @contextlib.contextmanager
 def xla_counts(sync=True):
     """Count XLA graph compilations, executions and transfers inside the block.
@@ -48,15 +57,13 @@ def xla_counts(sync=True):
     With ``sync`` (default) pending work is flushed before and after, so the
     counts belong to the block alone.
     """
-    import torch_xla
-
     if sync:
-        torch_xla.sync()
+        _flush()
     before = _snapshot()
     counts = XlaCounts()
     yield counts
     if sync:
-        torch_xla.sync()
+        _flush()
     after = _snapshot()
     for field in _COUNTED:
         setattr(counts, field, after[field] - before[field])
