@@ -6,6 +6,8 @@ depends on the data, it is read to the host once (one scalar) and the result is
 sliced to it, so an XLA graph stays shape-static until that single read.
 """
 
+import functools
+
 import numpy as np
 import scipy.sparse._sputils as _scipy_sputils
 from array_api_compat import is_torch_array
@@ -144,9 +146,17 @@ def coalesce(major, minor, data, n_minor):
 
 def result_dtype(func, *dtypes, scalars=()):
     """NumPy's result dtype of ``func`` on arrays of ``dtypes`` and Python ``scalars``."""
+    if not scalars:  # the products' hot path: cached per dtype combination
+        return _array_result_dtype(func, tuple(np.dtype(d) for d in dtypes))
     with np.errstate(all="ignore"):
         args = [np.ones(1, dtype=d) for d in dtypes] + list(scalars)
         return np.asarray(func(*args)).dtype
+
+
+@functools.lru_cache(maxsize=256)
+def _array_result_dtype(func, dtypes):
+    with np.errstate(all="ignore"):
+        return np.asarray(func(*(np.ones(1, dtype=d) for d in dtypes))).dtype
 
 
 def sum_dtype(dtype):
