@@ -102,15 +102,24 @@ def compact(mask, *tensors):
 
 
 def expand_ptr(indptr, nnz):
-    """Major index of each stored entry of a compressed structure."""
-    pos = torch.arange(nnz, device=indptr.device, dtype=indptr.dtype)
-    return (torch.searchsorted(indptr, pos, right=True) - 1).to(indptr.dtype)
+    """Major index of each stored entry of a compressed structure.
+
+    Counts the row boundaries at or before each entry (scatter-add + cumsum): static
+    shapes that lower on XLA, where torch.searchsorted runs on the host."""
+    if nnz == 0:  # XLA cannot lower a cumsum over nothing
+        return torch.zeros(0, dtype=indptr.dtype, device=indptr.device)
+    inner = indptr[1:-1].to(torch.int64)
+    marks = torch.zeros(nnz + 1, dtype=torch.int64, device=indptr.device)
+    marks.index_add_(0, inner, torch.ones_like(inner))
+    return torch.cumsum(marks[:nnz], 0).to(indptr.dtype)
 
 
 def compress(major_sorted, n_major, dtype):
-    """indptr of entries whose (sorted) major indices are ``major_sorted``."""
-    bounds = torch.arange(n_major + 1, device=major_sorted.device, dtype=major_sorted.dtype)
-    return torch.searchsorted(major_sorted, bounds).to(dtype)
+    """indptr of entries whose major indices are ``major_sorted`` (counts + cumsum)."""
+    major = major_sorted.to(torch.int64)
+    counts = torch.zeros(n_major + 1, dtype=torch.int64, device=major.device)
+    counts.index_add_(0, major + 1, torch.ones_like(major))
+    return torch.cumsum(counts, 0).to(dtype)
 
 
 def segment_sum(data, seg, n):
