@@ -69,9 +69,9 @@ def main(argv=None):
     _, _, _, iterations = _solve(A, b, args.rtol, count_iterations=True)
     x_ref, info, seconds, _ = _solve(A, b, args.rtol, count_iterations=False)
     bnorm = np.linalg.norm(b)
-    print(f"\n{'lane':44s} {'time':>9s} {'info':>5s} {'rel. residual':>14s} "
+    print(f"\n{'lane':46s} {'time':>9s} {'info':>5s} {'rel. residual':>14s} "
           f"{'vs SciPy':>10s}")
-    print(f"{'SciPy (NumPy inputs; ' + str(iterations) + ' iterations)':44s} "
+    print(f"{'SciPy (NumPy inputs; ' + str(iterations) + ' iterations)':46s} "
           f"{seconds:8.3f}s {info:5d} {np.linalg.norm(b - A @ x_ref) / bnorm:14.2e} {'':>10s}")
 
     for label, device in _lanes():
@@ -81,7 +81,7 @@ def main(argv=None):
             x, info, seconds, _ = _solve(A_dev, b_dev, args.rtol, count_iterations=False)
             residual = np.linalg.norm(b - A @ x) / bnorm
             agreement = np.linalg.norm(x - x_ref) / np.linalg.norm(x_ref)
-            print(f"{label + ' (' + run + ')':44s} {seconds:8.3f}s {info:5d} "
+            print(f"{label + ' (' + run + ')':46s} {seconds:8.3f}s {info:5d} "
                   f"{residual:14.2e} {agreement:10.1e}")
     print("\n'vs SciPy' is ||x - x_scipy|| / ||x_scipy||; 'cold' includes XLA graph "
           "compilation, 'warm' repeats the solve.")
