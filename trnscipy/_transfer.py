@@ -26,7 +26,8 @@ def _array_to_device(a, device):
     return t.to(device)
 
 
-def _tensor_to_host(t):
+def _tensor_to_host(t, copy=False):
+    """NumPy data of ``t``; a CPU tensor's array shares its memory unless ``copy``."""
     t = t.detach()
     if t.is_conj():
         t = t.resolve_conj()
@@ -36,6 +37,8 @@ def _tensor_to_host(t):
         a = torch.complex(t.real.cpu(), t.imag.cpu()).numpy()
     else:
         a = t.cpu().numpy()
+        if copy and t.device.type == "cpu":
+            a = a.copy()
     return a[()] if a.ndim == 0 else a
 
 

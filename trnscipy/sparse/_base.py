@@ -221,8 +221,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def _host(self, t):
         """A host copy of ``t`` (never a view: SciPy may change it in place)."""
-        a = _tensor_to_host(t)
-        return a.copy() if t.device.type == "cpu" else a
+        return _tensor_to_host(t, copy=True)
 
     # ---- conversions --------------------------------------------------------------
 
