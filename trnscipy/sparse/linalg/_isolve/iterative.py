@@ -106,21 +106,33 @@ def _lartg(f, g):
     return c.to(f.dtype), s, r
 
 
-def _givens_column(hcol, j, Q, S):
-    """Rotate a new Hessenberg column: apply the rotations so far (accumulated in Q),
-    add the one that zeroes ``hcol[j + 1]`` to Q and to the residual vector S.
+def _givens_column(hcol, j, Q):
+    """Rotate a new Hessenberg column: apply the rotations so far (accumulated in the
+    unitary Q) and the one that zeroes ``hcol[j + 1]``.  Returns the rotated column and
+    the new Q; the residual vector of the small least-squares problem is
+    ``beta * Q[:, 0]`` (|entry j + 1|: the residual estimate after step j).
 
-    Returns the rotated column and the new residual estimate |S[j + 1]|."""
+    ``j`` may be a device integer: every op is a whole-array select, reduction or
+    product of the same shape at each step, so an unrolled graph repeats identical
+    kernels (no element writes, no per-step slices, no chain of scalar updates that a
+    compiler would fuse and duplicate)."""
+    rows = torch.arange(Q.shape[0], device=Q.device)
+    at_j, at_j1 = rows == j, rows == j + 1
     hcol = Q @ hcol
-    c, s, r = _lartg(hcol[j], hcol[j + 1])
-    hcol[j] = r
-    hcol[j + 1] = 0
-    G = torch.stack([torch.stack([c, s]), torch.stack([-_conj(s), c])])
-    Q[j:j + 2] = G @ Q[j:j + 2]
-    t = -_conj(s) * S[j]
-    S[j] = c * S[j]
-    S[j + 1] = t
-    return hcol, t.abs()
+    c, s, r = _lartg(_entry(hcol, at_j), _entry(hcol, at_j1))
+    hcol = torch.where(at_j, r, torch.where(at_j1, 0, hcol))
+    rows_j, rows_j1 = at_j[:, None], at_j1[:, None]
+    cols_j, cols_j1 = at_j[None, :], at_j1[None, :]
+    eye = torch.eye(Q.shape[0], dtype=Q.dtype, device=Q.device)
+    G = torch.where(rows_j | rows_j1, 0, eye)
+    G = G + torch.where((rows_j & cols_j) | (rows_j1 & cols_j1), c, 0)
+    G = G + torch.where(rows_j & cols_j1, s, 0) + torch.where(rows_j1 & cols_j, -_conj(s), 0)
+    return hcol, G @ Q
+
+
+def _entry(v, at):
+    """v[i] for the one-hot mask ``at`` (exact: a sum of v[i] and zeros)."""
+    return torch.where(at, v, 0).sum()
 
 
 def _lartg_host(f, g):
@@ -220,39 +232,41 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         return s.keep(x + dx, x), presid, brk
 
     def arnoldi_lazy(x, r, ptol, s):
-        """One restart cycle as a fixed-shape graph: steps after the inner stop are masked."""
+        """One restart cycle as a fixed-shape graph: all ``m`` steps run, the inner stop
+        (first step whose residual estimate meets ``ptol``, or a breakdown) is found by a
+        reduction afterwards and the steps after it are masked out."""
         V = torch.zeros((m + 1, n), dtype=dtype, device=device)
-        H = torch.zeros((m, m + 1), dtype=dtype, device=device)
-        S = torch.zeros(m + 1, dtype=dtype, device=device)
         Q = torch.eye(m + 1, dtype=dtype, device=device)
+        rows = torch.arange(m + 1, device=device)
         v0 = psolve(r)
-        tmp = norm(v0)
-        V[0] = v0 * (1 / tmp)
-        S[0] = tmp
-        live = s.live
-        steps = torch.zeros((), dtype=torch.int64, device=device)
-        presid = torch.zeros((), dtype=rdtype, device=device)
-        breakdown = torch.zeros((), dtype=torch.bool, device=device)
+        beta = norm(v0)
+        v = v0 * (1 / beta)
+        V[0] = v
+        j = torch.zeros((), dtype=torch.int64, device=device)
+        cols, res, brks = [], [], []
         for col in range(m):
-            w = psolve(matvec(V[col]))
+            # classical Gram-Schmidt twice against all of V (rows not yet filled are zero)
+            w = psolve(matvec(v))
             h0 = norm(w)
-            basis = V[:col + 1]
-            h = basis.conj() @ w
-            w = w - h @ basis
-            h2 = basis.conj() @ w
-            w = w - h2 @ basis
-            h = h + h2
+            h = V.conj() @ w
+            w = w - h @ V
+            h2 = V.conj() @ w
+            w = w - h2 @ V
             h1 = norm(w)
             brk = h1 <= eps * h0
-            V[col + 1] = torch.where(brk, w, w * (1 / h1))
-            hcol = torch.cat([h, torch.where(brk, 0, h1).to(dtype).reshape(1),
-                              torch.zeros(m - col - 1, dtype=dtype, device=device)])
-            H[col], res = _givens_column(hcol, col, Q, S)
-            steps = steps + live.to(torch.int64)
-            presid = torch.where(live, res, presid)
-            breakdown = torch.where(live, brk, breakdown)
-            live = live & ~((res <= ptol) | brk)
-        return _gmres_update(x, V, H, S, steps, m, s), presid, breakdown
+            v = torch.where(brk, w, w * (1 / h1))
+            V[col + 1] = v  # (an in-place slice update: a select here would be fused,
+            at_j1 = rows == j + 1  # chain and all, into every later product with V)
+            hcol = torch.where(at_j1, torch.where(brk, 0, h1).to(dtype), h + h2)
+            hcol, Q = _givens_column(hcol, j, Q)
+            cols.append(hcol)
+            res.append(_entry(Q[:, 0], at_j1).abs() * beta)
+            brks.append(brk)
+            j = j + 1
+        res, brks = torch.stack(res), torch.stack(brks)
+        steps, (presid, breakdown) = _inner_stop(res <= ptol, brks, res, brks)
+        S = Q[:, 0] * beta.to(dtype)
+        return _gmres_update(x, V, torch.stack(cols), S, steps, m, s), presid, breakdown
 
     def cycle(state, s, first):
         x, r, ptol, pfac = state
@@ -288,7 +302,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         return system.x, 0
     state = (system.x, r, ptol, pfac)
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=-(-utils.CHECK_EVERY // m))
+                      block=-(-utils.CHECK_EVERY // m), peel=False)
     return state[0], info
 
 
@@ -309,17 +323,27 @@ def _gmres_update(x, V, H, S, steps, m, s):
     return s.keep(x + y @ torch.where(active[:, None], V[:m], 0), x)
 
 
+def _inner_stop(done, brk, *values):
+    """Steps of a masked inner loop that stops after the first step where ``done | brk``
+    (all steps if none), and each of ``values`` (one entry per step) at its last step.
+    A reduction, so the graph has no chain of per-step flags."""
+    stop = (done | brk).to(torch.int64)
+    steps = (torch.cumsum(stop, 0) - stop == 0).sum()
+    last = torch.arange(stop.shape[0], device=stop.device) == steps - 1
+    return steps, tuple(torch.where(last, v, torch.zeros_like(v)).sum().to(v.dtype)
+                        if v.dtype != torch.bool else (last & v).any() for v in values)
+
+
 def _back_substitute(R, rhs):
-    """Solve the small upper-triangular R y = rhs with dense ops (torch-xla has no
-    triangular solve and would run it on the host)."""
-    k = R.shape[0]
-    ys = [None] * k
-    for i in range(k - 1, -1, -1):
-        acc = rhs[i]
-        if i + 1 < k:
-            acc = acc - R[i, i + 1:] @ torch.stack(ys[i + 1:])
-        ys[i] = acc / R[i, i]
-    return torch.stack(ys)
+    """Solve the small upper-triangular R y = rhs (rhs a vector or a matrix) with the
+    device's triangular-solve kernel (one op; on XLA ``torch.triangular_solve``, which
+    lowers, unlike ``torch.linalg.solve_triangular``)."""
+    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
+    from trnscipy._kernels import kernel
+
+    b = rhs[:, None] if rhs.dim() == 1 else rhs
+    y = kernel("linalg._trsm", R.device)(R, b, upper=True)
+    return y[:, 0] if rhs.dim() == 1 else y
 
 
 def _tiny(system, power):

@@ -14,7 +14,11 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.iterative import _back_substitute, _givens_column
+from trnscipy.sparse.linalg._isolve.iterative import (
+    _back_substitute,
+    _givens_column,
+    _inner_stop,
+)
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
     dot,
@@ -112,12 +116,8 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
     B = torch.zeros((len(cs), m), dtype=dtype, device=device)
     Hraw = torch.zeros((m, m + 1), dtype=dtype, device=device)
     R = torch.zeros((m, m + 1), dtype=dtype, device=device)
-    S = torch.zeros(m + 1, dtype=dtype, device=device)
-    S[0] = 1
     Q = torch.eye(m + 1, dtype=dtype, device=device)
-    live = True if host else torch.ones((), dtype=torch.bool, device=device)
-    steps = 0 if host else torch.zeros((), dtype=torch.int64, device=device)
-    res = torch.full((), float("nan"), dtype=v0.real.dtype, device=device)
+    res_all, brk_all = [], []
     for j in range(m):
         w = None
         if prepend and j < n_outer:
@@ -149,15 +149,19 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
         hcur = torch.cat([h, hlast.to(dtype).reshape(1),
                           torch.zeros(m - j - 1, dtype=dtype, device=device)])
         Hraw[j] = hcur
-        R[j], res_j = _givens_column(hcur, j, Q, S)
+        R[j], Q = _givens_column(hcur, j, Q)
+        res_j = Q[j + 1, 0].abs()
         if host:
             steps, res = j + 1, res_j
             if bool((res_j < ptol) | brk):
                 break
         else:
-            steps = steps + live.to(torch.int64)
-            res = torch.where(live, res_j, res)
-            live = live & ~((res_j < ptol) | brk)
+            res_all.append(res_j)
+            brk_all.append(brk)
+    S = Q[:, 0]
+    if not host:
+        res_all = torch.stack(res_all)
+        steps, (res,) = _inner_stop(res_all < ptol, torch.stack(brk_all), res_all)
     Z = torch.stack(zs)
     V = torch.stack(vs)
     if host:

@@ -254,11 +254,14 @@ class _LazyStep:
         return torch.where(self.live, new, old)
 
 
-def run(step, state, maxiter, device, callback=None, value=None, block=None):
+def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True):
     """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
 
     On graph devices the host reads the stop flag every ``block`` iterations
-    (default: CHECK_EVERY, read at call time).
+    (default: CHECK_EVERY, read at call time).  Every block then traces the same graph
+    (one compilation, whatever the iteration count): the loop counters are device data
+    from the start, and with ``peel`` (for a ``step`` that uses ``first``) iteration 0
+    runs as a graph of its own, which also materialises the initial state.
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -275,15 +278,15 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None):
         return state, int(maxiter)
 
     block = 1 if callback is not None else (block or CHECK_EVERY)
-    done = torch.zeros((), dtype=torch.bool, device=device)
-    # maxiter travels as data (torch.tensor), not as a graph constant (torch.full), so the
-    # compiled graphs do not depend on it.
+    # host values travel as data (torch.tensor), not as graph constants (torch.full), so
+    # the first block's graph is the later blocks' graph and none depends on maxiter
+    done = torch.tensor(False, device=device)
     info = torch.tensor(maxiter, dtype=torch.int64, device=device)
-    count = torch.zeros((), dtype=torch.int64, device=device)
+    count = torch.tensor(0, dtype=torch.int64, device=device)
     limit = torch.tensor(maxiter, dtype=torch.int64, device=device)
     it = 0
     while it < maxiter:
-        for _ in range(block):
+        for _ in range(1 if peel and it == 0 else block):
             live = ~done & (count < limit)
             s = _LazyStep(live, info)
             state = step(state, s, it == 0)
