@@ -434,16 +434,27 @@ def test_gcrotmk_options_as_scipy(options):
 
 
 @pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
-def test_gcrotmk_given_cu_runs_on_scipy_with_warning():
-    A, b = _problem("gcrotmk", np.float64, m=4)
-    CU_ref = []
-    spla.gcrotmk(A, b, m=3, CU=CU_ref)
-    x_ref, info_ref = spla.gcrotmk(A, 2 * b, m=3, CU=list(CU_ref))
-    CU = [tuple(None if t is None else _to(t, "cpu") for t in cu) for cu in CU_ref]
-    with pytest.warns(trnscipy.DeviceFallbackWarning, match="CU"):
-        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(2 * b, "cpu"), m=3, CU=CU)
-    assert info == info_ref
-    _compare(x, x_ref, np.float64)
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("options", [{"m": 3, "k": 2}, {"m": 3, "k": 5},
+                                     {"m": 3, "k": 2, "truncate": "smallest"},
+                                     {"m": 4, "discard_C": True}])
+def test_gcrotmk_shared_cu_as_scipy(options, dtype):
+    """Two consecutive calls sharing CU (filled by the first, recycled by the second)."""
+    A, b = _problem("gcrotmk", dtype, m=5)
+    b2 = np.cos(np.arange(A.shape[0])).astype(dtype)
+    for maxiter in (1, 3, 1000):
+        CU_ref, CU = [], []
+        x_ref, info_ref = spla.gcrotmk(A, b, maxiter=3, CU=CU_ref, **options)
+        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(b, "cpu"), maxiter=3, CU=CU, **options)
+        assert info == info_ref
+        _compare(x, x_ref, dtype)
+        x_ref, info_ref = spla.gcrotmk(A, b2, maxiter=maxiter, CU=CU_ref, **options)
+        x, info = tsl.gcrotmk(_to(A, "cpu"), _to(b2, "cpu"), maxiter=maxiter, CU=CU, **options)
+        assert info == info_ref
+        _compare(x, x_ref, dtype)
+        assert [c is None for c, _ in CU] == [c is None for c, _ in CU_ref]
+        for (_, u), (_, u_ref) in zip(CU, CU_ref, strict=True):
+            assert isinstance(u, torch.Tensor) and u.shape == u_ref.shape
 
 
 @pytest.mark.xla

@@ -3,18 +3,19 @@
 One graph per outer iteration (the inner flexible GMRES of ``lgmres`` with the C
 space projected out); the host reads the outer flags once per outer iteration,
 so the decisions SciPy takes after an outer step (discard a failed step,
-update ``CU``) are applied at the next read.  Differs from SciPy: a call given a
-non-empty ``CU`` runs on SciPy (host copies, DeviceFallbackWarning): recycling
-needs a column-pivoted QR, which torch lacks; ``truncate='smallest'`` uses
-torch.linalg.svd of a k x k matrix.
+update ``CU``) are applied at the next read.  A given ``CU`` is recycled as SciPy
+does (column-pivoted QR of its C vectors, here Gram-Schmidt with column pivoting
+on the device: one host read for the number of columns kept); ``CU`` is filled in
+place with device tensors.  ``truncate='smallest'`` uses torch.linalg.svd of a
+k x k matrix.
 """
 
 import scipy.sparse.linalg as _scipy
 
-from trnscipy._dispatch import dispatch, offloading
-from trnscipy._errors import fallback
+import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, _to_host
 from trnscipy.sparse.linalg._isolve.iterative import _back_substitute
 from trnscipy.sparse.linalg._isolve.lgmres import _fgmres
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -30,15 +31,9 @@ from trnscipy.sparse.linalg._isolve.utils import (
 
 __all__ = ["gcrotmk"]
 
-_NAME = "scipy.sparse.linalg._isolve._gcrotmk.gcrotmk"
-
-
 @dispatch(_scipy.gcrotmk)
 def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
             m=20, k=None, CU=None, discard_C=False, truncate="oldest"):
-    if CU:
-        return _on_host(A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M, callback=callback,
-                        m=m, k=k, CU=CU, discard_C=discard_C, truncate=truncate)
     system = make_system(A, M, x0, b)
     bvec, device, eps, dtype = system.b, system.device, system.eps, system.dtype
     matvec = system.matvec
@@ -60,13 +55,21 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
     sync(device)
     if float(b_norm) == 0:
         return bvec, 0
+    if discard_C:
+        CU[:] = [(None, u) for _, u in CU]
+    if CU:
+        _recycle(CU, matvec, dtype)
+        for c, u in CU:
+            yc = dot(c, r)
+            x = x + yc * u
+            r = r - yc * c
     host = host_reads_free(device)
     pending = None  # (failed, step_ok, (cx, ux), truncated CU) of the last outer step
     j_outer = -1
     converged = False
     for j_outer in range(maxiter):
         beta = norm(r)
-        if j_outer > 0:
+        if j_outer > 0 or CU:
             r_true = bvec - matvec(x)
             beta_true = norm(r_true)
         sync(device)
@@ -76,7 +79,7 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
                 break
         if callback is not None:
             callback(host_value(x))
-        if bool(beta <= tol) and j_outer > 0:
+        if bool(beta <= tol) and (j_outer > 0 or CU):
             r, beta = r_true, beta_true
         if bool(beta <= tol):
             converged = True
@@ -145,14 +148,45 @@ def _smallest(CU, R, B, k):
     return new_CU
 
 
-def _on_host(A, b, x0, **kwargs):
-    """A call that recycles a given CU runs on SciPy with host copies (announced)."""
-    device = next(t.device for t in (b, A) if hasattr(t, "device") and t.device is not None)
-    fallback(_NAME, "recycling a given CU needs a column-pivoted QR (none in torch)",
-             stacklevel=5)
-    kwargs = {key: _to_host(v, strict=False) for key, v in kwargs.items()}
-    CU = kwargs["CU"]
-    kwargs["CU"] = [tuple(_to_host(t, strict=False) for t in cu) for cu in CU]
-    x, info = _scipy.gcrotmk(_to_host(A, strict=False), _to_host(b, strict=False),
-                             _to_host(x0, strict=False), **kwargs)
-    return (x if offloading() else _to_device(x, device, strict=False)), info
+def _recycle(CU, matvec, dtype):
+    """SciPy's preparation of a given CU, in place: C = [c, or A u where c is None]
+    (the None ones first), C P = Q R by a column-pivoted QR, then c_j = Q[:, j] and
+    u_j = (u_P[j] - sum_{i<j} R[i, j] u_i) / R[j, j] (so that A u_j = c_j still holds:
+    what SciPy's in-place BLAS updates compute) for the leading j with
+    |R[j, j]| >= 1e-12 |R[0, 0]|, in reverse order."""
+    CU.sort(key=lambda cu: cu[0] is not None)
+    C = torch.stack([(matvec(u) if c is None else c).to(dtype) for c, u in CU], dim=1)
+    U = torch.stack([u.to(dtype) for _, u in CU])
+    Q, R, P = _qr_pivoted(C)
+    diag = torch.diagonal(R).abs()
+    small = diag < 1e-12 * diag[0]
+    kept = int(torch.where(small.any(), small.to(torch.int64).argmax(), len(CU)))
+    new_us = kernel("linalg._trsm", C.device)(R, P.T @ U, upper=True, trans=1)
+    CU[:] = [(Q[:, j], new_us[j]) for j in range(kept)][::-1]
+
+
+def _qr_pivoted(C):
+    """Column-pivoted QR of the tall C (n x p, p small): C P = Q R with P a permutation
+    matrix, |R[0,0]| >= |R[1,1]| >= ... (the pivot: the column of largest norm left
+    after removing the directions chosen so far, as LAPACK's geqp3), by Gram-Schmidt
+    applied twice.  Fixed shapes, pivots chosen on the device."""
+    n, p = C.shape
+    idx = torch.arange(p, device=C.device)
+    W = C
+    chosen = torch.zeros(p, dtype=torch.bool, device=C.device)
+    qs, picks = [], []
+    for _ in range(p):
+        norms = (W.conj() * W).real.sum(0)
+        pick = idx == torch.where(chosen, -1, norms).argmax()
+        chosen = chosen | pick
+        q = W @ pick.to(C.dtype)
+        if qs:
+            Qj = torch.stack(qs, dim=1)
+            q = q - Qj @ (Qj.conj().T @ q)
+        q = q * (1 / norm(q))
+        W = W - q[:, None] * (q.conj() @ W)[None, :]
+        qs.append(q)
+        picks.append(pick)
+    Q = torch.stack(qs, dim=1)
+    P = torch.stack(picks, dim=1).to(C.dtype)
+    return Q, torch.triu(Q.conj().T @ (C @ P)), P

@@ -279,19 +279,19 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
 
     block = 1 if callback is not None else (block or CHECK_EVERY)
     # host values travel as data (torch.tensor), not as graph constants (torch.full), so
-    # the first block's graph is the later blocks' graph and none depends on maxiter
+    # the first block's graph is the later blocks' graph and none depends on maxiter;
+    # shape (1,): torch-xla turns a 0-d 0 or 1 into a graph constant even when uploaded
     done = torch.tensor(False, device=device)
-    info = torch.tensor(maxiter, dtype=torch.int64, device=device)
-    count = torch.tensor(0, dtype=torch.int64, device=device)
-    limit = torch.tensor(maxiter, dtype=torch.int64, device=device)
+    info = torch.tensor([maxiter], dtype=torch.int64, device=device)
+    left = torch.tensor([maxiter], dtype=torch.int64, device=device)
     it = 0
     while it < maxiter:
         for _ in range(1 if peel and it == 0 else block):
-            live = ~done & (count < limit)
+            live = ~done & (left[0] > 0)
             s = _LazyStep(live, info)
             state = step(state, s, it == 0)
             done, info = done | (live & ~s.live), s.info
-            count = count + 1
+            left = left - 1
             it += 1
         sync(device)
         if bool(done):
