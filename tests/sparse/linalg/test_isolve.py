@@ -186,12 +186,29 @@ def test_xla_iterates_match_scipy_at_maxiter(solver, xla_device, short_blocks):
 
 
 @pytest.mark.xla
-def test_xla_float32_and_complex_cg(xla_device, short_blocks):
-    for dtype in (np.float32, np.complex128):
-        A, b = _problem("cg", dtype, m=6)
-        x_ref, info_ref = spla.cg(A, b)
-        x, info = tsl.cg(_to(A, xla_device), _to(b, xla_device))
-        assert info == info_ref == 0
+def test_xla_float32_cg(xla_device, short_blocks):
+    A, b = _problem("cg", np.float32, m=6)
+    x_ref, info_ref = spla.cg(A, b)
+    x, info = tsl.cg(_to(A, xla_device), _to(b, xla_device))
+    assert info == info_ref == 0
+    _compare(x, x_ref, np.float32)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("solver", [s for s in ("cg", "gmres", "bicgstab") if s in SOLVERS])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_xla_complex(solver, dtype, xla_device, short_blocks):
+    """cg on a Hermitian positive definite matrix, gmres and bicgstab on a non-Hermitian
+    one: iterates at maxiter=3 and the converged solution (compared through to_host:
+    torch-xla 2.9's complex128 .cpu() drops the imaginary part)."""
+    A, b = _problem(solver, dtype, m=6)
+    kw = _kwargs(solver)
+    for maxiter in (3, None):
+        x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=maxiter, **kw)
+        x, info = getattr(tsl, solver)(_to(A, xla_device), _to(b, xla_device), maxiter=maxiter,
+                                       **kw)
+        assert info == info_ref
+        assert x.device == xla_device and x.dtype == _to(b, "cpu").dtype
         _compare(x, x_ref, dtype)
 
 
