@@ -112,7 +112,9 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
     n_outer = len(outer_v)
     m = inner_m + n_outer
     device = v0.device
-    vs, zs = [v0], []
+    V = torch.zeros((m + 1, v0.shape[0]), dtype=dtype, device=device)
+    V[0] = v = v0
+    zs = []
     B = torch.zeros((len(cs), m), dtype=dtype, device=device)
     Hraw = torch.zeros((m, m + 1), dtype=dtype, device=device)
     R = torch.zeros((m, m + 1), dtype=dtype, device=device)
@@ -127,27 +129,27 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
         elif not prepend and j >= m - n_outer:
             z, w = outer_v[j - (m - n_outer)]
         else:
-            z = rpsolve(vs[-1])
+            z = rpsolve(v)
         w = lpsolve(matvec(z)) if w is None else w.clone()
         w_norm = norm(w)
         for i, c in enumerate(cs):  # GCROT: project out the C space
             alpha = dot(c, w)
             B[i, j] = alpha
             w = w - alpha * c
-        basis = torch.stack(vs)
-        h = basis.conj() @ w
-        w = w - h @ basis
-        h2 = basis.conj() @ w
-        w = w - h2 @ basis
+        # classical Gram-Schmidt twice against all of V (rows not yet filled are zero:
+        # the same shapes at every step)
+        h = V.conj() @ w
+        w = w - h @ V
+        h2 = V.conj() @ w
+        w = w - h2 @ V
         h = h + h2
         hlast = norm(w)
         alpha = 1 / hlast
-        w = torch.where(torch.isfinite(alpha), w * alpha, w)
+        v = torch.where(torch.isfinite(alpha), w * alpha, w)
         brk = ~(hlast > eps * w_norm)
-        vs.append(w)
+        V[j + 1] = v
         zs.append(z)
-        hcur = torch.cat([h, hlast.to(dtype).reshape(1),
-                          torch.zeros(m - j - 1, dtype=dtype, device=device)])
+        hcur = torch.where(torch.arange(m + 1, device=device) == j + 1, hlast.to(dtype), h)
         Hraw[j] = hcur
         R[j], Q = _givens_column(hcur, j, Q)
         res_j = Q[j + 1, 0].abs()
@@ -163,7 +165,6 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
         res_all = torch.stack(res_all)
         steps, (res,) = _inner_stop(res_all < ptol, torch.stack(brk_all), res_all)
     Z = torch.stack(zs)
-    V = torch.stack(vs)
     if host:
         k = steps
         y = _back_substitute(R[:k, :k].T, S[:k])
