@@ -52,6 +52,10 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
     host = host_reads_free(device)
     x = system.x
     pfac = torch.ones((), dtype=b_norm.dtype, device=device)
+    # graph devices: the outer vectors take ``outer_k`` fixed slots (distinct zero vectors
+    # fill the empty ones, the inner loop stops before them), so every outer iteration
+    # runs one graph whatever len(outer_v) is
+    fillers = [torch.zeros_like(bvec) for _ in range(2 * outer_k)]
     pending = None  # (bad y, nx > 0, new outer vector) of the previous outer iteration
 
     for k_outer in range(maxiter):
@@ -77,9 +81,13 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
                                f"|v| ~ {float(r_norm):.1g}, |M v| = 0")
         v0 = v0 * (1.0 / inner_res_0)
         ptol = torch.minimum(pfac, tol / r_norm)
+        slots = None
+        if (not host and not prepend_outer_v and store_outer_Av and len(outer_v) <= outer_k
+                and all(w is not None for _, w in outer_v)):
+            slots = fillers
         y, zs, vs, H, _, _, _, pres, bad = _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype,
                                                    lpsolve=psolve, outer_v=outer_v,
-                                                   prepend=prepend_outer_v)
+                                                   prepend=prepend_outer_v, fillers=slots)
         y = y * inner_res_0
         bad = bad | ~torch.isfinite(y).all()
         pfac = torch.where(pres > ptol, torch.clamp(1.5 * pfac, max=1.0),
@@ -102,14 +110,21 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
 
 
 def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=None, cs=(),
-            outer_v=(), prepend=False):
+            outer_v=(), prepend=False, fillers=None):
     """SciPy's _fgmres.  Returns y, Z (used rows), V, the unrotated Hessenberg columns,
     B (projections on ``cs``), the triangular factor R of the Hessenberg matrix, the
     number of steps, the residual estimate and a 'not finite' flag; rows past the last
-    step are masked (graph devices; R gets a unit diagonal there)."""
+    step are masked (graph devices; R gets a unit diagonal there).  ``fillers`` (graph
+    devices, appended outer vectors): pairs of them fill the outer slots past
+    ``len(outer_v)`` and the loop stops before the first filled one."""
     lpsolve = lpsolve or _identity
     rpsolve = rpsolve or _identity
     n_outer = len(outer_v)
+    if fillers is not None:
+        pairs = list(zip(fillers[::2], fillers[1::2], strict=True))
+        outer_v = list(outer_v) + pairs[n_outer:]
+        n_real = torch.tensor([inner_m + n_outer], dtype=torch.int64, device=v0.device)
+        n_outer = len(outer_v)
     m = inner_m + n_outer
     device = v0.device
     V = torch.zeros((m + 1, v0.shape[0]), dtype=dtype, device=device)
@@ -163,7 +178,10 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
     S = Q[:, 0]
     if not host:
         res_all = torch.stack(res_all)
-        steps, (res,) = _inner_stop(res_all < ptol, torch.stack(brk_all), res_all)
+        done = res_all < ptol
+        if fillers is not None:
+            done = done | (torch.arange(m, device=device) + 1 == n_real)
+        steps, (res,) = _inner_stop(done, torch.stack(brk_all), res_all)
     Z = torch.stack(zs)
     if host:
         k = steps
@@ -175,8 +193,7 @@ def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=N
     both = active[:, None] & active[None, :]
     Rm = torch.where(both, R[:, :m].T, 0) + torch.diag(torch.where(active, 0, 1).to(dtype))
     y = _back_substitute(Rm, torch.where(active, S[:m], 0))
-    last = torch.diagonal(R[:, :m].T)[(steps - 1).clamp(min=0)]
-    bad = ~torch.isfinite(last)
+    bad = (~torch.isfinite(torch.diagonal(R[:, :m])) & (idx == steps - 1)).any()
     rows = torch.arange(m + 1, device=device) <= steps
     Hm = torch.where(active[:, None] & (torch.arange(m + 1, device=device) <= steps)[None, :],
                      Hraw, 0)
