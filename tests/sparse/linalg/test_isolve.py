@@ -424,16 +424,27 @@ def test_lgmres_options_as_scipy(options):
 
 
 @pytest.mark.xla
-@pytest.mark.slow  # one graph per outer_v length: ~1 min of XLA compiles on a busy CPU
 @pytest.mark.skipif("lgmres" not in SOLVERS, reason="lgmres runs on SciPy")
 def test_xla_lgmres(xla_device):
+    """Iterates as SciPy's; one graph per outer iteration whatever len(outer_v) is (the
+    outer vectors take fixed slots): nothing compiles again as outer_v fills up."""
+    from trnscipy._metrics import xla_counts
+
     A, b = _problem("lgmres", np.float64, m=5)
     for maxiter in (2, 1000):
-        x_ref, info_ref = spla.lgmres(A, b, maxiter=maxiter, inner_m=4, outer_k=2)
-        x, info = tsl.lgmres(_to(A, xla_device), _to(b, xla_device), maxiter=maxiter,
-                             inner_m=4, outer_k=2)
+        calls = []
+        x_ref, info_ref = spla.lgmres(A, b, maxiter=maxiter, inner_m=4, outer_k=2,
+                                      callback=calls.append)
+        with xla_counts() as counts:
+            x, info = tsl.lgmres(_to(A, xla_device), _to(b, xla_device), maxiter=maxiter,
+                                 inner_m=4, outer_k=2)
+        print(f"\nlgmres xla maxiter={maxiter}: {len(calls)} outer iterations; {counts}")
         assert info == info_ref
         _compare(x, x_ref, np.float64)
+        if maxiter == 1000:
+            assert len(calls) > 3  # outer_v went through lengths 0, 1, 2
+            assert counts.compilations == 0, counts  # all graphs met at maxiter=2
+            assert counts.executions <= len(calls) + 3, counts
 
 
 @pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")

@@ -69,9 +69,11 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
     converged = False
     for j_outer in range(maxiter):
         beta = norm(r)
+        small = beta <= tol  # (flags computed in the graph: the host reads data only)
         if j_outer > 0 or CU:
             r_true = bvec - matvec(x)
             beta_true = norm(r_true)
+            small_true = beta_true <= tol
         sync(device)
         if pending is not None:
             if _apply_pending(pending, CU, k, truncate):
@@ -79,9 +81,9 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
                 break
         if callback is not None:
             callback(host_value(x))
-        if bool(beta <= tol) and (j_outer > 0 or CU):
-            r, beta = r_true, beta_true
-        if bool(beta <= tol):
+        if bool(small) and (j_outer > 0 or CU):
+            r, beta, small = r_true, beta_true, small_true
+        if bool(small):
             converged = True
             break
         ml = m + max(k - len(CU), 0)

@@ -63,6 +63,7 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         r_norm = norm(r_outer)
         v0 = -psolve(r_outer)
         inner_res_0 = norm(v0)
+        converged = r_norm <= tol
         sync(device)
         if pending is not None:
             bad, nx_pos, new = pending
@@ -74,7 +75,7 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
                 del outer_v[0]
         if callback is not None:
             callback(host_value(x))
-        if bool(r_norm <= tol):
+        if bool(converged):
             return x, 0
         if float(inner_res_0) == 0:
             raise RuntimeError("Preconditioner returned a zero vector; "
