@@ -489,11 +489,15 @@ def test_gcrotmk_shared_cu_as_scipy(options, dtype):
 @pytest.mark.slow  # one graph per CU length: XLA compiles dominate
 @pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
 def test_xla_gcrotmk(xla_device):
+    """Two calls sharing CU: the second recycles it on the device."""
     A, b = _problem("gcrotmk", np.float64, m=5)
-    x_ref, info_ref = spla.gcrotmk(A, b, m=4, k=2)
-    x, info = tsl.gcrotmk(_to(A, xla_device), _to(b, xla_device), m=4, k=2)
-    assert info == info_ref
-    _compare(x, x_ref, np.float64)
+    CU_ref, CU = [], []
+    for rhs in (b, np.cos(np.arange(A.shape[0]))):
+        x_ref, info_ref = spla.gcrotmk(A, rhs, m=4, k=2, CU=CU_ref)
+        x, info = tsl.gcrotmk(_to(A, xla_device), _to(rhs, xla_device), m=4, k=2, CU=CU)
+        assert info == info_ref
+        _compare(x, x_ref, np.float64)
+        assert len(CU) == len(CU_ref) and all(u.device == xla_device for _, u in CU)
 
 
 def test_minres_shift_check_show_as_scipy(capsys):
