@@ -47,7 +47,8 @@ def to_device(obj, device=None):
 
     ndarray -> torch.Tensor (same dtype); SciPy sparse -> trnscipy sparse of the
     same format and kind (``*_array`` / ``*_matrix``), keeping index dtype and
-    the sorted/canonical flags; tensors and trnscipy objects are moved; tuples
+    the sorted/canonical flags; SciPy's SuperLU (splu, spilu) -> a SuperLU whose
+    solve takes and returns device tensors; tensors and trnscipy objects are moved; tuples
     and lists are moved item by item.  Anything else: TypeError.
     """
     device = resolve_device(device)
@@ -67,6 +68,11 @@ def _to_device(obj, device, strict):
         return from_scipy(obj, device)
     if isinstance(obj, (tuple, list)):
         return type(obj)(_to_device(x, device, strict) for x in obj)
+    if type(obj).__name__ == "SuperLU":
+        from trnscipy.sparse.linalg._dsolve._superlu import SuperLU, is_scipy_superlu
+
+        if is_scipy_superlu(obj):
+            return SuperLU(obj, device)
     if strict:
         raise TypeError(f"to_device cannot move an object of type {type(obj).__name__}")
     return obj
