@@ -150,6 +150,13 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             raise ValueError(f"trnscipy device sparse containers are 2-D; got a {t.ndim}-D "
                              "tensor")
         np_dtype = su.check_dtype(dtype if dtype is not None else t.dtype)
+        if not all(runs_on_device("trnscipy.sparse.from_dense", device_kind(t.device), dt)
+                   for dt in (to_numpy_dtype(t.dtype), np_dtype)):
+            # finding the nonzeros compares values (and a dtype change rounds them):
+            # SciPy does it on a host copy where the device cannot compute in the dtype
+            kwargs = {"blocksize": blocksize} if blocksize is not None else {}
+            return from_scipy(cls._scipy_class(_tensor_to_host(t), dtype=np_dtype, **kwargs),
+                              t.device)
         t = t.to(to_torch_dtype(np_dtype))
         m, n = t.shape
         if t.is_conj():
