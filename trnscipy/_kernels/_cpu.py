@@ -21,23 +21,49 @@ def _view(t):
     return t.contiguous().numpy()
 
 
-def _product(fmt, a, b, data, x, shape):
-    """A @ x for CSR/CSC parts (a=indptr, b=indices) or COO parts (a=row, b=col)."""
-    m, n = shape
-    av, bv, dv, xv = _view(a), _view(b), _view(data), _view(x)
-    if bv.dtype != av.dtype:
-        bv = bv.astype(av.dtype)
+def _stored_views(A, names):
+    """NumPy views of ``A``'s tensors ``names`` (index, index, data), index arrays in one
+    dtype.  Cached on ``A`` while it holds the same tensor objects, so repeated products
+    skip the conversions; copies (non-contiguous, conjugated or mixed index dtypes) are
+    never cached, so cached views always share memory with ``A``'s tensors."""
+    a, b, data = (getattr(A, name) for name in names)
+    cached = A.__dict__.get("_cache_numpy_views")
+    if cached is not None and cached[0] is a and cached[1] is b and cached[2] is data:
+        return cached[3]
+    views = (_view(a), _view(b), _view(data))
+    if views[0].dtype != views[1].dtype:
+        return views[0], views[1].astype(views[0].dtype), views[2]
+    if all(t.is_contiguous() and not t.is_conj() for t in (a, b, data)):
+        A.__dict__["_cache_numpy_views"] = (a, b, data, views)
+    return views
+
+
+def _product_views(fmt, av, bv, dv, x, m, n):
+    """y = A @ x with SciPy's sparsetools on views (a=indptr, b=indices, or COO row, col)."""
+    xv = x.numpy() if x.is_contiguous() else _view(x)
     y = np.zeros((m,) + xv.shape[1:], dtype=dv.dtype)
     if xv.ndim == 1:
         if fmt == "coo":
             _st.coo_matvec(dv.shape[0], av, bv, dv, xv, y)
         else:
-            getattr(_st, fmt + "_matvec")(m, n, av, bv, dv, xv, y)
+            _MATVEC[fmt](m, n, av, bv, dv, xv, y)
     elif fmt == "coo":
         _st.coo_matmat_dense(dv.shape[0], xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
     else:
-        getattr(_st, fmt + "_matvecs")(m, n, xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
+        _MATVECS[fmt](m, n, xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
     return torch.from_numpy(y)
+
+
+_MATVEC = {"csr": _st.csr_matvec, "csc": _st.csc_matvec}
+_MATVECS = {"csr": _st.csr_matvecs, "csc": _st.csc_matvecs}
+
+
+def _product(fmt, a, b, data, x, shape):
+    """A @ x for CSR/CSC parts (a=indptr, b=indices) or COO parts (a=row, b=col)."""
+    av, bv, dv = _view(a), _view(b), _view(data)
+    if bv.dtype != av.dtype:
+        bv = bv.astype(av.dtype)
+    return _product_views(fmt, av, bv, dv, x.detach().resolve_conj(), *shape)
 
 
 def _coords(fmt, a, b, shape):
@@ -73,20 +99,26 @@ class _Product(torch.autograd.Function):
         return grad_data, grad_x, None, None, None, None
 
 
+_PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "data"),
+          "coo": ("row", "col", "data")}
+
+
 @register("spmv", "cpu")
 @register("spmm", "cpu")
 def spmm(A, x):
     """y = A @ x with SciPy's compiled kernels (same dtype for A and x)."""
+    fmt = A.format
     if A.data.dtype not in _SUPPORTED:
         from trnscipy._kernels._generic import spmm as generic
 
         return generic(A, x)
     grad = A.data.requires_grad or x.requires_grad
-    if A.format in ("csr", "csc", "coo"):
-        a, b = (A.row, A.col) if A.format == "coo" else (A.indptr, A.indices)
+    if fmt == "csr" or fmt == "csc" or fmt == "coo":
         if grad:
-            return _Product.apply(A.data, x, A.format, a, b, A.shape)
-        return _product(A.format, a, b, A.data, x, A.shape)
+            a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
+            return _Product.apply(A.data, x, fmt, a, b, A.shape)
+        m, n = A.shape
+        return _product_views(fmt, *_stored_views(A, _PARTS[fmt]), x, m, n)
     if grad:
         return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
     m, n = A.shape
