@@ -215,13 +215,15 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         obj.__dict__.update(moved)
         return obj
 
-    def to_scipy(self):
-        """SciPy's object of the same format and kind (same index dtype, values, flags)."""
+    def to_scipy(self, copy=True):
+        """SciPy's object of the same format and kind (same index dtype, values, flags);
+        ``copy=False`` shares a CPU container's memory (for read-only use)."""
         raise NotImplementedError
 
-    def _host(self, t):
-        """A host copy of ``t`` (never a view: SciPy may change it in place)."""
-        return _tensor_to_host(t, copy=True)
+    def _host(self, t, copy=True):
+        """A host copy of ``t`` (SciPy may change it in place); with ``copy=False`` a CPU
+        tensor's memory is shared."""
+        return _tensor_to_host(t, copy=copy)
 
     # ---- conversions --------------------------------------------------------------
 
