@@ -222,13 +222,15 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         obj.__dict__.update(moved)
         return obj
 
-    def to_scipy(self):
-        """SciPy's object of the same format and kind (same index dtype, values, flags)."""
+    def to_scipy(self, copy=True):
+        """SciPy's object of the same format and kind (same index dtype, values, flags);
+        ``copy=False`` shares a CPU container's memory (for read-only use)."""
         raise NotImplementedError
 
-    def _host(self, t):
-        """A host copy of ``t`` (never a view: SciPy may change it in place)."""
-        return _tensor_to_host(t, copy=True)
+    def _host(self, t, copy=True):
+        """A host copy of ``t`` (SciPy may change it in place); with ``copy=False`` a CPU
+        tensor's memory is shared."""
+        return _tensor_to_host(t, copy=copy)
 
     # ---- conversions --------------------------------------------------------------
 
@@ -546,7 +548,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def _as_operand(self, other):
         """Move a host operand (ndarray, SciPy sparse, list) to this device."""
-        if is_torch_array(other):
+        if isinstance(other, torch.Tensor):
             if other.device != self.device:
                 raise ValueError(f"operands are on two devices, {self.device} and "
                                  f"{other.device}")
@@ -728,7 +730,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return self._rmatmul(self._as_operand(other))
 
     def __matmul__(self, other):
-        if su.is_scalar(other):
+        if not isinstance(other, torch.Tensor) and su.is_scalar(other):
             raise ValueError("Scalar operands are not allowed, use '*' instead")
         return self._matmul(self._as_operand(other))
 
@@ -765,20 +767,31 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self.format == "csc" or (self.format == "dia" and other.format == "dia"):
                 return res.asformat(self.format)
             return res
-        if other.ndim == 0:
+        ndim = other.ndim
+        if ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        if other.ndim > 2 or other.shape[0] != n:
+        if ndim > 2 or other.shape[0] != n:
             raise ValueError(f"dimension mismatch: {self.shape} @ {tuple(other.shape)}")
-        dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
-        op = "spmv" if other.ndim == 1 else "spmm"
-        if self._on_host(op, dt):
-            host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
-            return torch.from_numpy(np.asarray(host)).to(self.device)
-        a = self if self.dtype == dt else self.astype(dt, copy=False)
-        x = other.to(to_torch_dtype(dt))
-        if x.is_conj():
-            x = x.resolve_conj()
-        return kernel(op, self.device)(a, x)
+        # The kernel and x's dtype depend only on the dtypes and the device kind (which
+        # TRNSCIPY_EMULATE can change): cached per container, dropped by .to().
+        plans = self.__dict__.get("_cache_product_plans")
+        if plans is None:
+            plans = self.__dict__["_cache_product_plans"] = {}
+        key = (self.data.dtype, other.dtype, ndim, device_kind(self.data.device))
+        plan = plans.get(key)
+        if plan is None:
+            dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
+            op = "spmv" if ndim == 1 else "spmm"
+            if self._on_host(op, dt):
+                host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
+                return torch.from_numpy(np.asarray(host)).to(self.device)
+            if self.dtype != dt:
+                x = other.to(to_torch_dtype(dt)).resolve_conj()
+                return kernel(op, self.device)(self.astype(dt, copy=False), x)
+            plan = plans[key] = (kernel(op, self.device), self.data.dtype)
+        impl, dtype = plan
+        x = other if other.dtype == dtype else other.to(dtype)
+        return impl(self, x.resolve_conj() if x.is_conj() else x)
 
     def _rmatmul(self, other):
         if issparse(other):
