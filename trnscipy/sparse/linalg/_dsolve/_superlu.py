@@ -2,7 +2,7 @@
 
 torch has no sparse LU on any device, so the factors are SciPy's SuperLU object
 and every solve is SciPy's.  The capability table decides where that is host
-work: on the CPU kind SuperLU reads the tensors' memory and nothing is said;
+work: on the CPU kind SuperLU runs where the data is (host memory) and nothing is said;
 elsewhere each solve runs on a host copy with a DeviceFallbackWarning (as
 ``scipy.linalg.lu_solve`` does on XLA).  What differs from SciPy: ``solve``
 takes tensors (NumPy right-hand sides are moved to the factors' device, as the
@@ -32,7 +32,8 @@ def is_scipy_superlu(obj):
 
 @register("sparse.linalg.superlu", "cpu")
 def _factor_cpu(scipy_func, A, **options):
-    """SciPy's splu/spilu on the CPU data (a CPU tensor's memory is read in place)."""
+    """SciPy's splu/spilu on the CPU data: a dense tensor's memory as it is, a sparse
+    container's arrays copied (SciPy may sort the indices of its input in place)."""
     return scipy_func(_to_host(A, strict=False), **options)
 
 

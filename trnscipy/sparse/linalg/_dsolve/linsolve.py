@@ -1,7 +1,7 @@
 """splu, spilu and factorized on device data.
 
 The factorization is SciPy's SuperLU (there is no sparse LU in torch): on the CPU
-kind it reads the data in place, elsewhere it runs on a host copy with a
+kind it runs where the data is (host memory), elsewhere on a host copy with a
 DeviceFallbackWarning (the capability table's ``host_ops``).  The result is a
 ``SuperLU`` whose ``solve`` takes and returns tensors on the input's device.
 ``factorized`` on device data always uses SuperLU (SciPy uses UMFPACK when
