@@ -536,3 +536,23 @@ def test_neuron_float64_from_dense_to_host_stacking_on_device(xla_device, emulat
         ours = ts.hstack([a, ts.vstack([a, a])[1:4]])
     assert rec.ops == []
     assert_same(ours, sp.hstack([host, sp.vstack([host, host])[1:4]]), xla_device)
+
+
+@pytest.mark.xla
+def test_neuron_float64_duplicate_sums_to_host_scatter_on_device(xla_device, emulate_neuron):
+    """Summing duplicates is float64 arithmetic (host, warned under Neuron's limits);
+    densifying a canonical matrix is a scatter of stored values (device, no warning)."""
+    from conformance.device_ops import DeviceArithmetic
+
+    host = sp.coo_array((np.array([1.0, 2.0, 3.0, 4.0]), (np.array([0, 0, 1, 2]),
+                                                          np.array([1, 1, 0, 2]))), shape=(3, 3))
+    c = to_device(host, xla_device)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="segment_sum.*float64"):
+        ours = c.tocsr()
+    assert_same(ours, host.tocsr(), xla_device)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="segment_sum"):
+        assert_array_equal(to_host(c.toarray()), host.toarray())
+    with DeviceArithmetic("xla", [torch.float64]) as rec:
+        dense = ours.toarray()
+    assert rec.ops == []
+    assert_array_equal(to_host(dense), host.toarray())

@@ -263,7 +263,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         """A dense device tensor (``order`` is ignored; ``out`` is filled if given)."""
         coo = self.tocoo(copy=False)
         m, n = self.shape
-        flat = su.segment_sum(coo.data, coo.row.to(torch.int64) * n + coo.col, m * n)
+        pos = coo.row.to(torch.int64) * n + coo.col
+        if coo.has_canonical_format:  # no duplicates: a scatter, no arithmetic
+            flat = torch.zeros(m * n, dtype=coo.data.dtype, device=coo.data.device)
+            flat = flat.index_put((pos,), coo.data)
+        else:
+            flat = su.segment_sum(coo.data, pos, m * n)
         dense = flat.reshape(m, n)
         if out is not None:
             out.copy_(dense)

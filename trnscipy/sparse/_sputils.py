@@ -12,8 +12,11 @@ import numpy as np
 import scipy.sparse._sputils as _scipy_sputils
 from array_api_compat import is_torch_array
 
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
+from trnscipy._transfer import _tensor_to_host
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -123,10 +126,18 @@ def compress(major_sorted, n_major, dtype):
 
 
 def segment_sum(data, seg, n):
-    """Sum ``data`` over segment ids ``seg`` into ``n`` slots (bool: logical or)."""
+    """Sum ``data`` over segment ids ``seg`` into ``n`` slots (bool: logical or).
+
+    Where the capability table refuses the dtype on the device (float64 on Neuron) the
+    sum runs on the host, with its DeviceFallbackWarning."""
     if data.dtype == torch.bool:
         acc = torch.zeros(n, dtype=torch.int32, device=data.device)
         return acc.index_add(0, seg, data.to(torch.int32)) > 0
+    dtype = to_numpy_dtype(data.dtype)
+    if not runs_on_device("trnscipy.sparse.segment_sum", device_kind(data.device), dtype):
+        out = np.zeros((n,) + tuple(data.shape[1:]), dtype=dtype)
+        np.add.at(out, _tensor_to_host(seg), _tensor_to_host(data))
+        return torch.from_numpy(out).to(data.device)
     out = torch.zeros((n,) + tuple(data.shape[1:]), dtype=data.dtype, device=data.device)
     return out.index_add(0, seg, data)
 
