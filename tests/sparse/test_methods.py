@@ -295,3 +295,33 @@ def test_comparisons(fmt, kind):
             assert_same(op(dev, 0.5), op(host, 0.5))
             assert_same(op(dev, 0), op(host, 0))
             assert_same(op(dev, torch.from_numpy(dense)), np.asarray(op(host, dense)))
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_neuron_value_arithmetic_runs_on_host_with_warning(xla_device, emulate_neuron, dtype):
+    """Under Neuron's limits, methods that compute on float64/complex values run on the
+    host with a DeviceFallbackWarning (complex128 parts intact), and their results come
+    back to the device; data movement (transpose, tocsc) stays there without one."""
+    from conformance.device_ops import DeviceArithmetic
+
+    host = scipy_case("csr", "array", dtype)
+    A = trnscipy.to_device(host, xla_device)
+    calls = {"sum": (lambda a: a.sum(axis=0)), "scale": (lambda a: a * 2.5),
+             "neg": (lambda a: -a), "abs": abs, "add": (lambda a: a + a),
+             "astype": (lambda a: a.astype(np.complex64)),
+             "count_nonzero": (lambda a: a.count_nonzero())}
+    if dtype == "complex128":  # a real conj is a copy
+        calls["conj"] = lambda a: a.conj()
+    for name, call in calls.items():
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="neuron devices have no"):
+            ours = call(A)
+        if isinstance(ours, torch.Tensor):
+            assert ours.device.type == "xla", name
+        elif not isinstance(ours, int):
+            assert ours.device.type == "xla", name
+        assert_same(ours, call(host))
+    with DeviceArithmetic("xla", [torch.float64, torch.complex128]) as rec:
+        moved = A.T.tocsc()
+    assert rec.ops == []
+    assert_same(moved, host.T.tocsc())

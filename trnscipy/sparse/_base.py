@@ -13,18 +13,19 @@ pick the array or matrix semantics through the ``sparray`` / ``spmatrix`` mixins
 """
 
 import abc
+import functools
 
 import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to_host
+from trnscipy._transfer import _tensor_to_host, _to_device
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -50,6 +51,58 @@ def from_scipy(sp, device):
         raise TypeError(f"trnscipy device sparse containers are 2-D, not {sp.ndim}-D")
     cls = _CLASSES[fmt, isinstance(sp, _sp.sparray)]
     return cls._from_scipy(sp, resolve_device(device))
+
+
+def _dtypes_of(self, args):
+    """The dtypes a method of ``self`` computes in: its own, its device operands', and
+    dtypes passed as arguments (``astype(np.float64)``)."""
+    yield self.dtype
+    for a in args:
+        if is_torch_array(a) or getattr(a, "_trnscipy_device_object", False):
+            yield to_numpy_dtype(a.dtype)
+        elif isinstance(a, np.dtype) or (isinstance(a, type) and issubclass(
+                a, (np.generic, bool, int, float, complex))):
+            yield np.dtype(a)
+
+
+def _cpu(x):
+    """A CPU copy of a device operand, through the host transfer (torch-xla 2.9's
+    ``.cpu()`` drops the imaginary part of complex128)."""
+    if is_torch_array(x):
+        return torch.from_numpy(np.array(_tensor_to_host(x)))
+    if getattr(x, "_trnscipy_device_object", False):
+        return from_scipy(x.to_scipy(), "cpu")
+    return x
+
+
+def _computes(op):
+    """Decorator for a method that computes on stored values (docs/design.md: data
+    movement is not arithmetic).  Where the capability table refuses one of its dtypes
+    on this device (float64 on Neuron), the method runs on CPU copies of its operands,
+    after the table's DeviceFallbackWarning, and the result moves back."""
+    name = f"trnscipy.sparse.{op}"
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            kind = device_kind(self.device)
+            cap = capability(kind)
+            if (cap.float64 and cap.complex and name not in cap.host_ops) or all(
+                    runs_on_device(name, kind, dt)
+                    for dt in _dtypes_of(self, (*args, *kwargs.values()))):
+                return method(self, *args, **kwargs)
+            out = kwargs.pop("out", None)
+            res = method(_cpu(self), *map(_cpu, args),
+                         **{k: _cpu(v) for k, v in kwargs.items()})
+            res = _to_device(res, self.device, strict=False)
+            if out is not None:
+                out.copy_(res)
+                return out
+            return res
+
+        return wrapper
+
+    return decorate
 
 
 def issparse(x):
@@ -311,8 +364,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def conjugate(self, copy=True):
         if self.dtype.kind == "c":
-            return self._with_data(self.data.conj().resolve_conj(), copy=False)
+            return self._conjugated()
         return self.copy() if copy else self
+
+    @_computes("conj")
+    def _conjugated(self):
+        return self._with_data(self.data.conj().resolve_conj(), copy=False)
 
     def conj(self, copy=True):
         return self.conjugate(copy=copy)
@@ -376,6 +433,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return vec
         return vec.reshape(1, -1) if axis == 0 else vec.reshape(-1, 1)
 
+    @_computes("sum")
     def sum(self, axis=None, dtype=None, out=None):
         axis = self._axis(axis)
         acc = su.sum_dtype(self.dtype) if dtype is None else np.dtype(dtype)
@@ -393,6 +451,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return out
         return res
 
+    @_computes("mean")
     def mean(self, axis=None, dtype=None, out=None):
         axis = self._axis(axis)
         res_dtype = np.dtype(np.float64) if self.dtype.kind in "biu" else self.dtype
@@ -420,6 +479,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def trace(self, offset=0):
         return self.diagonal(k=offset).sum()
 
+    @_computes("count_nonzero")
     def count_nonzero(self, axis=None):
         coo = self._coo_canonical()
         nz = coo.data != 0
@@ -438,6 +498,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         ones = torch.ones(coo.data.shape[0], dtype=torch.int64, device=self.device)
         return su.segment_sum(ones, idx.to(torch.int64), n)
 
+    @_computes("nonzero")
     def nonzero(self):
         coo = self.tocoo(copy=False)
         row, col = su.compact(coo.data != 0, coo.row, coo.col)
@@ -446,6 +507,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             row, col = row[order], col[order]
         return row, col
 
+    @_computes("min_or_max")
     def _min_or_max(self, axis, reduce, name):
         if self.dtype.kind == "c":
             raise ValueError(f"{name} is not supported for complex dtypes")
@@ -486,6 +548,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def min(self, axis=None, out=None, *, explicit=False):
         return self._min_or_max(axis, torch.minimum, "min")
 
+    @_computes("argmin_or_argmax")
     def _arg_min_or_max(self, axis, name):
         if self.dtype.kind == "c":
             raise ValueError(f"{name} is not supported for complex dtypes")
@@ -569,6 +632,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return other
         return su.as_tensor(np.asarray(other), self.device)
 
+    @_computes("elementwise")
     def _binop_sparse(self, other, op):
         """Elementwise union/intersection op of two sparse operands, zeros dropped."""
         if other.shape != self.shape:
@@ -616,10 +680,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def _binop_format(self, other):
         return self.format if self.format in ("csr", "csc", "bsr", "dia") else "csr"
 
+    @_computes("scale")
     def _mul_scalar(self, other):
         dt = su.result_dtype(np.multiply, self.dtype, scalars=[other])
         return self._with_data(self.data.to(to_torch_dtype(dt)) * other, copy=False)
 
+    @_computes("multiply")
     def multiply(self, other):
         """Elementwise product (dense operands give a COO result, as SciPy)."""
         other = self._as_operand(other)
@@ -653,6 +719,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def minimum(self, other):
         return self._max_min(other, "minimum")
 
+    @_computes("maximum_or_minimum")
     def _max_min(self, other, op):
         other = self._as_operand(other)
         if issparse(other):
@@ -672,6 +739,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         red = torch.maximum if op == "maximum" else torch.minimum
         return red(self.toarray(), other)
 
+    @_computes("add")
     def _add(self, other, negate_self=False, negate_other=False):
         other = self._as_operand(other)
         base = -self if negate_self else self
@@ -700,11 +768,13 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def __rsub__(self, other):
         return self._add(other, negate_self=True)
 
+    @_computes("neg")
     def __neg__(self):
         if self.dtype == np.bool_:
             raise NotImplementedError("negating a boolean sparse array is not supported")
         return self._with_data(-self.data, copy=False)
 
+    @_computes("truediv")
     def __truediv__(self, other):
         other = self._as_operand(other)
         if su.is_scalar(other):
@@ -718,6 +788,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self.toarray() / other.toarray()
         return self.toarray() / other
 
+    @_computes("truediv")
     def __rtruediv__(self, other):
         return other / self.toarray()
 
@@ -833,6 +904,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self.power(other)
         return self._matrix_power(other)
 
+    @_computes("compare")
     def _compare(self, other, op):
         """Elementwise comparison, computed densely on the device (O(M*N) memory).
 
