@@ -241,7 +241,8 @@ class _cs_matrix(_data_matrix):
         other = "csc" if self.format == "csr" else "csr"
         return self._container(other)._construct(
             self.shape, data=self.data[order], indices=self._major_index()[order],
-            indptr=indptr, _sorted=True, _canonical=self._canonical or None)
+            indptr=indptr, _sorted=True, _canonical=self._canonical or None,
+            _cache_major=minor_sorted)
 
     def tocsr(self, copy=False):
         if self.format == "csr":

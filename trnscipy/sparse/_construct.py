@@ -58,6 +58,8 @@ def _finish(result):
         tensors = result
     else:
         tensors = [getattr(result, part) for part in _PARTS.get(result.format, ())]
+        if "_cache_major" in result.__dict__:  # the row index products gather by
+            tensors.append(result._cache_major)
     if tensors:
         kernel("materialize", tensors[0].device)(tensors)
     return result
