@@ -88,6 +88,9 @@ def _is_tensor(x):
     return is_torch_array(x)
 
 
+_SCALARS = frozenset({int, float, complex, bool, str, type(None)})
+
+
 def _is_torch_generator(x):
     torch_module = sys.modules.get("torch")  # no torch imported: not a torch.Generator
     return torch_module is not None and isinstance(x, torch_module.Generator)
@@ -147,7 +150,8 @@ def _with_device_keyword(scipy_func, dtype_of):
         def wrapper(*args, device=None, **kwargs):
             if device is None:
                 generator = next((x for x in (*args, *kwargs.values())
-                                  if _is_torch_generator(x)), None)
+                                  if type(x) not in _SCALARS and _is_torch_generator(x)),
+                                 None)
                 if generator is None:
                     return routed(*args, **kwargs)
                 device = generator.device
