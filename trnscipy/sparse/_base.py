@@ -906,25 +906,60 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     @_computes("compare")
     def _compare(self, other, op):
-        """Elementwise comparison, computed densely on the device (O(M*N) memory).
+        """Elementwise comparison.
 
-        Sparse or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR),
-        dense ``other``: a dense boolean tensor, as SciPy.
+        Where a zero compares False with a zero (or with the scalar), implicit zeros stay
+        False and only stored entries are compared (O(nnz), as SciPy); otherwise (==,
+        <=, >=, or e.g. ``A < 1``) every implicit zero is True and the result is built
+        densely, O(M*N) (SciPy does the same, with a SparseEfficiencyWarning).  Sparse
+        or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR); dense
+        ``other``: a dense boolean tensor, as SciPy.
         """
         other = self._as_operand(other)
+        out_format = "csc" if self.format == "csc" else "csr"
+        zero = torch.zeros((), dtype=self.data.dtype)
         if issparse(other):
             if other.shape != self.shape:
                 raise ValueError("inconsistent shapes")
+            if not bool(op(zero, torch.zeros((), dtype=self.data.dtype))):
+                return self._compare_stored(other, op).asformat(out_format)
             rhs = other.toarray()
         elif su.is_scalar(other):
+            scalar = other.item() if isinstance(other, torch.Tensor) else other
+            if not bool(op(zero, scalar)):
+                coo = self._coo_canonical()
+                hit = op(coo.data, scalar)
+                return self._bool_coo(coo.row, coo.col, hit).asformat(out_format)
             rhs = other
         else:
             if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
                 raise ValueError("inconsistent shapes")
             return op(self.toarray(), other)
         dense = op(self.toarray(), rhs)
-        return self._container("csc" if self.format == "csc" else "csr")._from_dense(
-            dense, None, None, None)
+        return self._container(out_format)._from_dense(dense, None, None, None)
+
+    def _compare_stored(self, other, op):
+        """op on the union of both operands' stored entries (implicit zeros compare 0)."""
+        a, b = self._coo_canonical(), other._coo_canonical()
+        n = self.shape[1]
+        row = torch.cat([a.row.to(torch.int64), b.row.to(torch.int64)])
+        col = torch.cat([a.col.to(torch.int64), b.col.to(torch.int64)])
+        va = torch.cat([a.data, torch.zeros(b.nnz, dtype=a.data.dtype, device=self.device)])
+        vb = torch.cat([torch.zeros(a.nnz, dtype=b.data.dtype, device=self.device), b.data])
+        # Each operand is canonical, so every union position holds at most one entry of
+        # each: summing duplicates pairs them up, in the same (sorted) order for both.
+        row_u, col_u, va = su.coalesce(row, col, va, n)
+        _, _, vb = su.coalesce(row, col, vb, n)
+        return self._bool_coo(row_u, col_u, op(va, vb))
+
+    def _bool_coo(self, row, col, hit):
+        """A canonical boolean COO holding True where ``hit`` holds."""
+        row, col = su.compact(hit, row, col)
+        m, n = self.shape
+        idx = su.index_dtype(max(m, n, row.shape[0]))
+        ones = torch.ones(row.shape[0], dtype=torch.bool, device=self.device)
+        return self._container("coo")._construct((m, n), row=row.to(idx), col=col.to(idx),
+                                                 data=ones, _canonical=True)
 
     def __eq__(self, other):
         return self._compare(other, torch.eq)

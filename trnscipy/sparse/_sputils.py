@@ -15,6 +15,7 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _tensor_to_host
 
@@ -84,11 +85,15 @@ def as_index(x, device):
     return t
 
 
-def host_ints(*values):
-    """Read several integer scalars (0-d tensors) to the host in one transfer."""
+def host_ints(*values, also=()):
+    """Read several integer scalars (0-d tensors) to the host in one transfer.
+
+    Tensors in ``also`` are computed in the same graph execution (lazy devices)."""
     if not values:
         return []
     stacked = torch.stack([v.reshape(()).to(torch.int64) for v in values])
+    if also:
+        kernel("materialize", stacked.device)([stacked, *also])
     return [int(v) for v in stacked.cpu().tolist()]
 
 
