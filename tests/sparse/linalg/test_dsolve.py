@@ -183,3 +183,16 @@ def test_xla_other_device_and_strict_mode(xla_device, monkeypatch):
         lu.solve(trnscipy.to_device(_rhs(np.float64), xla_device))
     with pytest.raises(DeviceUnsupportedError):
         tsl.splu(trnscipy.to_device(a, xla_device))
+
+
+@pytest.mark.xla
+def test_neuron_float64_factorized_solves_device_tensors(xla_device, emulate_neuron):
+    """Under Neuron's limits the float64 factorization and solves run on the host
+    (warned), and factorized still returns a solve that takes and returns device tensors
+    (factorized's own dispatch does not fall back to SciPy's host-only function)."""
+    a, b = _matrix(np.float64), _rhs(np.float64)
+    with pytest.warns(DeviceFallbackWarning, match="float64|no neuron"):
+        solve = tsl.factorized(trnscipy.to_device(a, xla_device))
+    with pytest.warns(DeviceFallbackWarning):
+        x = solve(trnscipy.to_device(b, xla_device))
+    _check_solution(x, spla.factorized(a)(b), a, b, "N", xla_device)
