@@ -39,8 +39,8 @@ _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
     "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
 
 # Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
-# LU on any device.  The CPU kind runs SuperLU on host views of its data; elsewhere the
-# factorization and every solve run on the host.
+# LU on any device.  The CPU kind runs SuperLU where its data is, in host memory;
+# elsewhere the factorization and every solve run on the host, warned.
 _HOST_SUPERLU = frozenset({"scipy.sparse.linalg._dsolve.linsolve.splu",
                            "scipy.sparse.linalg._dsolve.linsolve.spilu",
                            "scipy.sparse.linalg.SuperLU.solve"})
