@@ -42,6 +42,15 @@ def _tensor_to_host(t, copy=False):
     return a[()] if a.ndim == 0 else a
 
 
+def _tensor_to(t, device):
+    """``t`` on ``device``.  complex128 leaving a device whose host copies drop the
+    imaginary part (torch-xla 2.9) moves as its real and imaginary parts."""
+    if (t.dtype == torch.complex128 and device.type == "cpu" and t.device.type != "cpu"
+            and capability(device_kind(t.device)).split_complex128_to_host):
+        return torch.complex(t.real.to(device), t.imag.to(device))
+    return t.to(device)
+
+
 def to_device(obj, device=None):
     """Move ``obj`` to ``device`` (name or torch.device; None: the default device).
 
@@ -57,7 +66,7 @@ def to_device(obj, device=None):
 
 def _to_device(obj, device, strict):
     if is_torch_array(obj):
-        return obj.to(device)
+        return _tensor_to(obj, device)
     if isinstance(obj, np.ndarray):
         return _array_to_device(obj, device)
     if is_device_object(obj):

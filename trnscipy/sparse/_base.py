@@ -25,7 +25,7 @@ from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to_host, _to_device
+from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -269,7 +269,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         device = resolve_device(device)
         if device == self.device:
             return self
-        moved = {k: (v.to(device) if is_torch_array(v) else v)
+        moved = {k: (_tensor_to(v, device) if is_torch_array(v) else v)
                  for k, v in self.__dict__.items() if not k.startswith("_cache")}
         obj = object.__new__(type(self))
         obj.__dict__.update(moved)
