@@ -3,7 +3,10 @@
 import scipy.sparse as _scipy_sparse
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse import linalg  # noqa: F401  (replaces scipy.sparse.linalg)
+from trnscipy.sparse import (
+    _oned,  # noqa: F401  (registers the 1-D arrays)
+    linalg,  # noqa: F401  (replaces scipy.sparse.linalg)
+)
 from trnscipy.sparse._base import (  # noqa: F401
     issparse,
     isspmatrix,

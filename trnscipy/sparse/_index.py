@@ -1,9 +1,11 @@
 """Indexing of device CSR/CSC/COO containers: integer, slice, and integer-array
 (fancy) selection of rows and columns.
 
-Differs from SciPy: results that SciPy gives as 1-D sparse arrays (an integer
-index on a sparse *array*) and paired fancy indexing ``A[[i0, i1], [j0, j1]]``
-raise NotImplementedError; sparse matrices (2-D results) are complete.
+An integer index on a 2-D sparse *array* gives a 1-D ``coo_array``, as SciPy;
+indexing of 1-D arrays is in ``_oned``.
+
+Differs from SciPy: paired fancy indexing ``A[[i0, i1], [j0, j1]]``, ``None`` and
+``Ellipsis`` raise NotImplementedError / IndexError.
 """
 
 import numpy as np
@@ -78,9 +80,6 @@ def getitem(A, key):
         coo = A.tocoo(copy=False)
         hit = (coo.row.to(torch.int64) == rows[0]) & (coo.col.to(torch.int64) == cols[0])
         return torch.where(hit, coo.data, torch.zeros_like(coo.data)).sum()
-    if A._is_array and (rint or cint):
-        raise NotImplementedError("an integer index on a sparse array gives a 1-D sparse "
-                                  "array, which trnscipy device containers do not have yet")
     if not (isinstance(key[0], (slice, int, np.integer))
             or isinstance(key[1], (slice, int, np.integer))):
         raise NotImplementedError("paired fancy indexing A[[i...], [j...]] is not supported "
@@ -91,4 +90,8 @@ def getitem(A, key):
         out = _select_major(out, rows)
     if not (isinstance(key[1], slice) and key[1] == slice(None)):
         out = _select_major(out.tocsc().transpose(), cols).transpose()
+    if A._is_array and (rint or cint):  # one integer index: a 1-D coo_array
+        from trnscipy.sparse._oned import as_1d
+
+        return as_1d(out.tocoo(copy=False))
     return out.asformat(fmt)
