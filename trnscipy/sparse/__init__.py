@@ -29,6 +29,7 @@ from trnscipy.sparse._construct import (  # noqa: F401
     bmat,
     diags,
     diags_array,
+    expand_dims,
     eye,
     eye_array,
     hstack,

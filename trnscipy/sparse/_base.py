@@ -656,7 +656,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self._mul_scalar(other)
         if issparse(other):
             if other.ndim == 1:  # the 1-D sparse array broadcasts along the rows
-                return other.multiply(self)
+                return other.multiply(self).asformat(self._binop_format(self))
             if other.shape != self.shape:
                 raise ValueError(f"inconsistent shapes {self.shape} and {other.shape}")
             return self._binop_sparse(other, "multiply")
@@ -668,7 +668,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         except RuntimeError:
             raise ValueError(f"inconsistent shapes {self.shape} and {tuple(dense.shape)}")\
                 from None
-        if tuple(torch.broadcast_shapes(dense.shape, self.shape)) != self.shape:
+        if su.broadcast_shape(dense.shape, self.shape) != self.shape:
             return self.toarray() * dense
         dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(dense.dtype))
         coo = self._coo_canonical().astype(dt, copy=False)
@@ -713,7 +713,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                                       "supported")
         if issparse(other):
             return base._binop_sparse(other, "sub" if negate_other else "add")
-        if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+        if su.broadcast_shape(other.shape, self.shape) != self.shape:
             raise ValueError(f"inconsistent shapes {self.shape} and {tuple(other.shape)}")
         dt = su.result_dtype(np.add, self.dtype, to_numpy_dtype(other.dtype))
         dense = base.toarray().to(to_torch_dtype(dt))
@@ -870,7 +870,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         elif su.is_scalar(other):
             rhs = other
         else:
-            if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+            if su.broadcast_shape(other.shape, self.shape) != self.shape:
                 raise ValueError("inconsistent shapes")
             return op(self.toarray(), other)
         dense = op(self.toarray(), rhs)

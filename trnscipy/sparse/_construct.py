@@ -27,13 +27,14 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._errors import fallback
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host
 
 __all__ = ["spdiags", "eye", "eye_array", "identity", "kron", "kronsum", "hstack", "vstack",
            "bmat", "block_array", "block_diag", "diags", "diags_array", "rand", "random",
-           "random_array"]
+           "random_array", "expand_dims"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 _UNSET = object()  # "dtype not given" (SciPy's deprecated default for diags)
@@ -696,3 +697,30 @@ def rand(m, n, density=0.01, format="coo", dtype=None, rng=None, *, random_state
 for _f in (random_array, random, rand):
     _f.__doc__ += _RANDOM_DOC
 del _f
+
+
+# --------------------------------------------------------------------------- axes
+
+
+@dispatch(_sp.expand_dims)
+def expand_dims(A, /, *, axis=0):
+    """A 1-D sparse array becomes a (1, n) or (n, 1) coo_array on its device; a 2-D input
+    gives SciPy's 3-D coo_array on the host with a DeviceFallbackWarning (trnscipy's
+    device containers have at most 2 dimensions)."""
+    if not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"Invalid axis {axis}. Must be an integer.")
+    ndim = A.ndim
+    idx = axis if axis >= 0 else axis + ndim + 1
+    if not 0 <= idx <= ndim:
+        raise ValueError(f"Invalid axis {axis} for N={ndim}. Must be in [-N-1, N].")
+    if ndim != 1:
+        fallback("scipy.sparse.expand_dims", "the result has more than 2 dimensions, "
+                 "which trnscipy's device containers cannot hold; it is SciPy's host "
+                 "coo_array", stacklevel=5)
+        return _sp.expand_dims(_to_host(A, strict=True), axis=axis)
+    coo = A.tocoo(copy=True)
+    zeros = torch.zeros_like(coo.col)
+    n = A.shape[0]
+    row, col, shape = (zeros, coo.col, (1, n)) if idx == 0 else (coo.col, zeros, (n, 1))
+    return _cls("coo", True)._construct(shape, row=row, col=col, data=coo.data,
+                                        _canonical=coo.has_canonical_format)

@@ -184,12 +184,7 @@ class _oned:
             return tiled._binop_sparse(other, "multiply")
         if other.ndim > 2:
             raise ValueError("inconsistent shapes")
-        try:
-            shape = tuple(torch.broadcast_shapes(other.shape, self.shape))
-        except RuntimeError:
-            raise ValueError(f"inconsistent shapes {self.shape} and "
-                             f"{tuple(other.shape)}") from None
-        if len(shape) == 1:
+        if len(su.broadcast_shape(other.shape, self.shape)) == 1:
             return as_1d(self._2d().multiply(other.reshape(1, -1)))
         return self._container("coo")._from_dense(self.toarray() * other, None, None, None)
 

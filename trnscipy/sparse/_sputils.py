@@ -179,6 +179,14 @@ def is_scalar(x):
     return np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0)
 
 
+def broadcast_shape(a, b):
+    """The broadcast shape of ``a`` and ``b`` (shapes), NumPy's ValueError if none."""
+    try:
+        return tuple(torch.broadcast_shapes(tuple(a), tuple(b)))
+    except RuntimeError:
+        raise ValueError(f"inconsistent shapes {tuple(a)} and {tuple(b)}") from None
+
+
 def check_shape(shape, allow_1d=False):
     """A tuple of two (or, with ``allow_1d``, one) non-negative ints (SciPy's messages)."""
     try:
