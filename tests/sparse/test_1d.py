@@ -304,6 +304,21 @@ def test_expand_dims_of_2d_is_scipys_on_the_host():
     np.testing.assert_array_equal(got.toarray(), want.toarray())
     with pytest.raises(ValueError):
         ts.expand_dims(dev, axis=4)
+    one_d = host_1d("coo", "float64")
+    with pytest.warns(trnscipy.DeviceFallbackWarning):
+        got = trnscipy.to_device(one_d, "cpu").reshape((1, N, 1))
+    want = one_d.reshape((1, N, 1))
+    assert type(got) is type(want) and got.shape == want.shape
+    np.testing.assert_array_equal(got.toarray(), want.toarray())
+
+
+def test_offloaded_expand_dims():
+    host = host_1d("csr", "float64")
+    with trnscipy.offload("cpu"):
+        got = ts.expand_dims(host, axis=-1)
+    want = sp.expand_dims(host, axis=-1)
+    assert type(got) is type(want) and got.shape == want.shape
+    np.testing.assert_array_equal(got.toarray(), want.toarray())
 
 
 def test_xla_lane_1d(lane):
@@ -321,3 +336,22 @@ def test_xla_lane_1d(lane):
     A_dev = trnscipy.to_device(A, lane)
     for op in (lambda a: a.max(axis=0), lambda a: a.argmin(axis=1), lambda a: a[1]):
         paired(op, A, A_dev)
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csr"])
+def test_stacking_and_kron_of_1d(fmt):
+    host = host_1d(fmt, "float64")
+    host.sum_duplicates()
+    dev = trnscipy.to_device(host, "cpu")
+    small = np.array([0.0, 2.0, -1.0])
+    ops = [
+        lambda m, a: m.hstack([a, a]), lambda m, a: m.vstack([a, a]),
+        lambda m, a: m.hstack([a, a], format="csr"), lambda m, a: m.block_diag([a, a]),
+        lambda m, a: m.kron(a, a), lambda m, a: m.kron(a, a, format="csr"),
+        lambda m, a: m.kron(a, sp.coo_array(small) if m is sp else ts.coo_array(
+            torch.from_numpy(small))),
+        lambda m, a: m.kron(a, sp.csr_array(np.eye(2)) if m is sp else ts.csr_array(
+            torch.eye(2, dtype=torch.float64))),
+    ]
+    for op in ops:
+        paired(lambda a, op=op: op(sp if is_host(a) else ts, a), host, dev)

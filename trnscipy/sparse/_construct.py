@@ -332,7 +332,15 @@ def identity(n, dtype="d", format=None, device=None):
 
 
 def _ndim(x):
-    return 2 if _is_sparse(x) else (x.ndim if _is_tensor(x) else np.ndim(x))
+    return x.ndim if _is_sparse(x) or _is_tensor(x) else np.ndim(x)
+
+
+def _as_row(x):
+    """A 1-D sparse array as a (1, n) one of its format (SciPy's stacking, block and
+    Kronecker functions take a 1-D array as one row); anything else as it is."""
+    if _is_sparse(x) and x.ndim == 1:
+        return x.reshape((1, x.shape[0])).asformat(x.format)
+    return x
 
 
 def _as(fmt, x, array, device, copy=False):
@@ -344,6 +352,7 @@ def _as(fmt, x, array, device, copy=False):
         x = _tensor(x, device)
         if x.ndim < 2:
             x = x.reshape(1, -1)
+    x = _as_row(x)
     return _cls(fmt, array)(x, copy=copy) if copy else _cls(fmt, array)(x)
 
 
@@ -376,7 +385,10 @@ def _kron(A, B, format, array):
 
 @_routed(_sp.kron)
 def kron(A, B, format=None):
-    return _kron(A, B, format, _is_sparray(A) or _is_sparray(B))
+    out = _kron(A, B, format, _is_sparray(A) or _is_sparray(B))
+    if _ndim(A) == 1 and _ndim(B) == 1 and (_is_sparse(A) or _is_sparse(B)):
+        return out.reshape((out.shape[1],)).asformat(format)  # 1-D, as SciPy
+    return out
 
 
 @_routed(_sp.kronsum)
@@ -486,7 +498,9 @@ def _stack_compressed(grid, fmt, array):
 
 
 def _block(blocks, format, dtype, array):
-    grid = _grid(blocks)
+    grid = _grid(blocks).copy()
+    for ij, b in np.ndenumerate(grid):
+        grid[ij] = _as_row(b)
     present = [b for b in grid.flat if b is not None]
     for fmt in ("csr", "csc"):
         if format in (None, fmt) and len(present) == grid.size \
@@ -566,7 +580,7 @@ def block_diag(mats, format=None, dtype=None):
     device = find_device(mats)
     rows, cols, datas, first_int64 = [], [], [], []
     r, c = 0, 0
-    for a in mats:
+    for a in map(_as_row, mats):
         if isinstance(a, (list, numbers.Number)):  # SciPy keeps only their nonzeros
             a = _cls("coo", True)(_tensor(np.atleast_2d(a), device))
         if _is_sparse(a):
