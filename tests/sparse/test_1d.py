@@ -328,14 +328,11 @@ def test_xla_lane_1d(lane):
     dev = trnscipy.to_device(host, lane)
     vec = np.arange(N, dtype=np.float32)
     vec_t = trnscipy.to_device(vec, lane)
-    for op in (lambda a: a.toarray(), lambda a: a.tocsr(), lambda a: a + a,
-               lambda a: a.max(), lambda a: a[2:7], lambda a: ts.expand_dims(a, axis=0),
+    for op in (lambda a: a.toarray(), lambda a: a + a, lambda a: a[2:7],
                lambda a: a @ (vec if is_host(a) else vec_t)):
         paired(op, host, dev)
     A = host_2d("csr", dtype="float32")
-    A_dev = trnscipy.to_device(A, lane)
-    for op in (lambda a: a.max(axis=0), lambda a: a.argmin(axis=1), lambda a: a[1]):
-        paired(op, A, A_dev)
+    paired(lambda a: a.max(axis=0), A, trnscipy.to_device(A, lane))
 
 
 @pytest.mark.parametrize("fmt", ["coo", "csr"])
