@@ -60,6 +60,30 @@ def test_mixed_dtypes_promote_as_numpy():
     assert_same(device_case(ih, "cpu") @ torch.tensor([1, 1]), ih @ np.array([1, 1]))
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_repeated_products_follow_changes_to_the_container(fmt):
+    """The CPU kernel caches NumPy views of the stored tensors: products must follow
+    in-place value changes, replaced attributes and in-place structural methods."""
+    host = scipy_case(fmt, "array", "float64")
+    dev = device_case(host, "cpu")
+    x = np.arange(1.0, 9.0)
+    tx = torch.from_numpy(x)
+    assert_same(dev @ tx, host @ x)
+    dev.data.mul_(2)             # in place: the cached views share memory
+    host.data *= 2
+    assert_same(dev @ tx, host @ x)
+    dev.data = dev.data * 3      # replaced tensor
+    host.data = host.data * 3
+    assert_same(dev @ tx, host @ x)
+    dev.data = dev.data.to(torch.float32)  # replaced with another dtype
+    host.data = host.data.astype(np.float32)
+    assert_same(dev @ tx, host @ x)
+    dev.sum_duplicates()         # in-place structural change
+    host.sum_duplicates()
+    assert_same(dev @ tx, host @ x)
+    assert_same(dev.conj() @ tx, host.conj() @ x)
+
+
 def test_matmul_errors():
     dev = device_case(scipy_case("csr", "array", "float64"), "cpu")
     with pytest.raises(ValueError, match="dimension mismatch"):

@@ -104,3 +104,9 @@ def spgemm(A, B):
     idx = su.index_dtype(max(m, n, val.shape[0]), (A.indices, B.indices))
     return {"data": val, "indices": col.to(idx), "indptr": su.compress(row.to(idx), m, idx),
             "_sorted": True, "_canonical": True}
+
+
+@register("krylov", "generic")
+def krylov(scipy_solver, device_solver, args, kwargs):
+    """The torch implementation of the solver (XLA graphs, CUDA)."""
+    return device_solver(*args, **kwargs)

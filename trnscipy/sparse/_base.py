@@ -230,13 +230,15 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         obj.__dict__.update(moved)
         return obj
 
-    def to_scipy(self):
-        """SciPy's object of the same format and kind (same index dtype, values, flags)."""
+    def to_scipy(self, copy=True):
+        """SciPy's object of the same format and kind (same index dtype, values, flags);
+        ``copy=False`` shares a CPU container's memory (for read-only use)."""
         raise NotImplementedError
 
-    def _host(self, t):
-        """A host copy of ``t`` (never a view: SciPy may change it in place)."""
-        return _tensor_to_host(t, copy=True)
+    def _host(self, t, copy=True):
+        """A host copy of ``t`` (SciPy may change it in place); with ``copy=False`` a CPU
+        tensor's memory is shared."""
+        return _tensor_to_host(t, copy=copy)
 
     # ---- conversions --------------------------------------------------------------
 
@@ -582,7 +584,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def _as_operand(self, other):
         """Move a host operand (ndarray, SciPy sparse, list) to this device."""
-        if is_torch_array(other):
+        if isinstance(other, torch.Tensor):
             if other.device != self.device:
                 raise ValueError(f"operands are on two devices, {self.device} and "
                                  f"{other.device}")
@@ -766,7 +768,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return self._rmatmul(self._as_operand(other))
 
     def __matmul__(self, other):
-        if su.is_scalar(other):
+        if not isinstance(other, torch.Tensor) and su.is_scalar(other):
             raise ValueError("Scalar operands are not allowed, use '*' instead")
         other = self._as_operand(other)
         if issparse(other) and other.ndim == 1:  # the 1-D sparse array forms the product
@@ -806,20 +808,31 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self.format == "csc" or (self.format == "dia" and other.format == "dia"):
                 return res.asformat(self.format)
             return res
-        if other.ndim == 0:
+        ndim = other.ndim
+        if ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        if other.ndim > 2 or other.shape[0] != n:
+        if ndim > 2 or other.shape[0] != n:
             raise ValueError(f"dimension mismatch: {self.shape} @ {tuple(other.shape)}")
-        dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
-        op = "spmv" if other.ndim == 1 else "spmm"
-        if self._on_host(op, dt):
-            host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
-            return torch.from_numpy(np.asarray(host)).to(self.device)
-        a = self if self.dtype == dt else self.astype(dt, copy=False)
-        x = other.to(to_torch_dtype(dt))
-        if x.is_conj():
-            x = x.resolve_conj()
-        return kernel(op, self.device)(a, x)
+        # The kernel and x's dtype depend only on the dtypes and the device kind (which
+        # TRNSCIPY_EMULATE can change): cached per container, dropped by .to().
+        plans = self.__dict__.get("_cache_product_plans")
+        if plans is None:
+            plans = self.__dict__["_cache_product_plans"] = {}
+        key = (self.data.dtype, other.dtype, ndim, device_kind(self.data.device))
+        plan = plans.get(key)
+        if plan is None:
+            dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
+            op = "spmv" if ndim == 1 else "spmm"
+            if self._on_host(op, dt):
+                host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
+                return torch.from_numpy(np.asarray(host)).to(self.device)
+            if self.dtype != dt:
+                x = other.to(to_torch_dtype(dt)).resolve_conj()
+                return kernel(op, self.device)(self.astype(dt, copy=False), x)
+            plan = plans[key] = (kernel(op, self.device), self.data.dtype)
+        impl, dtype = plan
+        x = other if other.dtype == dtype else other.to(dtype)
+        return impl(self, x.resolve_conj() if x.is_conj() else x)
 
     def _rmatmul(self, other):
         if issparse(other):
@@ -857,25 +870,60 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return self._matrix_power(other)
 
     def _compare(self, other, op):
-        """Elementwise comparison, computed densely on the device (O(M*N) memory).
+        """Elementwise comparison.
 
-        Sparse or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR),
-        dense ``other``: a dense boolean tensor, as SciPy.
+        Where a zero compares False with a zero (or with the scalar), implicit zeros stay
+        False and only stored entries are compared (O(nnz), as SciPy); otherwise (==,
+        <=, >=, or e.g. ``A < 1``) every implicit zero is True and the result is built
+        densely, O(M*N) (SciPy does the same, with a SparseEfficiencyWarning).  Sparse
+        or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR); dense
+        ``other``: a dense boolean tensor, as SciPy.
         """
         other = self._as_operand(other)
+        out_format = "csc" if self.format == "csc" else "csr"
+        zero = torch.zeros((), dtype=self.data.dtype)
         if issparse(other):
             if other.shape != self.shape:
                 raise ValueError("inconsistent shapes")
+            if not bool(op(zero, torch.zeros((), dtype=self.data.dtype))):
+                return self._compare_stored(other, op).asformat(out_format)
             rhs = other.toarray()
         elif su.is_scalar(other):
+            scalar = other.item() if isinstance(other, torch.Tensor) else other
+            if not bool(op(zero, scalar)):
+                coo = self._coo_canonical()
+                hit = op(coo.data, scalar)
+                return self._bool_coo(coo.row, coo.col, hit).asformat(out_format)
             rhs = other
         else:
             if su.broadcast_shape(other.shape, self.shape) != self.shape:
                 raise ValueError("inconsistent shapes")
             return op(self.toarray(), other)
         dense = op(self.toarray(), rhs)
-        return self._container("csc" if self.format == "csc" else "csr")._from_dense(
-            dense, None, None, None)
+        return self._container(out_format)._from_dense(dense, None, None, None)
+
+    def _compare_stored(self, other, op):
+        """op on the union of both operands' stored entries (implicit zeros compare 0)."""
+        a, b = self._coo_canonical(), other._coo_canonical()
+        n = self.shape[1]
+        row = torch.cat([a.row.to(torch.int64), b.row.to(torch.int64)])
+        col = torch.cat([a.col.to(torch.int64), b.col.to(torch.int64)])
+        va = torch.cat([a.data, torch.zeros(b.nnz, dtype=a.data.dtype, device=self.device)])
+        vb = torch.cat([torch.zeros(a.nnz, dtype=b.data.dtype, device=self.device), b.data])
+        # Each operand is canonical, so every union position holds at most one entry of
+        # each: summing duplicates pairs them up, in the same (sorted) order for both.
+        row_u, col_u, va = su.coalesce(row, col, va, n)
+        _, _, vb = su.coalesce(row, col, vb, n)
+        return self._bool_coo(row_u, col_u, op(va, vb))
+
+    def _bool_coo(self, row, col, hit):
+        """A canonical boolean COO holding True where ``hit`` holds."""
+        row, col = su.compact(hit, row, col)
+        m, n = self.shape
+        idx = su.index_dtype(max(m, n, row.shape[0]))
+        ones = torch.ones(row.shape[0], dtype=torch.bool, device=self.device)
+        return self._container("coo")._construct((m, n), row=row.to(idx), col=col.to(idx),
+                                                 data=ones, _canonical=True)
 
     def __eq__(self, other):
         return self._compare(other, torch.eq)

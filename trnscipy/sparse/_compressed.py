@@ -132,9 +132,9 @@ class _cs_matrix(_data_matrix):
                               _sorted=flags.get("_has_sorted_indices"),
                               _canonical=flags.get("_has_canonical_format"))
 
-    def to_scipy(self):
-        out = self._scipy_class((self._host(self.data), self._host(self.indices),
-                                 self._host(self.indptr)), shape=self.shape)
+    def to_scipy(self, copy=True):
+        out = self._scipy_class((self._host(self.data, copy), self._host(self.indices, copy),
+                                 self._host(self.indptr, copy)), shape=self.shape)
         if self._sorted is not None:
             out.has_sorted_indices = self._sorted
         if self._canonical is not None:

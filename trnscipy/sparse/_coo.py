@@ -54,9 +54,9 @@ class _coo_base(_data_matrix):
                               data=su.from_host(sp.data, device),
                               _canonical=bool(sp.has_canonical_format))
 
-    def to_scipy(self):
-        out = self._scipy_class((self._host(self.data), (self._host(self.row),
-                                                         self._host(self.col))),
+    def to_scipy(self, copy=True):
+        out = self._scipy_class((self._host(self.data, copy), (self._host(self.row, copy),
+                                                         self._host(self.col, copy))),
                                 shape=self.shape)
         out.has_canonical_format = self._canonical
         return out

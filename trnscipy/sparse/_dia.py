@@ -65,8 +65,8 @@ class _dia_base(_data_matrix):
                               offsets=su.from_host(sp.offsets, device),
                               _offsets_host=tuple(int(v) for v in sp.offsets))
 
-    def to_scipy(self):
-        return self._scipy_class((self._host(self.data), self._host(self.offsets)),
+    def to_scipy(self, copy=True):
+        return self._scipy_class((self._host(self.data, copy), self._host(self.offsets, copy)),
                                  shape=self.shape)
 
     @property
