@@ -206,7 +206,8 @@ def test_binary_operations(fmt, dtype):
         pairs += [(lambda a, b: a.maximum(b), other, dev_other),
                   (lambda a, b: a.minimum(b), other, dev_other),
                   (lambda a, b: a.maximum(b), 1.5, 1.5), (lambda a, b: a.minimum(b), 0, 0),
-                  (lambda a, b: a < b, 1.0, 1.0)]
+                  (lambda a, b: a < b, 1.0, 1.0), (lambda a, b: a > b, 0.0, 0.0),
+                  (lambda a, b: a > b, other, dev_other), (lambda a, b: a <= b, vec, vec_t)]
     for op, h, d in pairs:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)

@@ -771,7 +771,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if not isinstance(other, torch.Tensor) and su.is_scalar(other):
             raise ValueError("Scalar operands are not allowed, use '*' instead")
         other = self._as_operand(other)
-        if issparse(other) and other.ndim == 1:  # the 1-D sparse array forms the product
+        if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
             return other._rmatmul(self)
         return self._matmul(other)
 

@@ -52,8 +52,10 @@ class _oned:
         raise ValueError("axis out of range for ndim")
 
     def _inplace(self, method):
+        """Run the 2-D in-place ``method`` on the view; take its new tensors."""
         view = self._2d()
         getattr(view, method)()
+        self.__dict__.clear()
         self.__dict__.update(type(self)._from_2d(view).__dict__)
 
     def sum_duplicates(self):
@@ -164,6 +166,16 @@ class _oned:
             raise ValueError(f"inconsistent shapes {self.shape} and {other.shape}")
         return as_1d(self._2d()._binop_sparse(other._2d(), op))
 
+    def _compare(self, other, op):
+        other = self._as_operand(other)
+        if issparse(other):
+            if other.shape != self.shape:
+                raise ValueError("inconsistent shapes")
+            other = other._2d()
+        elif not su.is_scalar(other):  # a dense result
+            return super()._compare(other, op)
+        return as_1d(self._2d()._compare(other, op))
+
     def multiply(self, other):
         """Elementwise product; a 2-D operand broadcasts the array along its rows."""
         other = self._as_operand(other)
@@ -254,8 +266,9 @@ class _coo_array_1d(_oned, coo_array):
                               data=su.from_host(sp.data, device),
                               _canonical=bool(sp.has_canonical_format))
 
-    def to_scipy(self):
-        out = _sp.coo_array((self._host(self.data), (self._host(self.col),)), shape=self.shape)
+    def to_scipy(self, copy=True):
+        out = _sp.coo_array((self._host(self.data, copy), (self._host(self.col, copy),)),
+                            shape=self.shape)
         out.has_canonical_format = self._canonical
         return out
 
