@@ -45,7 +45,7 @@ def paired(op, host, dev, **kw):
     SciPy gets a copy: some of its 1-D methods change a non-canonical COO in place
     (``tocsr`` sums duplicates into the shared data array)."""
     host = host.copy() if sp.issparse(host) else host
-    dev = dev.copy() if not is_host(dev) else dev
+    dev = dev.copy() if not (is_host(dev) or isinstance(dev, type)) else dev
     try:
         want = op(host)
     except Exception as exc:  # SciPy's exception is the spec
@@ -353,3 +353,17 @@ def test_stacking_and_kron_of_1d(fmt):
     ]
     for op in ops:
         paired(lambda a, op=op: op(sp if is_host(a) else ts, a), host, dev)
+
+
+@pytest.mark.parametrize("name", ["csr_array", "csc_array", "bsr_array", "dia_array",
+                                  "coo_array", "csr_matrix", "coo_matrix"])
+def test_one_dimensional_constructor_inputs(name):
+    """Each format and kind takes or rejects 1-D inputs as SciPy does."""
+    data, idx = np.array([1.0, 2.0]), np.array([0, 3])
+    cases = [(((5,),), {}), (((data, (idx,)),), {}), (((data, (idx,)),), {"shape": (5,)}),
+             (((data, np.array([0, 2]), np.array([0, 2])),), {"shape": (4,)}),
+             ((np.array([1.0, 0.0, 2.0]),), {})]
+    for i, (args, kwargs) in enumerate(cases):
+        dev_args = trnscipy.to_device(args, "cpu") if i else args
+        paired(lambda c, a=args, d=dev_args, k=kwargs: c(*a, **k) if c.__module__.startswith(
+            "scipy") else c(*d, device="cpu", **k), getattr(sp, name), getattr(ts, name))

@@ -760,7 +760,9 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         other = self._as_operand(other)
         if su.is_scalar(other):
             return self._mul_scalar(other)
-        return self.__matmul__(other)
+        if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
+            return other._rmatmul(self)
+        return self._matmul(other)
 
     def __rmul__(self, other):
         if self._is_array or su.is_scalar(other):

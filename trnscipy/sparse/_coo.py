@@ -25,7 +25,9 @@ class _coo_base(_data_matrix):
         if len(arg1) != 2:
             raise TypeError("invalid input format")
         data, coords = arg1
-        if self._is_array and not su.is_scalar(coords) and len(coords) == 1:
+        if not su.is_scalar(coords) and len(coords) == 1:
+            if not self._is_array:
+                raise ValueError("sparse matrices are 2-D; 1-D coordinates given")
             self.__dict__.update(validate_coo_1d(su.as_index(coords[0], device),
                                                  su.as_tensor(data, device), shape, dtype,
                                                  copy))

@@ -8,9 +8,16 @@ instances of ``coo_array`` / ``csr_array`` (through private subclasses that hold
 1-D methods); sparse matrices and the CSC, BSR and DIA formats have no 1-D form, as
 in SciPy.
 
-Differs from SciPy: products with operands of more than 2 dimensions, broadcasting
-of a 1-D array against a 2-D sparse operand in ``+`` / ``-`` (SciPy: ValueError as
-well) and results with more than 2 dimensions (``reshape``) are not supported.
+Differs from SciPy: ``type(a)`` is the private subclass (``isinstance(a, coo_array)``
+holds); indexing with None, Ellipsis or nested lists raises IndexError; products with
+dense operands of more than 2 dimensions raise ValueError (SciPy broadcasts); results
+of more than 2 dimensions (``reshape``) are SciPy's host objects, with a
+DeviceFallbackWarning; max/min/argmax/argmin of complex arrays raise ValueError (as the
+2-D containers; SciPy orders lexicographically); ``a.multiply(B)`` with a 2-D sparse B
+gives CSR (SciPy: COO when B has one row); ``count_nonzero(axis=0)`` of a 1-D COO
+counts (SciPy 1.17.1 raises IndexError).  SciPy 1.17.1's ``tocsr`` (and so ``+``,
+``*`` ...) of a 1-D COO with duplicate coordinates rewrites the COO's data in place;
+trnscipy's does not.
 """
 
 import numpy as np
