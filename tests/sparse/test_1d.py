@@ -367,3 +367,17 @@ def test_one_dimensional_constructor_inputs(name):
         dev_args = trnscipy.to_device(args, "cpu") if i else args
         paired(lambda c, a=args, d=dev_args, k=kwargs: c(*a, **k) if c.__module__.startswith(
             "scipy") else c(*d, device="cpu", **k), getattr(sp, name), getattr(ts, name))
+
+
+@pytest.mark.parametrize("fmt", ["coo", "csr", "csc"])
+def test_random_array_1d(fmt):
+    kwargs = {"density": 0.2, "format": fmt}
+    paired(lambda f: f((50,), rng=3, **kwargs) if f is sp.random_array else f(
+        (50,), rng=3, device="cpu", **kwargs), sp.random_array, ts.random_array)
+    if fmt != "csc":  # a torch generator: SciPy's kind, format, shape and nnz
+        ours = ts.random_array((50,), rng=torch.Generator().manual_seed(1), device="cpu",
+                               **kwargs)
+        theirs = sp.random_array((50,), rng=1, **kwargs)
+        assert (ours.format, ours.shape, ours.nnz, ours.dtype) == (
+            theirs.format, theirs.shape, theirs.nnz, theirs.dtype)
+        assert ours.ndim == 1 and isinstance(ours, getattr(ts, f"{fmt}_array"))

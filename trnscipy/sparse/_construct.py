@@ -641,8 +641,12 @@ def _random(shape, density, format, dtype, generator, sampler, array, device):
     """The random COO built on ``device`` with ``generator`` (None: the device's default)."""
     if density < 0 or density > 1:
         raise ValueError("density expected to be 0 <= density <= 1")
+    if len(shape) == 1 and array:  # a 1-D sparse array: the (1, n) one, reshaped
+        out = _random((1, shape[0]), density, "coo", dtype, generator, sampler, True, device)
+        return out.reshape((int(shape[0]),)).asformat(format)
     if len(shape) != 2:
-        raise ValueError(f"trnscipy's device sparse arrays are 2-D, not shape {shape}")
+        raise ValueError(f"trnscipy's device sparse arrays are 1-D or 2-D, not shape "
+                         f"{shape}")
     m, n = (int(s) for s in shape)
     size = int(round(density * m * n))
     flat = _positions(m * n, size, generator, device)
