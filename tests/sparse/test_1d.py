@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 import trnscipy
 import trnscipy.sparse as ts
-from tests.sparse.sparse_cases import assert_same
+from tests.sparse.sparse_cases import assert_same, scipy_case
 
 torch = pytest.importorskip("torch")
 
@@ -381,3 +381,16 @@ def test_random_array_1d(fmt):
         assert (ours.format, ours.shape, ours.nnz, ours.dtype) == (
             theirs.format, theirs.shape, theirs.nnz, theirs.dtype)
         assert ours.ndim == 1 and isinstance(ours, getattr(ts, f"{fmt}_array"))
+
+
+@pytest.mark.parametrize("fmt,kind", [("csr", "array"), ("csc", "array"), ("coo", "array"),
+                                      ("csr", "matrix")])
+def test_paired_index_arrays(fmt, kind):
+    """A[[i0, i1], [j0, j1]]: dense for CSR/CSC arrays, 1-D COO for COO arrays, 1 x k for
+    matrices (SciPy: np.matrix); duplicate entries summed."""
+    host = scipy_case(fmt, kind, "float64")  # unsorted, with duplicates
+    dev = trnscipy.to_device(host, "cpu")
+    rows, cols = (trnscipy.to_host(t).astype(np.int64) for t in dev.tocoo().coords)
+    for key in ((rows, cols), (rows[:3], cols[:1]), ([-1, 1], [-1, 4]), ([0, 2], [1, 2, 0]),
+                ([0, 6], [0, 0])):
+        paired(lambda a, key=key: a[key], host, dev)
