@@ -109,7 +109,7 @@ class _oned:
         if int(np.prod(shape)) != n:
             raise ValueError(f"cannot reshape array of size {n} into shape {shape}")
         if len(shape) > 2:
-            return _host_nd(f"{type(self).__name__}.reshape",
+            return _host_nd(f"{self.format}_array.reshape",
                             lambda: self.to_scipy().reshape(shape, order=order))
         if len(shape) == 1:
             return self.copy() if copy else self
