@@ -43,17 +43,20 @@ _HOST_TYPES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)}
 
 
 def _device_of(x, depth=0):
-    if type(x) in _HOST_TYPES:
+    kind = type(x)
+    if kind in _HOST_TYPES:
         return None
+    if kind is tuple or kind is list:
+        found = None
+        if depth < 2 and len(x) <= _SCAN_LIMIT:
+            for item in x:
+                if type(item) not in _HOST_TYPES:
+                    found = _merge(found, _device_of(item, depth + 1))
+        return found
     if getattr(x, "_trnscipy_device_object", False):
         return x.device
     if is_torch_array(x):
         return x.device
-    if depth < 2 and type(x) in (tuple, list) and len(x) <= _SCAN_LIMIT:
-        found = None
-        for item in x:
-            found = _merge(found, _device_of(item, depth + 1))
-        return found
     return None
 
 

@@ -137,7 +137,9 @@ class _bsr_base(_data_matrix):
                   torch.diff(indptr).min() if indptr.shape[0] > 1 else indptr[0] * 0]
         if nb:
             values += [indices.min(), indices.max()]
-        first, last, min_step, *minmax = su.host_ints(*values)
+        major = kernel("product_index", indices.device)(indptr, nb, indices.device)
+        first, last, min_step, *minmax = su.host_ints(*values,
+                                                      also=() if major is None else (major,))
         imin, imax = minmax if minmax else (0, -1)
         if shape is None:
             shape = ((indptr.shape[0] - 1) * r, (imax + 1) * c)
@@ -161,8 +163,11 @@ class _bsr_base(_data_matrix):
         data = data.to(to_torch_dtype(np_dtype))
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
-        return {"_shape": shape, "data": data, "indices": indices.to(idx),
-                "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        if major is not None:
+            parts["_cache_major"] = major.to(idx)
+        return parts
 
     # the same (data, indices, indptr) transfer as CSR/CSC; ``data`` holds blocks
     _from_scipy = _cs_matrix.__dict__["_from_scipy"]

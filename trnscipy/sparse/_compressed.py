@@ -87,7 +87,9 @@ class _cs_matrix(_data_matrix):
         if length:
             values.append(torch.where(live, ind, big).min())
             values.append(torch.where(live, ind, -1).max())
-        first, last, min_step, *minmax = su.host_ints(*values)
+        major = kernel("product_index", indices.device)(indptr, length, indices.device)
+        first, last, min_step, *minmax = su.host_ints(*values,
+                                                      also=() if major is None else (major,))
         imin, imax = minmax if minmax else (big, -1)
         if last > length:
             raise ValueError("Last value of index pointer should be less than the size of "
@@ -115,8 +117,11 @@ class _cs_matrix(_data_matrix):
         indices = indices[:last]
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
-        return {"_shape": shape, "data": data, "indices": indices.to(idx),
-                "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        if major is not None:
+            parts["_cache_major"] = (major[:last] if last < length else major).to(idx)
+        return parts
 
     @property
     def _minor_name(self):
@@ -126,11 +131,15 @@ class _cs_matrix(_data_matrix):
     def _from_scipy(cls, sp, device):
         flags = sp.__dict__
         stored = sp.indptr[-1]  # entries (CSR/CSC) or blocks (BSR)
-        return cls._construct(sp.shape, data=su.from_host(sp.data[:stored], device),
-                              indices=su.from_host(sp.indices[:stored], device),
-                              indptr=su.from_host(sp.indptr, device),
-                              _sorted=flags.get("_has_sorted_indices"),
-                              _canonical=flags.get("_has_canonical_format"))
+        out = cls._construct(sp.shape, data=su.from_host(sp.data[:stored], device),
+                             indices=su.from_host(sp.indices[:stored], device),
+                             indptr=su.from_host(sp.indptr, device),
+                             _sorted=flags.get("_has_sorted_indices"),
+                             _canonical=flags.get("_has_canonical_format"))
+        major = kernel("product_index", device)(sp.indptr, int(stored), device)
+        if major is not None:
+            out._cache_major = major
+        return out
 
     def to_scipy(self, copy=True):
         out = self._scipy_class((self._host(self.data, copy), self._host(self.indices, copy),
@@ -251,7 +260,8 @@ class _cs_matrix(_data_matrix):
         other = "csc" if self.format == "csr" else "csr"
         return self._container(other)._construct(
             self.shape, data=self.data[order], indices=self._major_index()[order],
-            indptr=indptr, _sorted=True, _canonical=self._canonical or None)
+            indptr=indptr, _sorted=True, _canonical=self._canonical or None,
+            _cache_major=minor_sorted)
 
     def tocsr(self, copy=False):
         if self.format == "csr":

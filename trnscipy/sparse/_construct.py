@@ -59,6 +59,8 @@ def _finish(result):
         tensors = result
     else:
         tensors = [getattr(result, part) for part in _PARTS.get(result.format, ())]
+        if "_cache_major" in result.__dict__:  # the row index products gather by
+            tensors.append(result._cache_major)
     if tensors:
         kernel("materialize", tensors[0].device)(tensors)
     return result
@@ -85,6 +87,9 @@ def _is_sparse(x):
 
 def _is_tensor(x):
     return is_torch_array(x)
+
+
+_SCALARS = frozenset({int, float, complex, bool, str, type(None)})
 
 
 def _is_torch_generator(x):
@@ -146,7 +151,8 @@ def _with_device_keyword(scipy_func, dtype_of):
         def wrapper(*args, device=None, **kwargs):
             if device is None:
                 generator = next((x for x in (*args, *kwargs.values())
-                                  if _is_torch_generator(x)), None)
+                                  if type(x) not in _SCALARS and _is_torch_generator(x)),
+                                 None)
                 if generator is None:
                     return routed(*args, **kwargs)
                 device = generator.device

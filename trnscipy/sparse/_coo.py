@@ -116,10 +116,11 @@ class _coo_base(_data_matrix):
                                           else (self.col, self.row, n, m))
         idx = su.index_dtype(max(m, n, self.nnz), tensors=(self.row, self.col))
         major, minor, data = su.coalesce(major, minor, self.data, n_minor)
-        indptr = su.compress(major.to(idx), n_major, idx)
+        major = major.to(idx)
+        indptr = su.compress(major, n_major, idx)
         return self._container(fmt)._construct(self.shape, data=data, indices=minor.to(idx),
                                                indptr=indptr, _sorted=True,
-                                               _canonical=True)
+                                               _canonical=True, _cache_major=major)
 
     def tocsr(self, copy=False):
         """CSR with duplicates summed (as SciPy)."""

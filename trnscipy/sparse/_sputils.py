@@ -13,6 +13,7 @@ import scipy.sparse._sputils as _scipy_sputils
 from array_api_compat import is_torch_array
 
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 
 INT32_MAX = int(np.iinfo(np.int32).max)
@@ -81,11 +82,15 @@ def as_index(x, device):
     return t
 
 
-def host_ints(*values):
-    """Read several integer scalars (0-d tensors) to the host in one transfer."""
+def host_ints(*values, also=()):
+    """Read several integer scalars (0-d tensors) to the host in one transfer.
+
+    Tensors in ``also`` are computed in the same graph execution (lazy devices)."""
     if not values:
         return []
     stacked = torch.stack([v.reshape(()).to(torch.int64) for v in values])
+    if also:
+        kernel("materialize", stacked.device)([stacked, *also])
     return [int(v) for v in stacked.cpu().tolist()]
 
 
