@@ -300,6 +300,14 @@ class _coo_array_1d(_oned, coo_array):
         return as_1d(self._2d().tocsr())
 
 
+def _csr_parts(A):
+    """The CSR tensors and flags of ``A`` (with its row index, if computed)."""
+    parts = {k: A.__dict__[k] for k in ("data", "indices", "indptr", "_sorted", "_canonical")}
+    if A.__dict__.get("_cache_major") is not None:
+        parts["_cache_major"] = A.__dict__["_cache_major"]
+    return parts
+
+
 class _csr_array_1d(_oned, csr_array):
     """A 1-D ``csr_array`` on a device: ``indptr == [0, nnz]``."""
 
@@ -308,13 +316,10 @@ class _csr_array_1d(_oned, csr_array):
         if A.shape[0] != 1:
             A = A.tocoo(copy=False).transpose()
         A = A.tocsr(copy=False)
-        return cls._construct((A.shape[1],), data=A.data, indices=A.indices,
-                              indptr=A.indptr, _sorted=A._sorted, _canonical=A._canonical)
+        return cls._construct((A.shape[1],), **_csr_parts(A))
 
     def _2d(self):
-        return csr_array._construct((1, self.shape[0]), data=self.data, indices=self.indices,
-                                    indptr=self.indptr, _sorted=self._sorted,
-                                    _canonical=self._canonical)
+        return csr_array._construct((1, self.shape[0]), **_csr_parts(self))
 
     def sort_indices(self):
         self._inplace("sort_indices")
