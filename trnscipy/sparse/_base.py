@@ -32,6 +32,8 @@ __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
 
 # (format, is_array) -> device class; filled by the format modules.
 _CLASSES = {}
+# format -> class of the 1-D sparse arrays of that format; filled by _oned.
+_CLASSES1D = {}
 
 
 def _register(cls, scipy_cls):
@@ -47,9 +49,13 @@ def from_scipy(sp, device):
     if fmt in ("dok", "lil"):
         raise TypeError(f"{fmt} sparse objects have no device form; convert first, "
                         "e.g. A.tocsr()")
-    if len(sp.shape) != 2:
-        raise TypeError(f"trnscipy device sparse containers are 2-D, not {sp.ndim}-D")
-    cls = _CLASSES[fmt, isinstance(sp, _sp.sparray)]
+    if len(sp.shape) == 1:
+        cls = _CLASSES1D[fmt]
+    elif len(sp.shape) == 2:
+        cls = _CLASSES[fmt, isinstance(sp, _sp.sparray)]
+    else:
+        raise TypeError(f"trnscipy device sparse containers are 1-D or 2-D, not "
+                        f"{sp.ndim}-D")
     return cls._from_scipy(sp, resolve_device(device))
 
 
@@ -170,7 +176,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 other = other.copy()
             if dtype is not None:
                 other = other.astype(dtype, copy=False)
-            if shape is not None and su.check_shape(shape) != other.shape:
+            if shape is not None and su.check_shape(shape, allow_1d=True) != other.shape:
                 raise ValueError(f"shape {shape} does not match the input's {other.shape}")
             self.__dict__.update(other.__dict__)
         elif is_torch_array(arg1):
@@ -181,6 +187,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         else:
             raise TypeError(f"unrecognized {type(self).__name__} constructor input: "
                             f"{type(arg1).__name__}")
+        if len(self._shape) == 1:  # a 1-D sparse array (see _oned)
+            if not self._is_array:
+                raise ValueError(f"shape must have length in (2,). Got {self._shape}")
+            self.__class__ = _CLASSES1D[self.format]
 
     # ---- construction helpers -------------------------------------------------
 
@@ -197,7 +207,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     @classmethod
     def _from_dense(cls, t, shape, dtype, blocksize):
-        if t.ndim == 1 and not cls._is_array:
+        one_d = t.ndim == 1 and cls._is_array
+        if one_d and cls.format not in _CLASSES1D:
+            raise ValueError(f"{cls.format.upper()} arrays don't support 1D input. Use 2D")
+        if t.ndim == 1:
             t = t.reshape(1, -1)
         if t.ndim != 2:
             raise ValueError(f"trnscipy device sparse containers are 2-D; got a {t.ndim}-D "
@@ -222,6 +235,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         coo = coo_cls._construct((m, n), row=(keys // max(n, 1)).to(idx),
                                  col=(keys % max(n, 1)).to(idx), data=data.clone(),
                                  _canonical=True)
+        if one_d:
+            return _CLASSES1D[cls.format]._from_2d(coo)
         if cls.format == "bsr":
             return coo.tobsr(blocksize=blocksize)
         return coo.asformat(cls.format)
@@ -382,6 +397,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if -1 in shape:
             known = int(np.prod([s for s in shape if s != -1]))
             shape = tuple((m * n) // max(known, 1) if s == -1 else s for s in shape)
+        if len(shape) == 1 and self._is_array:  # a 1-D sparse array
+            if shape[0] != m * n:
+                raise ValueError(f"cannot reshape array of size {m * n} into shape {shape}")
+            return _CLASSES1D["coo"]._from_2d(self.reshape((1, m * n), order=order))
         shape = su.check_shape(shape)
         if shape[0] * shape[1] != m * n:
             raise ValueError(f"cannot reshape array of size {m * n} into shape {shape}")
@@ -508,11 +527,14 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return row, col
 
     @_computes("min_or_max")
-    def _min_or_max(self, axis, reduce, name):
+    def _min_or_max(self, axis, reduce, name, nan=False):
+        """max/min (``nan``: nanmax/nanmin, NaNs skipped) with implicit zeros included."""
         if self.dtype.kind == "c":
             raise ValueError(f"{name} is not supported for complex dtypes")
         m, n = self.shape
         axis = self._axis(axis)
+        if nan:
+            reduce = torch.fmax if name == "max" else torch.fmin
         if axis is None:
             if m * n == 0:
                 raise ValueError("zero-size array to reduction operation "
@@ -521,7 +543,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             zero = torch.zeros((), dtype=coo.data.dtype, device=self.device)
             if coo.nnz == 0:
                 return zero
-            val = getattr(coo.data, name)()
+            data, all_nan = self._skip_nan(coo.data, name, nan)
+            val = getattr(data, name)()
+            if all_nan is not None:
+                val = torch.where(all_nan.all(), coo.data[0], val)
             if coo.nnz < m * n:
                 val = reduce(val, zero)
             return val
@@ -532,21 +557,39 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         idx = idx.to(torch.int64)
         full = self.shape[axis]
         zeros = torch.zeros(count, dtype=coo.data.dtype, device=self.device)
-        red = zeros.scatter_reduce(0, idx, coo.data, "a" + name, include_self=False)
+        data, is_nan = self._skip_nan(coo.data, name, nan)
+        red = zeros.scatter_reduce(0, idx, data, "a" + name, include_self=False)
         stored = su.segment_sum(torch.ones_like(idx), idx, count)
+        if is_nan is not None:  # lines whose stored values are all NaN
+            nans = su.segment_sum(is_nan.to(torch.int64), idx, count)
+            red = torch.where((nans == stored) & (stored > 0), torch.nan, red)
         red = torch.where(stored < full, reduce(red, zeros), red)
-        vec = self._container("coo")._from_dense(red.reshape(1, -1) if axis == 0
-                                                else red.reshape(-1, 1), None, None, None)
-        if self._is_array:
-            raise NotImplementedError(f"{name}(axis=...) of a device sparse array gives a "
-                                      "1-D sparse array, which trnscipy does not have yet")
-        return vec
+        if self._is_array:  # a 1-D coo_array
+            return self._container("coo")._from_dense(red, None, None, None)
+        return self._container("coo")._from_dense(red.reshape(1, -1) if axis == 0
+                                                  else red.reshape(-1, 1), None, None, None)
+
+    @staticmethod
+    def _skip_nan(data, name, nan):
+        """(data with NaNs replaced by the reduction's identity, NaN mask) for nanmax/nanmin;
+        (data, None) otherwise."""
+        if not nan or not data.is_floating_point():
+            return data, None
+        is_nan = torch.isnan(data)
+        fill = -torch.inf if name == "max" else torch.inf
+        return torch.where(is_nan, fill, data), is_nan
 
     def max(self, axis=None, out=None, *, explicit=False):
         return self._min_or_max(axis, torch.maximum, "max")
 
     def min(self, axis=None, out=None, *, explicit=False):
         return self._min_or_max(axis, torch.minimum, "min")
+
+    def nanmax(self, axis=None, out=None, *, explicit=False):
+        return self._min_or_max(axis, torch.maximum, "max", nan=True)
+
+    def nanmin(self, axis=None, out=None, *, explicit=False):
+        return self._min_or_max(axis, torch.minimum, "min", nan=True)
 
     @_computes("argmin_or_argmax")
     def _arg_min_or_max(self, axis, name):
@@ -692,6 +735,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if su.is_scalar(other):
             return self._mul_scalar(other)
         if issparse(other):
+            if other.ndim == 1:  # the 1-D sparse array broadcasts along the rows
+                return other.multiply(self).asformat(self._binop_format(self))
             if other.shape != self.shape:
                 raise ValueError(f"inconsistent shapes {self.shape} and {other.shape}")
             return self._binop_sparse(other, "multiply")
@@ -703,7 +748,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         except RuntimeError:
             raise ValueError(f"inconsistent shapes {self.shape} and {tuple(dense.shape)}")\
                 from None
-        if tuple(torch.broadcast_shapes(dense.shape, self.shape)) != self.shape:
+        if su.broadcast_shape(dense.shape, self.shape) != self.shape:
             return self.toarray() * dense
         dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(dense.dtype))
         coo = self._coo_canonical().astype(dt, copy=False)
@@ -750,7 +795,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                                       "supported")
         if issparse(other):
             return base._binop_sparse(other, "sub" if negate_other else "add")
-        if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+        if su.broadcast_shape(other.shape, self.shape) != self.shape:
             raise ValueError(f"inconsistent shapes {self.shape} and {tuple(other.shape)}")
         dt = su.result_dtype(np.add, self.dtype, to_numpy_dtype(other.dtype))
         dense = base.toarray().to(to_torch_dtype(dt))
@@ -798,6 +843,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         other = self._as_operand(other)
         if su.is_scalar(other):
             return self._mul_scalar(other)
+        if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
+            return other._rmatmul(self)
         return self._matmul(other)
 
     def __rmul__(self, other):
@@ -808,7 +855,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def __matmul__(self, other):
         if not isinstance(other, torch.Tensor) and su.is_scalar(other):
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        return self._matmul(self._as_operand(other))
+        other = self._as_operand(other)
+        if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
+            return other._rmatmul(self)
+        return self._matmul(other)
 
     def __rmatmul__(self, other):
         if su.is_scalar(other):
@@ -932,7 +982,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 return self._bool_coo(coo.row, coo.col, hit).asformat(out_format)
             rhs = other
         else:
-            if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+            if su.broadcast_shape(other.shape, self.shape) != self.shape:
                 raise ValueError("inconsistent shapes")
             return op(self.toarray(), other)
         dense = op(self.toarray(), rhs)

@@ -105,6 +105,8 @@ class _bsr_base(_data_matrix):
             return
         if len(arg1) == 2:
             data, coords = arg1
+            if not su.is_scalar(coords) and len(coords) == 1:
+                raise ValueError("Cannot convert a 1d sparse array to bsr format")
             parts = validate_coo(su.as_index(coords[0], device), su.as_index(coords[1], device),
                                  su.as_tensor(data, device), shape, dtype, self._is_array,
                                  copy=False)

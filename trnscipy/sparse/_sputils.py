@@ -195,13 +195,21 @@ def is_scalar(x):
     return np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0)
 
 
-def check_shape(shape):
-    """A tuple of two non-negative ints (SciPy's messages)."""
+def broadcast_shape(a, b):
+    """The broadcast shape of ``a`` and ``b`` (shapes), NumPy's ValueError if none."""
+    try:
+        return tuple(torch.broadcast_shapes(tuple(a), tuple(b)))
+    except RuntimeError:
+        raise ValueError(f"inconsistent shapes {tuple(a)} and {tuple(b)}") from None
+
+
+def check_shape(shape, allow_1d=False):
+    """A tuple of two (or, with ``allow_1d``, one) non-negative ints (SciPy's messages)."""
     try:
         shape = tuple(int(s) for s in shape)
     except (TypeError, ValueError):
         raise TypeError(f"invalid shape {shape!r}") from None
-    if len(shape) != 2:
+    if len(shape) != 2 and not (allow_1d and len(shape) == 1):
         raise ValueError("trnscipy device sparse containers are 2-D; "
                          f"shape {shape} is not supported")
     if any(s < 0 for s in shape):
