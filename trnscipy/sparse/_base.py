@@ -210,9 +210,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         one_d = t.ndim == 1 and cls._is_array
         if one_d and cls.format not in _CLASSES1D:
             raise ValueError(f"{cls.format.upper()} arrays don't support 1D input. Use 2D")
-        if t.ndim == 1:
-            t = t.reshape(1, -1)
-        if t.ndim != 2:
+        if t.ndim not in (1, 2):
             raise ValueError(f"trnscipy device sparse containers are 2-D; got a {t.ndim}-D "
                              "tensor")
         np_dtype = su.check_dtype(dtype if dtype is not None else t.dtype)
@@ -223,6 +221,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             kwargs = {"blocksize": blocksize} if blocksize is not None else {}
             return from_scipy(cls._scipy_class(_tensor_to_host(t), dtype=np_dtype, **kwargs),
                               t.device)
+        if t.ndim == 1:
+            t = t.reshape(1, -1)
         t = t.to(to_torch_dtype(np_dtype))
         m, n = t.shape
         if t.is_conj():
