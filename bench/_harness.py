@@ -215,6 +215,18 @@ def _timed(lane, run, number):
     return dt / number
 
 
+def _per_call(lane, run, batch_s):
+    """Seconds per call, from batches grown until one lasts a quarter of ``batch_s`` (the
+    memory probe's own cost must not size the timed batches: a 15 us call timed one at a
+    time is mostly noise)."""
+    number = 1
+    while True:
+        per_call = max(_timed(lane, run, number), 1e-7)
+        if per_call * number >= batch_s / 4 or number >= 1000:
+            return per_call
+        number = min(1000, number * 8)
+
+
 def _xla_counts(lane, run):
     from trnscipy._metrics import xla_counts
 
@@ -326,9 +338,8 @@ def measure(case, lanes, profile, log=print):
                 return result
             return run()
 
-        t0 = time.perf_counter()
         entry["peak_mem_bytes"] = peak_memory(lane, probed)
-        estimate[name] = max(time.perf_counter() - t0, 1e-7)
+        estimate[name] = _per_call(lane, run, profile.batch_s)
         if lane.xla:
             entry["xla"]["warm"] = warm["counts"]
 

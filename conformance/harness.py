@@ -5,7 +5,9 @@ Outcome of one case on one lane:
                      computed on the lane's device
     host             conforms, but the work ran on the host with a DeviceFallbackWarning
                      (or DeviceUnsupportedError under TRNSCIPY_STRICT=1)
-    differs          anything else; the reason says what
+    differs          anything else, including arithmetic on the device in a dtype the lane's
+                     device has not (xla-neuron: float64, complex) without a
+                     DeviceFallbackWarning (conformance.device_ops); the reason says what
     not-implemented  the inputs cannot be put on the lane, or the name is SciPy's own
                      object (no device route) and does not conform
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from conformance.compare import kind_diff, to_host, values_diff
+from conformance.device_ops import DeviceArithmetic
 
 __all__ = ["Outcome", "run_case", "run_lane", "name_status", "STATUSES"]
 
@@ -94,24 +97,33 @@ def run_case(case, lane):
         from trnscipy._metrics import xla_counts
 
         counter = xla_counts()  # syncs after the call: lazy XLA errors surface here
+    arithmetic = contextlib.nullcontext()
+    if lane.host_dtypes and not lane.host_results:
+        from trnscipy._dtypes import to_torch_dtype
+
+        arithmetic = DeviceArithmetic(lane.device_type,
+                                      [to_torch_dtype(d) for d in lane.host_dtypes])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with lane.context(), counter as counts:
+            with lane.context(), counter as counts, arithmetic:
                 actual = _call(case, case.function("trnscipy"), args, kwargs)
         except DeviceUnsupportedError:
             return Outcome(case.id, "host", "DeviceUnsupportedError (strict mode)", dtype)
         except Exception as exc:
             act_err = exc
     result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
-                    any(issubclass(w.category, DeviceFallbackWarning) for w in caught))
+                    any(issubclass(w.category, DeviceFallbackWarning) for w in caught),
+                    getattr(arithmetic, "ops", ()))
     if counts is not None:
         result.compilations, result.executions = counts.compilations, counts.executions
     return result
 
 
-def _judge(case, lane, dtype, expected, exp_err, actual, act_err, warned):
-    """The Outcome of a paired call from SciPy's and trnscipy's results or exceptions."""
+def _judge(case, lane, dtype, expected, exp_err, actual, act_err, warned, arithmetic=()):
+    """The Outcome of a paired call from SciPy's and trnscipy's results or exceptions;
+    ``arithmetic``: the ops the call computed on the device in dtypes it cannot compute
+    in (conformance.device_ops)."""
     def outcome(status, reason=""):
         if status != "conforms" and status != "host" and _route(case) == "scipy":
             status = "not-implemented"
@@ -144,9 +156,9 @@ def _judge(case, lane, dtype, expected, exp_err, actual, act_err, warned):
         return outcome("differs", reason)
     if warned:
         return outcome("host")
-    if case.compute and lane.expects_host(case.dtype) and _route(case) != "scipy":
-        return outcome("differs", f"{dtype} computed on a {lane.name} device without a "
-                                  "DeviceFallbackWarning")
+    if arithmetic and _route(case) != "scipy":
+        return outcome("differs", f"computed on a {lane.name} device in a dtype it has not, "
+                                  f"without a DeviceFallbackWarning: {', '.join(arithmetic)}")
     return outcome("conforms")
 
 

@@ -61,8 +61,6 @@ class Case:
            compares values normwise with ``rtol`` (per-dtype default).
     xla: run on the XLA lanes too (keep these few and small: every shape compiles).
     xla_always: run on the XLA lanes whatever the per-name limit of the profile.
-    compute: False for calls that do no arithmetic on the data (isinstance, shape,
-           predicates): on xla-neuron their float64 inputs need no host fallback.
     device_kwarg: trnscipy's call gets ``device=<the lane's device>`` (constructors that
            take no array, e.g. ``eye``); SciPy's call does not.
     """
@@ -79,7 +77,6 @@ class Case:
     dtype: object = None
     device_kwarg: bool = False
     xla_always: bool = False
-    compute: bool = True
 
     def __post_init__(self):
         if self.dtype is None:

@@ -220,11 +220,12 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
         "`pytest conformance` runs the fast profile against the baseline.",
         "",
         "Lanes: `cpu` (torch CPU tensors), `xla` (torch-xla device), `xla-neuron` (xla with "
-        "`TRNSCIPY_EMULATE=neuron`: float64/complex must fall back to the host with a "
-        "warning), `cuda`, `offload` (NumPy inputs in `trnscipy.offload(\"cpu\")`, SciPy's "
-        "result types expected). In the fast profile each name runs one device case on the "
-        "XLA lanes (plus its bad-input cases and a few sparse methods), since every op and "
-        "shape compiles there.",
+        "`TRNSCIPY_EMULATE=neuron`: arithmetic on float64/complex values must fall back to "
+        "the host with a warning, moving them may stay on the device; the judge records "
+        "the torch calls made, see docs/design.md), `cuda`, `offload` (NumPy inputs in "
+        "`trnscipy.offload(\"cpu\")`, SciPy's result types expected). In the fast profile "
+        "each name runs one device case on the XLA lanes (plus its bad-input cases and a "
+        "few sparse methods), since every op and shape compiles there.",
         "",
         "## Totals",
         "",

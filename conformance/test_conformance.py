@@ -142,6 +142,60 @@ def test_harness_float64_on_neuron_must_warn(fake_solve):
     assert out.status == "differs" and "without a DeviceFallbackWarning" in out.reason
 
 
+def test_harness_names_the_float64_arithmetic_on_neuron(fake_solve):
+    """The judge sees what ran on the device: a host solve followed by one float64
+    product on the device differs, and the reason names the product."""
+    if not LANES["xla-neuron"].available():
+        pytest.skip("torch-xla not installed")
+    fake_solve(lambda a, b: torch_solve(a.cpu(), b.cpu()).to(a.device) * 1.0)
+    out = run_case(_solve_case(), LANES["xla-neuron"])
+    assert out.status == "differs" and "mul(torch.float64)" in out.reason, out
+
+
+def test_harness_data_movement_and_user_code_on_neuron_conform(fake_solve):
+    """Moving float64 values on the device (copies, gathers, concatenation) needs no
+    warning, nor does the user's own computation (conformance.device_ops.user_code)."""
+    if not LANES["xla-neuron"].available():
+        pytest.skip("torch-xla not installed")
+    from conformance.device_ops import user_code
+
+    def moves(a, b):
+        x = torch_solve(a.cpu(), b.cpu()).to(a.device)  # the host solve of a fallback ...
+        return torch.cat([x[:1], x.clone()[1:]])  # ... and device data movement
+
+    import torch
+
+    fake_solve(moves)
+    assert run_case(_solve_case(), LANES["xla-neuron"]).status == "conforms"
+    fake_solve(user_code(torch_solve))
+    assert run_case(_solve_case(), LANES["xla-neuron"]).status == "conforms"
+
+
+def test_device_arithmetic_recorder():
+    if not LANES["xla-neuron"].available():
+        pytest.skip("torch-xla not installed")
+    import torch
+
+    from conformance.device_ops import DeviceArithmetic
+
+    dev = LANES["xla"].device
+    a = torch.arange(6, dtype=torch.float64).to(dev)
+    idx = torch.tensor([2, 0], device=dev)
+    with DeviceArithmetic("xla", [torch.float64]) as rec:
+        a[idx], a.index_select(0, idx), torch.cat([a, a]), a.reshape(2, 3).T.clone()
+        b = torch.zeros_like(a)
+        b.index_put_((idx,), a[idx])
+        a.to("cpu"), a.real, a.shape
+    assert rec.ops == []
+    with DeviceArithmetic("xla", [torch.float64]) as rec:
+        a != 0, a.sum(), b.index_put_((idx,), a[idx], accumulate=True), a.float()
+    assert rec.ops == ["float(torch.float64)", "index_put_(torch.float64)",
+                       "ne(torch.float64)", "sum(torch.float64)"], rec.ops
+    with DeviceArithmetic("xla", [torch.float32]) as rec:
+        a * 2
+    assert rec.ops == []
+
+
 def test_harness_krylov_iterates_compared():
     from scipy.sparse.linalg import cg
 

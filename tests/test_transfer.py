@@ -70,3 +70,16 @@ def test_default_device_without_env(monkeypatch):
 def test_negative_strides(lane):
     a = np.arange(6.0)[::-1]
     np.testing.assert_array_equal(trnscipy.to_host(trnscipy.to_device(a, lane)), a)
+
+
+@pytest.mark.xla
+def test_complex128_from_xla_to_cpu_keeps_imaginary_parts(xla_device):
+    """torch-xla 2.9's .cpu()/.to('cpu') of complex128 drops the imaginary part: tensors
+    and sparse containers moved to the CPU by trnscipy keep it."""
+    import scipy.sparse as sp
+
+    host = sp.csr_array(np.array([[1 + 2j, 0], [0, 3 - 1j]]))
+    a = trnscipy.to_device(host, xla_device)
+    cpu = trnscipy.resolve_device("cpu")
+    np.testing.assert_array_equal(trnscipy.to_device(a.data, cpu).numpy(), host.data)
+    np.testing.assert_array_equal(a.to(cpu).to_scipy().toarray(), host.toarray())

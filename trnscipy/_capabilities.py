@@ -38,16 +38,25 @@ _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
     "_decomp_lu.lu", "_decomp_lu.lu_factor", "_decomp_lu.lu_solve", "_decomp_qr.qr",
     "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
 
+# Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
+# LU on any device.  The CPU kind runs SuperLU where its data is, in host memory;
+# elsewhere the factorization and every solve run on the host, warned.
+_HOST_SUPERLU = frozenset({"scipy.sparse.linalg._dsolve.linsolve.splu",
+                           "scipy.sparse.linalg._dsolve.linsolve.spilu",
+                           "scipy.sparse.linalg.SuperLU.solve"})
+
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
     # sqrtm: no torch op (SciPy serves only CPU tensors, on zero-copy views).
-    "cuda": Capability("cuda", host_ops=frozenset({"scipy.linalg._matfuncs.sqrtm"})),
+    "cuda": Capability("cuda", host_ops=frozenset({"scipy.linalg._matfuncs.sqrtm"})
+                       | _HOST_SUPERLU),
     # torch-xla (PJRT CPU here): no torch sparse layouts.
-    "xla": Capability("xla", sparse_layouts=False, host_ops=_XLA_HOST_LINALG,
+    "xla": Capability("xla", sparse_layouts=False, host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU,
                       split_complex128_to_host=True),
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
     "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
-                         host_ops=_XLA_HOST_LINALG, split_complex128_to_host=True),
+                         host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU,
+                         split_complex128_to_host=True),
 }
 
 

@@ -43,17 +43,20 @@ _HOST_TYPES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)}
 
 
 def _device_of(x, depth=0):
-    if type(x) in _HOST_TYPES:
+    kind = type(x)
+    if kind in _HOST_TYPES:
         return None
+    if kind is tuple or kind is list:
+        found = None
+        if depth < 2 and len(x) <= _SCAN_LIMIT:
+            for item in x:
+                if type(item) not in _HOST_TYPES:
+                    found = _merge(found, _device_of(item, depth + 1))
+        return found
     if getattr(x, "_trnscipy_device_object", False):
         return x.device
     if is_torch_array(x):
         return x.device
-    if depth < 2 and type(x) in (tuple, list) and len(x) <= _SCAN_LIMIT:
-        found = None
-        for item in x:
-            found = _merge(found, _device_of(item, depth + 1))
-        return found
     return None
 
 
@@ -117,11 +120,11 @@ def _working_dtype(args, kwargs):
     return None
 
 
-def _run_on_device(name, scipy_func, device_impl, device, args, kwargs):
+def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False):
     args = tuple(_move(x, device) for x in args)
     kwargs = {k: _move(v, device) for k, v in kwargs.items()}
-    if device_impl is not None and runs_on_device(name, device_kind(device),
-                                                  _working_dtype(args, kwargs)):
+    if device_impl is not None and (composite or runs_on_device(
+            name, device_kind(device), _working_dtype(args, kwargs))):
         return device_impl(*args, **kwargs)
     if device_impl is None:
         fallback(name, "it has no device implementation", stacklevel=4)
@@ -137,21 +140,23 @@ def _offload_target():
     return target
 
 
-def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs):
+def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite):
     token = _OFFLOADING.set(True)
     try:
-        result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs)
+        result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite)
     finally:
         _OFFLOADING.reset(token)
     return _to_host(result, strict=False)
 
 
-def dispatch(scipy_func, *, name=None, offloadable=True):
+def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
     routing rule above.  ``offloadable=False`` for constructors, whose host
-    results stay SciPy objects even inside ``offload()``.
+    results stay SciPy objects even inside ``offload()``.  ``composite=True`` for
+    an implementation that only calls other routed functions (each asks the
+    capability table itself): the table is not asked for ``name``.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
 
@@ -160,13 +165,14 @@ def dispatch(scipy_func, *, name=None, offloadable=True):
         def wrapper(*args, **kwargs):
             device = find_device(args, kwargs)
             if device is not None:
-                return _run_on_device(name, scipy_func, device_impl, device, args, kwargs)
+                return _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
+                                      composite)
             if offloadable and _OFFLOAD.get() is not None:
                 if device_impl is None:
                     fallback(name, "it has no device implementation", stacklevel=3)
                     return scipy_func(*args, **kwargs)
                 return _run_offloaded(name, scipy_func, device_impl, _offload_target(),
-                                      args, kwargs)
+                                      args, kwargs, composite)
             return scipy_func(*args, **kwargs)
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"

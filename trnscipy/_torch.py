@@ -17,7 +17,10 @@ class _LazyModule:
         module = self.__dict__.get("_module")
         if module is None:
             module = self.__dict__["_module"] = importlib.import_module(self._name)
-        return getattr(module, attr)
+        value = getattr(module, attr)
+        if not attr.startswith("_"):
+            self.__dict__[attr] = value  # later lookups skip __getattr__ (hot paths)
+        return value
 
     def __repr__(self):
         return f"<lazy module {self._name!r}>"

@@ -42,12 +42,22 @@ def _tensor_to_host(t, copy=False):
     return a[()] if a.ndim == 0 else a
 
 
+def _tensor_to(t, device):
+    """``t`` on ``device``.  complex128 leaving a device whose host copies drop the
+    imaginary part (torch-xla 2.9) moves as its real and imaginary parts."""
+    if (t.dtype == torch.complex128 and device.type == "cpu" and t.device.type != "cpu"
+            and capability(device_kind(t.device)).split_complex128_to_host):
+        return torch.complex(t.real.to(device), t.imag.to(device))
+    return t.to(device)
+
+
 def to_device(obj, device=None):
     """Move ``obj`` to ``device`` (name or torch.device; None: the default device).
 
     ndarray -> torch.Tensor (same dtype); SciPy sparse -> trnscipy sparse of the
     same format and kind (``*_array`` / ``*_matrix``), keeping index dtype and
-    the sorted/canonical flags; tensors and trnscipy objects are moved; tuples
+    the sorted/canonical flags; SciPy's SuperLU (splu, spilu) -> a SuperLU whose
+    solve takes and returns device tensors; tensors and trnscipy objects are moved; tuples
     and lists are moved item by item.  Anything else: TypeError.
     """
     device = resolve_device(device)
@@ -56,7 +66,7 @@ def to_device(obj, device=None):
 
 def _to_device(obj, device, strict):
     if is_torch_array(obj):
-        return obj.to(device)
+        return _tensor_to(obj, device)
     if isinstance(obj, np.ndarray):
         return _array_to_device(obj, device)
     if is_device_object(obj):
@@ -67,6 +77,11 @@ def _to_device(obj, device, strict):
         return from_scipy(obj, device)
     if isinstance(obj, (tuple, list)):
         return type(obj)(_to_device(x, device, strict) for x in obj)
+    if type(obj).__name__ == "SuperLU":
+        from trnscipy.sparse.linalg._dsolve._superlu import SuperLU, is_scipy_superlu
+
+        if is_scipy_superlu(obj):
+            return SuperLU(obj, device)
     if strict:
         raise TypeError(f"to_device cannot move an object of type {type(obj).__name__}")
     return obj

@@ -183,10 +183,9 @@ def _no_array_input():
            for attr in ("dft", "hadamard", "helmert", "hilbert", "invhilbert", "invpascal",
                         "pascal")]
     out += [Case("linalg", "cdf2rdf", "eig-complex128", tuple(sl.eig(I["gen"])))]
-    out += [Case("linalg", attr, "gemm-float64", (("gemm",), (I["gen"],)), compute=False)
+    out += [Case("linalg", attr, "gemm-float64", (("gemm",), (I["gen"],)))
             for attr in ("get_blas_funcs",)]
-    out += [Case("linalg", "get_lapack_funcs", "getrf-float64", (("getrf",), (I["gen"],)),
-                 compute=False)]
+    out += [Case("linalg", "get_lapack_funcs", "getrf-float64", (("getrf",), (I["gen"],)))]
     return out
 
 

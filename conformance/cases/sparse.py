@@ -82,7 +82,6 @@ METHODS = {
     "dtype": (_m(lambda s: s.dtype), "S"),
     "bad-matvec-shape": (_m(lambda s, v: s @ v[:3]), "Sv"),
 }
-NO_COMPUTE = {"nnz", "shape", "dtype", "transpose"}  # no arithmetic on the values
 NOT_FOR = {"max": ("dia",)}  # SciPy's dia has no max()
 
 
@@ -93,7 +92,7 @@ def _method_cases(fmt, kind, s, I, tag, xla, methods=METHODS, xla_always=()):
             continue  # SciPy has no complex max, nor dia max
         args = {"S": (s,), "Sv": (s, I["v"]), "SM": (s, I["M"])}[needs]
         yield Case("sparse", attr, f"{name}-{tag}", args, call=call, xla=xla,
-                   xla_always=name in xla_always, compute=name not in NO_COMPUTE)
+                   xla_always=name in xla_always)
 
 
 def _class_cases():
@@ -163,10 +162,10 @@ def _function_cases():
             Case(f, "expand_dims", f"coo-{d}", (c,), {"axis": 0}),
             Case(f, "permute_dims", f"coo-{d}", (c,)),
             Case(f, "swapaxes", f"coo-{d}", (c, 0, 1)),
-            Case(f, "issparse", f"csr-{d}", (a,), compute=False),
-            Case(f, "isspmatrix", f"csr-matrix-{d}", (am,), compute=False),
-            Case(f, "get_index_dtype", f"csr-{d}", ((a.indices, a.indptr),), compute=False),
-            Case(f, "safely_cast_index_arrays", f"csr-{d}", (a,), compute=False),
+            Case(f, "issparse", f"csr-{d}", (a,)),
+            Case(f, "isspmatrix", f"csr-matrix-{d}", (am,)),
+            Case(f, "get_index_dtype", f"csr-{d}", ((a.indices, a.indptr),)),
+            Case(f, "safely_cast_index_arrays", f"csr-{d}", (a,)),
             Case(f, "save_npz", f"csr-{d}", (a,), call=lambda fn, s: fn(io.BytesIO(), s)),
             Case(f, "load_npz", f"csr-{d}", (), call=_load_npz_of(a), device_kwarg=True),
             Case(f, "eye", f"device-{d}", (4,), {"dtype": dtype}, device_kwarg=True),
@@ -187,11 +186,11 @@ def _function_cases():
         for fmt in FORMATS:
             for kind in KINDS:
                 s = sparse_of(fmt, kind, I["dense"])
-                yield Case(f, f"isspmatrix_{fmt}", f"{fmt}_{kind}-{d}", (s,), compute=False)
+                yield Case(f, f"isspmatrix_{fmt}", f"{fmt}_{kind}-{d}", (s,))
                 if fmt in DEVICE_FORMATS:
                     base = "sparray" if kind == "array" else "spmatrix"
                     yield Case(f, base, f"isinstance-{fmt}_{kind}-{d}", (s,),
-                               call=lambda cls, x: isinstance(x, cls), compute=False)
+                               call=lambda cls, x: isinstance(x, cls))
     I = inputs(np.float64)
     a = sp.csr_array(I["dense"])
     yield Case("sparse", "kron", "bad-1d", (I["v"], a))

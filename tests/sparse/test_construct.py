@@ -513,3 +513,46 @@ def test_neuron_limits_send_float64_builds_to_host(xla_device, emulate_neuron):
         warnings.simplefilter("error")
         assert_same(ts.eye(3, dtype=np.float32, device=xla_device),
                     sp.eye(3, dtype=np.float32), xla_device)
+
+
+@pytest.mark.xla
+def test_neuron_float64_from_dense_to_host_stacking_on_device(xla_device, emulate_neuron):
+    """docs/design.md's rule: finding the nonzeros of a dense float64 tensor compares
+    values (host, warned under Neuron's limits); stacking float64 matrices only moves
+    stored values (device, no warning)."""
+    from conformance.device_ops import DeviceArithmetic
+
+    dense = np.array([[1.0, 0, 2], [0, 0, 3], [4, 5, 0]])
+    t = to_device(dense, xla_device)
+    for fmt, kw in (("csr", {}), ("bsr", {"blocksize": (1, 1)}), ("dia", {})):
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="from_dense"):
+            ours = getattr(ts, f"{fmt}_array")(t, **kw)
+        assert_same(ours, getattr(sp, f"{fmt}_array")(dense, **kw), xla_device)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="float64"):
+        ts.csr_array(t, dtype=np.float32)  # a cast rounds float64 values
+    host = sp.csr_array(dense)
+    a = to_device(host, xla_device)
+    with DeviceArithmetic("xla", [torch.float64]) as rec:  # no warning either
+        ours = ts.hstack([a, ts.vstack([a, a])[1:4]])
+    assert rec.ops == []
+    assert_same(ours, sp.hstack([host, sp.vstack([host, host])[1:4]]), xla_device)
+
+
+@pytest.mark.xla
+def test_neuron_float64_duplicate_sums_to_host_scatter_on_device(xla_device, emulate_neuron):
+    """Summing duplicates is float64 arithmetic (host, warned under Neuron's limits);
+    densifying a canonical matrix is a scatter of stored values (device, no warning)."""
+    from conformance.device_ops import DeviceArithmetic
+
+    host = sp.coo_array((np.array([1.0, 2.0, 3.0, 4.0]), (np.array([0, 0, 1, 2]),
+                                                          np.array([1, 1, 0, 2]))), shape=(3, 3))
+    c = to_device(host, xla_device)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="segment_sum.*float64"):
+        ours = c.tocsr()
+    assert_same(ours, host.tocsr(), xla_device)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="segment_sum"):
+        assert_array_equal(to_host(c.toarray()), host.toarray())
+    with DeviceArithmetic("xla", [torch.float64]) as rec:
+        dense = ours.toarray()
+    assert rec.ops == []
+    assert_array_equal(to_host(dense), host.toarray())

@@ -60,6 +60,30 @@ def test_mixed_dtypes_promote_as_numpy():
     assert_same(device_case(ih, "cpu") @ torch.tensor([1, 1]), ih @ np.array([1, 1]))
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_repeated_products_follow_changes_to_the_container(fmt):
+    """The CPU kernel caches NumPy views of the stored tensors: products must follow
+    in-place value changes, replaced attributes and in-place structural methods."""
+    host = scipy_case(fmt, "array", "float64")
+    dev = device_case(host, "cpu")
+    x = np.arange(1.0, 9.0)
+    tx = torch.from_numpy(x)
+    assert_same(dev @ tx, host @ x)
+    dev.data.mul_(2)             # in place: the cached views share memory
+    host.data *= 2
+    assert_same(dev @ tx, host @ x)
+    dev.data = dev.data * 3      # replaced tensor
+    host.data = host.data * 3
+    assert_same(dev @ tx, host @ x)
+    dev.data = dev.data.to(torch.float32)  # replaced with another dtype
+    host.data = host.data.astype(np.float32)
+    assert_same(dev @ tx, host @ x)
+    dev.sum_duplicates()         # in-place structural change
+    host.sum_duplicates()
+    assert_same(dev @ tx, host @ x)
+    assert_same(dev.conj() @ tx, host.conj() @ x)
+
+
 def test_matmul_errors():
     dev = device_case(scipy_case("csr", "array", "float64"), "cpu")
     with pytest.raises(ValueError, match="dimension mismatch"):
@@ -129,8 +153,9 @@ def test_xla_one_graph_per_shape(xla_device, fmt):
     host = scipy_case(fmt, "array", "float32", shape=(8, 8), nnz=20)
     A = trnscipy.to_device(host, xla_device)
     xs = [torch.randn(8, dtype=torch.float32).to(xla_device) for _ in range(3)]
-    with xla_counts():
+    with xla_counts() as c:  # a new matrix: its row index was set up with it
         y0 = A @ xs[0]
+    assert c.compilations <= 1 and c.executions <= 1, (fmt, str(c))
     for x in xs[1:]:
         with xla_counts() as c:
             y = A @ x
@@ -179,6 +204,24 @@ def test_cuda_kernel_code_on_cpu_tensors(fmt):
     rng = np.random.default_rng(8)
     for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
         assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
+
+
+@pytest.mark.xla
+def test_xla_first_product_of_a_constructed_matrix_is_one_graph(xla_device):
+    """Built from device tensors (validated on the device): the row index is computed in
+    the validation read's graph, so the first product is one compilation at most."""
+    from trnscipy._metrics import xla_counts
+
+    host = sp.random_array((40, 30), density=0.2, format="csr", rng=np.random.default_rng(4),
+                           dtype=np.float32)
+    parts = [torch.from_numpy(a).to(xla_device) for a in (host.data, host.indices,
+                                                          host.indptr)]
+    A = trnscipy.sparse.csr_array(tuple(parts), shape=host.shape)
+    x = torch.linspace(-1, 1, 30).to(xla_device)
+    with xla_counts() as c:
+        y = trnscipy.to_host(A @ x)
+    assert c.compilations <= 1 and c.executions <= 1, str(c)
+    np.testing.assert_allclose(y, host @ trnscipy.to_host(x), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.xla

@@ -282,16 +282,73 @@ def test_empty_matrices(lane):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("kind", KINDS)
-def test_comparisons(fmt, kind):
+def test_comparisons(lane, fmt, kind):
+    if lane != "cpu" and (fmt, kind) != ("csr", "array"):
+        pytest.skip("XLA lane: one format proves the path")
     host = scipy_case(fmt, kind, "float64")
     other = scipy_case(fmt, kind, "float64", seed=9)
-    dev, dother = device_case(host, "cpu"), device_case(other, "cpu")
+    dev, dother = device_case(host, lane), device_case(other, lane)
     dense = np.random.default_rng(2).standard_normal((6, 8))
+    ops = [lambda a, b: a == b, lambda a, b: a != b, lambda a, b: a < b,
+           lambda a, b: a > b, lambda a, b: a <= b, lambda a, b: a >= b]
+    scalars = (0.5, 0, -0.5)
+    if lane != "cpu":  # the stored-entries route once (XLA compile time)
+        ops, scalars = ops[1:2], (0.5,)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)
-        for op in (lambda a, b: a == b, lambda a, b: a != b, lambda a, b: a < b,
-                   lambda a, b: a >= b):
+        for op in ops:  # sparse results where zero-vs-zero (or -scalar) is False
             assert_same(op(dev, dother), op(host, other))
-            assert_same(op(dev, 0.5), op(host, 0.5))
-            assert_same(op(dev, 0), op(host, 0))
-            assert_same(op(dev, torch.from_numpy(dense)), np.asarray(op(host, dense)))
+            assert_same(op(dev, dev), op(host, host))
+            for scalar in scalars:
+                assert_same(op(dev, scalar), op(host, scalar))
+            assert_same(op(dev, trnscipy.to_device(dense, lane)), np.asarray(op(host, dense)))
+
+
+def test_sparse_comparisons_stay_sparse():
+    """!=, <, > against sparse or scalar operands never build the M x N dense array
+    (here 10^12 entries): SciPy computes them on the stored entries too."""
+    n = 10**6
+    host = sp.csr_array((np.array([1.0, -2.0, 3.0]), (np.array([0, 5, n - 1]),
+                                                     np.array([1, 5, n - 1]))), shape=(n, n))
+    other = sp.csr_array((np.array([1.0, 4.0]), (np.array([0, 7]), np.array([1, 2]))),
+                         shape=(n, n))
+    dev, dother = device_case(host, "cpu"), device_case(other, "cpu")
+    def same(ours, ref):
+        assert (ours.format, ours.dtype, ours.shape) == (ref.format, ref.dtype, ref.shape)
+        got, want = ours.to_scipy().tocoo(), ref.tocoo()
+        entries = [sorted(zip(c.row, c.col, c.data, strict=True)) for c in (got, want)]
+        assert entries[0] == entries[1]
+
+    for op in (lambda a, b: a != b, lambda a, b: a < b, lambda a, b: a > b):
+        same(op(dev, dother), op(host, other))
+        same(op(dev, 0), op(host, 0))
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_neuron_value_arithmetic_runs_on_host_with_warning(xla_device, emulate_neuron, dtype):
+    """Under Neuron's limits, methods that compute on float64/complex values run on the
+    host with a DeviceFallbackWarning (complex128 parts intact), and their results come
+    back to the device; data movement (transpose, tocsc) stays there without one."""
+    from conformance.device_ops import DeviceArithmetic
+
+    host = scipy_case("csr", "array", dtype)
+    A = trnscipy.to_device(host, xla_device)
+    calls = {"sum": (lambda a: a.sum(axis=0)), "scale": (lambda a: a * 2.5),
+             "neg": (lambda a: -a), "abs": abs, "add": (lambda a: a + a),
+             "astype": (lambda a: a.astype(np.complex64)),
+             "count_nonzero": (lambda a: a.count_nonzero())}
+    if dtype == "complex128":  # a real conj is a copy
+        calls["conj"] = lambda a: a.conj()
+    for name, call in calls.items():
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="neuron devices have no"):
+            ours = call(A)
+        if isinstance(ours, torch.Tensor):
+            assert ours.device.type == "xla", name
+        elif not isinstance(ours, int):
+            assert ours.device.type == "xla", name
+        assert_same(ours, call(host))
+    with DeviceArithmetic("xla", [torch.float64, torch.complex128]) as rec:
+        moved = A.T.tocsc()
+    assert rec.ops == []
+    assert_same(moved, host.T.tocsc())

@@ -1,11 +1,16 @@
 """CPU kernels: SciPy's compiled sparsetools routines on zero-copy NumPy views of
 the CPU tensors (never slower than SciPy itself), wrapped in a
-torch.autograd.Function so gradients reach the dense operand and ``data``."""
+torch.autograd.Function so gradients reach the dense operand and ``data``; and
+SciPy's Krylov loops on the same views."""
+
+import inspect
 
 import numpy as np
 import torch
 from scipy.sparse import _sparsetools as _st
+from scipy.sparse.linalg import _interface as _si
 
+from trnscipy._dispatch import offloading
 from trnscipy._kernels import register
 from trnscipy._kernels._generic import bsr_product, dia_product
 
@@ -21,23 +26,49 @@ def _view(t):
     return t.contiguous().numpy()
 
 
-def _product(fmt, a, b, data, x, shape):
-    """A @ x for CSR/CSC parts (a=indptr, b=indices) or COO parts (a=row, b=col)."""
-    m, n = shape
-    av, bv, dv, xv = _view(a), _view(b), _view(data), _view(x)
-    if bv.dtype != av.dtype:
-        bv = bv.astype(av.dtype)
+def _stored_views(A, names):
+    """NumPy views of ``A``'s tensors ``names`` (index, index, data), index arrays in one
+    dtype.  Cached on ``A`` while it holds the same tensor objects, so repeated products
+    skip the conversions; copies (non-contiguous, conjugated or mixed index dtypes) are
+    never cached, so cached views always share memory with ``A``'s tensors."""
+    a, b, data = (getattr(A, name) for name in names)
+    cached = A.__dict__.get("_cache_numpy_views")
+    if cached is not None and cached[0] is a and cached[1] is b and cached[2] is data:
+        return cached[3]
+    views = (_view(a), _view(b), _view(data))
+    if views[0].dtype != views[1].dtype:
+        return views[0], views[1].astype(views[0].dtype), views[2]
+    if all(t.is_contiguous() and not t.is_conj() for t in (a, b, data)):
+        A.__dict__["_cache_numpy_views"] = (a, b, data, views)
+    return views
+
+
+def _product_views(fmt, av, bv, dv, x, m, n):
+    """y = A @ x with SciPy's sparsetools on views (a=indptr, b=indices, or COO row, col)."""
+    xv = x.numpy() if x.is_contiguous() else _view(x)
     y = np.zeros((m,) + xv.shape[1:], dtype=dv.dtype)
     if xv.ndim == 1:
         if fmt == "coo":
             _st.coo_matvec(dv.shape[0], av, bv, dv, xv, y)
         else:
-            getattr(_st, fmt + "_matvec")(m, n, av, bv, dv, xv, y)
+            _MATVEC[fmt](m, n, av, bv, dv, xv, y)
     elif fmt == "coo":
         _st.coo_matmat_dense(dv.shape[0], xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
     else:
-        getattr(_st, fmt + "_matvecs")(m, n, xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
+        _MATVECS[fmt](m, n, xv.shape[1], av, bv, dv, xv.ravel(), y.ravel())
     return torch.from_numpy(y)
+
+
+_MATVEC = {"csr": _st.csr_matvec, "csc": _st.csc_matvec}
+_MATVECS = {"csr": _st.csr_matvecs, "csc": _st.csc_matvecs}
+
+
+def _product(fmt, a, b, data, x, shape):
+    """A @ x for CSR/CSC parts (a=indptr, b=indices) or COO parts (a=row, b=col)."""
+    av, bv, dv = _view(a), _view(b), _view(data)
+    if bv.dtype != av.dtype:
+        bv = bv.astype(av.dtype)
+    return _product_views(fmt, av, bv, dv, x.detach().resolve_conj(), *shape)
 
 
 def _coords(fmt, a, b, shape):
@@ -73,20 +104,26 @@ class _Product(torch.autograd.Function):
         return grad_data, grad_x, None, None, None, None
 
 
+_PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "data"),
+          "coo": ("row", "col", "data")}
+
+
 @register("spmv", "cpu")
 @register("spmm", "cpu")
 def spmm(A, x):
     """y = A @ x with SciPy's compiled kernels (same dtype for A and x)."""
+    fmt = A.format
     if A.data.dtype not in _SUPPORTED:
         from trnscipy._kernels._generic import spmm as generic
 
         return generic(A, x)
     grad = A.data.requires_grad or x.requires_grad
-    if A.format in ("csr", "csc", "coo"):
-        a, b = (A.row, A.col) if A.format == "coo" else (A.indptr, A.indices)
+    if fmt == "csr" or fmt == "csc" or fmt == "coo":
         if grad:
-            return _Product.apply(A.data, x, A.format, a, b, A.shape)
-        return _product(A.format, a, b, A.data, x, A.shape)
+            a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
+            return _Product.apply(A.data, x, fmt, a, b, A.shape)
+        m, n = A.shape
+        return _product_views(fmt, *_stored_views(A, _PARTS[fmt]), x, m, n)
     if grad:
         return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
     m, n = A.shape
@@ -123,3 +160,64 @@ def spgemm(A, B):
     c.sum_duplicates()
     return {"data": torch.from_numpy(c.data), "indices": torch.from_numpy(c.indices),
             "indptr": torch.from_numpy(c.indptr), "_sorted": True, "_canonical": True}
+
+
+# ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
+
+@register("krylov", "cpu")
+def krylov(scipy_solver, device_solver, args, kwargs):
+    """Solve with SciPy's own solver on NumPy views of the CPU tensors: SciPy's iterates,
+    ``info``, errors and speed (a torch loop pays 3-5 us per vector op at 10^4 unknowns).
+
+    Sparse containers and dense tensors are handed over as SciPy objects sharing their
+    memory; trnscipy LinearOperators and callbacks see torch tensors as on any device.
+    The torch loop (``device_solver``) runs instead when an operand needs autograd or the
+    solver keeps caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
+    """
+    try:
+        params = inspect.signature(scipy_solver).bind(*args, **kwargs).arguments
+    except TypeError:  # e.g. tol=: let SciPy raise its own TypeError
+        return scipy_solver(*args, **kwargs)
+    if (params.get("outer_v") is not None or params.get("CU") is not None
+            or any(getattr(v, "requires_grad", False)
+                   or getattr(getattr(v, "data", None), "requires_grad", False)
+                   for v in params.values())):
+        return device_solver(*args, **kwargs)
+    from trnscipy.sparse.linalg._isolve.utils import check_x0
+
+    check_x0(params.get("x0"))
+    host = {name: _for_scipy(value) for name, value in params.items()}
+    callback = params.get("callback")
+    if callback is not None and not offloading():
+        host["callback"] = lambda xk: callback(
+            torch.from_numpy(xk) if isinstance(xk, np.ndarray) else xk)
+    x, info = scipy_solver(**host)
+    return torch.from_numpy(x), info
+
+
+def _for_scipy(value):
+    """A solver operand as SciPy takes it, sharing memory with CPU tensors."""
+    from trnscipy.sparse.linalg._interface import LinearOperator, MatrixLinearOperator
+
+    if isinstance(value, torch.Tensor):
+        return _view(value)
+    if type(value) is MatrixLinearOperator:
+        return _for_scipy(value.A)
+    if isinstance(value, LinearOperator):
+        return _host_operator(value)
+    if getattr(value, "_trnscipy_device_object", False):
+        return value.to_scipy(copy=False)
+    return value
+
+
+def _host_operator(op):
+    """A SciPy LinearOperator calling the trnscipy operator ``op`` on tensor views."""
+    def on_tensors(method):
+        def apply(v):
+            out = method(torch.from_numpy(np.ascontiguousarray(v)))
+            return _view(out) if isinstance(out, torch.Tensor) else np.asarray(out)
+        return apply
+
+    return _si.LinearOperator(op.shape, matvec=on_tensors(op.matvec),
+                              rmatvec=on_tensors(op.rmatvec), matmat=on_tensors(op.matmat),
+                              rmatmat=on_tensors(op.rmatmat), dtype=op.dtype)

@@ -17,6 +17,12 @@ def sync():
     """Run all pending device work (eager devices: nothing pending)."""
 
 
+@register("product_index", "generic")
+def product_index(indptr, nnz, device):
+    """Nothing to set up with a new container: eager devices build the entry -> major
+    index on first use (the CPU kernels never need it)."""
+
+
 @register("expand_ptr", "generic")
 def expand_ptr(indptr, nnz):
     """Major index of each stored entry of a compressed structure."""
@@ -53,7 +59,9 @@ def bsr_product(A, x):
     prod = torch.bmm(A.data, cols.index_select(0, A.indices))
     out = torch.zeros((m // r, r, prod.shape[-1]), dtype=prod.dtype, device=x.device)
     out = out.index_add(0, A._block_rows(), prod).reshape(m, k)
-    return out[:, 0] if x.ndim == 1 else out
+    # A copy, not a view: on XLA a view keeps its pending base alive, and the next sync
+    # runs that base's graph once more (two executions per product instead of one).
+    return (out[:, 0] if x.ndim == 1 else out).clone()
 
 
 def dia_product(A, x):
@@ -104,3 +112,9 @@ def spgemm(A, B):
     idx = su.index_dtype(max(m, n, val.shape[0]), (A.indices, B.indices))
     return {"data": val, "indices": col.to(idx), "indptr": su.compress(row.to(idx), m, idx),
             "_sorted": True, "_canonical": True}
+
+
+@register("krylov", "generic")
+def krylov(scipy_solver, device_solver, args, kwargs):
+    """The torch implementation of the solver (XLA graphs, CUDA)."""
+    return device_solver(*args, **kwargs)

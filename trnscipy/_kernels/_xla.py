@@ -4,8 +4,12 @@ The products are the generic gather/multiply/index_add lowerings: static shapes,
 no torch sparse layouts.  What is XLA-specific is when graphs are cut: the
 expanded row index of a compressed matrix is computed once and materialised on
 the device, so every later product with the same shapes reuses one compiled graph.
+It is set up with the container (``product_index``), so the first product on a new
+matrix is one compilation too.
 """
 
+import numpy as np
+import torch
 import torch_xla
 
 from trnscipy._kernels import register
@@ -36,3 +40,18 @@ def expand_ptr(indptr, nnz):
     out = _generic_expand_ptr(indptr, nnz)
     materialize([out])
     return out
+
+
+@register("product_index", "xla")
+def product_index(indptr, nnz, device):
+    """The entry -> major index the products gather by, set up with a new container.
+
+    A host ``indptr`` (a SciPy object being moved) is expanded with NumPy and sent with
+    the other arrays: no graph.  A device one is traced lazily: the constructor runs it in
+    the graph of its validation read.  Either way the first product compiles one graph.
+    """
+    if isinstance(indptr, np.ndarray):
+        counts = np.diff(indptr)
+        major = np.repeat(np.arange(counts.shape[0], dtype=indptr.dtype), counts)
+        return torch.from_numpy(major).to(device)
+    return _generic_expand_ptr(indptr, nnz)

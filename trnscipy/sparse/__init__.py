@@ -3,7 +3,10 @@
 import scipy.sparse as _scipy_sparse
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse import linalg  # noqa: F401  (replaces scipy.sparse.linalg)
+from trnscipy.sparse import (
+    _oned,  # noqa: F401  (registers the 1-D arrays)
+    linalg,  # noqa: F401  (replaces scipy.sparse.linalg)
+)
 from trnscipy.sparse._base import (  # noqa: F401
     issparse,
     isspmatrix,
@@ -26,6 +29,7 @@ from trnscipy.sparse._construct import (  # noqa: F401
     bmat,
     diags,
     diags_array,
+    expand_dims,
     eye,
     eye_array,
     hstack,

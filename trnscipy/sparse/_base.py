@@ -13,24 +13,27 @@ pick the array or matrix semantics through the ``sparray`` / ``spmatrix`` mixins
 """
 
 import abc
+import functools
 
 import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to_host
+from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
 
 # (format, is_array) -> device class; filled by the format modules.
 _CLASSES = {}
+# format -> class of the 1-D sparse arrays of that format; filled by _oned.
+_CLASSES1D = {}
 
 
 def _register(cls, scipy_cls):
@@ -46,10 +49,66 @@ def from_scipy(sp, device):
     if fmt in ("dok", "lil"):
         raise TypeError(f"{fmt} sparse objects have no device form; convert first, "
                         "e.g. A.tocsr()")
-    if len(sp.shape) != 2:
-        raise TypeError(f"trnscipy device sparse containers are 2-D, not {sp.ndim}-D")
-    cls = _CLASSES[fmt, isinstance(sp, _sp.sparray)]
+    if len(sp.shape) == 1:
+        cls = _CLASSES1D[fmt]
+    elif len(sp.shape) == 2:
+        cls = _CLASSES[fmt, isinstance(sp, _sp.sparray)]
+    else:
+        raise TypeError(f"trnscipy device sparse containers are 1-D or 2-D, not "
+                        f"{sp.ndim}-D")
     return cls._from_scipy(sp, resolve_device(device))
+
+
+def _dtypes_of(self, args):
+    """The dtypes a method of ``self`` computes in: its own, its device operands', and
+    dtypes passed as arguments (``astype(np.float64)``)."""
+    yield self.dtype
+    for a in args:
+        if is_torch_array(a) or getattr(a, "_trnscipy_device_object", False):
+            yield to_numpy_dtype(a.dtype)
+        elif isinstance(a, np.dtype) or (isinstance(a, type) and issubclass(
+                a, (np.generic, bool, int, float, complex))):
+            yield np.dtype(a)
+
+
+def _cpu(x):
+    """A CPU copy of a device operand, through the host transfer (torch-xla 2.9's
+    ``.cpu()`` drops the imaginary part of complex128)."""
+    if is_torch_array(x):
+        return torch.from_numpy(np.array(_tensor_to_host(x)))
+    if getattr(x, "_trnscipy_device_object", False):
+        return from_scipy(x.to_scipy(), "cpu")
+    return x
+
+
+def _computes(op):
+    """Decorator for a method that computes on stored values (docs/design.md: data
+    movement is not arithmetic).  Where the capability table refuses one of its dtypes
+    on this device (float64 on Neuron), the method runs on CPU copies of its operands,
+    after the table's DeviceFallbackWarning, and the result moves back."""
+    name = f"trnscipy.sparse.{op}"
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            kind = device_kind(self.device)
+            cap = capability(kind)
+            if (cap.float64 and cap.complex and name not in cap.host_ops) or all(
+                    runs_on_device(name, kind, dt)
+                    for dt in _dtypes_of(self, (*args, *kwargs.values()))):
+                return method(self, *args, **kwargs)
+            out = kwargs.pop("out", None)
+            res = method(_cpu(self), *map(_cpu, args),
+                         **{k: _cpu(v) for k, v in kwargs.items()})
+            res = _to_device(res, self.device, strict=False)
+            if out is not None:
+                out.copy_(res)
+                return out
+            return res
+
+        return wrapper
+
+    return decorate
 
 
 def issparse(x):
@@ -117,7 +176,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 other = other.copy()
             if dtype is not None:
                 other = other.astype(dtype, copy=False)
-            if shape is not None and su.check_shape(shape) != other.shape:
+            if shape is not None and su.check_shape(shape, allow_1d=True) != other.shape:
                 raise ValueError(f"shape {shape} does not match the input's {other.shape}")
             self.__dict__.update(other.__dict__)
         elif is_torch_array(arg1):
@@ -128,6 +187,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         else:
             raise TypeError(f"unrecognized {type(self).__name__} constructor input: "
                             f"{type(arg1).__name__}")
+        if len(self._shape) == 1:  # a 1-D sparse array (see _oned)
+            if not self._is_array:
+                raise ValueError(f"shape must have length in (2,). Got {self._shape}")
+            self.__class__ = _CLASSES1D[self.format]
 
     # ---- construction helpers -------------------------------------------------
 
@@ -144,12 +207,22 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     @classmethod
     def _from_dense(cls, t, shape, dtype, blocksize):
-        if t.ndim == 1 and not cls._is_array:
-            t = t.reshape(1, -1)
-        if t.ndim != 2:
+        one_d = t.ndim == 1 and cls._is_array
+        if one_d and cls.format not in _CLASSES1D:
+            raise ValueError(f"{cls.format.upper()} arrays don't support 1D input. Use 2D")
+        if t.ndim not in (1, 2):
             raise ValueError(f"trnscipy device sparse containers are 2-D; got a {t.ndim}-D "
                              "tensor")
         np_dtype = su.check_dtype(dtype if dtype is not None else t.dtype)
+        if not all(runs_on_device("trnscipy.sparse.from_dense", device_kind(t.device), dt)
+                   for dt in (to_numpy_dtype(t.dtype), np_dtype)):
+            # finding the nonzeros compares values (and a dtype change rounds them):
+            # SciPy does it on a host copy where the device cannot compute in the dtype
+            kwargs = {"blocksize": blocksize} if blocksize is not None else {}
+            return from_scipy(cls._scipy_class(_tensor_to_host(t), dtype=np_dtype, **kwargs),
+                              t.device)
+        if t.ndim == 1:
+            t = t.reshape(1, -1)
         t = t.to(to_torch_dtype(np_dtype))
         m, n = t.shape
         if t.is_conj():
@@ -162,6 +235,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         coo = coo_cls._construct((m, n), row=(keys // max(n, 1)).to(idx),
                                  col=(keys % max(n, 1)).to(idx), data=data.clone(),
                                  _canonical=True)
+        if one_d:
+            return _CLASSES1D[cls.format]._from_2d(coo)
         if cls.format == "bsr":
             return coo.tobsr(blocksize=blocksize)
         return coo.asformat(cls.format)
@@ -209,19 +284,21 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         device = resolve_device(device)
         if device == self.device:
             return self
-        moved = {k: (v.to(device) if is_torch_array(v) else v)
+        moved = {k: (_tensor_to(v, device) if is_torch_array(v) else v)
                  for k, v in self.__dict__.items() if not k.startswith("_cache")}
         obj = object.__new__(type(self))
         obj.__dict__.update(moved)
         return obj
 
-    def to_scipy(self):
-        """SciPy's object of the same format and kind (same index dtype, values, flags)."""
+    def to_scipy(self, copy=True):
+        """SciPy's object of the same format and kind (same index dtype, values, flags);
+        ``copy=False`` shares a CPU container's memory (for read-only use)."""
         raise NotImplementedError
 
-    def _host(self, t):
-        """A host copy of ``t`` (never a view: SciPy may change it in place)."""
-        return _tensor_to_host(t, copy=True)
+    def _host(self, t, copy=True):
+        """A host copy of ``t`` (SciPy may change it in place); with ``copy=False`` a CPU
+        tensor's memory is shared."""
+        return _tensor_to_host(t, copy=copy)
 
     # ---- conversions --------------------------------------------------------------
 
@@ -254,7 +331,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         """A dense device tensor (``order`` is ignored; ``out`` is filled if given)."""
         coo = self.tocoo(copy=False)
         m, n = self.shape
-        flat = su.segment_sum(coo.data, coo.row.to(torch.int64) * n + coo.col, m * n)
+        pos = coo.row.to(torch.int64) * n + coo.col
+        if coo.has_canonical_format:  # no duplicates: a scatter, no arithmetic
+            flat = torch.zeros(m * n, dtype=coo.data.dtype, device=coo.data.device)
+            flat = flat.index_put((pos,), coo.data)
+        else:
+            flat = su.segment_sum(coo.data, pos, m * n)
         dense = flat.reshape(m, n)
         if out is not None:
             out.copy_(dense)
@@ -297,8 +379,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def conjugate(self, copy=True):
         if self.dtype.kind == "c":
-            return self._with_data(self.data.conj().resolve_conj(), copy=False)
+            return self._conjugated()
         return self.copy() if copy else self
+
+    @_computes("conj")
+    def _conjugated(self):
+        return self._with_data(self.data.conj().resolve_conj(), copy=False)
 
     def conj(self, copy=True):
         return self.conjugate(copy=copy)
@@ -311,6 +397,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if -1 in shape:
             known = int(np.prod([s for s in shape if s != -1]))
             shape = tuple((m * n) // max(known, 1) if s == -1 else s for s in shape)
+        if len(shape) == 1 and self._is_array:  # a 1-D sparse array
+            if shape[0] != m * n:
+                raise ValueError(f"cannot reshape array of size {m * n} into shape {shape}")
+            return _CLASSES1D["coo"]._from_2d(self.reshape((1, m * n), order=order))
         shape = su.check_shape(shape)
         if shape[0] * shape[1] != m * n:
             raise ValueError(f"cannot reshape array of size {m * n} into shape {shape}")
@@ -362,6 +452,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return vec
         return vec.reshape(1, -1) if axis == 0 else vec.reshape(-1, 1)
 
+    @_computes("sum")
     def sum(self, axis=None, dtype=None, out=None):
         axis = self._axis(axis)
         acc = su.sum_dtype(self.dtype) if dtype is None else np.dtype(dtype)
@@ -379,6 +470,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return out
         return res
 
+    @_computes("mean")
     def mean(self, axis=None, dtype=None, out=None):
         axis = self._axis(axis)
         res_dtype = np.dtype(np.float64) if self.dtype.kind in "biu" else self.dtype
@@ -406,6 +498,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def trace(self, offset=0):
         return self.diagonal(k=offset).sum()
 
+    @_computes("count_nonzero")
     def count_nonzero(self, axis=None):
         coo = self._coo_canonical()
         nz = coo.data != 0
@@ -424,6 +517,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         ones = torch.ones(coo.data.shape[0], dtype=torch.int64, device=self.device)
         return su.segment_sum(ones, idx.to(torch.int64), n)
 
+    @_computes("nonzero")
     def nonzero(self):
         coo = self.tocoo(copy=False)
         row, col = su.compact(coo.data != 0, coo.row, coo.col)
@@ -432,11 +526,15 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             row, col = row[order], col[order]
         return row, col
 
-    def _min_or_max(self, axis, reduce, name):
+    @_computes("min_or_max")
+    def _min_or_max(self, axis, reduce, name, nan=False):
+        """max/min (``nan``: nanmax/nanmin, NaNs skipped) with implicit zeros included."""
         if self.dtype.kind == "c":
             raise ValueError(f"{name} is not supported for complex dtypes")
         m, n = self.shape
         axis = self._axis(axis)
+        if nan:
+            reduce = torch.fmax if name == "max" else torch.fmin
         if axis is None:
             if m * n == 0:
                 raise ValueError("zero-size array to reduction operation "
@@ -445,7 +543,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             zero = torch.zeros((), dtype=coo.data.dtype, device=self.device)
             if coo.nnz == 0:
                 return zero
-            val = getattr(coo.data, name)()
+            data, all_nan = self._skip_nan(coo.data, name, nan)
+            val = getattr(data, name)()
+            if all_nan is not None:
+                val = torch.where(all_nan.all(), coo.data[0], val)
             if coo.nnz < m * n:
                 val = reduce(val, zero)
             return val
@@ -456,15 +557,27 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         idx = idx.to(torch.int64)
         full = self.shape[axis]
         zeros = torch.zeros(count, dtype=coo.data.dtype, device=self.device)
-        red = zeros.scatter_reduce(0, idx, coo.data, "a" + name, include_self=False)
+        data, is_nan = self._skip_nan(coo.data, name, nan)
+        red = zeros.scatter_reduce(0, idx, data, "a" + name, include_self=False)
         stored = su.segment_sum(torch.ones_like(idx), idx, count)
+        if is_nan is not None:  # lines whose stored values are all NaN
+            nans = su.segment_sum(is_nan.to(torch.int64), idx, count)
+            red = torch.where((nans == stored) & (stored > 0), torch.nan, red)
         red = torch.where(stored < full, reduce(red, zeros), red)
-        vec = self._container("coo")._from_dense(red.reshape(1, -1) if axis == 0
-                                                else red.reshape(-1, 1), None, None, None)
-        if self._is_array:
-            raise NotImplementedError(f"{name}(axis=...) of a device sparse array gives a "
-                                      "1-D sparse array, which trnscipy does not have yet")
-        return vec
+        if self._is_array:  # a 1-D coo_array
+            return self._container("coo")._from_dense(red, None, None, None)
+        return self._container("coo")._from_dense(red.reshape(1, -1) if axis == 0
+                                                  else red.reshape(-1, 1), None, None, None)
+
+    @staticmethod
+    def _skip_nan(data, name, nan):
+        """(data with NaNs replaced by the reduction's identity, NaN mask) for nanmax/nanmin;
+        (data, None) otherwise."""
+        if not nan or not data.is_floating_point():
+            return data, None
+        is_nan = torch.isnan(data)
+        fill = -torch.inf if name == "max" else torch.inf
+        return torch.where(is_nan, fill, data), is_nan
 
     def max(self, axis=None, out=None, *, explicit=False):
         return self._min_or_max(axis, torch.maximum, "max")
@@ -472,6 +585,13 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def min(self, axis=None, out=None, *, explicit=False):
         return self._min_or_max(axis, torch.minimum, "min")
 
+    def nanmax(self, axis=None, out=None, *, explicit=False):
+        return self._min_or_max(axis, torch.maximum, "max", nan=True)
+
+    def nanmin(self, axis=None, out=None, *, explicit=False):
+        return self._min_or_max(axis, torch.minimum, "min", nan=True)
+
+    @_computes("argmin_or_argmax")
     def _arg_min_or_max(self, axis, name):
         if self.dtype.kind == "c":
             raise ValueError(f"{name} is not supported for complex dtypes")
@@ -539,7 +659,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
 
     def _as_operand(self, other):
         """Move a host operand (ndarray, SciPy sparse, list) to this device."""
-        if is_torch_array(other):
+        if isinstance(other, torch.Tensor):
             if other.device != self.device:
                 raise ValueError(f"operands are on two devices, {self.device} and "
                                  f"{other.device}")
@@ -555,6 +675,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return other
         return su.as_tensor(np.asarray(other), self.device)
 
+    @_computes("elementwise")
     def _binop_sparse(self, other, op):
         """Elementwise union/intersection op of two sparse operands, zeros dropped."""
         if other.shape != self.shape:
@@ -602,16 +723,20 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def _binop_format(self, other):
         return self.format if self.format in ("csr", "csc", "bsr", "dia") else "csr"
 
+    @_computes("scale")
     def _mul_scalar(self, other):
         dt = su.result_dtype(np.multiply, self.dtype, scalars=[other])
         return self._with_data(self.data.to(to_torch_dtype(dt)) * other, copy=False)
 
+    @_computes("multiply")
     def multiply(self, other):
         """Elementwise product (dense operands give a COO result, as SciPy)."""
         other = self._as_operand(other)
         if su.is_scalar(other):
             return self._mul_scalar(other)
         if issparse(other):
+            if other.ndim == 1:  # the 1-D sparse array broadcasts along the rows
+                return other.multiply(self).asformat(self._binop_format(self))
             if other.shape != self.shape:
                 raise ValueError(f"inconsistent shapes {self.shape} and {other.shape}")
             return self._binop_sparse(other, "multiply")
@@ -623,7 +748,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         except RuntimeError:
             raise ValueError(f"inconsistent shapes {self.shape} and {tuple(dense.shape)}")\
                 from None
-        if tuple(torch.broadcast_shapes(dense.shape, self.shape)) != self.shape:
+        if su.broadcast_shape(dense.shape, self.shape) != self.shape:
             return self.toarray() * dense
         dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(dense.dtype))
         coo = self._coo_canonical().astype(dt, copy=False)
@@ -639,6 +764,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def minimum(self, other):
         return self._max_min(other, "minimum")
 
+    @_computes("maximum_or_minimum")
     def _max_min(self, other, op):
         other = self._as_operand(other)
         if issparse(other):
@@ -658,6 +784,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         red = torch.maximum if op == "maximum" else torch.minimum
         return red(self.toarray(), other)
 
+    @_computes("add")
     def _add(self, other, negate_self=False, negate_other=False):
         other = self._as_operand(other)
         base = -self if negate_self else self
@@ -668,7 +795,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                                       "supported")
         if issparse(other):
             return base._binop_sparse(other, "sub" if negate_other else "add")
-        if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+        if su.broadcast_shape(other.shape, self.shape) != self.shape:
             raise ValueError(f"inconsistent shapes {self.shape} and {tuple(other.shape)}")
         dt = su.result_dtype(np.add, self.dtype, to_numpy_dtype(other.dtype))
         dense = base.toarray().to(to_torch_dtype(dt))
@@ -686,11 +813,13 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def __rsub__(self, other):
         return self._add(other, negate_self=True)
 
+    @_computes("neg")
     def __neg__(self):
         if self.dtype == np.bool_:
             raise NotImplementedError("negating a boolean sparse array is not supported")
         return self._with_data(-self.data, copy=False)
 
+    @_computes("truediv")
     def __truediv__(self, other):
         other = self._as_operand(other)
         if su.is_scalar(other):
@@ -704,6 +833,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self.toarray() / other.toarray()
         return self.toarray() / other
 
+    @_computes("truediv")
     def __rtruediv__(self, other):
         return other / self.toarray()
 
@@ -713,6 +843,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         other = self._as_operand(other)
         if su.is_scalar(other):
             return self._mul_scalar(other)
+        if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
+            return other._rmatmul(self)
         return self._matmul(other)
 
     def __rmul__(self, other):
@@ -721,9 +853,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return self._rmatmul(self._as_operand(other))
 
     def __matmul__(self, other):
-        if su.is_scalar(other):
+        if not isinstance(other, torch.Tensor) and su.is_scalar(other):
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        return self._matmul(self._as_operand(other))
+        other = self._as_operand(other)
+        if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
+            return other._rmatmul(self)
+        return self._matmul(other)
 
     def __rmatmul__(self, other):
         if su.is_scalar(other):
@@ -758,20 +893,31 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self.format == "csc" or (self.format == "dia" and other.format == "dia"):
                 return res.asformat(self.format)
             return res
-        if other.ndim == 0:
+        ndim = other.ndim
+        if ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
-        if other.ndim > 2 or other.shape[0] != n:
+        if ndim > 2 or other.shape[0] != n:
             raise ValueError(f"dimension mismatch: {self.shape} @ {tuple(other.shape)}")
-        dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
-        op = "spmv" if other.ndim == 1 else "spmm"
-        if self._on_host(op, dt):
-            host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
-            return torch.from_numpy(np.asarray(host)).to(self.device)
-        a = self if self.dtype == dt else self.astype(dt, copy=False)
-        x = other.to(to_torch_dtype(dt))
-        if x.is_conj():
-            x = x.resolve_conj()
-        return kernel(op, self.device)(a, x)
+        # The kernel and x's dtype depend only on the dtypes and the device kind (which
+        # TRNSCIPY_EMULATE can change): cached per container, dropped by .to().
+        plans = self.__dict__.get("_cache_product_plans")
+        if plans is None:
+            plans = self.__dict__["_cache_product_plans"] = {}
+        key = (self.data.dtype, other.dtype, ndim, device_kind(self.data.device))
+        plan = plans.get(key)
+        if plan is None:
+            dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
+            op = "spmv" if ndim == 1 else "spmm"
+            if self._on_host(op, dt):
+                host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
+                return torch.from_numpy(np.asarray(host)).to(self.device)
+            if self.dtype != dt:
+                x = other.to(to_torch_dtype(dt)).resolve_conj()
+                return kernel(op, self.device)(self.astype(dt, copy=False), x)
+            plan = plans[key] = (kernel(op, self.device), self.data.dtype)
+        impl, dtype = plan
+        x = other if other.dtype == dtype else other.to(dtype)
+        return impl(self, x.resolve_conj() if x.is_conj() else x)
 
     def _rmatmul(self, other):
         if issparse(other):
@@ -808,26 +954,62 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             return self.power(other)
         return self._matrix_power(other)
 
+    @_computes("compare")
     def _compare(self, other, op):
-        """Elementwise comparison, computed densely on the device (O(M*N) memory).
+        """Elementwise comparison.
 
-        Sparse or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR),
-        dense ``other``: a dense boolean tensor, as SciPy.
+        Where a zero compares False with a zero (or with the scalar), implicit zeros stay
+        False and only stored entries are compared (O(nnz), as SciPy); otherwise (==,
+        <=, >=, or e.g. ``A < 1``) every implicit zero is True and the result is built
+        densely, O(M*N) (SciPy does the same, with a SparseEfficiencyWarning).  Sparse
+        or scalar ``other``: a boolean sparse result (CSC for CSC, else CSR); dense
+        ``other``: a dense boolean tensor, as SciPy.
         """
         other = self._as_operand(other)
+        out_format = "csc" if self.format == "csc" else "csr"
+        zero = torch.zeros((), dtype=self.data.dtype)
         if issparse(other):
             if other.shape != self.shape:
                 raise ValueError("inconsistent shapes")
+            if not bool(op(zero, torch.zeros((), dtype=self.data.dtype))):
+                return self._compare_stored(other, op).asformat(out_format)
             rhs = other.toarray()
         elif su.is_scalar(other):
+            scalar = other.item() if isinstance(other, torch.Tensor) else other
+            if not bool(op(zero, scalar)):
+                coo = self._coo_canonical()
+                hit = op(coo.data, scalar)
+                return self._bool_coo(coo.row, coo.col, hit).asformat(out_format)
             rhs = other
         else:
-            if tuple(torch.broadcast_shapes(other.shape, self.shape)) != self.shape:
+            if su.broadcast_shape(other.shape, self.shape) != self.shape:
                 raise ValueError("inconsistent shapes")
             return op(self.toarray(), other)
         dense = op(self.toarray(), rhs)
-        return self._container("csc" if self.format == "csc" else "csr")._from_dense(
-            dense, None, None, None)
+        return self._container(out_format)._from_dense(dense, None, None, None)
+
+    def _compare_stored(self, other, op):
+        """op on the union of both operands' stored entries (implicit zeros compare 0)."""
+        a, b = self._coo_canonical(), other._coo_canonical()
+        n = self.shape[1]
+        row = torch.cat([a.row.to(torch.int64), b.row.to(torch.int64)])
+        col = torch.cat([a.col.to(torch.int64), b.col.to(torch.int64)])
+        va = torch.cat([a.data, torch.zeros(b.nnz, dtype=a.data.dtype, device=self.device)])
+        vb = torch.cat([torch.zeros(a.nnz, dtype=b.data.dtype, device=self.device), b.data])
+        # Each operand is canonical, so every union position holds at most one entry of
+        # each: summing duplicates pairs them up, in the same (sorted) order for both.
+        row_u, col_u, va = su.coalesce(row, col, va, n)
+        _, _, vb = su.coalesce(row, col, vb, n)
+        return self._bool_coo(row_u, col_u, op(va, vb))
+
+    def _bool_coo(self, row, col, hit):
+        """A canonical boolean COO holding True where ``hit`` holds."""
+        row, col = su.compact(hit, row, col)
+        m, n = self.shape
+        idx = su.index_dtype(max(m, n, row.shape[0]))
+        ones = torch.ones(row.shape[0], dtype=torch.bool, device=self.device)
+        return self._container("coo")._construct((m, n), row=row.to(idx), col=col.to(idx),
+                                                 data=ones, _canonical=True)
 
     def __eq__(self, other):
         return self._compare(other, torch.eq)

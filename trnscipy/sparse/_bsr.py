@@ -105,6 +105,8 @@ class _bsr_base(_data_matrix):
             return
         if len(arg1) == 2:
             data, coords = arg1
+            if not su.is_scalar(coords) and len(coords) == 1:
+                raise ValueError("Cannot convert a 1d sparse array to bsr format")
             parts = validate_coo(su.as_index(coords[0], device), su.as_index(coords[1], device),
                                  su.as_tensor(data, device), shape, dtype, self._is_array,
                                  copy=False)
@@ -135,7 +137,9 @@ class _bsr_base(_data_matrix):
                   torch.diff(indptr).min() if indptr.shape[0] > 1 else indptr[0] * 0]
         if nb:
             values += [indices.min(), indices.max()]
-        first, last, min_step, *minmax = su.host_ints(*values)
+        major = kernel("product_index", indices.device)(indptr, nb, indices.device)
+        first, last, min_step, *minmax = su.host_ints(*values,
+                                                      also=() if major is None else (major,))
         imin, imax = minmax if minmax else (0, -1)
         if shape is None:
             shape = ((indptr.shape[0] - 1) * r, (imax + 1) * c)
@@ -159,8 +163,11 @@ class _bsr_base(_data_matrix):
         data = data.to(to_torch_dtype(np_dtype))
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
-        return {"_shape": shape, "data": data, "indices": indices.to(idx),
-                "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        if major is not None:
+            parts["_cache_major"] = major.to(idx)
+        return parts
 
     # the same (data, indices, indptr) transfer as CSR/CSC; ``data`` holds blocks
     _from_scipy = _cs_matrix.__dict__["_from_scipy"]

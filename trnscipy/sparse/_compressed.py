@@ -6,7 +6,8 @@ from trnscipy._dtypes import to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
-from trnscipy.sparse._coo import _is_shape, validate_coo
+from trnscipy.sparse._base import _CLASSES1D
+from trnscipy.sparse._coo import _is_shape, validate_coo, validate_coo_1d
 from trnscipy.sparse._data import _data_matrix
 
 
@@ -19,11 +20,15 @@ class _cs_matrix(_data_matrix):
     # ---- construction ---------------------------------------------------------
 
     def _init_tuple(self, arg1, shape, dtype, copy, device, blocksize):
-        if _is_shape(arg1):
-            shape = su.check_shape(arg1)
+        one_d = self._is_array and self.format == "csr"  # 1-D input allowed (see _oned)
+        if _is_shape(arg1, allow_1d=True):
+            if len(arg1) == 1 and not one_d:
+                raise ValueError(f"unrecognized {type(self).__name__} constructor input: "
+                                 f"{arg1}")
+            shape = su.check_shape(arg1, allow_1d=True)
             np_dtype = su.check_dtype(dtype if dtype is not None else np.float64)
             idx = su.index_dtype(max(shape))
-            n_major = self._swap(shape)[0]
+            n_major = self._swap(shape)[0] if len(shape) == 2 else 1
             self.__dict__.update(
                 _shape=shape, data=torch.zeros(0, dtype=to_torch_dtype(np_dtype),
                                                device=device),
@@ -33,6 +38,14 @@ class _cs_matrix(_data_matrix):
             return
         if len(arg1) == 2:
             data, coords = arg1
+            if not su.is_scalar(coords) and len(coords) == 1:  # 1-D coordinates
+                if not self._is_array:
+                    raise ValueError("sparse matrices are 2-D; 1-D coordinates given")
+                parts = validate_coo_1d(su.as_index(coords[0], device),
+                                        su.as_tensor(data, device), shape, dtype, copy=False)
+                coo = _CLASSES1D["coo"]._construct(parts.pop("_shape"), **parts)
+                self.__dict__.update(coo.asformat(self.format).__dict__)
+                return
             if su.is_scalar(coords) or len(coords) != 2:
                 raise TypeError("invalid input format")
             parts = validate_coo(su.as_index(coords[0], device), su.as_index(coords[1], device),
@@ -44,9 +57,15 @@ class _cs_matrix(_data_matrix):
         if len(arg1) != 3:
             raise TypeError(f"unrecognized {self.format}_matrix constructor usage")
         data, indices, indptr = arg1
-        self.__dict__.update(self._validate(su.as_tensor(data, device),
-                                            su.as_index(indices, device),
-                                            su.as_index(indptr, device), shape, dtype, copy))
+        shape_1d = shape is not None and len(shape) == 1
+        if shape_1d and not one_d:
+            raise ValueError(f"shape must have length in (2,). Got new_shape={shape}")
+        parts = self._validate(su.as_tensor(data, device), su.as_index(indices, device),
+                               su.as_index(indptr, device),
+                               (1, shape[0]) if shape_1d else shape, dtype, copy)
+        if shape_1d:  # a 1-D csr_array: the (1, n) structure
+            parts["_shape"] = (parts["_shape"][1],)
+        self.__dict__.update(parts)
 
     def _validate(self, data, indices, indptr, shape, dtype, copy):
         """Checked parts (one host read); SciPy's messages for bad input."""
@@ -68,7 +87,9 @@ class _cs_matrix(_data_matrix):
         if length:
             values.append(torch.where(live, ind, big).min())
             values.append(torch.where(live, ind, -1).max())
-        first, last, min_step, *minmax = su.host_ints(*values)
+        major = kernel("product_index", indices.device)(indptr, length, indices.device)
+        first, last, min_step, *minmax = su.host_ints(*values,
+                                                      also=() if major is None else (major,))
         imin, imax = minmax if minmax else (big, -1)
         if last > length:
             raise ValueError("Last value of index pointer should be less than the size of "
@@ -96,8 +117,11 @@ class _cs_matrix(_data_matrix):
         indices = indices[:last]
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
-        return {"_shape": shape, "data": data, "indices": indices.to(idx),
-                "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        if major is not None:
+            parts["_cache_major"] = (major[:last] if last < length else major).to(idx)
+        return parts
 
     @property
     def _minor_name(self):
@@ -107,15 +131,19 @@ class _cs_matrix(_data_matrix):
     def _from_scipy(cls, sp, device):
         flags = sp.__dict__
         stored = sp.indptr[-1]  # entries (CSR/CSC) or blocks (BSR)
-        return cls._construct(sp.shape, data=su.from_host(sp.data[:stored], device),
-                              indices=su.from_host(sp.indices[:stored], device),
-                              indptr=su.from_host(sp.indptr, device),
-                              _sorted=flags.get("_has_sorted_indices"),
-                              _canonical=flags.get("_has_canonical_format"))
+        out = cls._construct(sp.shape, data=su.from_host(sp.data[:stored], device),
+                             indices=su.from_host(sp.indices[:stored], device),
+                             indptr=su.from_host(sp.indptr, device),
+                             _sorted=flags.get("_has_sorted_indices"),
+                             _canonical=flags.get("_has_canonical_format"))
+        major = kernel("product_index", device)(sp.indptr, int(stored), device)
+        if major is not None:
+            out._cache_major = major
+        return out
 
-    def to_scipy(self):
-        out = self._scipy_class((self._host(self.data), self._host(self.indices),
-                                 self._host(self.indptr)), shape=self.shape)
+    def to_scipy(self, copy=True):
+        out = self._scipy_class((self._host(self.data, copy), self._host(self.indices, copy),
+                                 self._host(self.indptr, copy)), shape=self.shape)
         if self._sorted is not None:
             out.has_sorted_indices = self._sorted
         if self._canonical is not None:
@@ -232,7 +260,8 @@ class _cs_matrix(_data_matrix):
         other = "csc" if self.format == "csr" else "csr"
         return self._container(other)._construct(
             self.shape, data=self.data[order], indices=self._major_index()[order],
-            indptr=indptr, _sorted=True, _canonical=self._canonical or None)
+            indptr=indptr, _sorted=True, _canonical=self._canonical or None,
+            _cache_major=minor_sorted)
 
     def tocsr(self, copy=False):
         if self.format == "csr":

@@ -27,13 +27,14 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._errors import fallback
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host
 
 __all__ = ["spdiags", "eye", "eye_array", "identity", "kron", "kronsum", "hstack", "vstack",
            "bmat", "block_array", "block_diag", "diags", "diags_array", "rand", "random",
-           "random_array"]
+           "random_array", "expand_dims"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 _UNSET = object()  # "dtype not given" (SciPy's deprecated default for diags)
@@ -58,6 +59,8 @@ def _finish(result):
         tensors = result
     else:
         tensors = [getattr(result, part) for part in _PARTS.get(result.format, ())]
+        if "_cache_major" in result.__dict__:  # the row index products gather by
+            tensors.append(result._cache_major)
     if tensors:
         kernel("materialize", tensors[0].device)(tensors)
     return result
@@ -84,6 +87,9 @@ def _is_sparse(x):
 
 def _is_tensor(x):
     return is_torch_array(x)
+
+
+_SCALARS = frozenset({int, float, complex, bool, str, type(None)})
 
 
 def _is_torch_generator(x):
@@ -145,7 +151,8 @@ def _with_device_keyword(scipy_func, dtype_of):
         def wrapper(*args, device=None, **kwargs):
             if device is None:
                 generator = next((x for x in (*args, *kwargs.values())
-                                  if _is_torch_generator(x)), None)
+                                  if type(x) not in _SCALARS and _is_torch_generator(x)),
+                                 None)
                 if generator is None:
                     return routed(*args, **kwargs)
                 device = generator.device
@@ -331,7 +338,15 @@ def identity(n, dtype="d", format=None, device=None):
 
 
 def _ndim(x):
-    return 2 if _is_sparse(x) else (x.ndim if _is_tensor(x) else np.ndim(x))
+    return x.ndim if _is_sparse(x) or _is_tensor(x) else np.ndim(x)
+
+
+def _as_row(x):
+    """A 1-D sparse array as a (1, n) one of its format (SciPy's stacking, block and
+    Kronecker functions take a 1-D array as one row); anything else as it is."""
+    if _is_sparse(x) and x.ndim == 1:
+        return x.reshape((1, x.shape[0])).asformat(x.format)
+    return x
 
 
 def _as(fmt, x, array, device, copy=False):
@@ -343,6 +358,7 @@ def _as(fmt, x, array, device, copy=False):
         x = _tensor(x, device)
         if x.ndim < 2:
             x = x.reshape(1, -1)
+    x = _as_row(x)
     return _cls(fmt, array)(x, copy=copy) if copy else _cls(fmt, array)(x)
 
 
@@ -375,7 +391,10 @@ def _kron(A, B, format, array):
 
 @_routed(_sp.kron)
 def kron(A, B, format=None):
-    return _kron(A, B, format, _is_sparray(A) or _is_sparray(B))
+    out = _kron(A, B, format, _is_sparray(A) or _is_sparray(B))
+    if _ndim(A) == 1 and _ndim(B) == 1 and (_is_sparse(A) or _is_sparse(B)):
+        return out.reshape((out.shape[1],)).asformat(format)  # 1-D, as SciPy
+    return out
 
 
 @_routed(_sp.kronsum)
@@ -485,7 +504,9 @@ def _stack_compressed(grid, fmt, array):
 
 
 def _block(blocks, format, dtype, array):
-    grid = _grid(blocks)
+    grid = _grid(blocks).copy()
+    for ij, b in np.ndenumerate(grid):
+        grid[ij] = _as_row(b)
     present = [b for b in grid.flat if b is not None]
     for fmt in ("csr", "csc"):
         if format in (None, fmt) and len(present) == grid.size \
@@ -565,7 +586,7 @@ def block_diag(mats, format=None, dtype=None):
     device = find_device(mats)
     rows, cols, datas, first_int64 = [], [], [], []
     r, c = 0, 0
-    for a in mats:
+    for a in map(_as_row, mats):
         if isinstance(a, (list, numbers.Number)):  # SciPy keeps only their nonzeros
             a = _cls("coo", True)(_tensor(np.atleast_2d(a), device))
         if _is_sparse(a):
@@ -626,8 +647,12 @@ def _random(shape, density, format, dtype, generator, sampler, array, device):
     """The random COO built on ``device`` with ``generator`` (None: the device's default)."""
     if density < 0 or density > 1:
         raise ValueError("density expected to be 0 <= density <= 1")
+    if len(shape) == 1 and array:  # a 1-D sparse array: the (1, n) one, reshaped
+        out = _random((1, shape[0]), density, "coo", dtype, generator, sampler, True, device)
+        return out.reshape((int(shape[0]),)).asformat(format)
     if len(shape) != 2:
-        raise ValueError(f"trnscipy's device sparse arrays are 2-D, not shape {shape}")
+        raise ValueError(f"trnscipy's device sparse arrays are 1-D or 2-D, not shape "
+                         f"{shape}")
     m, n = (int(s) for s in shape)
     size = int(round(density * m * n))
     flat = _positions(m * n, size, generator, device)
@@ -696,3 +721,30 @@ def rand(m, n, density=0.01, format="coo", dtype=None, rng=None, *, random_state
 for _f in (random_array, random, rand):
     _f.__doc__ += _RANDOM_DOC
 del _f
+
+
+# --------------------------------------------------------------------------- axes
+
+
+@dispatch(_sp.expand_dims)
+def expand_dims(A, /, *, axis=0):
+    """A 1-D sparse array becomes a (1, n) or (n, 1) coo_array on its device; a 2-D input
+    gives SciPy's 3-D coo_array on the host with a DeviceFallbackWarning (trnscipy's
+    device containers have at most 2 dimensions)."""
+    if not isinstance(axis, (int, np.integer)):
+        raise ValueError(f"Invalid axis {axis}. Must be an integer.")
+    ndim = A.ndim
+    idx = axis if axis >= 0 else axis + ndim + 1
+    if not 0 <= idx <= ndim:
+        raise ValueError(f"Invalid axis {axis} for N={ndim}. Must be in [-N-1, N].")
+    if ndim != 1:
+        fallback("scipy.sparse.expand_dims", "the result has more than 2 dimensions, "
+                 "which trnscipy's device containers cannot hold; it is SciPy's host "
+                 "coo_array", stacklevel=5)
+        return _sp.expand_dims(_to_host(A, strict=True), axis=axis)
+    coo = A.tocoo(copy=True)
+    zeros = torch.zeros_like(coo.col)
+    n = A.shape[0]
+    row, col, shape = (zeros, coo.col, (1, n)) if idx == 0 else (coo.col, zeros, (n, 1))
+    return _cls("coo", True)._construct(shape, row=row, col=col, data=coo.data,
+                                        _canonical=coo.has_canonical_format)

@@ -10,8 +10,8 @@ from trnscipy.sparse._base import _register, sparray, spmatrix
 from trnscipy.sparse._data import _data_matrix
 
 
-def _is_shape(x):
-    return (isinstance(x, tuple) and len(x) == 2
+def _is_shape(x, allow_1d=False):
+    return (isinstance(x, tuple) and (len(x) == 2 or (allow_1d and len(x) == 1))
             and all(isinstance(s, (int, np.integer)) for s in x))
 
 
@@ -19,12 +19,19 @@ class _coo_base(_data_matrix):
     format = "coo"
 
     def _init_tuple(self, arg1, shape, dtype, copy, device, blocksize):
-        if _is_shape(arg1):
-            self._init_empty(su.check_shape(arg1), dtype, device)
+        if _is_shape(arg1, allow_1d=self._is_array):
+            self._init_empty(su.check_shape(arg1, allow_1d=True), dtype, device)
             return
         if len(arg1) != 2:
             raise TypeError("invalid input format")
         data, coords = arg1
+        if not su.is_scalar(coords) and len(coords) == 1:
+            if not self._is_array:
+                raise ValueError("sparse matrices are 2-D; 1-D coordinates given")
+            self.__dict__.update(validate_coo_1d(su.as_index(coords[0], device),
+                                                 su.as_tensor(data, device), shape, dtype,
+                                                 copy))
+            return
         if su.is_scalar(coords) or len(coords) != 2:
             raise TypeError("invalid input format: coords must be (row, col)")
         row, col = su.as_index(coords[0], device), su.as_index(coords[1], device)
@@ -36,7 +43,8 @@ class _coo_base(_data_matrix):
         np_dtype = su.check_dtype(dtype if dtype is not None else np.float64)
         idx = su.index_dtype(max(shape))
         self._shape = shape
-        self.row = torch.zeros(0, dtype=idx, device=device)
+        if len(shape) == 2:
+            self.row = torch.zeros(0, dtype=idx, device=device)
         self.col = torch.zeros(0, dtype=idx, device=device)
         self.data = torch.zeros(0, dtype=to_torch_dtype(np_dtype), device=device)
         self._canonical = True
@@ -48,9 +56,9 @@ class _coo_base(_data_matrix):
                               data=su.from_host(sp.data, device),
                               _canonical=bool(sp.has_canonical_format))
 
-    def to_scipy(self):
-        out = self._scipy_class((self._host(self.data), (self._host(self.row),
-                                                         self._host(self.col))),
+    def to_scipy(self, copy=True):
+        out = self._scipy_class((self._host(self.data, copy), (self._host(self.row, copy),
+                                                         self._host(self.col, copy))),
                                 shape=self.shape)
         out.has_canonical_format = self._canonical
         return out
@@ -108,10 +116,11 @@ class _coo_base(_data_matrix):
                                           else (self.col, self.row, n, m))
         idx = su.index_dtype(max(m, n, self.nnz), tensors=(self.row, self.col))
         major, minor, data = su.coalesce(major, minor, self.data, n_minor)
-        indptr = su.compress(major.to(idx), n_major, idx)
+        major = major.to(idx)
+        indptr = su.compress(major, n_major, idx)
         return self._container(fmt)._construct(self.shape, data=data, indices=minor.to(idx),
                                                indptr=indptr, _sorted=True,
-                                               _canonical=True)
+                                               _canonical=True, _cache_major=major)
 
     def tocsr(self, copy=False):
         """CSR with duplicates summed (as SciPy)."""
@@ -174,6 +183,34 @@ def validate_coo(row, col, data, shape, dtype, is_array, copy):
         row, col, data = row.clone(), col.clone(), data.clone()
     return {"_shape": shape, "row": row.to(idx), "col": col.to(idx), "data": data,
             "_canonical": False}
+
+
+def validate_coo_1d(idx, data, shape, dtype, copy):
+    """Checked 1-D COO parts (one host read); SciPy's errors for bad input."""
+    if idx.ndim != 1 or data.ndim != 1:
+        raise ValueError("coordinates and data arrays must be 1-D")
+    if idx.shape[0] != data.shape[0]:
+        raise ValueError("all index and data arrays must have the same length")
+    np_dtype = su.check_dtype(dtype if dtype is not None else data.dtype)
+    nnz = data.shape[0]
+    lo, hi = su.host_ints(idx.min(), idx.max()) if nnz else (0, 0)
+    if shape is None:
+        if nnz == 0:
+            raise ValueError("cannot infer dimensions from zero sized index arrays")
+        shape = (hi + 1,)
+    shape = su.check_shape(shape, allow_1d=True)
+    if len(shape) != 1:
+        raise ValueError(f"shape {shape} does not match 1-D coordinates")
+    if nnz and lo < 0:
+        raise ValueError("negative axis 0 index: " + str(lo))
+    if nnz and hi >= shape[0]:
+        raise ValueError(f"axis 0 index {hi} exceeds matrix dimension {shape[0]}")
+    data = data.to(to_torch_dtype(np_dtype))
+    if copy:
+        idx, data = idx.clone(), data.clone()
+    return {"_shape": shape, "col": idx.to(su.index_dtype(shape[0], (idx,))), "data": data,
+            "_canonical": False}
+
 
 
 class coo_array(_coo_base, sparray):

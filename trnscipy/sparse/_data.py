@@ -5,7 +5,7 @@ import numpy as np
 from trnscipy._dtypes import to_torch_dtype
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
-from trnscipy.sparse._base import _spbase
+from trnscipy.sparse._base import _computes, _spbase
 
 
 def _cast(data, dtype):
@@ -24,6 +24,7 @@ class _data_matrix(_spbase):
         self.sum_duplicates()
         return self.data
 
+    @_computes("astype")
     def astype(self, dtype, casting="unsafe", copy=True):
         dtype = su.check_dtype(dtype)
         if dtype == self.dtype:
@@ -47,9 +48,11 @@ class _data_matrix(_spbase):
             return self._with_data(self.data.imag.clone(), copy=True)
         return self._with_data(torch.zeros_like(self.data), copy=True)
 
+    @_computes("abs")
     def __abs__(self):
         return self._with_data(torch.abs(self._deduped_data()), copy=False)
 
+    @_computes("round")
     def __round__(self, ndigits=0):
         data = self._deduped_data()
         if data.is_complex():
@@ -59,6 +62,7 @@ class _data_matrix(_spbase):
             rounded = torch.round(data, decimals=ndigits)
         return self._with_data(rounded, copy=False)
 
+    @_computes("power")
     def power(self, n, dtype=None):
         if not su.is_scalar(n):
             raise NotImplementedError("input is not scalar")
@@ -96,7 +100,7 @@ def _make_ufunc(np_name, torch_name):
 
     method.__name__ = np_name
     method.__doc__ = f"Elementwise {np_name} of the stored values."
-    return method
+    return _computes(np_name)(method)
 
 
 for _np_name, _torch_name in _UFUNCS.items():

@@ -6,7 +6,7 @@ import scipy.sparse as _sp
 from trnscipy._dtypes import to_torch_dtype
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
-from trnscipy.sparse._base import _register, sparray, spmatrix
+from trnscipy.sparse._base import _computes, _register, sparray, spmatrix
 from trnscipy.sparse._coo import _is_shape
 from trnscipy.sparse._data import _data_matrix
 
@@ -65,8 +65,8 @@ class _dia_base(_data_matrix):
                               offsets=su.from_host(sp.offsets, device),
                               _offsets_host=tuple(int(v) for v in sp.offsets))
 
-    def to_scipy(self):
-        return self._scipy_class((self._host(self.data), self._host(self.offsets)),
+    def to_scipy(self, copy=True):
+        return self._scipy_class((self._host(self.data, copy), self._host(self.offsets, copy)),
                                  shape=self.shape)
 
     @property
@@ -86,6 +86,7 @@ class _dia_base(_data_matrix):
     def sum_duplicates(self):
         """DIA holds no duplicates."""
 
+    @_computes("tocoo")  # drops the stored zeros: compares values
     def tocoo(self, copy=False):
         m, n = self.shape
         ndiag, width = self.data.shape

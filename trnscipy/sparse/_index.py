@@ -1,9 +1,11 @@
 """Indexing of device CSR/CSC/COO containers: integer, slice, and integer-array
 (fancy) selection of rows and columns.
 
-Differs from SciPy: results that SciPy gives as 1-D sparse arrays (an integer
-index on a sparse *array*) and paired fancy indexing ``A[[i0, i1], [j0, j1]]``
-raise NotImplementedError; sparse matrices (2-D results) are complete.
+An integer index on a 2-D sparse *array* gives a 1-D ``coo_array``, as SciPy;
+paired index arrays ``A[[i0, i1], [j0, j1]]`` give SciPy's kinds of result (a dense
+tensor; a 1-D coo_array for COO arrays); indexing of 1-D arrays is in ``_oned``.
+
+Differs from SciPy: ``None``, ``Ellipsis`` and 2-D index arrays raise IndexError.
 """
 
 import numpy as np
@@ -62,6 +64,24 @@ def _select_major(A, idx):
                               _canonical=None)
 
 
+def _paired(A, rows, cols):
+    """A[rows[k], cols[k]] (index arrays of one length, or of length 1: broadcast)."""
+    if rows.shape[0] != cols.shape[0] and 1 not in (rows.shape[0], cols.shape[0]):
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together "
+                         f"with shapes ({rows.shape[0]},) ({cols.shape[0]},)")
+    rows, cols = torch.broadcast_tensors(rows, cols)
+    picked = _select_major(A.tocsr(copy=False), rows).tocoo(copy=False)  # row k: A[rows[k]]
+    line = picked.row.to(torch.int64)
+    hit = picked.col.to(torch.int64) == cols[line]
+    values = su.segment_sum(torch.where(hit, picked.data, torch.zeros_like(picked.data)),
+                            line, rows.shape[0])
+    if not A._is_array:  # SciPy: a 1 x k np.matrix
+        return values.reshape(1, -1)
+    if A.format == "coo":
+        return type(A)._from_dense(values, None, None, None)
+    return values
+
+
 def getitem(A, key):
     if A.format == "bsr":
         raise NotImplementedError("BSR indexing is not supported (as SciPy)")
@@ -78,17 +98,17 @@ def getitem(A, key):
         coo = A.tocoo(copy=False)
         hit = (coo.row.to(torch.int64) == rows[0]) & (coo.col.to(torch.int64) == cols[0])
         return torch.where(hit, coo.data, torch.zeros_like(coo.data)).sum()
-    if A._is_array and (rint or cint):
-        raise NotImplementedError("an integer index on a sparse array gives a 1-D sparse "
-                                  "array, which trnscipy device containers do not have yet")
     if not (isinstance(key[0], (slice, int, np.integer))
             or isinstance(key[1], (slice, int, np.integer))):
-        raise NotImplementedError("paired fancy indexing A[[i...], [j...]] is not supported "
-                                  "on device containers")
+        return _paired(A, rows, cols)
     fmt = A.format
     out = A.tocsr(copy=False)
     if not (isinstance(key[0], slice) and key[0] == slice(None)):
         out = _select_major(out, rows)
     if not (isinstance(key[1], slice) and key[1] == slice(None)):
         out = _select_major(out.tocsc().transpose(), cols).transpose()
+    if A._is_array and (rint or cint):  # one integer index: a 1-D coo_array
+        from trnscipy.sparse._oned import as_1d
+
+        return as_1d(out.tocoo(copy=False))
     return out.asformat(fmt)

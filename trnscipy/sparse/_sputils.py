@@ -12,8 +12,12 @@ import numpy as np
 import scipy.sparse._sputils as _scipy_sputils
 from array_api_compat import is_torch_array
 
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
+from trnscipy._transfer import _tensor_to_host
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -81,11 +85,15 @@ def as_index(x, device):
     return t
 
 
-def host_ints(*values):
-    """Read several integer scalars (0-d tensors) to the host in one transfer."""
+def host_ints(*values, also=()):
+    """Read several integer scalars (0-d tensors) to the host in one transfer.
+
+    Tensors in ``also`` are computed in the same graph execution (lazy devices)."""
     if not values:
         return []
     stacked = torch.stack([v.reshape(()).to(torch.int64) for v in values])
+    if also:
+        kernel("materialize", stacked.device)([stacked, *also])
     return [int(v) for v in stacked.cpu().tolist()]
 
 
@@ -123,10 +131,18 @@ def compress(major_sorted, n_major, dtype):
 
 
 def segment_sum(data, seg, n):
-    """Sum ``data`` over segment ids ``seg`` into ``n`` slots (bool: logical or)."""
+    """Sum ``data`` over segment ids ``seg`` into ``n`` slots (bool: logical or).
+
+    Where the capability table refuses the dtype on the device (float64 on Neuron) the
+    sum runs on the host, with its DeviceFallbackWarning."""
     if data.dtype == torch.bool:
         acc = torch.zeros(n, dtype=torch.int32, device=data.device)
         return acc.index_add(0, seg, data.to(torch.int32)) > 0
+    dtype = to_numpy_dtype(data.dtype)
+    if not runs_on_device("trnscipy.sparse.segment_sum", device_kind(data.device), dtype):
+        out = np.zeros((n,) + tuple(data.shape[1:]), dtype=dtype)
+        np.add.at(out, _tensor_to_host(seg), _tensor_to_host(data))
+        return torch.from_numpy(out).to(data.device)
     out = torch.zeros((n,) + tuple(data.shape[1:]), dtype=data.dtype, device=data.device)
     return out.index_add(0, seg, data)
 
@@ -179,13 +195,21 @@ def is_scalar(x):
     return np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0)
 
 
-def check_shape(shape):
-    """A tuple of two non-negative ints (SciPy's messages)."""
+def broadcast_shape(a, b):
+    """The broadcast shape of ``a`` and ``b`` (shapes), NumPy's ValueError if none."""
+    try:
+        return tuple(torch.broadcast_shapes(tuple(a), tuple(b)))
+    except RuntimeError:
+        raise ValueError(f"inconsistent shapes {tuple(a)} and {tuple(b)}") from None
+
+
+def check_shape(shape, allow_1d=False):
+    """A tuple of two (or, with ``allow_1d``, one) non-negative ints (SciPy's messages)."""
     try:
         shape = tuple(int(s) for s in shape)
     except (TypeError, ValueError):
         raise TypeError(f"invalid shape {shape!r}") from None
-    if len(shape) != 2:
+    if len(shape) != 2 and not (allow_1d and len(shape) == 1):
         raise ValueError("trnscipy device sparse containers are 2-D; "
                          f"shape {shape} is not supported")
     if any(s < 0 for s in shape):

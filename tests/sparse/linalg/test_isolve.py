@@ -12,6 +12,7 @@ import trnscipy
 import trnscipy.sparse.linalg as tsl
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.usefixtures("cpu_loop")
 
 SOLVERS = ["cg", "gmres", "bicgstab", "bicg", "cgs", "qmr", "minres", "tfqmr", "lgmres",
            "gcrotmk"]
@@ -337,6 +338,35 @@ def test_bad_input_as_scipy(solver):
     for args_ref, args, kw in cases:
         kw_d = {k: (_to(v, "cpu") if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
         _raises_as_scipy(lambda: f_ref(*args_ref, **kw), lambda: f(*args, **kw_d))  # noqa: B023
+
+
+@pytest.mark.parametrize("solver", ["cg", "gmres", "minres"])
+def test_cpu_route_runs_scipys_loop(solver, cpu_loop):
+    """On CPU tensors the default route is SciPy's own loop on views: bit-identical
+    iterates, also with a device sparse matrix and a trnscipy LinearOperator as M."""
+    A, b = _problem(solver, np.float64)
+    host_M, d = _jacobi(A)
+    dd = _to(d, "cpu")
+    dev_M = tsl.LinearOperator(A.shape, matvec=lambda v: dd * v, rmatvec=lambda v: dd * v,
+                               dtype=A.dtype)
+    x_ref, info_ref = getattr(spla, solver)(sp.csr_array(A), b, M=host_M, maxiter=5)
+    x, info = getattr(tsl, solver)(trnscipy.to_device(sp.csr_array(A), "cpu"), _to(b, "cpu"),
+                                   M=dev_M, maxiter=5)
+    assert type(x) is torch.Tensor and info == info_ref
+    if cpu_loop == "scipy":
+        np.testing.assert_array_equal(x.numpy(), x_ref)
+    else:
+        _compare(x, x_ref, np.float64)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_x0_string_other_than_mb_is_value_error(solver):
+    """SciPy fails with UnboundLocalError here; both CPU routes raise ValueError."""
+    A, b = _problem(solver, np.float64, m=3)
+    with pytest.raises(UnboundLocalError):
+        getattr(spla, solver)(A, b, x0="M")
+    with pytest.raises(ValueError, match="x0 must be"):
+        getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"), x0="M")
 
 
 # -- dtypes, operators as A and M, offload -------------------------------------------------------

@@ -25,6 +25,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
     host_value,
     make_system,
     norm,
+    solver_kernel,
     stop_tolerance,
     sync,
 )
@@ -32,6 +33,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["gcrotmk"]
 
 @dispatch(_scipy.gcrotmk)
+@solver_kernel(_scipy.gcrotmk)
 def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
             m=20, k=None, CU=None, discard_C=False, truncate="oldest"):
     system = make_system(A, M, x0, b)

@@ -20,6 +20,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
     make_system,
     norm,
     run,
+    solver_kernel,
     stop_tolerance,
     sync,
 )
@@ -63,6 +64,7 @@ def _x(state):
 
 
 @dispatch(_scipy.cg)
+@solver_kernel(_scipy.cg)
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
@@ -152,6 +154,7 @@ def _conj(t):
 
 
 @dispatch(_scipy.gmres)
+@solver_kernel(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
     if callback is not None and callback_type is None:
@@ -351,6 +354,7 @@ def _tiny(system, power):
 
 
 @dispatch(_scipy.bicgstab)
+@solver_kernel(_scipy.bicgstab)
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
@@ -398,6 +402,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
 
 
 @dispatch(_scipy.bicg)
+@solver_kernel(_scipy.bicg)
 def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
@@ -441,6 +446,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
 
 
 @dispatch(_scipy.cgs)
+@solver_kernel(_scipy.cgs)
 def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
@@ -483,6 +489,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
 
 
 @dispatch(_scipy.qmr)
+@solver_kernel(_scipy.qmr)
 def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, callback=None):
     from trnscipy.sparse.linalg._interface import LinearOperator
     from trnscipy.sparse.linalg._isolve.utils import as_operator

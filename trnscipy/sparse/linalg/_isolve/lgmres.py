@@ -26,6 +26,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
     host_value,
     make_system,
     norm,
+    solver_kernel,
     stop_tolerance,
     sync,
 )
@@ -34,6 +35,7 @@ __all__ = ["lgmres"]
 
 
 @dispatch(_scipy.lgmres)
+@solver_kernel(_scipy.lgmres)
 def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
            inner_m=30, outer_k=3, outer_v=None, store_outer_Av=True, prepend_outer_v=False):
     system = make_system(A, M, x0, b)

@@ -18,6 +18,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
     make_system,
     norm,
     run,
+    solver_kernel,
     sync,
 )
 
@@ -43,6 +44,7 @@ def _inner(a, b):
 
 
 @dispatch(_scipy.minres)
+@solver_kernel(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):
     system = make_system(A, M, x0, b)

@@ -15,6 +15,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
     make_system,
     norm,
     run,
+    solver_kernel,
     stop_tolerance,
     sync,
 )
@@ -23,6 +24,7 @@ __all__ = ["tfqmr"]
 
 
 @dispatch(_scipy.tfqmr)
+@solver_kernel(_scipy.tfqmr)
 def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None,
           show=False):
     system = make_system(A, M, x0, b)

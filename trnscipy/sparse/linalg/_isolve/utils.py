@@ -13,16 +13,19 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 * with a ``callback`` the host checks every iteration (SciPy's contract).
 """
 
+import functools
+
 import numpy as np
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
-from trnscipy._dispatch import offloading
+from trnscipy._dispatch import find_device, offloading
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
-__all__ = ["CHECK_EVERY", "make_system", "check_atol", "run", "sync", "host_reads_free"]
+__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "run", "sync",
+           "host_reads_free"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -30,6 +33,22 @@ __all__ = ["CHECK_EVERY", "make_system", "check_atol", "run", "sync", "host_read
 CHECK_EVERY = 25
 
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
+
+
+def solver_kernel(scipy_solver):
+    """Decorator, under ``@dispatch``: the solve goes through the kernel seam's "krylov"
+    entry for the operands' device.  On the CPU that is SciPy's own loop on zero-copy
+    views (``trnscipy._kernels._cpu.krylov``); elsewhere the decorated torch loop."""
+    def decorate(torch_solver):
+        @functools.wraps(torch_solver)
+        def solve(*args, **kwargs):
+            device = find_device(args, kwargs)
+            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs)
+
+        solve.torch_loop = torch_solver
+        return solve
+
+    return decorate
 
 
 def host_reads_free(device):
@@ -125,8 +144,7 @@ def make_system(A, M, x0, b):
     if x0 is None:
         x = torch.zeros(N, dtype=xtype, device=device)
     elif isinstance(x0, str):
-        if x0 != "Mb":
-            raise ValueError(f"x0 must be an array, None or 'Mb', not {x0!r}")
+        check_x0(x0)
         x = (M.matvec(b) if M is not None else b).to(xtype).clone()
     else:
         x = torch.as_tensor(x0, device=device).to(xtype).clone()
@@ -138,6 +156,12 @@ def make_system(A, M, x0, b):
 
 def _identity(x):
     return x
+
+
+def check_x0(x0):
+    """x0 strings other than 'Mb': ValueError (SciPy fails with UnboundLocalError)."""
+    if isinstance(x0, str) and x0 != "Mb":
+        raise ValueError(f"x0 must be an array, None or 'Mb', not {x0!r}")
 
 
 def check_atol(name, atol):

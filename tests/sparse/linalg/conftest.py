@@ -1,0 +1,24 @@
+"""CPU tensors have two solver routes: SciPy's loop on zero-copy views (the CPU
+"krylov" kernel, the default) and the torch loop that XLA and CUDA run.  Every
+CPU test of test_isolve.py runs through both, so the torch loop keeps its
+paired checks against SciPy on the CPU too."""
+
+import pytest
+
+
+def pytest_generate_tests(metafunc):
+    if "cpu_loop" in metafunc.fixturenames:
+        xla = "xla_device" in metafunc.fixturenames
+        metafunc.parametrize("cpu_loop", ["scipy"] if xla else ["scipy", "torch"],
+                             indirect=True)
+
+
+@pytest.fixture
+def cpu_loop(request, monkeypatch):
+    if request.param == "torch":
+        torch = pytest.importorskip("torch")
+        from trnscipy._kernels import _IMPLS, _generic, kernel
+
+        kernel("krylov", torch.device("cpu"))  # load the CPU kernels before replacing one
+        monkeypatch.setitem(_IMPLS, ("krylov", "cpu"), _generic.krylov)
+    return request.param

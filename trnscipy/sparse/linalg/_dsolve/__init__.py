@@ -1,0 +1,5 @@
+"""Direct sparse solvers on device data (scipy.sparse.linalg._dsolve)."""
+
+from trnscipy.sparse.linalg._dsolve.linsolve import factorized, spilu, splu
+
+__all__ = ["factorized", "spilu", "splu"]

@@ -1,0 +1,109 @@
+"""SuperLU factors of device data.
+
+torch has no sparse LU on any device, so the factors are SciPy's SuperLU object
+and every solve is SciPy's.  The capability table decides where that is host
+work: on the CPU kind SuperLU runs where the data is (host memory) and nothing is said;
+elsewhere each solve runs on a host copy with a DeviceFallbackWarning (as
+``scipy.linalg.lu_solve`` does on XLA).  What differs from SciPy: ``solve``
+takes tensors (NumPy right-hand sides are moved to the factors' device, as the
+routing rule does) and returns them on the factors' device; ``L`` and ``U`` are
+trnscipy csc_arrays and ``perm_r``/``perm_c`` int32 tensors on that device.
+"""
+
+import numpy as np
+from array_api_compat import is_torch_array
+from scipy.sparse.linalg import SuperLU as _ScipySuperLU
+
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind
+from trnscipy._dispatch import find_device
+from trnscipy._kernels import kernel, register
+from trnscipy._torch import torch
+from trnscipy._transfer import _to_device, _to_host
+
+__all__ = ["SuperLU", "is_scipy_superlu"]
+
+SOLVE = "scipy.sparse.linalg.SuperLU.solve"
+
+
+def is_scipy_superlu(obj):
+    return isinstance(obj, _ScipySuperLU)
+
+
+@register("sparse.linalg.superlu", "cpu")
+def _factor_cpu(scipy_func, A, **options):
+    """SciPy's splu/spilu on the CPU data: a dense tensor's memory as it is, a sparse
+    container's arrays copied (SciPy may sort the indices of its input in place)."""
+    return scipy_func(_to_host(A, strict=False), **options)
+
+
+@register("sparse.linalg.superlu_solve", "cpu")
+def _solve_cpu(lu, b, trans):
+    """SciPy's solve reading the CPU tensor's memory; its result array becomes the tensor."""
+    return torch.from_numpy(lu.solve(_to_host(b, strict=False), trans))
+
+
+class SuperLU:
+    """SciPy's SuperLU (from ``splu``/``spilu``) serving device tensors on ``device``."""
+
+    _trnscipy_device_object = True
+
+    def __init__(self, lu, device):
+        self._lu = lu
+        self.device = device
+        self._moved = {}
+        self._dtype = None
+
+    def __repr__(self):
+        return f"<SuperLU {self.shape[0]}x{self.shape[1]} on {self.device}>"
+
+    @property
+    def shape(self):
+        return self._lu.shape
+
+    @property
+    def nnz(self):
+        return self._lu.nnz
+
+    def _on_device(self, name):
+        if name not in self._moved:
+            self._moved[name] = _to_device(getattr(self._lu, name), self.device, strict=True)
+        return self._moved[name]
+
+    @property
+    def perm_r(self):
+        return self._on_device("perm_r")
+
+    @property
+    def perm_c(self):
+        return self._on_device("perm_c")
+
+    @property
+    def L(self):
+        return self._on_device("L")
+
+    @property
+    def U(self):
+        return self._on_device("U")
+
+    def solve(self, rhs, trans="N"):
+        """x with A x = rhs ('N'), A^T x = rhs ('T') or A^H x = rhs ('H'), on the factors'
+        device (SciPy's errors for a wrong shape, dtype or ``trans``)."""
+        find_device((self, rhs))  # ValueError for a right-hand side on another device
+        if isinstance(rhs, np.ndarray):
+            rhs = _to_device(rhs, self.device, strict=True)
+        if not is_torch_array(rhs):
+            return self._lu.solve(rhs, trans)  # SciPy's TypeError (lists, scalars ...)
+        if self._dtype is None:
+            self._dtype = self._lu.U.dtype
+        if runs_on_device(SOLVE, device_kind(self.device), self._dtype):
+            return kernel("sparse.linalg.superlu_solve", self.device)(self._lu, rhs, trans)
+        x = self._lu.solve(_to_host(rhs, strict=False), trans)
+        return _to_device(x, self.device, strict=True)
+
+    def to(self, device):
+        return SuperLU(self._lu, device)
+
+    def to_scipy(self):
+        """SciPy's SuperLU object."""
+        return self._lu
