@@ -1,11 +1,14 @@
 """lgmres on device data: SciPy 1.17's LGMRES (flexible inner GMRES augmented with
 the last ``outer_k`` corrections), its options and return codes.
 
-One graph per outer iteration: the inner Arnoldi steps run masked on graph
-devices (host checks on the CPU) and the host reads the outer flags once per
-outer iteration.  Differs from SciPy: the Arnoldi basis is orthogonalised by
+One graph execution per outer iteration: the inner Arnoldi steps run masked on
+graph devices (host checks on the CPU) and the host reads the outer flags once
+per outer iteration.  On graph devices the outer vectors take ``outer_k`` fixed
+slots (the inner loop stops before the empty ones), so one graph serves every
+outer iteration as ``outer_v`` fills up (with the default ``prepend_outer_v``
+and ``store_outer_Av``).  Differs from SciPy: the Arnoldi basis is orthogonalised by
 classical Gram-Schmidt applied twice (SciPy: modified Gram-Schmidt) and the
-small least-squares problem is solved by Givens rotations and back-substitution
+small least-squares problem is solved by Givens rotations and a triangular solve
 (SciPy: qr_insert and lstsq); equal in exact arithmetic.  ``outer_v`` receives
 device tensors.
 """
