@@ -229,8 +229,6 @@ def _trn_solver_builder(name, workload, A, b, device, kwargs, cfg):
         solver = _require_route(getattr(tspla, name), f"trnscipy.sparse.linalg.{name}", device)
         _require_route(tsp.csr_array, "trnscipy.sparse.csr_array")
         _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.shape[0], "unknowns")
-        if device.type == "xla" and workload in cfg.get("xla_cut", ()):
-            raise Cut(f"{workload}: {cfg['xla_cut'][workload]}")
         At = tsp.csr_array((_t(A.data, device), _t(A.indices, device), _t(A.indptr, device)),
                            shape=A.shape)
         _device_object(At, "trnscipy.sparse.csr_array(torch tensors)")
