@@ -878,7 +878,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def _matmul(self, other):
         """self @ other through the kernel seam (spmv, spmm, spgemm)."""
         m, n = self.shape
-        if issparse(other):
+        if not isinstance(other, torch.Tensor):  # sparse (dense operands are tensors here)
             if other.shape[0] != n:
                 raise ValueError("dimension mismatch")
             dt = su.result_dtype(np.multiply, self.dtype, other.dtype)
