@@ -73,6 +73,14 @@ def test_singular(dlane):
         args = (z, b) if name != "inv" else (z,)
         assert _same_error(getattr(tl, name), tuple(tensor(x, dlane) for x in args),
                            getattr(sl, name), args) is np.linalg.LinAlgError
+    # rank 1: XLA's inverse of it is finite garbage, caught by the probe residual
+    ones = np.ones((4, 4))
+    for name, args in (("solve", (ones, np.arange(4.0))), ("inv", (ones,))):
+        assert _same_error(getattr(tl, name), tuple(tensor(x, dlane) for x in args),
+                           getattr(sl, name), args) is np.linalg.LinAlgError
+    hilbert = 1.0 / (np.arange(5)[:, None] + np.arange(5) + 1.0)  # cond 5e5: not singular
+    np.testing.assert_allclose(to_np(tl.inv(tensor(hilbert, dlane))), sl.inv(hilbert),
+                               rtol=1e-8)
     assert float(to_np(tl.det(tensor(z, dlane)))) == sl.det(z) == 0.0
     with pytest.raises(np.linalg.LinAlgError):
         tl.solve(tensor(np.diag([1.0, 0.0, 2.0]), dlane), tensor(b, dlane),
