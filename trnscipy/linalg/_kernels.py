@@ -207,7 +207,9 @@ def _singular_from_inverse(a, ainv):
     max-norm 1): a singular A maps into a proper subspace, which one of the probes leaves,
     while a backward-stable inverse misses by about cond(A) * eps.  O(n^2), one graph."""
     n = a.shape[-1]
-    k = torch.arange(n, device=a.device, dtype=torch.float64)
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(a.dtype,
+                                                                                 a.dtype)
+    k = torch.arange(n, device=a.device, dtype=real)  # (no float64 work on Neuron)
     probes = torch.stack([torch.ones_like(k), torch.cos(2.399963 * k)], -1).to(a.dtype)
     miss = (a @ (ainv @ probes) - probes).abs().flatten(-2).amax(-1)
     return _nonfinite(ainv) | ~(miss <= 0.5)
