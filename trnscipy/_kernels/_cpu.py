@@ -4,7 +4,6 @@ torch.autograd.Function so gradients reach the dense operand and ``data``; and
 SciPy's Krylov loops on the same views."""
 
 import inspect
-import warnings
 
 import numpy as np
 import torch
@@ -42,29 +41,6 @@ def _stored_views(A, names):
     if all(t.is_contiguous() and not t.is_conj() for t in (a, b, data)):
         A.__dict__["_cache_numpy_views"] = (a, b, data, views)
     return views
-
-
-def _torch_csr(A):
-    """A torch sparse CSR tensor sharing ``A``'s memory, for SpMV: on 2 quiet cores torch's
-    (MKL) kernel took 0.48-0.71x SciPy's time with int32 indices in float32/float64 (int64
-    indices: 0.8-1.3x; SpMM with 16 columns: 0.27-0.36x, but 1.8x on the 10^6-row Poisson
-    matrix, so SpMM stays on SciPy's kernels).  None where it does not apply.  Cached on
-    ``A`` while it holds the same tensors."""
-    indptr, indices, data = A.indptr, A.indices, A.data
-    cached = A.__dict__.get("_cache_torch_csr")
-    if (cached is not None and cached[0] is indptr and cached[1] is indices
-            and cached[2] is data):
-        return cached[3]
-    if (data.dtype not in (torch.float32, torch.float64) or indptr.dtype != torch.int32
-            or indices.dtype != torch.int32 or data.shape[0] == 0 or 0 in A.shape
-            or not (data.is_contiguous() and indices.is_contiguous())):
-        return None
-    with warnings.catch_warnings():  # torch's "Sparse CSR tensor support is in beta state"
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-        T = torch.sparse_csr_tensor(indptr, indices, data, size=A.shape,
-                                    check_invariants=False)
-    A.__dict__["_cache_torch_csr"] = (indptr, indices, data, T)
-    return T
 
 
 def _product_views(fmt, av, bv, dv, x, m, n):
@@ -135,8 +111,12 @@ _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "da
 @register("spmv", "cpu")
 @register("spmm", "cpu")
 def spmm(A, x):
-    """y = A @ x (same dtype for A and x): torch's CSR kernel (MKL) for float CSR @ vector
-    with int32 indices, SciPy's compiled kernels otherwise."""
+    """y = A @ x with SciPy's compiled kernels (same dtype for A and x).
+
+    Not torch's CSR kernel, though alone on 2 quiet cores it took 0.48-0.71x SciPy's
+    time for SpMV: its OpenMP threads spin after each call, and interleaved with NumPy /
+    OpenBLAS work (any solver loop) the two thread pools stalled each other, 18x slower
+    at 9*10^4 rows."""
     fmt = A.format
     if A.data.dtype not in _SUPPORTED:
         from trnscipy._kernels._generic import spmm as generic
@@ -147,10 +127,6 @@ def spmm(A, x):
         if grad:
             a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
             return _Product.apply(A.data, x, fmt, a, b, A.shape)
-        if fmt == "csr" and x.ndim == 1:
-            T = _torch_csr(A)
-            if T is not None:
-                return torch.mv(T, x)
         m, n = A.shape
         return _product_views(fmt, *_stored_views(A, _PARTS[fmt]), x, m, n)
     if grad:
