@@ -205,7 +205,14 @@ def peak_memory(lane, run):
 # ---------------------------------------------------------------- timing
 
 
+# Pause before each timed batch: OpenMP/OpenBLAS worker threads spin for a while after a
+# threaded call, and on 2 cores the previous lane's spinning pool slowed the next lane's
+# single-threaded kernel (the same SciPy kernel measured 1.6-2.9x apart in one run).
+SETTLE_S = 5e-3
+
+
 def _timed(lane, run, number):
+    time.sleep(SETTLE_S)
     t0 = time.perf_counter()
     for _ in range(number):
         result = run()
