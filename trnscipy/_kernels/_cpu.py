@@ -20,9 +20,7 @@ _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, tor
 
 def _view(t):
     """A NumPy view of a CPU tensor (copies only if it is not contiguous)."""
-    t = t.detach()
-    if t.is_conj():
-        t = t.resolve_conj()
+    t = t.detach().resolve_conj().resolve_neg()
     return t.contiguous().numpy()
 
 
@@ -38,14 +36,14 @@ def _stored_views(A, names):
     views = (_view(a), _view(b), _view(data))
     if views[0].dtype != views[1].dtype:
         return views[0], views[1].astype(views[0].dtype), views[2]
-    if all(t.is_contiguous() and not t.is_conj() for t in (a, b, data)):
+    if all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in (a, b, data)):
         A.__dict__["_cache_numpy_views"] = (a, b, data, views)
     return views
 
 
 def _product_views(fmt, av, bv, dv, x, m, n):
     """y = A @ x with SciPy's sparsetools on views (a=indptr, b=indices, or COO row, col)."""
-    xv = x.numpy() if x.is_contiguous() else _view(x)
+    xv = x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
     y = np.zeros((m,) + xv.shape[1:], dtype=dv.dtype)
     if xv.ndim == 1:
         if fmt == "coo":
