@@ -35,7 +35,7 @@ class Capability:
 # linalg_lu, linalg_lu_solve, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp run on
 # the host through torch-xla's silent CPU fallback; sqrtm has no torch op at all).
 _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
-    "_decomp_lu.lu", "_decomp_lu.lu_factor", "_decomp_lu.lu_solve", "_decomp_qr.qr",
+    "_decomp_qr.qr",
     "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
 
 # Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
