@@ -228,3 +228,111 @@ def lu_solve(lu_and_piv, b, trans=0):
     z = trsm(lu, trsm(lu, b, upper=True, trans=trans), upper=False, trans=trans, unit=True)
     idx = perm.unsqueeze(-1).expand(z.shape)
     return torch.empty_like(z).scatter_(-2, idx, z)
+
+
+# ----------------------------------------------------------------------------------------
+# SVD: eigh of the Gram matrix (XLA's eigh lowers and is fast) gives V0 with nearly
+# orthogonal columns of A V0; one-sided Jacobi (Hestenes) then orthogonalizes those
+# columns to working precision, which restores the small singular values and their
+# vectors that squaring loses.  Each round rotates n/2 disjoint column pairs at once
+# (round-robin ordering computed on the device from the round counter).
+
+JACOBI_ROUNDS = 1  # rounds per graph execution (unrolling more made compiles explode)
+JACOBI_SWEEPS = 12  # at most (from the Gram start, 2-4 are typical)
+
+
+def _round_pairs(r, n):
+    """Round-robin pairing of n (even) columns in round r (shape (1,)): (top, bot)."""
+    pos = torch.arange(n, device=r.device)
+    player = torch.where(pos == 0, 0, 1 + (pos - 1 + r) % (n - 1))
+    half = n // 2
+    return player[:half], player[half:].flip(0)
+
+
+def _jacobi_rounds(w, r, off, m):
+    """JACOBI_ROUNDS rounds of one-sided Jacobi on w = [B; V] (rotations from B's rows)."""
+    n = w.shape[-1]
+    tol = torch.finfo(w.dtype).eps
+    for _ in range(JACOBI_ROUNDS):
+        top, bot = _round_pairs(r, n)
+        p, q = torch.index_select(w, -1, top), torch.index_select(w, -1, bot)
+        pb, qb = p[..., :m, :], q[..., :m, :]
+        alpha, beta = (pb * pb).sum(-2), (qb * qb).sum(-2)
+        gamma = (pb * qb).sum(-2)
+        scale = torch.sqrt(alpha * beta)
+        cosine = gamma.abs() / torch.where(scale > 0, scale, torch.ones_like(scale))
+        off = torch.maximum(off, cosine.amax(-1, keepdim=True))
+        rotate = cosine > tol
+        zeta = (beta - alpha) / (2 * torch.where(rotate, gamma, torch.ones_like(gamma)))
+        sign = torch.where(zeta >= 0, 1.0, -1.0).to(w.dtype)
+        t = torch.where(rotate, sign / (zeta.abs() + torch.hypot(torch.ones_like(zeta), zeta)),
+                        torch.zeros_like(zeta))
+        c = torch.rsqrt(1 + t * t)
+        sn = (c * t).unsqueeze(-2)
+        c = c.unsqueeze(-2)
+        both = torch.cat([c * p - sn * q, sn * p + c * q], -1)
+        idx = torch.cat([top, bot])
+        inv = torch.empty_like(idx).scatter_(0, idx, torch.arange(n, device=w.device))
+        w = torch.index_select(both, -1, inv)
+        r = r + 1
+    return w, r, off
+
+
+def _orthonormal_fill(u, good):
+    """u with its columns where ``good`` is False replaced by an orthonormal basis of the
+    complement of the good columns (eigh of the projector: eigenvalues 0 and 1)."""
+    m = u.shape[-2]
+    ug = u * good.unsqueeze(-2).to(u.dtype)
+    proj = torch.eye(m, dtype=u.dtype, device=u.device) - ug @ ug.mT
+    _, basis = torch.linalg.eigh((proj + proj.mT) / 2)  # ascending: the 1-cluster last
+    # the bad columns are the last ones (s sorted descending, completion appended)
+    return torch.where(good.unsqueeze(-2), u, basis[..., m - u.shape[-1]:])
+
+
+def svd_jacobi(a, full_matrices=True, compute_uv=True):
+    """Real SVD in SciPy's layout (u, s, vh), s descending."""
+    m, n = a.shape[-2:]
+    if m < n:
+        out = svd_jacobi(a.mT, full_matrices, compute_uv)
+        if not compute_uv:
+            return out
+        u, s, vh = out
+        return vh.mT, s, u.mT
+    ne = n + n % 2
+    _, v = torch.linalg.eigh(a.mT @ a)
+    v = v.flip(-1)
+    b = a @ v
+    if ne > n:  # a zero column pairs with each column in turn and is never rotated
+        b = torch.nn.functional.pad(b, (0, 1))
+        v = torch.nn.functional.pad(v, (0, 1, 0, 1))
+        v[..., n, n] = 1
+    w = torch.cat([b, v], -2)
+    r = _counter(0, a.device)
+    tol = torch.finfo(a.dtype).eps
+    rounds = -(-(ne - 1) // JACOBI_ROUNDS)
+    fetch = kernel("linalg._fetch", a.device)
+    for _ in range(JACOBI_SWEEPS):
+        off = torch.zeros(1, dtype=a.dtype, device=a.device)
+        for _ in range(rounds):
+            w, r, off = _jacobi_rounds(w, r, off, m)
+            _sync(w, r, off)
+        if fetch(off)[0] <= tol:
+            break
+    b, v = w[..., :m, :n], w[..., m:m + n, :n]
+    s = torch.linalg.vector_norm(b, dim=-2)
+    s, order = s.sort(-1, descending=True)
+    if not compute_uv:
+        _sync(s)
+        return s
+    b = torch.gather(b, -1, order.unsqueeze(-2).expand(b.shape))
+    v = torch.gather(v, -1, order.unsqueeze(-2).expand(v.shape))
+    good = s > 0
+    u = b / torch.where(good, s, torch.ones_like(s)).unsqueeze(-2)
+    if full_matrices and m > n:
+        u = torch.nn.functional.pad(u, (0, m - n))
+        good = torch.nn.functional.pad(good, (0, m - n))
+    u = _orthonormal_fill(u, good) if full_matrices and m > n or not bool(fetch(good.all())) \
+        else u
+    vh = v.mT.contiguous()
+    _sync(u, s, vh)
+    return u, s, vh
