@@ -31,11 +31,10 @@ class Capability:
 
 
 # scipy.linalg functions whose torch ops do not lower to XLA HLO (torch-xla 2.9,
-# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_lu_factor_ex,
-# linalg_lu, linalg_lu_solve, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp run on
-# the host through torch-xla's silent CPU fallback; sqrtm has no torch op at all).
+# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_eig and
+# linalg_matrix_exp run on the host through torch-xla's silent CPU fallback; sqrtm has
+# no torch op at all).  lu*, qr: trnscipy/linalg/_xla_dense.py, from ops that lower.
 _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
-    "_decomp_qr.qr",
     "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
 
 # Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse

@@ -152,3 +152,56 @@ def test_lu_float32_on_neuron(xla_device, emulate_neuron):
     assert np.array_equal(to_np(piv), sl.lu_factor(a)[1])
     with pytest.warns(DeviceFallbackWarning, match="neuron devices have no float64"):
         tl.lu_factor(tensor(a[:4, :4].astype(np.float64), xla_device))
+
+
+def _flat(out):
+    return [y for z in out for y in (z if isinstance(z, tuple) else (z,))]
+
+
+@pytest.mark.parametrize("shape", [(9, 4), (4, 9)])
+def test_qr_modes(device, shape):
+    """LAPACK's conventions: R, Q and raw (h, tau) equal SciPy's to rounding."""
+    rng = np.random.default_rng(24)
+    a = random(shape[1], np.float64, rng, m=shape[0])
+    t = tensor(a, device)
+    for mode in ("full", "economic", "r", "raw"):
+        ref = sl.qr(a, mode=mode)
+        with _on_device(device):
+            out = tl.qr(t, mode=mode, overwrite_a=False)
+        for o, r in zip(_flat(out), _flat(ref), strict=True):
+            assert to_np(o).dtype == r.dtype and o.shape == r.shape, mode
+            assert np.allclose(to_np(o), r, atol=1e-12), mode
+
+
+def test_qr_complex(device):
+    """Complex QR: on the device on CPU tensors; host, announced, on XLA."""
+    from trnscipy import DeviceFallbackWarning
+
+    rng = np.random.default_rng(25)
+    a = random(4, np.complex128, rng, m=6)
+    ctx = pytest.warns(DeviceFallbackWarning, match="complex") if device.type == "xla" \
+        else contextlib.nullcontext()
+    with ctx:
+        q, r = tl.qr(tensor(a, device), mode="economic")
+    q, r = to_np(q), to_np(r)
+    assert np.linalg.norm(q @ r - a) <= 1e-13 and np.allclose(np.abs(r), np.abs(sl.qr(a)[1][:4]))
+
+
+def test_qr_n256_float32_on_device(device):
+    """Must-show: qr economic and full at n = 256 on the device, SciPy's accuracy, no aten
+    CPU fallback; a repeat compiles nothing."""
+    n = 256
+    a = random(n, np.float32, np.random.default_rng(26))
+    t = tensor(a, device)
+    for mode in ("economic", "full"):
+        with _on_device(device):
+            q, r = tl.qr(t, mode=mode)
+        q, r = to_np(q), to_np(r)
+        assert np.linalg.norm(q @ r - a) <= 60 * n * eps(np.float32) * np.linalg.norm(a)
+        assert np.linalg.norm(q.T @ q - np.eye(n)) <= 60 * n * eps(np.float32)
+        assert np.all(np.tril(r, -1) == 0)
+        assert np.allclose(np.abs(np.diag(r)), np.abs(np.diag(sl.qr(a)[1])), rtol=1e-3)
+    with _on_device(device, compilations=0) as counts:
+        tl.qr(t, mode="economic")
+    if counts is not None:
+        assert counts.executions <= 64, counts

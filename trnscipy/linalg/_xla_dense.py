@@ -10,7 +10,8 @@ Python; the big work is the GEMM of each block's trailing update.
 
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import lu_factor_warning
+from trnscipy.linalg._kernels import _on_host, lu_factor_warning
+from trnscipy.linalg._kernels import qr as generic_qr
 
 __all__ = ["getrf", "perm_from_piv"]
 
@@ -90,8 +91,13 @@ def getrf(a, nb=NB):
     return lu, piv, perm, info
 
 
+def _panel_cols(a, j0, nb):
+    # the block after the last one loads a panel that is never used: keep it in bounds
+    return (j0 + torch.arange(nb, device=a.device)).clamp(max=a.shape[-1] - 1)
+
+
 def _panel(a, j0, nb):
-    cols = j0 + torch.arange(nb, device=a.device)
+    cols = _panel_cols(a, j0, nb)
     panel = torch.index_select(a, -1, cols)
     order = torch.arange(a.shape[-2], device=a.device).expand(panel.shape[:-1]).contiguous()
     return panel, order
@@ -228,3 +234,156 @@ def lu_solve(lu_and_piv, b, trans=0):
     z = trsm(lu, trsm(lu, b, upper=True, trans=trans), upper=False, trans=trans, unit=True)
     idx = perm.unsqueeze(-1).expand(z.shape)
     return torch.empty_like(z).scatter_(-2, idx, z)
+
+
+# ----------------------------------------------------------------------------------------
+# Householder QR in compact-WY blocks, LAPACK's conventions (geqrf: R's diagonal is
+# beta = -sign(re alpha) * ||x||, tau = (beta - alpha) / beta, v = x / (alpha - beta)),
+# in the same fixed-shape step graphs as the LU.
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+def geqrf(a, nb=NB):
+    """(h, tau) as LAPACK's geqrf: R in the upper triangle of h, the Householder vectors
+    below it (unit diagonal implied), Q = H_1 ... H_k with H_i = I - tau_i v_i v_i^H."""
+    *batch, m, n = a.shape
+    k = min(m, n)
+    dev = a.device
+    nblocks = -(-k // nb)
+    a = torch.nn.functional.pad(a, (0, nb, 0, nb))
+    tau = torch.zeros(*batch, nblocks * nb, dtype=a.dtype, device=dev)
+    step, j0 = _counter(0, dev), _counter(0, dev)
+    panel = torch.index_select(a, -1, _panel_cols(a, j0, nb))
+    _sync(a, tau, step, j0, panel)
+    for _ in range(nblocks):
+        for _ in range(nb // STEPS):
+            for _ in range(STEPS):
+                panel, tau, step = _qr_step(panel, tau, step, j0, m)
+            _sync(panel, tau, step)
+        a, j0, panel = _qr_block_end(a, panel, tau, j0, nb)
+        _sync(a, j0, panel)
+    h = a[..., :m, :n].contiguous()
+    tau = tau[..., :k].contiguous()
+    _sync(h, tau)
+    return h, tau
+
+
+def _qr_step(panel, tau, step, j0, m):
+    """One Householder reflector for the panel column at ``step`` (rows below m: padding)."""
+    mp, nb = panel.shape[-2:]
+    dev = panel.device
+    rows = torch.arange(mp, device=dev)
+    jloc = step - j0
+    x = torch.index_select(panel, -1, jloc).squeeze(-1)
+    alpha = torch.gather(x, -1, step.expand(*x.shape[:-1], 1))
+    below = (rows > step) & (rows < m)
+    tail = torch.where(below, x, torch.zeros_like(x))
+    mag2 = tail.real * tail.real + tail.imag * tail.imag if tail.is_complex() else tail * tail
+    xnorm = torch.sqrt(mag2.sum(-1, keepdim=True))  # (complex vector_norm does not lower)
+    ar = alpha.real if alpha.is_complex() else alpha
+    ai = alpha.imag if alpha.is_complex() else torch.zeros_like(ar)
+    keep = (xnorm == 0) & (ai == 0)  # H = I
+    norm = torch.sqrt(ar * ar + ai * ai + xnorm * xnorm)
+    beta = torch.where(ar >= 0, -norm, norm)
+    beta = torch.where(keep, ar, beta)
+    safe_beta = torch.where(keep, torch.ones_like(beta), beta)
+    t = torch.where(keep, torch.zeros_like(alpha), (beta.to(alpha.dtype) - alpha) / safe_beta)
+    denom = alpha - beta.to(alpha.dtype)
+    denom = torch.where(keep, torch.ones_like(denom), denom)
+    v = torch.where(below, tail / denom, torch.zeros_like(x))
+    v = torch.where(rows == step, torch.ones_like(v), v)
+    tau = tau.scatter(-1, step.expand(*tau.shape[:-1], 1), t)
+    # apply H^H = I - conj(tau) v v^H to the panel's columns right of the step
+    right = torch.arange(nb, device=dev) > jloc
+    w = (_conj(v).unsqueeze(-1) * panel).sum(-2, keepdim=True)
+    w = torch.where(right, w, torch.zeros_like(w))
+    panel = panel - _conj(t).unsqueeze(-1) * v.unsqueeze(-1) * w
+    at_col = torch.arange(nb, device=dev) == jloc
+    newcol = torch.where(rows == step, beta.to(x.dtype), torch.where(below, v, x))
+    panel = torch.where(at_col, newcol.unsqueeze(-1), panel)
+    return panel, tau, step + 1
+
+
+def _block_reflector(vcols, tau_blk, blk):
+    """(V, T) of a block: V the vectors with unit diagonal (rows blk), zero above; T upper
+    triangular with H_1...H_nb = I - V T V^H, from T^-1 = striu(V^H V) + diag(1/tau)."""
+    mp, nb = vcols.shape[-2:]
+    rows = torch.arange(mp, device=vcols.device).unsqueeze(-1)
+    diag = rows == blk
+    active = (tau_blk != 0).unsqueeze(-2)
+    v = torch.where(rows > blk, vcols, torch.zeros_like(vcols))
+    v = torch.where(diag, torch.ones_like(v), v)
+    v = torch.where(active, v, torch.zeros_like(v))
+    g = (_conj(v).mT @ v).triu(1)
+    safe = torch.where(tau_blk != 0, tau_blk, torch.ones_like(tau_blk))
+    tinv = g + torch.diag_embed(1 / safe)
+    eye = torch.eye(nb, dtype=v.dtype, device=v.device).expand(tinv.shape)
+    t = torch.triangular_solve(eye, tinv, upper=True).solution
+    return v, t
+
+
+def _qr_block_end(a, panel, tau, j0, nb):
+    mp, np_ = a.shape[-2:]
+    dev = a.device
+    blk = j0 + torch.arange(nb, device=dev)
+    a = a.scatter(-1, blk.expand(*a.shape[:-1], nb), panel)
+    v, t = _block_reflector(panel, torch.gather(tau, -1, blk.expand(*tau.shape[:-1], nb)), blk)
+    trailing = torch.arange(np_, device=dev) >= j0 + nb
+    w = _conj(t).mT @ (_conj(v).mT @ a)
+    a = a - v @ torch.where(trailing, w, torch.zeros_like(w))
+    j0 = j0 + nb
+    panel = torch.index_select(a, -1, _panel_cols(a, j0, nb))
+    return a, j0, panel
+
+
+def orgqr(h, tau, cols, nb=NB):
+    """Q's first ``cols`` columns (m x cols) from geqrf's (h, tau): blocks applied to the
+    identity from the last to the first, one graph per block."""
+    *batch, m, n = h.shape
+    k = tau.shape[-1]
+    dev = h.device
+    nblocks = -(-k // nb)
+    hp = torch.nn.functional.pad(h, (0, nb, 0, nb))
+    taup = torch.nn.functional.pad(tau, (0, nblocks * nb - k))
+    q = torch.eye(m + nb, cols, dtype=h.dtype, device=dev).expand(*batch, m + nb, cols)
+    j0 = _counter((nblocks - 1) * nb, dev)
+    _sync(hp, taup, q, j0)
+    for _ in range(nblocks):
+        q, j0 = _orgqr_block(hp, taup, q, j0, nb)
+        _sync(q, j0)
+    q = q[..., :m, :].contiguous()
+    _sync(q)
+    return q
+
+
+def _orgqr_block(hp, taup, q, j0, nb):
+    blk = j0 + torch.arange(nb, device=hp.device)
+    vcols = torch.index_select(hp, -1, blk)
+    v, t = _block_reflector(vcols, torch.gather(taup, -1, blk.expand(*taup.shape[:-1], nb)),
+                            blk)
+    q = q - v @ (t @ (_conj(v).mT @ q))
+    return q, j0 - nb
+
+
+@register("linalg.qr", "xla")
+def qr(a, mode="full", pivoting=False):
+    if pivoting:
+        return generic_qr(a, mode=mode, pivoting=True)  # announced host work
+    if a.is_complex():
+        return _on_host("scipy.linalg.qr", "the Householder QR gives wrong complex results "
+                        "on torch-xla 2.9 (right on CPU tensors)",
+                        lambda t: generic_qr(t, mode=mode), a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    h, tau = geqrf(a)
+    r = h.triu()
+    if mode == "raw":
+        return (h, tau), (r[..., :k, :] if m > n else r)
+    if mode == "r":
+        return (r,)
+    if mode == "economic":
+        return orgqr(h, tau, k), r[..., :k, :]
+    return orgqr(h, tau, m), r
