@@ -31,11 +31,12 @@ class Capability:
 
 
 # scipy.linalg functions whose torch ops do not lower to XLA HLO (torch-xla 2.9,
-# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_eig and
-# linalg_matrix_exp run on the host through torch-xla's silent CPU fallback; sqrtm has
-# no torch op at all).  lu*, qr: trnscipy/linalg/_xla_dense.py, from ops that lower.
+# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_eig runs on the
+# host through torch-xla's silent CPU fallback; sqrtm has no torch op at all).  lu*, qr,
+# expm: trnscipy/linalg/_xla_dense.py, from ops that lower (linalg_lu*, linalg_qr, geqrf,
+# linalg_matrix_exp do not).
 _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
-    "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
+    "_decomp.eig", "_decomp.eigvals", "_matfuncs.sqrtm"))
 
 # Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
 # LU on any device.  The CPU kind runs SuperLU where its data is, in host memory;

@@ -205,3 +205,19 @@ def test_qr_n256_float32_on_device(device):
         tl.qr(t, mode="economic")
     if counts is not None:
         assert counts.executions <= 64, counts
+
+
+@pytest.mark.parametrize("scale", [0.2, 20.0])
+def test_expm_on_device(device, scale):
+    """expm: Pade degree and scaling from one norm read, the solve through the device LU."""
+    n = 6
+    a = np.random.default_rng(27).standard_normal((n, n)) * scale
+    t = tensor(a, device)
+    with _on_device(device):
+        e = tl.expm(t)
+    ref = sl.expm(a)
+    assert to_np(e).dtype == ref.dtype
+    assert np.linalg.norm(to_np(e) - ref) <= 1e3 * n * eps(np.float64) * np.linalg.norm(ref) \
+        * max(1.0, np.linalg.norm(a, 1))
+    with _on_device(device, compilations=0):
+        tl.expm(t)

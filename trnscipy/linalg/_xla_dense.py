@@ -387,3 +387,66 @@ def qr(a, mode="full", pivoting=False):
     if mode == "economic":
         return orgqr(h, tau, k), r[..., :k, :]
     return orgqr(h, tau, m), r
+
+
+# ----------------------------------------------------------------------------------------
+# expm: scaling and squaring with Pade approximants (Higham 2005, the degrees and
+# thresholds SciPy starts from), the Pade solve through the LU above.  One host read
+# (the 1-norm) picks the degree and the scaling; the graphs then depend on them only.
+
+_PADE = {
+    3: (120.0, 60.0, 12.0, 1.0),
+    5: (30240.0, 15120.0, 3360.0, 420.0, 30.0, 1.0),
+    7: (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0, 1512.0, 56.0, 1.0),
+    9: (17643225600.0, 8821612800.0, 2075673600.0, 302702400.0, 30270240.0, 2162160.0,
+        110880.0, 3960.0, 90.0, 1.0),
+    13: (64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+         1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+         33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0),
+}
+# largest 1-norm for which degree m is accurate to unit roundoff (Higham 2005)
+_THETA_DOUBLE = {3: 1.495585217958292e-2, 5: 2.539398330063230e-1, 7: 9.504178996162932e-1,
+                 9: 2.097847961257068, 13: 5.371920351148152}
+_THETA_SINGLE = {3: 4.258730016922831e-1, 5: 1.880152677804762, 7: 3.925724783138660}
+
+
+def _pade_uv(a, m):
+    b = _PADE[m]
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(a.shape)
+    a2 = a @ a
+    if m == 13:
+        a4 = a2 @ a2
+        a6 = a4 @ a2
+        u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2)
+                 + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+        v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 \
+            + b[2] * a2 + b[0] * eye
+        return u, v
+    powers = [eye, a2]
+    while len(powers) < (m + 1) // 2:
+        powers.append(powers[-1] @ a2)
+    u = a @ sum(b[2 * j + 1] * p for j, p in enumerate(powers))
+    v = sum(b[2 * j] * p for j, p in enumerate(powers))
+    return u, v
+
+
+@register("linalg.expm", "xla")
+def expm(a):
+    """expm by Pade degree 3-13 (float64) or 3-7 (float32) after scaling by 2^-s."""
+    import math
+
+    theta = _THETA_SINGLE if a.real.dtype == torch.float32 else _THETA_DOUBLE
+    absval = torch.sqrt(a.real * a.real + a.imag * a.imag) if a.is_complex() else a.abs()
+    norm = max(kernel("linalg._fetch", a.device)(absval.sum(-2).amax(-1).reshape(-1)))
+    if not math.isfinite(norm):
+        return a + math.nan  # SciPy returns NaNs for a non-finite input
+    degrees = sorted(theta)
+    m = next((d for d in degrees[:-1] if norm <= theta[d]), degrees[-1])
+    s = max(0, math.ceil(math.log2(norm / theta[m]))) if norm > theta[m] else 0
+    u, v = _pade_uv(a * 2.0 ** -s if s else a, m)
+    lu, piv, _, _ = getrf(v - u)
+    x = lu_solve((lu, piv), v + u)
+    for _ in range(s):
+        x = x @ x
+        _sync(x)
+    return x
