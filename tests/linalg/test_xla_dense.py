@@ -73,8 +73,8 @@ def test_lu_factor_solve(device, dtype):
 
 @pytest.mark.parametrize("shape", [(7, 7), (9, 4), (4, 9)])
 def test_lu_shapes_and_modes(device, shape):
-    if device.type == "xla" and shape == (7, 7):
-        pytest.skip("XLA compile budget: square in the other tests")
+    if device.type == "xla" and shape != (9, 4):
+        pytest.skip("XLA compile budget: one tall shape there (square in the other tests)")
     rng = np.random.default_rng(21)
     a = random(shape[1], np.float64, rng, m=shape[0])
     t = tensor(a.copy(), device)
@@ -161,6 +161,8 @@ def _flat(out):
 @pytest.mark.parametrize("shape", [(9, 4), (4, 9)])
 def test_qr_modes(device, shape):
     """LAPACK's conventions: R, Q and raw (h, tau) equal SciPy's to rounding."""
+    if device.type == "xla" and shape != (9, 4):
+        pytest.skip("XLA compile budget: one tall shape there (square at n = 256)")
     rng = np.random.default_rng(24)
     a = random(shape[1], np.float64, rng, m=shape[0])
     t = tensor(a, device)
