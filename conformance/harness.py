@@ -112,9 +112,10 @@ def run_case(case, lane):
             return Outcome(case.id, "host", "DeviceUnsupportedError (strict mode)", dtype)
         except Exception as exc:
             act_err = exc
-    result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
-                    any(issubclass(w.category, DeviceFallbackWarning) for w in caught),
-                    getattr(arithmetic, "ops", ()))
+    with lane.context():  # results read back as the lane's device holds them
+        result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
+                        any(issubclass(w.category, DeviceFallbackWarning) for w in caught),
+                        getattr(arithmetic, "ops", ()))
     if result.status == "conforms" and any(issubclass(w.category, Float32StorageWarning)
                                            for w in caught):
         result = Outcome(case.id, "differs", "computed from float64 data held as float32 "
