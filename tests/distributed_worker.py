@@ -91,7 +91,9 @@ def scenario_solvers():
     N = nonsymmetric(n)
     b = rng.standard_normal(n)
     uneven = [37, n - 37] if size == 2 else [0, n - 70] + [30, 40] + [0] * (size - 4)
-    for part in (None, uneven, [0] * (size - 1) + [n]):  # uneven, empty ranks
+    # uneven, empty ranks; the full set of checks on the default partition only
+    for part in (None, uneven, [0] * (size - 1) + [n])[: 3 if size == 2 else 2]:
+        full = part is None
         Pd = distribute(P, partition=part)
         Nd = distribute(N, partition=Pd)
         assert Pd.shape == P.shape and Pd.nnz == P.nnz and Pd.dtype == P.dtype
@@ -102,11 +104,13 @@ def scenario_solvers():
         close(gather(Nd @ X), N @ X, "A @ X")
         close(gather((Nd + Pd * 2.0) @ b), (N + 2.0 * P) @ b, "(A + 2 B) @ x")
         close(gather(2 * bd - bd / 4), 1.75 * b, "array arithmetic")
-        for maxiter in (1, 3, None):
+        for maxiter in (1, 3, None) if full else (None,):
             check_solver("cg", P, Pd, b, maxiter=maxiter)
             check_solver("minres", P, Pd, b, maxiter=maxiter)
             check_solver("gmres", N, Nd, b, maxiter=maxiter, restart=10)
             check_solver("bicgstab", N, Nd, b, maxiter=maxiter)
+        if not full:
+            continue
         check_solver("cg", P, Pd, b, x0=np.ones(n), atol=1e-3, rtol=0)
         check_solver("gmres", N, Nd, b, callback_type="pr_norm")
         # one all_reduce per cg iteration (plus one for ||b||)
@@ -117,7 +121,7 @@ def scenario_solvers():
         # lobpcg against SciPy's (trnscipy's single-process lobpcg is SciPy's)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            for largest in (True, False):
+            for largest in (True, False)[: 2 if size == 2 else 1]:
                 lam, V, hist = tsl.lobpcg(Pd, X, largest=largest, maxiter=15,
                                           retResidualNormsHistory=True)
                 lr, Vr, hr = sla.lobpcg(P, X, largest=largest, maxiter=15,
