@@ -6,8 +6,8 @@ the same data (CPU tensors); an AssertionError exits non-zero and fails the test
 """
 
 import sys
-from datetime import timedelta
 import warnings
+from datetime import timedelta
 
 import numpy as np
 import scipy.sparse as sp

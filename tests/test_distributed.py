@@ -38,7 +38,8 @@ def launch(scenario, nprocs, timeout, collective_timeout=60):
     for rank in range(nprocs):
         env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nprocs),
                    LOCAL_WORLD_SIZE=str(nprocs), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", TRNSCIPY_DIST_TIMEOUT=str(collective_timeout),
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                   TRNSCIPY_DIST_TIMEOUT=str(collective_timeout),
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         procs.append(subprocess.Popen([sys.executable, str(WORKER), scenario], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
