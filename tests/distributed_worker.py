@@ -5,6 +5,7 @@ Every check compares the distributed result with the single-process trnscipy cal
 the same data (CPU tensors); an AssertionError exits non-zero and fails the test.
 """
 
+import os
 import sys
 import warnings
 from datetime import timedelta
@@ -156,6 +157,14 @@ def scenario_solvers():
     c = rng.standard_normal(D.shape[0])
     close(gather(Dd @ c), D @ c, "no-halo product")
     check_solver("cg", D, Dd, c)
+    # the halo through one all_to_all per product (the xla backend's route)
+    os.environ["TRNSCIPY_HALO"] = "alltoall"
+    Nd = distribute(N, partition=uneven)
+    del os.environ["TRNSCIPY_HALO"]
+    assert Nd.halo.collective
+    close(gather(Nd @ b), N @ b, "A @ x, all_to_all halo")
+    close(gather(Nd.T @ b), N.T @ b, "A.T @ x, all_to_all halo")
+    check_solver("gmres", N, Nd, b)
     # distributed from rank 0 only
     Sd = distribute(N if rank == 0 else None, src=0)
     close(gather(Sd @ b), N @ b, "src=0 matrix")

@@ -177,3 +177,28 @@ def broadcast_ints(where, values, src, length):
     if where.size > 1:
         _dist().broadcast(buf, group=where.group, group_src=src)
     return buf.cpu().numpy()
+
+
+def halo_collective(where):
+    """True where halo exchanges go through one all_to_all per product: the ``xla``
+    backend (torch-xla turns every point-to-point message into a collective permute of
+    its own) or ``TRNSCIPY_HALO=alltoall``; elsewhere point-to-point messages to the
+    neighbours only."""
+    mode = os.environ.get("TRNSCIPY_HALO")
+    if where.size == 1:
+        return False
+    if mode not in (None, "", "alltoall", "p2p"):
+        raise ValueError(f"TRNSCIPY_HALO must be 'alltoall' or 'p2p', not {mode!r}")
+    if mode:
+        return mode == "alltoall"
+    return _dist().get_backend(where.group) == "xla"
+
+
+def all_to_all(where, out, send, out_sizes, in_sizes):
+    """Start one all_to_all_single (rows of ``send`` split by ``in_sizes`` to each rank;
+    ``out`` receives ``out_sizes`` rows from each); returns the request."""
+    _COUNTS["halo_messages"] += 1
+    _COUNTS["halo_bytes"] += send.numel() * send.element_size()
+    return _dist().all_to_all_single(out, send, output_split_sizes=out_sizes,
+                                     input_split_sizes=in_sizes, group=where.group,
+                                     async_op=True)

@@ -70,9 +70,21 @@ class _Halo:
         lo = int(col_offsets[rank])
         self.send = {p: idx - lo for p, idx in want.items()}
         self.where = where
+        # one all_to_all per product instead of point-to-point messages (see _comm)
+        self.collective = _comm.halo_collective(where)
+        if self.collective:
+            self.recv_sizes = [int(counts[p]) if p != rank else 0 for p in range(size)]
+            self.send_sizes = [len(self.send.get(p, ())) for p in range(size)]
+            self.send_all = (torch.cat([self.send[p] for p in sorted(self.send)])
+                             if self.send else torch.zeros(0, dtype=torch.int64,
+                                                           device=where.device))
 
     def start(self, x_local, halo):
         """Post the forward exchange: ghost rows of x arrive in ``halo``."""
+        if self.collective:
+            send = x_local.index_select(0, self.send_all)
+            return [_comm.all_to_all(self.where, halo, send, self.recv_sizes,
+                                     self.send_sizes)], send
         sends = {p: x_local.index_select(0, idx) for p, idx in self.send.items()}
         recvs = {p: halo[a:b] for p, (a, b) in self.recv.items()}
         return _comm.send_recv(self.where, sends, recvs), sends
@@ -80,10 +92,21 @@ class _Halo:
     def start_reverse(self, contrib):
         """Post the reverse exchange (transposed product): ghost contributions go to
         their owners; returns the requests and the receive buffers."""
+        shape = tuple(contrib.shape[1:])
+        if self.collective:
+            out = torch.empty((len(self.send_all),) + shape, dtype=contrib.dtype,
+                              device=contrib.device)
+            req = _comm.all_to_all(self.where, out, contrib.contiguous(), self.send_sizes,
+                                   self.recv_sizes)
+            return [req], {None: out}
         sends = {p: contrib[a:b].contiguous() for p, (a, b) in self.recv.items()}
-        recvs = {p: torch.empty((len(idx),) + tuple(contrib.shape[1:]), dtype=contrib.dtype,
+        recvs = {p: torch.empty((len(idx),) + shape, dtype=contrib.dtype,
                                 device=contrib.device) for p, idx in self.send.items()}
         return _comm.send_recv(self.where, sends, recvs), recvs
+
+    def indices(self, peer):
+        """Local rows that a reverse-exchange buffer adds into."""
+        return self.send_all if peer is None else self.send[peer]
 
 
 def _to_device_csr(a, device):
@@ -184,7 +207,7 @@ class DistributedMatrix:
         for req in reqs:
             req.wait()
         for p, buf in recvs.items():
-            x = x.index_add(0, self.halo.send[p], buf)
+            x = x.index_add(0, self.halo.indices(p), buf)
         return x
 
     def _torch_dtype(self, x):
