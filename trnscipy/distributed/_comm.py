@@ -95,6 +95,8 @@ def placement(device=None, group=None):
                 device = "cpu"
         else:
             device = "cpu"
+    if device == "cuda":  # one GPU per process: torchrun's LOCAL_RANK picks it
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
     device = resolve_device(device)
     _init_from_env(device)
     group = group if group is not None else dist.group.WORLD
