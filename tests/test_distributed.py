@@ -75,3 +75,29 @@ def test_a_failing_rank_makes_the_others_raise():
     assert code1 != 0 and "fails on purpose" in out1, out1[-2000:]
     assert code0 == 3, f"rank 0 did not raise:\n{out0[-2000:]}"
     assert time.monotonic() - start < 90
+
+
+def test_routing_rule_sends_distributed_operands_to_their_implementation():
+    """No processes: the dispatcher's half of the contract."""
+    import numpy as np
+
+    import trnscipy.distributed  # noqa: F401  (registers the implementations)
+    import trnscipy.sparse.linalg as tsl
+
+    class Where:
+        distributed = True
+
+    class Fake:
+        _trnscipy_placement = Where()
+
+    import scipy.sparse.linalg as sla
+
+    from trnscipy._dispatch import _DISTRIBUTED
+
+    assert {sla.cg, sla.gmres, sla.bicgstab, sla.minres, sla.lobpcg} <= set(_DISTRIBUTED)
+    with pytest.raises(ValueError, match="expected a DistributedMatrix"):
+        tsl.cg(Fake(), np.ones(3))
+    with pytest.raises(ValueError, match="no distributed implementation"):
+        tsl.spsolve(Fake(), np.ones(3))
+    with pytest.raises(ValueError, match="two devices"):
+        tsl.cg(Fake(), torch.ones(3))
