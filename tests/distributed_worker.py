@@ -203,7 +203,8 @@ def scenario_raise():
     try:
         tsl.cg(Pd, np.ones(P.shape[0]))
         dist.barrier()
-    except Exception:  # noqa: BLE001  (gloo reports the lost peer as RuntimeError)
+    except Exception as exc:  # noqa: BLE001  (gloo reports the lost peer as RuntimeError)
+        print(f"rank 0 raised {type(exc).__name__}: {str(exc)[:300]}", flush=True)
         sys.exit(3)
 
 

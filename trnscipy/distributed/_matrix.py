@@ -393,7 +393,7 @@ def distribute(obj, *, device=None, group=None, src=None, partition=None):
         return DistributedMatrix(local, offsets, cols, where, (m, n), nnz=nnz)
     shape = (m,) if ndim == 1 else (m, n)
     if src is None:
-        block = np.ascontiguousarray(host[lo:hi])
+        block = np.array(host[lo:hi], order="C")  # a copy: the caller keeps its array
         local = torch.as_tensor(block, device=where.device)
     else:
         local = _scatter_dense(where, host, offsets, src, dtype, shape)
