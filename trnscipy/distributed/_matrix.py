@@ -411,7 +411,7 @@ def _scatter_dense(where, host, offsets, src, dtype, shape):
                  for p in range(where.size) if p != src and offsets[p + 1] > offsets[p]}
         for req in _comm.send_recv(where, sends, {}):
             req.wait()
-        return torch.as_tensor(np.ascontiguousarray(host[offsets[rank]:offsets[rank + 1]]),
+        return torch.as_tensor(np.array(host[offsets[rank]:offsets[rank + 1]], order="C"),
                                device=where.device)
     buf = torch.empty((int(offsets[rank + 1] - offsets[rank]),) + shape[1:], dtype=tdtype,
                       device=where.device)
