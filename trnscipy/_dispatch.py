@@ -1,5 +1,6 @@
 """The routing rule, in one place.
 
+    a distributed operand (trnscipy.distributed)              -> distributed implementation
     device operands (torch tensors, trnscipy device objects)  -> device implementation
     no device operand, inside ``offload(dev)`` (or TRNSCIPY_OFFLOAD)
                                                               -> device implementation on dev,
@@ -27,13 +28,17 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._errors import fallback
 from trnscipy._transfer import _to_device, _to_host, device_storage, held, stores_float32
 
-__all__ = ["dispatch", "host_only", "find_device", "offload", "offloading"]
+__all__ = ["dispatch", "host_only", "find_device", "offload", "offloading",
+           "register_distributed"]
 
 # The offload target: a device name until first use, then a torch.device.
 _OFFLOAD = contextvars.ContextVar("trnscipy_offload",
                                   default=os.environ.get("TRNSCIPY_OFFLOAD") or None)
 # True while a device implementation runs on behalf of host (offloaded) inputs.
 _OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
+
+# SciPy function -> its distributed implementation (trnscipy.distributed registers them).
+_DISTRIBUTED = {}
 
 _SCAN_LIMIT = 256  # items of a list/tuple operand inspected for device data
 
@@ -55,6 +60,9 @@ def _device_of(x, depth=0):
         return found
     if getattr(x, "_trnscipy_device_object", False):
         return x.device
+    placement = getattr(x, "_trnscipy_placement", None)
+    if placement is not None:
+        return placement
     if is_torch_array(x):
         return x.device
     return None
@@ -167,6 +175,24 @@ def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composit
     return _to_host(result, strict=False)
 
 
+def register_distributed(scipy_func):
+    """Decorator: the decorated function is the distributed implementation of
+    ``scipy_func`` (called when an operand carries a ``_trnscipy_placement``)."""
+    def decorate(impl):
+        _DISTRIBUTED[scipy_func] = impl
+        return impl
+
+    return decorate
+
+
+def _run_distributed(name, scipy_func, args, kwargs):
+    impl = _DISTRIBUTED.get(scipy_func)
+    if impl is None:
+        raise ValueError(f"{name} has no distributed implementation; "
+                         "bring the operands together with trnscipy.distributed.gather")
+    return impl(*args, **kwargs)
+
+
 def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
@@ -182,6 +208,8 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
         @functools.wraps(scipy_func)
         def wrapper(*args, **kwargs):
             device = find_device(args, kwargs)
+            if getattr(device, "distributed", False):
+                return _run_distributed(name, scipy_func, args, kwargs)
             if device is not None:
                 return _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
                                       composite)
