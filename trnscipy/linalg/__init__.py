@@ -11,5 +11,24 @@ from trnscipy.linalg._decomp_qr import qr  # noqa: F401
 from trnscipy.linalg._decomp_svd import svd, svdvals  # noqa: F401
 from trnscipy.linalg._matfuncs import expm, sqrtm  # noqa: F401
 from trnscipy.linalg._misc import norm  # noqa: F401
+from trnscipy.linalg._special_matrices import (  # noqa: F401
+    block_diag,
+    circulant,
+    companion,
+    convolution_matrix,
+    dft,
+    fiedler,
+    fiedler_companion,
+    hadamard,
+    hankel,
+    helmert,
+    hilbert,
+    invhilbert,
+    invpascal,
+    khatri_rao,
+    leslie,
+    pascal,
+    toeplitz,
+)
 
 __all__ = mirror(globals(), _scipy_linalg)
