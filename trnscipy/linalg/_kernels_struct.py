@@ -11,6 +11,8 @@
 import numpy as np
 import scipy.linalg as _sl
 
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._kernels import register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _bad_slices, _broadcast, _k, _on_views, cho_solve, hermitian
@@ -147,3 +149,166 @@ def rank_of(s, rcond, m, n):
         rcond = np.finfo(str(s.dtype).removeprefix("torch.")).eps * max(m, n)
     num = (s > s.amax() * rcond).sum()
     return int(_k("linalg._fetch", num)(num))
+
+
+# ----------------------------------------------------------------------------------------
+# Schur-based matrix functions and the Sylvester equation.  The complex Schur form comes
+# from trnscipy.linalg.schur (whatever serves the device: SciPy on the host, announced,
+# where no device schur is registered); the triangular work below runs on the device.
+
+for _name in ("logm", "funm", "solve_sylvester"):
+    register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
+
+
+def complex_schur(a):
+    from trnscipy.linalg import schur
+
+    t, z = schur(a, output="complex")
+    return t, z
+
+
+def _complex(dtype):
+    return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(dtype, dtype)
+
+
+def _real_if_negligible(a, x, tol):
+    """SciPy's ``_maybe_real``: the real part when ``a`` is real and ``x``'s imaginary
+    part is within ``tol`` of zero (one host read)."""
+    if a.is_complex() or not x.is_complex():
+        return x
+    small = (x.imag.abs() <= tol).all()
+    return x.real.contiguous() if _k("linalg._fetch", small)(small) else x
+
+
+def _shifted_solve(r, shift, rhs):
+    """Solve (r + shift I) y = rhs for upper triangular r and a 0-d shift."""
+    eye = torch.eye(r.shape[-1], dtype=r.dtype, device=r.device)
+    return _k("linalg._trsm", r)(r + shift * eye, rhs, upper=True)
+
+
+def sqrtm_triu(t):
+    """Principal square root of upper triangular ``t`` (Bjorck-Hammarling, by columns:
+    (R[:j, :j] + R[j, j] I) R[:j, j] = T[:j, j], one triangular solve per column)."""
+    n = t.shape[-1]
+    d = torch.sqrt(t.diagonal())
+    cols = [torch.cat([d[:1], d.new_zeros(n - 1)])]
+    for j in range(1, n):
+        r = torch.stack(cols, 1)  # (n, j)
+        x = _shifted_solve(r[:j, :j], d[j], t[:j, j:j + 1])[:, 0]
+        cols.append(torch.cat([x, d[j:j + 1], x.new_zeros(n - j - 1)]))
+    return torch.stack(cols, 1)
+
+
+@register("linalg.sqrtm", "generic")
+def sqrtm(a, disp=True, blocksize=None):
+    """``disp=False``: (X, ||X X - A||_F^2 / ||A||_F), as SciPy."""
+    x = _sqrtm(a)
+    if disp is False:
+        err = torch.linalg.norm(x @ x - a) ** 2 / torch.linalg.norm(a)
+        return x, float(_k("linalg._fetch", err)(err))
+    return x
+
+
+def _sqrtm(a):
+    t, z = complex_schur(a)
+    x = z @ sqrtm_triu(t) @ z.mH
+    if a.is_complex():
+        return x
+    # real when no eigenvalue is on the closed negative real axis (SciPy: the real Schur
+    # route); otherwise complex, as SciPy
+    w = t.diagonal()
+    negative = ((w.real < 0) & (w.imag.abs() <= 1e3 * torch.finfo(a.dtype).eps *
+                                w.abs().amax())).any()
+    return x if _k("linalg._fetch", negative)(negative) else x.real.contiguous()
+
+
+@register("linalg.funm", "generic")
+def funm(a, func, disp=True):
+    """Schur-Parlett (Golub and Van Loan's Algorithm 11.1.1, by superdiagonals:
+    F[i, j] = (T F - F T)[i, j] / (T[j, j] - T[i, i]) with F known below diagonal j - i)."""
+    t, z = complex_schur(a)
+    n = t.shape[-1]
+    w = t.diagonal()
+    fw = func(w)
+    if not torch.is_tensor(fw):  # a NumPy function: the user's own host computation
+        fw = torch.as_tensor(np.asarray(fw)).to(t.device)
+    f = torch.diag_embed(fw.to(t.dtype))
+    den = w[None, :] - w[:, None]  # T[j, j] - T[i, i]
+    safe = torch.where(den == 0, torch.ones_like(den), den)
+    for p in range(1, n):
+        num = (t @ f - f @ t).diagonal(p)
+        f = f + torch.diag_embed(torch.where(den.diagonal(p) == 0, num,
+                                             num / safe.diagonal(p)), p)
+    x = z @ f @ z.mH
+    real = a.real.dtype if a.is_complex() else a.dtype
+    tol = torch.finfo(real).eps * (1e3 if real == torch.float32 else 1e6)
+    x = _real_if_negligible(a, x, tol)
+    tol = torch.finfo(x.real.dtype if x.is_complex() else x.dtype).eps
+    upper = torch.triu(torch.ones(n, n, dtype=torch.bool, device=a.device), 1)
+    minden = torch.cat([den.abs()[upper], w[:1].abs()]).amin()
+    tnorm = t.triu(1).abs().sum(0).amax()
+    minden, tnorm, finite = _k("linalg._fetch", t)(torch.stack([
+        minden.to(torch.float64), tnorm.to(torch.float64),
+        torch.isfinite(x).all().to(torch.float64)]))
+    minden = minden or tol
+    err = min(1, max(tol, (tol / minden) * tnorm)) if finite else np.inf
+    if disp:
+        if err > 1000 * tol:
+            print("funm result may be inaccurate, approximate err =", err)
+        return x
+    return x, err
+
+
+# Gauss-Legendre nodes and weights on [0, 1] (degree 8): log(I + X) is
+# sum_j w_j X (I + x_j X)^-1 up to the [8/8] Pade error, below double's unit roundoff for
+# ||X||_1 <= 0.25.
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
+
+
+@register("linalg.logm", "generic")
+def logm(a):
+    """Inverse scaling and squaring on the triangular Schur factor: square roots until
+    ||T - I||_1 <= 1/4 (one host read each), then the degree-8 Pade approximant by
+    partial fractions (8 triangular solves), times 2^k."""
+    t, z = complex_schur(a.to(_complex(a.dtype)))
+    n = t.shape[-1]
+    eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    k = 0
+    while k < 64:
+        gap = (t - eye).abs().sum(0).amax()
+        if float(_k("linalg._fetch", gap)(gap)) <= 0.25:
+            break
+        t = sqrtm_triu(t)
+        k += 1
+    x = t - eye
+    trsm = _k("linalg._trsm", t)
+    log = torch.zeros_like(t)
+    for node, weight in zip(_GL_NODES, _GL_WEIGHTS, strict=True):
+        log = log + (weight / 2) * trsm(eye + ((node + 1) / 2) * x, x, upper=True)
+    out = z @ (log * 2.0 ** k) @ z.mH
+    # SciPy computes in the input's precision and returns double precision, real where the
+    # imaginary part is within double's tolerance (so float32 input with complex
+    # eigenvalues gives complex128, as SciPy)
+    if capability(device_kind(a.device)).float64:
+        out = out.to(torch.complex128)
+    real = out.real.dtype
+    return _real_if_negligible(a, out, torch.finfo(real).eps * (1e3 if real == torch.float32
+                                                                 else 1e6))
+
+
+@register("linalg.solve_sylvester", "generic")
+def solve_sylvester(a, b, q):
+    """Bartels-Stewart with complex Schur forms A = U R U^H, B = V S V^H: R Y + Y S = F
+    (F = U^H Q V) column by column, (R + S[k, k] I) y_k = f_k - Y[:, :k] S[:k, k]."""
+    dtype = _complex(q.dtype)
+    r, u = complex_schur(a.to(dtype))
+    s, v = complex_schur(b.to(dtype))
+    f = u.mH @ q.to(dtype) @ v
+    cols = []
+    for j in range(s.shape[-1]):
+        rhs = f[:, j:j + 1]
+        if cols:
+            rhs = rhs - torch.stack(cols, 1) @ s[:j, j:j + 1]
+        cols.append(_shifted_solve(r, s[j, j], rhs)[:, 0])
+    x = u @ torch.stack(cols, 1) @ v.mH
+    return x if q.is_complex() else x.real.contiguous()

@@ -1,15 +1,22 @@
-"""expm and sqrtm on device tensors (sqrtm: SciPy on the CPU only; elsewhere the
-capability table sends it to the host)."""
+"""expm, sqrtm, logm, funm and expm_frechet on device tensors.
+
+sqrtm, logm and funm work on the complex Schur form from trnscipy.linalg.schur (the
+host's SciPy, announced, where the device has no schur of its own) with triangular
+recurrences on the device; CPU tensors run SciPy on zero-copy views.
+"""
+
+import warnings
 
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
-from trnscipy.linalg._validate import LinAlgError, as_matrix, as_square, device_of
+from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._misc import norm
+from trnscipy.linalg._validate import LinAlgError, as_matrix, as_square, as_tensor, device_of
 
-__all__ = ["expm", "sqrtm"]
+__all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet"]
 
 
 @dispatch(_sl.expm)
@@ -22,9 +29,70 @@ def expm(A):
     return kernel("linalg.expm", a.device)(a)
 
 
+_NO = object()
+
+
 @dispatch(_sl.sqrtm)
-def sqrtm(A, **kwargs):
+def sqrtm(A, disp=_NO, blocksize=_NO):
+    for name, value in (("disp", disp), ("blocksize", blocksize)):
+        if value is not _NO:
+            warnings.warn(f"The `{name}` argument is deprecated and will be removed in "
+                          "SciPy 1.18.0.", DeprecationWarning, stacklevel=3)
     a = as_square(A, device_of(A), finite=True, name="A")
     if a.numel() == 0:
         return a.clone()
+    kwargs = {} if disp is _NO else {"disp": disp}
     return kernel("linalg.sqrtm", a.device)(a, **kwargs)
+
+
+@dispatch(_sl.logm)
+def logm(A, disp=_NO):
+    """Returns double precision where the device has it (SciPy returns float64 for
+    float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1)."""
+    from trnscipy.linalg._basic import _wide
+
+    if disp is not _NO:
+        warnings.warn("The `disp` argument is deprecated and will be removed in SciPy "
+                      "1.18.0.", DeprecationWarning, stacklevel=3)
+    a = as_square(A, device_of(A), finite=False, name="A")
+    if a.numel() == 0:
+        return _wide(a.clone())
+    f = _wide(kernel("linalg.logm", a.device)(a))
+    if disp is _NO or disp:
+        return f
+    err = norm(expm(f) - a.to(f.dtype), 1) / norm(a, 1)
+    return f, float(err)
+
+
+@dispatch(_sl.funm)
+def funm(A, func, disp=True):
+    """``func`` is called with the eigenvalues as a device tensor (a NumPy function
+    gets them through the tensor's ``__array__``, the user's own host computation)."""
+    a = as_square(A, device_of(A), finite=False, name="A")
+    return kernel("linalg.funm", a.device)(a, func, disp=disp)
+
+
+@dispatch(_sl.expm_frechet, composite=True)
+def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
+    """Both methods take the block route: expm([[A, E], [0, A]]) through trnscipy's expm
+    (SciPy's 'SPS' is the Al-Mohy-Higham recurrence; the results agree to rounding)."""
+    from trnscipy.linalg._basic import _wide
+
+    device = device_of(A, E)
+    a = _wide(as_tensor(A, device, check_finite, small_ints=torch.float64))
+    e = _wide(as_tensor(E, device, check_finite, small_ints=torch.float64))
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected A to be a square matrix")
+    if e.ndim != 2 or e.shape[0] != e.shape[1]:
+        raise ValueError("expected E to be a square matrix")
+    if a.shape != e.shape:
+        raise ValueError("expected A and E to be the same shape")
+    if method not in (None, "SPS", "blockEnlarge"):
+        raise ValueError(f"Unknown implementation {method}")
+    dtype = torch.promote_types(a.dtype, e.dtype)
+    a, e = a.to(dtype), e.to(dtype)
+    n = a.shape[0]
+    big = torch.cat([torch.cat([a, e], 1), torch.cat([torch.zeros_like(a), a], 1)], 0)
+    m = expm(big)
+    out = m[:n, :n].clone(), m[:n, n:].clone()
+    return out if compute_expm else out[1]
