@@ -171,6 +171,11 @@ def _complex(dtype):
     return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(dtype, dtype)
 
 
+def _cabs(x):
+    """|x| in the real dtype (torch-xla 2.9's abs of a complex tensor stays complex)."""
+    return torch.sqrt(x.real ** 2 + x.imag ** 2) if x.is_complex() else x.abs()
+
+
 def _real_if_negligible(a, x, tol):
     """SciPy's ``_maybe_real``: the real part when ``a`` is real and ``x``'s imaginary
     part is within ``tol`` of zero (one host read)."""
@@ -218,7 +223,7 @@ def _sqrtm(a):
     # route); otherwise complex, as SciPy
     w = t.diagonal()
     negative = ((w.real < 0) & (w.imag.abs() <= 1e3 * torch.finfo(a.dtype).eps *
-                                w.abs().amax())).any()
+                                _cabs(w).amax())).any()
     return x if _k("linalg._fetch", negative)(negative) else x.real.contiguous()
 
 
@@ -245,8 +250,8 @@ def funm(a, func, disp=True):
     x = _real_if_negligible(a, x, tol)
     tol = torch.finfo(x.real.dtype if x.is_complex() else x.dtype).eps
     upper = torch.triu(torch.ones(n, n, dtype=torch.bool, device=a.device), 1)
-    minden = torch.cat([den.abs()[upper], w[:1].abs()]).amin()
-    tnorm = t.triu(1).abs().sum(0).amax()
+    minden = torch.cat([_cabs(den)[upper], _cabs(w[:1])]).amin()
+    tnorm = _cabs(t.triu(1)).sum(0).amax()
     minden, tnorm, finite = _k("linalg._fetch", t)(torch.stack([
         minden.to(torch.float64), tnorm.to(torch.float64),
         torch.isfinite(x).all().to(torch.float64)]))
@@ -275,8 +280,8 @@ def logm(a):
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
     k = 0
     while k < 64:
-        gap = (t - eye).abs().sum(0).amax()
-        if float(_k("linalg._fetch", gap)(gap)) <= 0.25:
+        gap = _cabs(t - eye).sum(0).amax()
+        if float(np.ravel(_k("linalg._fetch", gap)(gap))[0]) <= 0.25:
             break
         t = sqrtm_triu(t)
         k += 1
