@@ -15,7 +15,15 @@ from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._kernels import register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import _bad_slices, _broadcast, _k, _on_views, cho_solve, hermitian
+from trnscipy.linalg._kernels import (
+    _bad_slices,
+    _broadcast,
+    _cpu,
+    _k,
+    _on_views,
+    cho_solve,
+    hermitian,
+)
 from trnscipy.linalg._validate import LinAlgError
 
 for _name in ("solve_banded", "solveh_banded", "cholesky_banded", "cho_solve_banded",
@@ -147,7 +155,7 @@ def rank_of(s, rcond, m, n):
         return 0
     if rcond is None:
         rcond = np.finfo(str(s.dtype).removeprefix("torch.")).eps * max(m, n)
-    num = (s > s.amax() * rcond).sum()
+    num = (s > s.max() * rcond).sum()
     return int(_k("linalg._fetch", num)(num))
 
 
@@ -223,7 +231,7 @@ def _sqrtm(a):
     # route); otherwise complex, as SciPy
     w = t.diagonal()
     negative = ((w.real < 0) & (w.imag.abs() <= 1e3 * torch.finfo(a.dtype).eps *
-                                _cabs(w).amax())).any()
+                                _cabs(w).max())).any()
     return x if _k("linalg._fetch", negative)(negative) else x.real.contiguous()
 
 
@@ -234,8 +242,11 @@ def funm(a, func, disp=True):
     t, z = complex_schur(a)
     n = t.shape[-1]
     w = t.diagonal()
-    fw = func(w)
-    if not torch.is_tensor(fw):  # a NumPy function: the user's own host computation
+    try:
+        fw = func(w)
+    except TypeError:  # a NumPy function that cannot read device tensors: the user's own
+        fw = func(_cpu(w).numpy())  # host computation on the n eigenvalues
+    if not torch.is_tensor(fw):
         fw = torch.as_tensor(np.asarray(fw)).to(t.device)
     f = torch.diag_embed(fw.to(t.dtype))
     den = w[None, :] - w[:, None]  # T[j, j] - T[i, i]
@@ -250,11 +261,12 @@ def funm(a, func, disp=True):
     x = _real_if_negligible(a, x, tol)
     tol = torch.finfo(x.real.dtype if x.is_complex() else x.dtype).eps
     upper = torch.triu(torch.ones(n, n, dtype=torch.bool, device=a.device), 1)
-    minden = torch.cat([_cabs(den)[upper], _cabs(w[:1])]).amin()
-    tnorm = _cabs(t.triu(1)).sum(0).amax()
-    minden, tnorm, finite = _k("linalg._fetch", t)(torch.stack([
-        minden.to(torch.float64), tnorm.to(torch.float64),
-        torch.isfinite(x).all().to(torch.float64)]))
+    dist = torch.where(upper, _cabs(den), torch.full_like(_cabs(den), float("inf")))
+    minden = torch.minimum(dist.min(), _cabs(w[0]))  # (no boolean-mask shapes on XLA)
+    tnorm = _cabs(t.triu(1)).sum(0).max()
+    finite = torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all()
+    minden, tnorm, finite = _k("linalg._fetch", t)(torch.cat(
+        [v.reshape(1).to(torch.float64) for v in (minden, tnorm, finite)]))
     minden = minden or tol
     err = min(1, max(tol, (tol / minden) * tnorm)) if finite else np.inf
     if disp:
@@ -280,8 +292,8 @@ def logm(a):
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
     k = 0
     while k < 64:
-        gap = _cabs(t - eye).sum(0).amax()
-        if float(np.ravel(_k("linalg._fetch", gap)(gap))[0]) <= 0.25:
+        gap = _cabs(t - eye).sum(0).max()
+        if float(_k("linalg._fetch", gap)(gap)) <= 0.25:
             break
         t = sqrtm_triu(t)
         k += 1

@@ -87,8 +87,9 @@ def logm(A, disp=_NO):
 
 @dispatch(_sl.funm)
 def funm(A, func, disp=True):
-    """``func`` is called with the eigenvalues as a device tensor (a NumPy function
-    gets them through the tensor's ``__array__``, the user's own host computation)."""
+    """``func`` is called with the eigenvalues as a device tensor; a function that cannot
+    take one (TypeError: a NumPy function on XLA data) gets them as a NumPy array, and its
+    result is moved back (the user's own host computation)."""
     a = _square(A, "expected square array_like input")
     if a.ndim > 2:
         return _batched(kernel("linalg.funm", a.device), a, func, disp=True)
