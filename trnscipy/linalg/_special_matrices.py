@@ -41,7 +41,7 @@ def _raw(x, device):
     if not is_torch_array(x):
         x = torch.as_tensor(np.asarray(x))
     x = x.to(device)
-    return x.resolve_conj().resolve_neg()
+    return x.resolve_conj() if x.is_conj() else x.resolve_neg() if x.is_neg() else x
 
 
 def _promote(*tensors):
@@ -79,7 +79,7 @@ def _toeplitz(c, r):
 @dispatch(_sl.toeplitz, composite=True)  # data movement only: no table to ask
 def toeplitz(c, r=None):
     c = torch.atleast_1d(_raw(c, device_of(c, r)))
-    r = c.conj().resolve_conj() if r is None else torch.atleast_1d(_raw(r, c.device))
+    r = c.conj() if r is None else torch.atleast_1d(_raw(r, c.device))
     return _toeplitz(c, r)
 
 
