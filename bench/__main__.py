@@ -218,6 +218,7 @@ def main(argv=None):
     from bench import _sections
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
+    from bench._plots import write_plots
     from bench._report import markdown
 
     profile_name = "smoke" if args.smoke else "full"
@@ -278,6 +279,9 @@ def main(argv=None):
 
     results["elapsed_s"] = time.perf_counter() - started
     meta["loadavg_end"] = os.getloadavg()[0]
+    md_dir = Path(args.md).parent
+    results["plots"] = {kind: str(path.relative_to(md_dir))
+                        for kind, path in write_plots(results, md_dir / "img").items()}
     text = markdown(results)
     for path, content in ((args.md, text + "\n"),
                           (args.json, json.dumps(results, indent=1, default=str) + "\n")):
