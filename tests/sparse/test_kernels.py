@@ -318,3 +318,27 @@ def test_row_padded_layout_matches_scipy_rows(fmt):
     if fmt != "csr":  # each slot's entry lies in its row
         got = _ell.pad(torch.from_numpy(entries.astype(np.int64)), slot_map, fill=-1)
         assert ((got == torch.arange(9)[:, None]) | (got == -1)).all()
+
+
+@pytest.mark.parametrize("case", ["bsr16", "csr_dense_rows", "csr_sparse_rows", "vector"])
+def test_cpu_spmm_kernel_choice(case, monkeypatch):
+    """SpMM with >= 16 columns goes through torch's kernels where they are faster (BSR with
+    large blocks; CSR with >= 8 entries per row); vectors and thin rows stay on SciPy's.
+    Results paired with SciPy either way."""
+    from trnscipy._kernels import _cpu
+
+    rng = np.random.default_rng(9)
+    if case == "bsr16":
+        host = sp.bsr_array(sp.random_array((64, 48), density=0.3, rng=rng).toarray(),
+                            blocksize=(16, 16))
+    else:
+        density = 0.05 if case == "csr_sparse_rows" else 0.4
+        host = sp.random_array((40, 30), density=density, format="csr", rng=rng)
+    dev = device_case(host, "cpu")
+    X = rng.standard_normal((host.shape[1],) if case == "vector" else (host.shape[1], 16))
+    used = []
+    monkeypatch.setattr(_cpu, "_torch_spmm",
+                        lambda A, x, f=_cpu._torch_spmm: used.append(1) or f(A, x))
+    np.testing.assert_allclose((dev @ torch.from_numpy(X)).numpy(), host @ X, rtol=1e-12,
+                               atol=1e-12)
+    assert bool(used) == (case in ("bsr16", "csr_dense_rows")), case
