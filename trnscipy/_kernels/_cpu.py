@@ -4,6 +4,7 @@ torch.autograd.Function so gradients reach the dense operand and ``data``; and
 SciPy's Krylov loops on the same views."""
 
 import inspect
+import warnings
 
 import numpy as np
 import torch
@@ -152,10 +153,10 @@ def spmm(A, x):
     return torch.from_numpy(y)
 
 
-# SpMM shapes where torch's kernels beat SciPy's single-threaded sparsetools (bench/:
-# BSR with 128 x 128 blocks 3-10x, CSR with >= 8 entries per row 2.5-3.5x at N >= 16).
-# Only for a 2-D operand: solver loops multiply vectors (SciPy's kernels), so no NumPy
-# work interleaves with torch's thread pool (see docs/design.md, thread-pool stall).
+# SpMM shapes where torch's kernels beat SciPy's single-threaded sparsetools (BSR with
+# 128 x 128 blocks as bmm, CSR with >= 8 entries per row at N >= 16).  They run on one
+# intra-op thread, as SciPy's kernels do: torch's OpenMP pool spinning beside OpenBLAS
+# (or other processes) stalled 2-6x (docs/design.md, thread-pool stall).
 _TORCH_SPMM_MIN_COLUMNS = 16
 _TORCH_CSR_MIN_ROW = 8
 _TORCH_BSR_MIN_BLOCK = 16
@@ -172,16 +173,19 @@ def _torch_spmm_faster(A, x):
 
 
 def _torch_spmm(A, x):
-    """A @ x through torch's CPU kernels: BSR as batched dense block products (bmm) summed
-    per block row, CSR through torch's sparse CSR kernel (MKL)."""
-    if A.format == "bsr":
-        return bsr_product(A, x.contiguous())
-    import warnings
-
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-        mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
+    """A @ x through torch's CPU kernels on one thread: BSR as batched dense block
+    products (bmm) summed per block row, CSR through torch's sparse CSR kernel."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # about 0.3 us each way
+    try:
+        if A.format == "bsr":
+            return bsr_product(A, x.contiguous())
+        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+            mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
         return mat @ x
+    finally:
+        torch.set_num_threads(threads)
 
 
 @register("spgemm", "cpu")
