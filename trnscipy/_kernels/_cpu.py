@@ -4,6 +4,7 @@ torch.autograd.Function so gradients reach the dense operand and ``data``; and
 SciPy's Krylov loops on the same views."""
 
 import inspect
+import warnings
 
 import numpy as np
 import torch
@@ -120,6 +121,8 @@ def spmm(A, x):
 
         return generic(A, x)
     grad = A.data.requires_grad or x.requires_grad
+    if not grad and _torch_spmm_faster(A, x):
+        return _torch_spmm(A, x)
     if fmt == "csr" or fmt == "csc" or fmt == "coo":
         if grad:
             a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
@@ -147,6 +150,41 @@ def spmm(A, x):
     else:
         _st.dia_matvecs(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv.shape[1], xv, y)
     return torch.from_numpy(y)
+
+
+# SpMM shapes where torch's kernels beat SciPy's single-threaded sparsetools (BSR with
+# 128 x 128 blocks as bmm, CSR with >= 8 entries per row at N >= 16).  They run on one
+# intra-op thread, as SciPy's kernels do: torch's OpenMP pool spinning beside OpenBLAS
+# (or other processes) stalled 2-6x (docs/design.md, thread-pool stall).
+_TORCH_SPMM_MIN_COLUMNS = 16
+_TORCH_CSR_MIN_ROW = 8
+_TORCH_BSR_MIN_BLOCK = 16
+_TORCH_DTYPES = (torch.float32, torch.float64)
+
+
+def _torch_spmm_faster(A, x):
+    if x.ndim != 2 or x.shape[1] < _TORCH_SPMM_MIN_COLUMNS or A.data.dtype not in _TORCH_DTYPES:
+        return False
+    if A.format == "bsr":
+        return min(A.blocksize) >= _TORCH_BSR_MIN_BLOCK
+    return (A.format == "csr" and A.indices.dtype == torch.int32
+            and A.nnz >= _TORCH_CSR_MIN_ROW * A.shape[0])
+
+
+def _torch_spmm(A, x):
+    """A @ x through torch's CPU kernels on one thread: BSR as batched dense block
+    products (bmm) summed per block row, CSR through torch's sparse CSR kernel."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # about 0.3 us each way
+    try:
+        if A.format == "bsr":
+            return bsr_product(A, x.contiguous())
+        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+            mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
+        return mat @ x
+    finally:
+        torch.set_num_threads(threads)
 
 
 @register("spgemm", "cpu")

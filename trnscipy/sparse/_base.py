@@ -56,7 +56,10 @@ def from_scipy(sp, device):
     else:
         raise TypeError(f"trnscipy device sparse containers are 1-D or 2-D, not "
                         f"{sp.ndim}-D")
-    return cls._from_scipy(sp, resolve_device(device))
+    device = resolve_device(device)
+    out = cls._from_scipy(sp, device)
+    kernel("prepare_product", device)(out, sp)
+    return out
 
 
 def _dtypes_of(self, args):
