@@ -574,3 +574,4 @@ def norm(a, ord=None, axis=None, keepdims=False):
         # every other norm depends on |a| only (hypot: XLA's complex abs stays complex-typed)
         a = torch.hypot(a.real, a.imag)
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)
+from trnscipy.linalg import _refine  # noqa: E402,F401  (the neuron double-float kernels)
