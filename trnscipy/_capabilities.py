@@ -8,6 +8,8 @@ measured (see docs/design.md), not guessed.
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trnscipy._errors import fallback
 
 __all__ = ["Capability", "CAPABILITIES", "capability", "runs_on_device"]
@@ -25,6 +27,10 @@ class Capability:
     # reading a device scalar on the host costs no graph execution or stream sync
     # (solvers then test convergence every iteration and update in place)
     host_reads_free: bool = False
+    # operations with a float64-accurate method in double-float arithmetic (float32
+    # operations only) where the device has no float64: they run on the device with
+    # float64 data (the kernels registered for the kind do the double-float work)
+    double_float_ops: frozenset = field(default_factory=frozenset)
     # device->host copies of complex128 lose the imaginary part (torch-xla 2.9,
     # measured): copy the real and imaginary parts separately
     split_complex128_to_host: bool = False
@@ -60,6 +66,9 @@ CAPABILITIES = {
 }
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 def capability(kind):
     return CAPABILITIES[kind]
 
@@ -87,7 +96,7 @@ def runs_on_device(op, kind, dtype=None):
         fallback(op, f"no {kind} implementation", stacklevel=4)
         return False
     problem = _dtype_problem(cap, dtype)
-    if problem is not None:
+    if problem is not None and not (op in cap.double_float_ops and dtype == _FLOAT64):
         fallback(op, problem, stacklevel=4)
         return False
     return True

@@ -25,7 +25,7 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._errors import fallback
-from trnscipy._transfer import _to_device, _to_host
+from trnscipy._transfer import _to_device, _to_host, device_storage, held, stores_float32
 
 __all__ = ["dispatch", "host_only", "find_device", "offload", "offloading"]
 
@@ -120,16 +120,34 @@ def _working_dtype(args, kwargs):
     return None
 
 
+def _held(obj, depth=0):
+    """Tensors in an argument tree as a device without float64 holds them (trnscipy's
+    Float32StorageWarning for float64 tensors that did not come exactly)."""
+    if is_torch_array(obj):
+        return held(obj)
+    if depth < 2 and type(obj) in (tuple, list):
+        moved = [_held(x, depth + 1) for x in obj]
+        if all(m is x for m, x in zip(moved, obj, strict=True)):
+            return obj
+        return type(obj)(moved)
+    return obj
+
+
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False):
-    args = tuple(_move(x, device) for x in args)
-    kwargs = {k: _move(v, device) for k, v in kwargs.items()}
-    if device_impl is not None and (composite or runs_on_device(
-            name, device_kind(device), _working_dtype(args, kwargs))):
-        return device_impl(*args, **kwargs)
-    if device_impl is None:
-        fallback(name, "it has no device implementation", stacklevel=4)
-    result = scipy_func(*(_host(x) for x in args), **{k: _host(v) for k, v in kwargs.items()})
-    return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+    with device_storage(device):
+        args = tuple(_move(x, device) for x in args)
+        kwargs = {k: _move(v, device) for k, v in kwargs.items()}
+        if stores_float32(device):
+            args = tuple(_held(x) for x in args)
+            kwargs = {k: _held(v) for k, v in kwargs.items()}
+        if device_impl is not None and (composite or runs_on_device(
+                name, device_kind(device), _working_dtype(args, kwargs))):
+            return device_impl(*args, **kwargs)
+        if device_impl is None:
+            fallback(name, "it has no device implementation", stacklevel=4)
+        result = scipy_func(*(_host(x) for x in args),
+                            **{k: _host(v) for k, v in kwargs.items()})
+        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
 
 
 def _offload_target():

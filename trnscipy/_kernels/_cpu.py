@@ -8,7 +8,6 @@ import inspect
 import numpy as np
 import torch
 from scipy.sparse import _sparsetools as _st
-from scipy.sparse.linalg import _interface as _si
 
 from trnscipy._dispatch import offloading
 from trnscipy._kernels import register
@@ -168,14 +167,15 @@ def spgemm(A, B):
 # ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
 
 @register("krylov", "cpu")
-def krylov(scipy_solver, device_solver, args, kwargs):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     """Solve with SciPy's own solver on NumPy views of the CPU tensors: SciPy's iterates,
     ``info``, errors and speed (a torch loop pays 3-5 us per vector op at 10^4 unknowns).
 
-    Sparse containers and dense tensors are handed over as SciPy objects sharing their
-    memory; trnscipy LinearOperators and callbacks see torch tensors as on any device.
-    The torch loop (``device_solver``) runs instead when an operand needs autograd or the
-    solver keeps caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
+    Tensors are handed over as NumPy views; trnscipy objects as SciPy objects sharing
+    their memory through ``host_operand`` (the solver layer's: trnscipy LinearOperators
+    and callbacks see torch tensors as on any device).  The torch loop
+    (``device_solver``) runs instead when an operand needs autograd or the solver keeps
+    caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
     """
     try:
         params = inspect.signature(scipy_solver).bind(*args, **kwargs).arguments
@@ -186,41 +186,11 @@ def krylov(scipy_solver, device_solver, args, kwargs):
                    or getattr(getattr(v, "data", None), "requires_grad", False)
                    for v in params.values())):
         return device_solver(*args, **kwargs)
-    from trnscipy.sparse.linalg._isolve.utils import check_x0
-
-    check_x0(params.get("x0"))
-    host = {name: _for_scipy(value) for name, value in params.items()}
+    host = {name: _view(value) if isinstance(value, torch.Tensor) else host_operand(value)
+            for name, value in params.items()}
     callback = params.get("callback")
     if callback is not None and not offloading():
         host["callback"] = lambda xk: callback(
             torch.from_numpy(xk) if isinstance(xk, np.ndarray) else xk)
     x, info = scipy_solver(**host)
     return torch.from_numpy(x), info
-
-
-def _for_scipy(value):
-    """A solver operand as SciPy takes it, sharing memory with CPU tensors."""
-    from trnscipy.sparse.linalg._interface import LinearOperator, MatrixLinearOperator
-
-    if isinstance(value, torch.Tensor):
-        return _view(value)
-    if type(value) is MatrixLinearOperator:
-        return _for_scipy(value.A)
-    if isinstance(value, LinearOperator):
-        return _host_operator(value)
-    if getattr(value, "_trnscipy_device_object", False):
-        return value.to_scipy(copy=False)
-    return value
-
-
-def _host_operator(op):
-    """A SciPy LinearOperator calling the trnscipy operator ``op`` on tensor views."""
-    def on_tensors(method):
-        def apply(v):
-            out = method(torch.from_numpy(np.ascontiguousarray(v)))
-            return _view(out) if isinstance(out, torch.Tensor) else np.asarray(out)
-        return apply
-
-    return _si.LinearOperator(op.shape, matvec=on_tensors(op.matvec),
-                              rmatvec=on_tensors(op.rmatvec), matmat=on_tensors(op.matmat),
-                              rmatmat=on_tensors(op.rmatmat), dtype=op.dtype)

@@ -115,6 +115,6 @@ def spgemm(A, B):
 
 
 @register("krylov", "generic")
-def krylov(scipy_solver, device_solver, args, kwargs):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     """The torch implementation of the solver (XLA graphs, CUDA)."""
     return device_solver(*args, **kwargs)
