@@ -5,12 +5,14 @@ the unevaluated sum ``hi + lo`` with ``|lo| <= ulp(hi)/2``: about 48 significant
 (unit roundoff 2**-48, about 3.6e-15), float32's exponent range (``lo`` loses bits
 below 2**-126: values under about 1e-30 keep less than 48 bits).
 
-Error-free transformations: TwoSum, FastTwoSum, Veltkamp's split and Dekker's TwoProd
-(torch-xla exposes no fused multiply-add; where a compiler contracts a product and a
-sum into an FMA the transformations stay exact, the products of split halves being
-exact).  Sums are pairwise trees of TwoSum over static shapes (zero padding to a power
-of two, no scatter): the error terms are added in float32, which bounds the error of a
-sum of n terms by about u*|s| + n*u**2*sum|x_i| (Ogita-Rump-Oishi's Sum2 in tree form).
+Error-free transformations: TwoSum, FastTwoSum, a bit-mask split and Dekker's TwoProd
+(torch-xla exposes no fused multiply-add).  Every value that enters TwoSum is computed
+exactly (sums of exact products of 12-bit halves), so a compiler that contracts a
+product and a sum into an FMA (XLA CPU does, inside fusions) cannot change it; only the
+low-order error terms see such rounding differences.  Sums are pairwise trees of TwoSum
+over static shapes (zero padding to a power of two, no scatter): the error terms are
+added in float32, which bounds the error of a sum of n terms by about
+u*|s| + n*u**2*sum|x_i| (Ogita-Rump-Oishi's Sum2 in tree form).
 
 Products:
 
@@ -37,7 +39,7 @@ __all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", 
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
-_SPLITTER = 4097.0  # 2**12 + 1: Veltkamp's constant for float32's 24-bit significand
+_HIGH_BITS = -4096  # int32 mask 0xFFFFF000: sign, exponent, top 11 stored significand bits
 
 
 # ---- error-free transformations -------------------------------------------------------
@@ -57,19 +59,27 @@ def fast_two_sum(a, b):
 
 
 def split(a):
-    """Veltkamp: a = hi + lo exactly, hi and lo with 12 significant bits each."""
-    c = _SPLITTER * a
-    hi = c - (c - a)
+    """a = hi + lo exactly, hi and lo with at most 12 significant bits each: hi is ``a``
+    with the low 12 significand bits cleared.  (Veltkamp's ``c - (c - a)``, c = 4097 a,
+    was contracted into an FMA by XLA CPU, which broke the split: measured.)"""
+    hi = (a.view(torch.int32) & _HIGH_BITS).view(torch.float32)
     return hi, a - hi
 
 
 def two_prod(a, b):
-    """p, e with p = fl(a * b) and p + e = a * b exactly (Dekker, no FMA)."""
-    p = a * b
+    """p, e with p ~ fl(a * b) and p + e = a * b to 2**-48 relative, without FMA.
+
+    Dekker's product from the four exact half products, summed error-free.  Not
+    ``p = fl(a*b)`` with Dekker's error formula: XLA fuses elementwise producers into
+    each consumer and contracts a rounded product and a sum into an FMA there, so a
+    rounded ``p`` is not the same value at its uses (measured on XLA CPU: dot products
+    wrong at 1e-9).  Exact products give the same value fused or not.
+    """
     ah, al = split(a)
     bh, bl = split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
+    s, e = two_sum(ah * bh, ah * bl)
+    s, f = two_sum(s, al * bh)
+    return fast_two_sum(s, (e + f) + al * bl)
 
 
 # ---- double-float arithmetic on pairs ---------------------------------------------------
@@ -146,10 +156,9 @@ def tree_sum(hi, lo=None, dim=-1):
         pad = torch.zeros(hi.shape[:-1] + (width - n,), dtype=hi.dtype, device=hi.device)
         hi, lo = torch.cat([hi, pad], -1), torch.cat([lo, pad], -1)
     while hi.shape[-1] > 1:
-        pairs = hi.reshape(hi.shape[:-1] + (-1, 2))
-        lpairs = lo.reshape(lo.shape[:-1] + (-1, 2))
-        s, e = two_sum(pairs[..., 0], pairs[..., 1])
-        hi, lo = s, e + (lpairs[..., 0] + lpairs[..., 1])
+        half = hi.shape[-1] // 2
+        s, e = two_sum(hi[..., :half], hi[..., half:])
+        hi, lo = s, e + (lo[..., :half] + lo[..., half:])
     return fast_two_sum(hi[..., 0], lo[..., 0])
 
 
@@ -321,5 +330,9 @@ def from_host(a, device=None):
 
 
 def to_host_f64(a):
-    """hi + lo as a float64 NumPy array."""
+    """hi + lo as a float64 NumPy array (both parts computed in one graph: read one by one,
+    torch-xla 2.9 can hand the second graph the first's executable, pytorch/xla#8353)."""
+    from trnscipy._kernels import kernel
+
+    kernel("materialize", a[0].device)(list(a))
     return a[0].cpu().numpy().astype(np.float64) + a[1].cpu().numpy().astype(np.float64)

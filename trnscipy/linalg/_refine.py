@@ -8,7 +8,8 @@ A float64 matrix there is held exactly as double-float pairs
   triangular solves for triangular kinds, else the float32 inverse: no LU lowers on
   XLA; a device LU drops in as ``_approx_solver``) and LAPACK DSGESV/DSPOSV-style
   refinement: r = b - A x in double-float, x += S(r), until the correction is below
-  2**-50 of x (at most 30 steps; a LinAlgWarning if that is not reached).
+  2**-48 of x or stops shrinking below 2**-36 of x (at most 30 steps; a LinAlgWarning
+  if that is not reached).
 - ``cholesky``: the float32 factor refined to double-float by two Newton steps,
   L += L0 Phi(L0^-1 (A - L L^T) L0^-T) (Phi: the lower triangle, half diagonal),
   A - L L^T by Ozaki GEMMs.
@@ -27,7 +28,8 @@ from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 
 _MAX_STEPS = 30
-_EPS_DF = 2.0 ** -50
+_EPS_DF = 2.0 ** -48
+_NOISE = 2.0 ** -36
 
 
 def _parts(t):
@@ -64,16 +66,20 @@ def _refine(product, b, approx):
     """x with A x = b to double-float accuracy: ``product(x)`` = A x on pairs, b a 2-D
     pair, ``approx`` a float32 approximate solver.  Returns the pair x."""
     x = (approx(b[0]), torch.zeros_like(b[0]))
+    prev = float("inf")
     for _ in range(_MAX_STEPS):
         r = _df.sub(b, product(x))
         d = approx(r[0])
         x = _df.add_f(x, d)
         # max(), not amax(): torch-xla 2.9's amax() with no dim does not reduce
         dn, xn = _fetch(torch.stack([d.abs().max(), x[0].abs().max()]))
-        if dn <= _EPS_DF * xn:
+        # converged: the correction is at double-float rounding level, or it stopped
+        # shrinking near it (the residual is then rounding noise)
+        if dn <= _EPS_DF * xn or (dn > 0.5 * prev and dn <= _NOISE * xn):
             return x
         if dn != dn or xn != xn:  # NaN
             break
+        prev = dn
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned matrix)", _k._sl.LinAlgWarning,
                   stacklevel=6)
