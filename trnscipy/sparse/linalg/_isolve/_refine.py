@@ -111,7 +111,7 @@ def _is_float64(t):
 
 
 @register("krylov", "neuron")
-def krylov(scipy_solver, device_solver, args, kwargs):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None):
     """float64 systems: refinement around the float32 device solver (module docstring);
     float32 systems: the device solver itself."""
     try:
