@@ -159,3 +159,27 @@ def test_dense_float64(n, emulate_neuron, monkeypatch):
     assert z.dtype == torch.float64
     assert _backward(S, trnscipy.to_host(z), b) <= 10 * n * EPS
     assert np.allclose(trnscipy.to_host(z), sl.solve(S, b), rtol=1e-10)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 340 s at n = 16 here at load 15: the Ozaki GEMM graphs compile
+@pytest.mark.parametrize("n", [16, 256])
+def test_eigh_float64(n, emulate_neuron, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((n, n))
+    S = A @ A.T / n + np.eye(n)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.eigh(S)
+
+    (w, v), ops = _recorded(run)
+    assert ops == []
+    ws = sl.eigvalsh(S)
+    assert np.max(np.abs(w - ws)) <= 10 * n * EPS * np.max(np.abs(ws))
+    assert np.linalg.norm(S @ v - v * w) <= 10 * n * EPS * np.linalg.norm(S)
+    assert np.linalg.norm(v.T @ v - np.eye(n)) <= 10 * n * EPS

@@ -212,23 +212,22 @@ def _slices(a, dim, count, bits):
     return out
 
 
-def gemm(A, B, bits_target=52):
+def gemm(A, B, bits_a=52, bits_b=52):
     """Double-float A @ B (pairs of (m, k) and (k, n) float32 tensors) by Ozaki splitting:
-    every slice product is an exact float32 GEMM, summed in double-float."""
+    every slice product is an exact float32 GEMM, summed in double-float.  ``bits_a``,
+    ``bits_b``: the significant bits to keep of each operand (24 for a float32 one)."""
     k = A[0].shape[-1]
     bits = max(1, (24 - max(1, math.ceil(math.log2(max(k, 2))))) // 2)
-    count = -(-bits_target // bits)
-    sa = _slices(A, -1, count, bits)
-    sb = _slices(B, 0, count, bits)
+    ca, cb = -(-bits_a // bits), -(-bits_b // bits)
+    sa = _slices(A, -1, ca, bits)
+    sb = _slices(B, 0, cb, bits)
     hi = torch.zeros(A[0].shape[:-1] + B[0].shape[-1:], dtype=A[0].dtype, device=A[0].device)
     lo = torch.zeros_like(hi)
-    # sum the products from the smallest up, each exact in float32
-    for total in range(count + 1, 1, -1):
-        for i in range(1, total):
-            j = total - i
-            if i > count or j > count:
-                continue
-            hi, lo = add_f((hi, lo), sa[i - 1] @ sb[j - 1])
+    # the products down to 2**-52 of the result's scale, smallest first, each exact
+    last = max(ca, cb) + 1
+    for total in range(last, 1, -1):
+        for i in range(max(1, total - cb), min(ca, total - 1) + 1):
+            hi, lo = add_f((hi, lo), sa[i - 1] @ sb[total - i - 1])
     return hi, lo
 
 

@@ -169,8 +169,10 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
     X = (X0, torch.zeros_like(X0))
     n = A[0].shape[-1]
     eye = torch.eye(n, dtype=X0.dtype, device=X0.device)
-    for _ in range(3):
+    materialize = kernel("materialize", X0.device)
+    for _ in range(2):  # float32 vectors: about 1e-7 -> 1e-14 -> 1e-16 (quadratic)
         w, X = _ogita_aishima(A, X, eye)
+        materialize([*w, *X])
     w, _ = _ogita_aishima(A, X, eye, vectors=False)
     lo, hi = 0, n
     if subset_by_index is not None:
