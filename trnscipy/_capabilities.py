@@ -55,6 +55,17 @@ _HOST_SUPERLU = frozenset({"scipy.sparse.linalg._dsolve.linsolve.splu",
                            "scipy.sparse.linalg._dsolve.linsolve.spilu",
                            "scipy.sparse.linalg.SuperLU.solve"})
 
+# Operations with a double-float method on Neuron (sparse/linalg/_isolve/_refine.py,
+# linalg/_refine.py): float32 factorizations and solves plus double-float refinement.
+_DOUBLE_FLOAT = frozenset(
+    [f"scipy.sparse.linalg._isolve.iterative.{name}"
+     for name in ("cg", "bicg", "bicgstab", "cgs", "gmres", "qmr")]
+    + ["scipy.sparse.linalg._isolve.minres.minres", "scipy.sparse.linalg._isolve.lgmres.lgmres",
+       "scipy.sparse.linalg._isolve.tfqmr.tfqmr", "scipy.sparse.linalg._isolve._gcrotmk.gcrotmk",
+       "scipy.linalg._basic.solve", "scipy.linalg._decomp_cholesky.cholesky",
+       "scipy.linalg._decomp_cholesky.cho_factor", "scipy.linalg._decomp_cholesky.cho_solve",
+       "scipy.linalg._decomp.eigh", "scipy.linalg._decomp.eigvalsh"])
+
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
     "cuda": Capability("cuda", host_ops=_HOST_SUPERLU),
@@ -64,7 +75,7 @@ CAPABILITIES = {
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
     "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
                          host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU | _COMPLEX_SCHUR,
-                         split_complex128_to_host=True),
+                         double_float_ops=_DOUBLE_FLOAT, split_complex128_to_host=True),
 }
 
 

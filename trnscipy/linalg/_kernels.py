@@ -581,4 +581,4 @@ def norm(a, ord=None, axis=None, keepdims=False):
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)
 
 
-from trnscipy.linalg import _xla_dense  # noqa: E402, F401  (registers the xla kernels)
+from trnscipy.linalg import _refine, _xla_dense  # noqa: E402,F401  (xla and neuron kernels)
