@@ -13,9 +13,12 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     gcrotmk,
     gmres,
     lgmres,
+    lsmr,
+    lsqr,
     minres,
     qmr,
     tfqmr,
 )
+from trnscipy.sparse.linalg._norm import norm  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)
