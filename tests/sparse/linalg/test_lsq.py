@@ -185,9 +185,10 @@ def test_xla_matches_scipy_and_counts(solver, xla_device, short_blocks):
         ref = getattr(spla, solver)(A, b, **kw)
         _check(solver, getattr(tsl, solver)(At, bt, **kw), ref, np.float64)
     ref = getattr(spla, solver)(A, 2 * b)
+    b2 = _to(2 * b, xla_device)  # (an uploaded tensor: a pending 2 * bt is a new graph)
     aten = _aten_fallbacks()
     with xla_counts() as second:
-        got = getattr(tsl, solver)(At, 2 * bt)
+        got = getattr(tsl, solver)(At, b2)
     assert _aten_fallbacks() == aten
     _check(solver, got, ref, np.float64)
     blocks = -(-ref[2] // 5)

@@ -11,7 +11,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.lsqr import LeastSquares, read_floats, sym_ortho
+from trnscipy.sparse.linalg._isolve.lsqr import LeastSquares, read_floats, settle, sym_ortho
 from trnscipy.sparse.linalg._isolve.utils import norm, run, solver_kernel, sync
 
 __all__ = ["lsmr"]
@@ -77,6 +77,7 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
     zero, one = scalar(0.0), scalar(1.0)
     dampt = scalar(damp)
     limit = torch.tensor([maxiter], device=device)
+    eye = torch.eye(22, dtype=system.real).to(device)
     printed = {"count": 0, "lines": None}
 
     def step(state, s, first):
@@ -146,6 +147,11 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
                            (1 + t1 <= 1, 4), (test3 <= ctol, 3), (test2 <= atol, 2),
                            (test1 <= rtol, 1)):
             istop = torch.where(cond, code, istop)
+        (alpha, alphabar, rho, rhobar, cbar, sbar, zetabar, betadd, betad, rhodold, tautildeold,
+         thetatilde, zeta, d, normA2, maxrbar, minrbar, normr, normar, normA, condA,
+         normx) = settle(s, (alpha, alphabar, rho, rhobar, cbar, sbar, zetabar, betadd, betad,
+                             rhodold, tautildeold, thetatilde, zeta, d, normA2, maxrbar,
+                             minrbar.reshape(()), normr, normar, normA, condA, normx), eye)
         out_new = (itn, normr, normar, normA, condA, normx, istop)
         out = tuple(s.keep(a, b) for a, b in zip(out_new, out, strict=True))
         x = s.keep(x_new, x)

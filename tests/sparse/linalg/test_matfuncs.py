@@ -1,0 +1,188 @@
+"""expm_multiply and norm on device data against SciPy by paired execution, on the cpu
+and xla lanes."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import trnscipy
+import trnscipy.sparse.linalg as tsl
+
+torch = pytest.importorskip("torch")
+
+
+def _laplacian(m, dtype=np.float64):
+    """The graph Laplacian of an m x m grid."""
+    T = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(m, m))
+    return sp.csr_array(sp.kron(sp.eye(m), T) + sp.kron(T, sp.eye(m))).astype(dtype)
+
+
+def _host(x):
+    return trnscipy.to_host(x)
+
+
+def _close(got, ref, dtype, scale=1.0):
+    """Equal to rounding; float32 also up to 1e-5 of ``scale`` (the input's size: the Taylor
+    terms cancel far below it)."""
+    got = _host(got)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    single = np.dtype(dtype) not in (np.float64, np.complex128)
+    tol = 2e-5 if single else 1e-12
+    floor = (1e-5 if single else 1e-14) * scale
+    assert np.abs(got - ref).max() <= tol * np.abs(ref).max() + floor
+
+
+# -- expm_multiply --------------------------------------------------------------------------
+
+def _matrices(dtype):
+    A = sp.csr_array(sp.random(20, 20, density=0.2, random_state=0) * 3).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        A = A + 1j * sp.csr_array(sp.random(20, 20, density=0.1, random_state=1))
+    return [-_laplacian(4, dtype), (-6 * _laplacian(4)).astype(dtype), A.astype(dtype)]
+
+
+TIMES = [{}, {"start": 0, "stop": 1, "num": 4}, {"start": 0, "stop": 2, "num": 30},
+         {"start": 0.5, "stop": 3, "num": 7, "endpoint": False}]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_expm_multiply_as_scipy(lane, device, dtype):
+    if lane == "xla" and np.dtype(dtype) != np.float64:
+        pytest.skip("one dtype on the XLA lane (graph compilations dominate)")
+    for A in _matrices(dtype):
+        b = np.linspace(-1, 1, A.shape[0]).astype(dtype)
+        At, bt = trnscipy.to_device(A, device), torch.from_numpy(b).to(device)
+        for kw in TIMES if lane == "cpu" else TIMES[:2]:
+            ref = spla.expm_multiply(A, b, **kw)
+            got = tsl.expm_multiply(At, bt, **kw)
+            assert got.device == bt.device
+            _close(got, ref, dtype)
+    B = np.ones((A.shape[0], 2), dtype=dtype)
+    _close(tsl.expm_multiply(At, torch.from_numpy(B).to(device)), spla.expm_multiply(A, B),
+           dtype)
+
+
+def test_expm_multiply_large_norm_estimates_through_onenormest():
+    """A norm past SciPy's condition 3.13 makes it estimate ||A^p||_1 with onenormest: the
+    routed onenormest, on the host (warned) until trnscipy has a device version."""
+    A = -40 * _laplacian(4)
+    b = np.linspace(-1, 1, 16)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="onenormest"):
+        got = tsl.expm_multiply(trnscipy.to_device(A, "cpu"), torch.from_numpy(b))
+    _close(got, spla.expm_multiply(A, b), np.float64)
+
+
+def test_expm_multiply_dense_and_traceA():
+    A = -_laplacian(3).toarray()
+    b = np.ones(9)
+    At, bt = torch.from_numpy(A), torch.from_numpy(b)
+    _close(tsl.expm_multiply(At, bt), spla.expm_multiply(A, b), np.float64)
+    _close(tsl.expm_multiply(At, bt, traceA=-30.0), spla.expm_multiply(A, b, traceA=-30.0),
+           np.float64)
+
+
+def test_expm_multiply_bad_input_as_scipy():
+    A = -_laplacian(3)
+    At = trnscipy.to_device(A, "cpu")
+    for args_ref, args in (((A, np.ones(8)), (At, torch.ones(8, dtype=torch.float64))),
+                           ((A[:, :8], np.ones(8)), (At[:, :8], torch.ones(8,
+                                                                            dtype=torch.float64))),
+                           ((A, np.ones(9)), (At, torch.ones(9, dtype=torch.float64)))):
+        kw = {"start": 0, "stop": 0, "num": 1} if args_ref[1].shape == (9,) else {}
+        with pytest.raises(ValueError) as ref:
+            spla.expm_multiply(*args_ref, **kw)
+        with pytest.raises(ValueError) as ours:
+            tsl.expm_multiply(*args, **kw)
+        assert str(ours.value) == str(ref.value)
+
+
+@pytest.mark.xla
+def test_xla_strict_graph_laplacian(xla_device, monkeypatch):
+    """The issue's must-show: expm_multiply of a graph Laplacian under TRNSCIPY_STRICT=1 on
+    XLA (heat kernel on a 30 x 30 grid): SciPy's result, no aten CPU fallback, a repeat
+    call compiles nothing."""
+    import torch_xla.debug.metrics as met
+
+    from trnscipy._metrics import xla_counts
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    L = _laplacian(30)
+    b = np.zeros(900)
+    b[450] = 1.0
+    At, bt = trnscipy.to_device(-L, xla_device), torch.from_numpy(b).to(xla_device)
+
+    def aten():
+        return sum(met.counter_value(n) or 0 for n in met.counter_names()
+                   if n.startswith("aten::") and n != "aten::_local_scalar_dense")
+
+    ref = spla.expm_multiply(-L, b)
+    before = aten()
+    with xla_counts() as first:
+        got = tsl.expm_multiply(At, bt)
+    with xla_counts() as second:
+        again = tsl.expm_multiply(At, bt)
+    print(f"\nexpm_multiply 900-node grid Laplacian: first {first}; repeat {second}")
+    assert aten() == before
+    _close(got, ref, np.float64)
+    _close(again, ref, np.float64)
+    assert second.compilations == 0
+    assert first.compilations <= 8 and second.executions <= 12
+
+
+# -- norm -------------------------------------------------------------------------------------
+
+ORDS = [(None, None), ("fro", None), (1, None), (-1, None), (np.inf, None), (-np.inf, None),
+        (None, 0), (None, 1), (1, 0), (-1, 1), (np.inf, 1), (-np.inf, 0), (0, 1), (3, 0),
+        (2, 0), ("fro", (0, 1)), (1, (1, 0)), (np.inf, (-1, 0))]
+
+
+def _sparse(dtype, cls=sp.csr_array):
+    X = sp.random(7, 5, density=0.5, random_state=0) - sp.random(7, 5, density=0.3,
+                                                                  random_state=2)
+    if np.dtype(dtype).kind == "c":
+        X = X + 1j * sp.random(7, 5, density=0.3, random_state=3)
+    return cls(X).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("cls", [sp.csr_array, sp.csc_matrix, sp.coo_array])
+def test_norm_every_ord_as_scipy(lane, device, dtype, cls, monkeypatch):
+    """Every ord and axis SciPy computes without svds, under TRNSCIPY_STRICT=1 (no host
+    work on the device's data)."""
+    if lane == "xla" and (cls is not sp.csr_array or np.dtype(dtype) == np.complex64):
+        pytest.skip("the XLA lane: one format, real and complex128")
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = _sparse(dtype, cls)
+    Ad = trnscipy.to_device(A, device)
+    for ord, axis in ORDS:
+        ref = spla.norm(A, ord, axis)
+        got = tsl.norm(Ad, ord, axis)
+        assert isinstance(got, torch.Tensor) and got.device == Ad.device
+        got = _host(got)
+        assert got.shape == np.shape(ref), (ord, axis)
+        tol = 1e-13 if np.dtype(dtype).itemsize >= 16 or dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(got, ref, rtol=tol, err_msg=f"{ord} {axis}")
+
+
+def test_norm_2_through_svds_warns():
+    """ord=2 is SciPy's svds: the routed svds, on the host until it has a device version."""
+    A = _sparse(np.float64)
+    Ad = trnscipy.to_device(A, "cpu")
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="svds"):
+        got = tsl.norm(Ad, 2)
+    np.testing.assert_allclose(_host(got), spla.norm(A, 2), rtol=1e-12)
+
+
+def test_norm_bad_input_as_scipy():
+    A = _sparse(np.float64)
+    Ad = trnscipy.to_device(A, "cpu")
+    for args in ((3, None), (None, (0, 0)), (None, (0, 2)), (None, 0.5), (None, "x"),
+                 (-2, None), ("nuc", (0, 1)), ("x", 0)):
+        with pytest.raises(Exception) as ref:
+            spla.norm(A, *args)
+        with pytest.raises(type(ref.value)) as ours:
+            tsl.norm(Ad, *args)
+        assert str(ours.value) == str(ref.value), args
+    with pytest.raises(TypeError, match="not sparse"):
+        tsl.norm(torch.ones(3, 3))
