@@ -194,7 +194,7 @@ def test_xla_matches_scipy_and_counts(solver, xla_device, short_blocks):
     blocks = -(-ref[2] // 5)
     print(f"\n{solver} xla: {ref[2]} iterations, repeat solve {second}")
     assert second.compilations == 0
-    assert second.executions <= blocks + 3
+    assert second.executions <= blocks + 4  # setup, its read, blocks, the final read
 
 
 @pytest.mark.xla
@@ -235,5 +235,5 @@ def test_xla_strict_3000x800_as_scipy(xla_device, monkeypatch):
         _check(solver, again, ref, np.float64, rtol=1e-8)
         blocks = -(-ref[2] // 25)
         assert first.compilations <= 4 and second.compilations == 0
-        assert first.executions <= blocks + 3 and second.executions <= blocks + 3
+        assert first.executions <= blocks + 4 and second.executions <= blocks + 4
     assert os.environ["TRNSCIPY_STRICT"] == "1"
