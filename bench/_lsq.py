@@ -10,6 +10,8 @@ from bench._sections import _cut_if, _device_object, _relerr, _require_route, _t
 
 __all__ = ["lsq_cases"]
 
+_TOLS = {"atol": 1e-10, "btol": 1e-10}
+
 
 def _design(m, n, density, seed=0):
     A = sp.random(m, n, density=density, random_state=seed, format="csr") + sp.eye(m, n)
@@ -38,14 +40,13 @@ def _trn_builder(name, A, args, kwargs, device, cfg):
 def lsq_cases(cfg, lanes):
     for m, n, density in cfg.get("lsq", []):
         A, b = _design(m, n, density)
-        kwargs = {"atol": 1e-10, "btol": 1e-10}
         for name in ("lsqr", "lsmr"):
             solver = getattr(spla, name)
-            ref = solver(A, b, **kwargs)
-            builders = {"scipy": lambda s=solver, A=A, b=b: (lambda: s(A, b, **kwargs))}
+            ref = solver(A, b, **_TOLS)
+            builders = {"scipy": lambda s=solver, A=A, b=b: (lambda: s(A, b, **_TOLS))}
             for lane in lanes:
                 if lane.name in ("trn_cpu", "trn_xla", "trn_cuda"):
-                    builders[lane.name] = _trn_builder(name, A, (b,), kwargs, lane.device, cfg)
+                    builders[lane.name] = _trn_builder(name, A, (b,), _TOLS, lane.device, cfg)
             yield Case("lsq", f"{name} {m}x{n}",
                        {"rows": m, "cols": n, "nnz": A.nnz, "dtype": "float64",
                         "iterations": int(ref[2])},

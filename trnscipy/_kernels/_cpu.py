@@ -195,6 +195,8 @@ def krylov(scipy_solver, device_solver, args, kwargs):
         host["callback"] = lambda xk: callback(
             torch.from_numpy(xk) if isinstance(xk, np.ndarray) else xk)
     result = scipy_solver(**host)
+    if not isinstance(result, tuple):
+        return torch.from_numpy(result) if isinstance(result, np.ndarray) else result
     return tuple(torch.from_numpy(r) if isinstance(r, np.ndarray) else r for r in result)
 
 

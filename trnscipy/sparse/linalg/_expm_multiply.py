@@ -1,7 +1,9 @@
 """expm_multiply on device data: SciPy 1.17's Al-Mohy-Higham algorithm, the same parameter
 selection (m*, s) from the same norms, so results match SciPy's to rounding.
 
-The norms that choose (m*, s) are read on the host once per call.  The Taylor loop
+On CPU tensors SciPy's own function runs on zero-copy views (the "krylov" kernel); the
+torch version below serves the other devices.  The norms that choose (m*, s) are read
+on the host once per call.  The Taylor loop
 of a single time point runs as the Krylov solvers do (``utils.run``): the stop test
 ``c1 + c2 <= tol ||F||`` is a device flag, read once per block of terms.  The interval
 cores (``start``/``stop``) keep SciPy's control flow and read the stop test on the
@@ -18,6 +20,7 @@ from scipy.sparse.linalg._expm_multiply import (
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve.utils import solver_kernel
 
 __all__ = ["expm_multiply"]
 
@@ -161,6 +164,7 @@ def _scale(eta, F):
 
 
 @dispatch(_scipy.expm_multiply)
+@solver_kernel(_scipy.expm_multiply)
 def expm_multiply(A, B, start=None, stop=None, num=None, endpoint=None, traceA=None):
     B = _as_tensor(B, A)
     if all(arg is None for arg in (start, stop, num, endpoint)):
