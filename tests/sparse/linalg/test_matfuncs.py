@@ -191,3 +191,45 @@ def test_norm_bad_input_as_scipy():
         assert str(ours.value) == str(ref.value), args
     with pytest.raises(TypeError, match="not sparse"):
         tsl.norm(torch.ones(3, 3))
+
+
+# -- matrix_power, is_sptriangular, spbandwidth -------------------------------------------------
+
+def _structures():
+    return [sp.random(6, 6, density=0.4, random_state=0),
+            sp.triu(sp.random(6, 6, density=0.5, random_state=1)),
+            sp.tril(sp.random(6, 6, density=0.5, random_state=2)),
+            sp.diags_array([1.0, 2.0], offsets=[0, 2], shape=(6, 6)),
+            sp.random(5, 8, density=0.3, random_state=3)]
+
+
+def test_triangular_and_bandwidth_as_scipy(lane, device):
+    formats = ("csr", "csc", "coo", "dia") if lane == "cpu" else ("csr", "coo")
+    for M in _structures():
+        for fmt in formats:
+            A = M.asformat(fmt)
+            Ad = trnscipy.to_device(A, device)
+            assert tsl.is_sptriangular(Ad) == tuple(map(bool, spla.is_sptriangular(A)))
+            assert tsl.spbandwidth(Ad) == tuple(map(int, spla.spbandwidth(A)))
+    empty = sp.csr_array((4, 4))
+    with pytest.raises(ValueError):
+        spla.spbandwidth(empty)
+    with pytest.raises(ValueError):
+        tsl.spbandwidth(trnscipy.to_device(empty, device))
+
+
+def test_matrix_power_as_scipy(lane, device):
+    for cls in (sp.csr_array, sp.csr_matrix):
+        A = cls(sp.random(6, 6, density=0.4, random_state=0))
+        Ad = trnscipy.to_device(A, device)
+        for p in (0, 1, 2, 5) if lane == "cpu" else (0, 3):
+            ref = spla.matrix_power(A, p)
+            got = tsl.matrix_power(Ad, p)
+            assert type(got).__name__ == type(ref).__name__
+            assert got.device == Ad.device
+            np.testing.assert_allclose(_host(got.toarray()), ref.toarray(), rtol=1e-13)
+    for args in ((A, -1), (A, 1.5), (A[:, :5], 2)):
+        with pytest.raises(Exception) as ref:
+            spla.matrix_power(*args)
+        with pytest.raises(type(ref.value), match=str(ref.value)):
+            tsl.matrix_power(trnscipy.to_device(args[0], device), args[1])
