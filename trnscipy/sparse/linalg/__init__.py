@@ -23,5 +23,6 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
 )
 from trnscipy.sparse.linalg._matfuncs import matrix_power  # noqa: F401
 from trnscipy.sparse.linalg._norm import norm  # noqa: F401
+from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)
