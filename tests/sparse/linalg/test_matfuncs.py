@@ -64,18 +64,15 @@ def test_expm_multiply_as_scipy(lane, device, dtype, cpu_loop):
 
 
 def test_expm_multiply_large_norm_estimates_through_onenormest(cpu_loop):
-    """A norm past SciPy's condition 3.13 makes it estimate ||A^p||_1 with onenormest: the
-    torch version calls the routed onenormest, on the host (warned) until trnscipy has a
-    device version; SciPy's own route on CPU tensors needs no warning."""
+    """A norm past SciPy's condition 3.13 makes it estimate ||A^p||_1 with onenormest (the
+    device one in the torch version): seeded alike, the same parameters and result."""
     A = -40 * _laplacian(4)
     b = np.linspace(-1, 1, 16)
-    call = lambda: tsl.expm_multiply(trnscipy.to_device(A, "cpu"), torch.from_numpy(b))  # noqa: E731
-    if cpu_loop == "torch":
-        with pytest.warns(trnscipy.DeviceFallbackWarning, match="onenormest"):
-            got = call()
-    else:
-        got = call()
-    _close(got, spla.expm_multiply(A, b), np.float64)
+    np.random.seed(3)
+    ref = spla.expm_multiply(A, b)
+    np.random.seed(3)
+    got = tsl.expm_multiply(trnscipy.to_device(A, "cpu"), torch.from_numpy(b))
+    _close(got, ref, np.float64)
 
 
 def test_expm_multiply_dense_and_traceA(cpu_loop):
@@ -233,3 +230,50 @@ def test_matrix_power_as_scipy(lane, device):
             spla.matrix_power(*args)
         with pytest.raises(type(ref.value), match=str(ref.value)):
             tsl.matrix_power(trnscipy.to_device(args[0], device), args[1])
+
+
+# -- onenormest -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_onenormest_as_scipy(lane, device, dtype):
+    """SciPy's estimator draws from NumPy's global generator: seeded alike, the estimate,
+    v and w are SciPy's; the estimate is a lower bound of the exact norm (SciPy's tests)."""
+    if lane == "xla" and np.dtype(dtype) != np.float64:
+        pytest.skip("one dtype on the XLA lane")
+    cases = [(40, 2), (40, 1), (40, 3), (5, 6)] if lane == "cpu" else [(40, 2)]
+    for n, t in cases:
+        for seed in range(3 if lane == "cpu" else 1):
+            A = sp.csr_array(sp.random(n, n, density=0.1, random_state=seed)
+                             - sp.random(n, n, density=0.05, random_state=seed + 9))
+            if np.dtype(dtype).kind == "c":
+                A = A + 1j * sp.csr_array(sp.random(n, n, density=0.05, random_state=seed + 5))
+            A = A.astype(dtype)
+            np.random.seed(seed)
+            ref = spla.onenormest(A, t=t, compute_v=True, compute_w=True)
+            np.random.seed(seed)
+            got = tsl.onenormest(trnscipy.to_device(A, device), t=t, compute_v=True,
+                                 compute_w=True)
+            assert all(g.device == device or g.device.type == device.type for g in got)
+            est, v, w = (_host(g) for g in got)
+            rtol = 1e-12 if np.dtype(dtype).itemsize >= 8 and dtype != np.float32 else 1e-5
+            np.testing.assert_allclose(est, ref[0], rtol=rtol)
+            np.testing.assert_array_equal(v, ref[1])
+            np.testing.assert_allclose(w, ref[2], rtol=rtol)
+            assert est <= spla.norm(A, 1) * (1 + rtol)
+    assert tsl.onenormest(trnscipy.to_device(A, device)).shape == ()
+
+
+def test_onenormest_operator_and_bad_input():
+    A = sp.csr_array(sp.random(30, 30, density=0.2, random_state=0))
+    At = trnscipy.to_device(A, "cpu")
+    op = tsl.aslinearoperator(At) ** 2
+    np.random.seed(1)
+    ref = spla.onenormest(spla.aslinearoperator(A) ** 2)
+    np.random.seed(1)
+    np.testing.assert_allclose(_host(tsl.onenormest(op)), ref, rtol=1e-12)
+    for args, kw in (((At[:, :20],), {}), ((At,), {"itmax": 1}), ((At,), {"t": 0})):
+        host = (A[:, :20],) if args[0].shape != A.shape else (A,)
+        with pytest.raises(ValueError) as r:
+            spla.onenormest(*host, **kw)
+        with pytest.raises(ValueError, match=str(r.value)):
+            tsl.onenormest(*args, **kw)
