@@ -277,3 +277,26 @@ def test_onenormest_operator_and_bad_input():
             spla.onenormest(*host, **kw)
         with pytest.raises(ValueError, match=str(r.value)):
             tsl.onenormest(*args, **kw)
+
+
+# -- inv ----------------------------------------------------------------------------------------
+
+@pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
+def test_inv_through_routed_spsolve():
+    """SciPy's spsolve(A, I) through trnscipy's routed spsolve: on the host, warned, while
+    spsolve has no device version (a device spsolve drops in)."""
+    import warnings
+
+    for cls in (sp.csc_array, sp.csr_matrix):
+        A = cls(sp.random(6, 6, density=0.4, random_state=0) + 3 * sp.eye(6))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", trnscipy.DeviceFallbackWarning)
+            got = tsl.inv(trnscipy.to_device(A, "cpu"))
+        warned = any("spsolve" in str(w.message) for w in caught
+                     if issubclass(w.category, trnscipy.DeviceFallbackWarning))
+        assert warned == (tsl.spsolve._trnscipy_route == "host")
+        ref = spla.inv(A)
+        assert type(got).__name__ == type(ref).__name__ and got.device.type == "cpu"
+        np.testing.assert_allclose(_host(got).toarray(), ref.toarray(), rtol=1e-13)
+    with pytest.raises(TypeError, match="Input must be a sparse arrays"):
+        tsl.inv(torch.eye(3))

@@ -1,11 +1,16 @@
-"""matrix_power of device sparse containers (SciPy 1.17's repeated squaring with the
-containers' own sparse products)."""
+"""matrix_power and inv of device sparse containers (SciPy 1.17's algorithms).
+
+matrix_power: repeated squaring with the containers' own sparse products.  inv: SciPy's
+spsolve(A, I) through the public routed ``trnscipy.sparse.linalg.spsolve``, so a device
+sparse direct solver drops in; until trnscipy has one, that solve runs on the host
+(DeviceFallbackWarning).
+"""
 
 import scipy.sparse.linalg as _spla
 
 from trnscipy._dispatch import dispatch
 
-__all__ = ["matrix_power"]
+__all__ = ["inv", "matrix_power"]
 
 
 def _isintlike(x):
@@ -34,3 +39,14 @@ def matrix_power(A, power):
     if power % 2:
         return A @ tmp @ tmp
     return tmp @ tmp
+
+
+@dispatch(_spla.inv, composite=True)
+def inv(A):
+    if not (getattr(A, "_trnscipy_device_object", False) and hasattr(A, "tocsr")):
+        raise TypeError("Input must be a sparse arrays")
+    from trnscipy.sparse import eye
+    from trnscipy.sparse.linalg import spsolve
+
+    I = eye(A.shape[0], A.shape[1], dtype=A.dtype, format=A.format, device=A.device)  # noqa: E741
+    return spsolve(A, I)
