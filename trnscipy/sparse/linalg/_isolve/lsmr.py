@@ -11,8 +11,14 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.lsqr import LeastSquares, read_floats, settle, sym_ortho
-from trnscipy.sparse.linalg._isolve.utils import norm, run, solver_kernel, sync
+from trnscipy.sparse.linalg._isolve.lsqr import (
+    LeastSquares,
+    block_length,
+    read_floats,
+    settle,
+    sym_ortho,
+)
+from trnscipy.sparse.linalg._isolve.utils import run, solver_kernel, sync
 
 __all__ = ["lsmr"]
 
@@ -34,7 +40,7 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
     device = find_device((A, b, x0))
     system = LeastSquares(A, b, x0, device)
     m, n = system.m, system.n
-    matvec, rmatvec, scalar = system.matvec, system.rmatvec, system.scalar
+    matvec, rmatvec, scalar, snorm = system.matvec, system.rmatvec, system.scalar, system.norm
     maxiter = min(m, n) if maxiter is None else int(maxiter)
     ctol = 1 / conlim if conlim > 0 else 0
     if show:
@@ -46,17 +52,17 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
         print(f"btol = {btol:8.2e}             maxiter = {maxiter:8g}\n")
 
     bvec = system.b
-    normb = norm(bvec)
+    normb = snorm(bvec)
     if system.x0 is None:
         x = torch.zeros(n, dtype=system.dtype, device=device)
         u, beta = bvec, normb
     else:
         x = system.x0.clone()
         u = bvec - matvec(x)
-        beta = norm(u)
+        beta = snorm(u)
     u = u * (1 / beta)
     v = rmatvec(u)
-    alpha = norm(v)
+    alpha = snorm(v)
     v = v * (1 / alpha)
     sync(device)
     beta_h, alpha_h, normb_h = read_floats(beta, alpha, normb)
@@ -86,14 +92,14 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
          out) = state
         itn = itn + 1
         u = matvec(v) - alpha * u
-        beta = norm(u)
+        beta = snorm(u)
         pos = beta > 0
         # (scalar guards only: a torch.where on carried vectors is copied into every later
         # kernel of the block on XLA; beta = 0 ends the solve at this iteration, and the
         # alpha and v it leaves differ from SciPy's only where they no longer reach a result)
         u = u * torch.where(pos, 1 / beta, 1)
         v = rmatvec(u) - beta * v
-        alpha = norm(v)
+        alpha = snorm(v)
         v = v * torch.where(alpha > 0, 1 / alpha, 1)
 
         chat, shat, alphahat = sym_ortho(alphabar, dampt)
@@ -134,7 +140,7 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
         condA = torch.maximum(maxrbar, rhotemp) / torch.minimum(minrbar, rhotemp)
 
         normar = zetabar.abs()
-        normx = norm(x_new)
+        normx = snorm(x_new)
         test1 = normr / normb
         denom = normA * normr
         test2 = torch.where(denom != 0, normar / torch.where(denom != 0, denom, one),
@@ -168,7 +174,7 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
     state = (x, u, v, v.clone(), torch.zeros_like(v), itn0, alpha, alpha.clone(), one, one, one,
              zero, alpha * beta, beta.clone(), zero, one, zero, zero, zero, zero, alpha * alpha,
              zero, scalar(1e100), out)
-    state, _ = run(step, state, maxiter, device, block=1 if show else None, peel=False)
+    state, _ = run(step, state, maxiter, device, block=block_length(show), peel=False)
     x, out = state[0], state[-1]
     istop, itn, normr, normar, normA, condA, normx = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)

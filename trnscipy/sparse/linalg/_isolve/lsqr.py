@@ -30,6 +30,17 @@ from trnscipy.sparse.linalg._isolve.utils import (
 
 __all__ = ["lsqr"]
 
+# Iterations per host read of the stop flag on graph devices.  Shorter than the Krylov
+# solvers' 25: an lsqr/lsmr block's compile time grows with its length (measured: 45 s
+# for 10, 116 s for 25 on the loaded 2-core machine), and on Trainium a compile costs
+# seconds where an extra execution costs milliseconds.
+BLOCK = 10
+
+
+def block_length(show):
+    """Iterations per host read: 1 with ``show`` (SciPy's per-iteration table)."""
+    return 1 if show else BLOCK
+
 _EPS = float(np.finfo(np.float64).eps)  # SciPy's module constant, whatever the dtype
 
 _MSG = ("The exact solution is  x = 0                              ",
@@ -61,14 +72,21 @@ class LeastSquares:
             x0 = torch.atleast_1d(torch.as_tensor(x0, device=device))
             char = _coerce(char, _torch_to_char(x0.dtype))
         self.dtype = to_torch_dtype(np.dtype(char))
-        self.real = self.dtype.to_real() if self.dtype.is_complex else self.dtype
+        self.float64 = capability(device_kind(device)).float64
+        # the scalar recurrences in float64 where the device has it (SciPy's scalars are
+        # Python floats for float32 data too); the vectors in the operands' precision
+        self.real = torch.float64 if self.float64 else (
+            self.dtype.to_real() if self.dtype.is_complex else self.dtype)
         self.b = b.to(self.dtype)
         self.x0_dtype = None if x0 is None else x0.dtype
         self.x0 = None if x0 is None else x0.to(self.dtype)
         self.device = device
         self.matvec = _fast_matvec(op, self.dtype)
         self.rmatvec = _fast_matvec(op.H, self.dtype)
-        self.float64 = capability(device_kind(device)).float64
+
+    def norm(self, x):
+        """||x|| in the scalar dtype."""
+        return norm(x).to(self.real)
 
     def scalar(self, value):
         return torch.tensor(value, dtype=self.real, device=self.device)
@@ -132,7 +150,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     device = find_device((A, b, x0))
     system = LeastSquares(A, b, x0, device)
     m, n = system.m, system.n
-    matvec, rmatvec, scalar = system.matvec, system.rmatvec, system.scalar
+    matvec, rmatvec, scalar, snorm = system.matvec, system.rmatvec, system.scalar, system.norm
     iter_lim = 2 * n if iter_lim is None else int(iter_lim)
     dampsq = damp ** 2
     ctol = 1 / conlim if conlim > 0 else 0
@@ -145,19 +163,21 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
         print(f"btol = {btol:8.2e}               iter_lim = {iter_lim:8g}")
 
     bvec = system.b
-    bnorm = norm(bvec)
+    bnorm = snorm(bvec)
     if system.x0 is None:
         x = torch.zeros(n, dtype=system.dtype, device=device)
         u, beta = bvec, bnorm
     else:
         x = system.x0
         u = bvec - matvec(x)
-        beta = norm(u)
+        beta = snorm(u)
     u = u * (1 / beta)
     v = rmatvec(u)
-    alfa = norm(v)
+    alfa = snorm(v)
     v = v * (1 / alfa)
     var = torch.zeros(n, dtype=system.dtype if calc_var else system.real, device=device)
+    if calc_var and not system.dtype.is_complex:
+        var = var.to(system.real)
     sync(device)
     beta_h, alfa_h = read_floats(beta, alfa)
     if not beta_h > 0:
@@ -183,7 +203,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
          out) = state
         itn = itn + 1
         u = matvec(v) - alfa * u
-        beta = norm(u)
+        beta = snorm(u)
         pos = beta > 0
         # (scalar guards only: a torch.where on carried vectors is copied into every later
         # kernel of the block on XLA; beta = 0 ends the solve at this iteration, and the
@@ -191,7 +211,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
         u = u * torch.where(pos, 1 / beta, 1)
         anorm = torch.where(pos, torch.sqrt(anorm ** 2 + alfa ** 2 + beta ** 2 + dampsq), anorm)
         v = rmatvec(u) - beta * v
-        alfa = norm(v)
+        alfa = snorm(v)
         v = v * torch.where(alfa > 0, 1 / alfa, 1)
         if damp > 0:
             rhobar1 = torch.sqrt(rhobar ** 2 + dampsq)
@@ -208,7 +228,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
         dk = (1 / rho) * w
         x_new = x + (phi / rho) * w
         w = v + (-theta / rho) * w
-        ddnorm = ddnorm + norm(dk) ** 2
+        ddnorm = ddnorm + snorm(dk) ** 2
         if calc_var:
             var = s.keep(var + dk ** 2, var)
         delta = sn2 * rho
@@ -258,7 +278,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     out = (itn0, beta, beta, zero, zero, alfa * beta, zero, itn0)
     state = (x, u, v, v.clone(), var, itn0, alfa, alfa.clone(), beta.clone(), zero, zero, zero,
              zero, zero, scalar(-1.0), zero, out)
-    state, _ = run(step, state, iter_lim, device, block=1 if show else None, peel=False)
+    state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=False)
     x, var, out = state[0], state[4], state[-1]
     istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)
