@@ -140,9 +140,11 @@ def _simple_core(problem, B, t, m_star, s):
     def step(state, st, first):
         B, F, c1, j = state
         coeff = (t / float(s)) / (j + 1).to(rdtype)
-        B = coeff.to(B.dtype) * dot(B)
+        # B, not F, is masked after the stop (B = 0 leaves F as it is): a torch.where on
+        # F, which every step's norm reads, would be copied into each later kernel on XLA
+        B = st.keep(coeff.to(B.dtype) * dot(B), torch.zeros_like(B))
         c2 = _inf_norm(B)
-        F = st.keep(F + B, F)
+        F = F + B
         st.stop_if(c1 + c2 <= _TOL * _inf_norm(F), 0)
         return B, F, c2, j + 1
 
