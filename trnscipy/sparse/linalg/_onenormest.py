@@ -23,8 +23,16 @@ def _operator(A, device):
     return _device_operator(A, device)
 
 
+def _real(device):
+    """SciPy's float64 for the probe vectors, float32 where the device has no float64."""
+    from trnscipy._capabilities import capability
+    from trnscipy._device import device_kind
+
+    return torch.float64 if capability(device_kind(device)).float64 else torch.float32
+
+
 def _elementary(n, i, device):
-    v = torch.zeros(n, dtype=torch.float64, device=device)
+    v = torch.zeros(n, dtype=_real(device), device=device)
     v[i] = 1
     return v
 
@@ -66,7 +74,7 @@ def _core(A, t, itmax):
         raise ValueError("t should be smaller than the order of A")
     AH = A.H
     device = A.device
-    X = torch.ones((n, t), dtype=torch.float64, device=device)
+    X = torch.ones((n, t), dtype=_real(device), device=device)
     if t > 1:
         for i in range(1, t):
             X[:, i] = _random_signs(n, device, X.dtype)
@@ -75,7 +83,7 @@ def _core(A, t, itmax):
     X = X / float(n)
     ind_hist = np.zeros(0, dtype=np.intp)
     est_old = 0
-    S = torch.zeros((n, t), dtype=torch.float64, device=device)
+    S = torch.zeros((n, t), dtype=_real(device), device=device)
     k = 1
     ind = None
     w = ind_best = est_old_t = None
@@ -115,7 +123,7 @@ def _core(A, t, itmax):
                 break
             seen = np.isin(ind, ind_hist)
             ind = np.concatenate((ind[~seen], ind[seen]))
-        X = torch.zeros((n, t), dtype=torch.float64, device=device)
+        X = torch.zeros((n, t), dtype=_real(device), device=device)
         X[torch.as_tensor(ind[:t].copy()).to(device), torch.arange(t, device=device)] = 1
         new_ind = ind[:t][~np.isin(ind[:t], ind_hist)]
         ind_hist = np.concatenate((ind_hist, new_ind))
@@ -131,7 +139,7 @@ def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
         raise ValueError("expected the operator to act like a square matrix")
     n = A.shape[1]
     if t >= n:
-        E = A.matmat(torch.eye(n, dtype=torch.float64, device=device))
+        E = A.matmat(torch.eye(n, dtype=_real(device), device=device))
         col_abs_sums = E.abs().sum(dim=0)
         j = int(torch.argmax(col_abs_sums))
         est, v, w = col_abs_sums[j], _elementary(n, j, device), E[:, j]
