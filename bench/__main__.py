@@ -84,6 +84,9 @@ CUTS = {
 
 LANE_WHERE = {
     "scipy": "SciPy on NumPy arrays / SciPy sparse, this machine's CPU.",
+    "jax": "JAX on its XLA CPU backend (the backend the XLA lane compiles for): "
+           "jax.scipy.sparse.linalg.cg on a BCOO matrix, the whole solve under one jax.jit; "
+           "float32 cg rows only (JAX's default precision).",
     "torch": "hand-written torch on CPU tensors: torch.sparse_csr_tensor / "
              "sparse_bsr_tensor @ dense (int32 indices) for products, torch.linalg for "
              "dense; no torch solver exists for cg/gmres.",
@@ -219,6 +222,7 @@ def main(argv=None):
     from bench import _lsq, _sections
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
+    from bench._plots import write_plots
     from bench._report import markdown
 
     profile_name = "smoke" if args.smoke else "full"
@@ -244,6 +248,8 @@ def main(argv=None):
         "loadavg_start": os.getloadavg()[0],
         "load_note": os.environ.get("BENCH_LOAD_NOTE", ""),
     }
+    if not any(lane.name == "jax" for lane in lanes):
+        meta["jax"] = "jax is not installed: the JAX lane (cg against JAX) is skipped"
     if args.cuda and not any(lane.name == "trn_cuda" for lane in lanes):
         meta["cuda"] = "requested, but torch.cuda is not available here: no CUDA lanes"
     results = {"meta": meta, "model": MODEL, "cut": CUTS[profile_name], "sections": {}}
@@ -280,6 +286,9 @@ def main(argv=None):
 
     results["elapsed_s"] = time.perf_counter() - started
     meta["loadavg_end"] = os.getloadavg()[0]
+    md_dir = Path(args.md).parent
+    results["plots"] = {kind: str(path.relative_to(md_dir))
+                        for kind, path in write_plots(results, md_dir / "img").items()}
     text = markdown(results)
     for path, content in ((args.md, text + "\n"),
                           (args.json, json.dumps(results, indent=1, default=str) + "\n")):

@@ -68,6 +68,13 @@ def lanes_for(with_xla=True, with_cuda=False):
             lanes.append(Lane("trn_xla", "trnscipy XLA (PJRT CPU)", torch_xla.device(), xla=True))
         except ImportError:
             pass
+    if with_xla:
+        try:
+            import jax  # noqa: F401
+
+            lanes.append(Lane("jax", "JAX (XLA CPU)"))
+        except ImportError:
+            pass
     if with_cuda and torch.cuda.is_available():
         cuda = torch.device("cuda")
         lanes += [Lane("torch_cuda", "torch CUDA (hand-written)", cuda),

@@ -209,6 +209,11 @@ def _targets(sections):
     return checks
 
 
+_PLOT_TITLES = {"ratio": "time ratio to SciPy per workload and lane",
+                "gbps": "effective GB/s against the copy roofline",
+                "xla": "XLA graph executions per solve"}
+
+
 def markdown(results):
     meta = results["meta"]
     lanes = {lane["name"]: lane["label"] for lane in meta["lanes"] if lane["name"] != "trn_host"}
@@ -246,6 +251,14 @@ def markdown(results):
             "host (DeviceFallbackWarning is an error in the bench): never timed as if it ran "
             "on the device. cut = left out for time; wrong = result differs from SciPy "
             "(not timed). Reasons in the notes at the end.", ""]
+    plots = results.get("plots")
+    if plots is not None:
+        out += ["## Plots", ""]
+        out += ([f"![{title}]({plots[kind]})" for kind, title in _PLOT_TITLES.items()
+                 if kind in plots] if plots else
+                ["Not drawn: matplotlib is not installed (`pip install matplotlib`, or "
+                 "`python -m bench._plots bench/results.json docs` after a run)."])
+        out.append("")
     copy = results.get("copy_bandwidth")
     if copy:
         out += ["## Copy bandwidth", "",

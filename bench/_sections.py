@@ -279,11 +279,34 @@ def solver_cases(cfg, lanes):
                                                           kwargs, cfg)
         if any(lane.name == "cupy" for lane in lanes):
             builders["cupy"] = _cupy_solver_builder(name, A, b, kwargs)
+        if name == "cg" and A.dtype == np.float32 and any(lane.name == "jax" for lane in lanes):
+            builders["jax"] = _jax_cg_builder(A, b, kwargs)
         yield Case("solvers", workload,
                    {"unknowns": A.shape[0], "dtype": str(A.dtype), "rtol": cfg["rtol"],
                     "maxiter": maxiter, "iterations": iterations},
                    builders, check=check, tol=10.0, describe=describe,
                    bytes_moved=iterations * _solver_traffic(name, A, restart))
+
+
+def _jax_cg_builder(A, b, kwargs):
+    """jax.scipy.sparse.linalg.cg with a BCOO matrix, one jit for the whole solve (its
+    stop test is SciPy's: ||r|| <= max(rtol ||b||, atol))."""
+    def build():
+        import jax
+        import jax.experimental.sparse as jsp
+        import jax.scipy.sparse.linalg as jspla
+
+        Aj, bj = jsp.BCOO.from_scipy_sparse(A), jax.numpy.asarray(b)
+        kw = {"tol": kwargs["rtol"], "maxiter": kwargs.get("maxiter") or 10 * A.shape[0]}
+        solve = jax.jit(lambda rhs: jspla.cg(lambda v: Aj @ v, rhs, **kw)[0])
+
+        def run():
+            x = solve(bj).block_until_ready()
+            return np.asarray(x), 0
+
+        return run
+
+    return build
 
 
 def _cupy_solver_builder(name, A, b, kwargs):

@@ -42,6 +42,10 @@ def main(argv=None):
         totals = results.totals(lane)
         print(f"{lane:11s} {results.seconds[lane]:6.1f} s  "
               + "  ".join(f"{s}={n}" for s, n in sorted(totals.items())))
+    if "xla-neuron" in results.lanes:
+        print(f"float64 cases conforming on the xla-neuron device (data movement or "
+              f"double-float methods): "
+              f"{len(results.float64_on_device('xla-neuron'))} names")
     if opts.write:
         command = "python -m conformance --write" + (
             f" --profile {opts.profile}" if opts.profile != "fast" else "") + (

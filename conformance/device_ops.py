@@ -19,29 +19,13 @@ Python callable) are the user's own computation, not trnscipy's: a case wraps th
 import contextlib
 import functools
 
+from trnscipy._double_float import MOVEMENT as _MOVEMENT
+
 __all__ = ["DeviceArithmetic", "user_code", "MOVEMENT"]
 
-# torch functions and Tensor methods (by name) that only move stored values
-MOVEMENT = frozenset({
-    # views, reshapes and properties (shape, dtype, real, imag, T, mT ...)
-    "__get__", "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "permute",
-    "t", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow",
-    "select", "split", "chunk", "unbind", "diagonal", "movedim", "contiguous", "detach",
-    "unfold", "as_strided", "broadcast_to", "broadcast_tensors", "conj", "flip", "roll",
-    "atleast_1d", "atleast_2d", "atleast_3d",
-    # copies, concatenation, gathers and scatters by index, selection by a given mask
-    "clone", "copy_", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
-    "__getitem__", "__setitem__", "index_select", "gather", "take", "masked_select", "where",
-    "masked_fill", "masked_fill_", "index_copy", "index_copy_", "index_fill", "index_fill_",
-    "scatter", "scatter_", "index_put", "index_put_", "repeat", "tile", "repeat_interleave",
-    # fills and allocation
-    "fill_", "zero_", "empty", "empty_like", "new_empty", "zeros", "zeros_like", "new_zeros",
-    "full", "full_like", "new_full", "ones", "ones_like", "new_ones",
-    # transfers, same-dtype conversions (see _is_movement) and metadata
-    "to", "cpu", "numpy", "item", "tolist", "dim", "size", "numel", "nelement", "stride",
-    "element_size", "is_complex", "is_floating_point", "is_conj", "is_neg", "is_contiguous",
-    "storage_offset", "data_ptr", "__len__", "__repr__", "__format__", "requires_grad_",
-})
+# torch functions and Tensor methods (by name) that only move stored values: trnscipy's
+# own list, which DoubleFloatTensor's low parts follow too
+MOVEMENT = _MOVEMENT | {"as_subclass"}
 
 _USER_DEPTH = [0]
 
@@ -75,9 +59,17 @@ def _is_movement(func, args, kwargs, tensors_in, out):
         return not kwargs.get("accumulate", args[3] if len(args) > 3 else False)
     if name in ("scatter", "scatter_"):
         return "reduce" not in kwargs and len(args) < 5
-    if name == "to":  # a transfer, not a cast
-        return all(t.dtype == tensors_in[0].dtype for t in _tensors(out))
+    if name == "to":  # a transfer, not a cast; between float32 and float64 (complex64 and
+        # complex128) a relabelling on a device that holds float64 as float32
+        return all(_same_storage(t.dtype, tensors_in[0].dtype) for t in _tensors(out))
     return True
+
+
+def _same_storage(a, b):
+    import torch
+
+    held = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+    return held.get(a, a) == held.get(b, b)
 
 
 class DeviceArithmetic(contextlib.AbstractContextManager):

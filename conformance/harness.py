@@ -64,7 +64,7 @@ def _route(case):
 
 def run_case(case, lane):
     """Run ``case`` through SciPy and through trnscipy on ``lane``; an Outcome."""
-    from trnscipy import DeviceFallbackWarning, DeviceUnsupportedError
+    from trnscipy import DeviceFallbackWarning, DeviceUnsupportedError, Float32StorageWarning
 
     dtype = "" if case.dtype is None else np.dtype(case.dtype).name
     args, kwargs = case.inputs()
@@ -112,9 +112,14 @@ def run_case(case, lane):
             return Outcome(case.id, "host", "DeviceUnsupportedError (strict mode)", dtype)
         except Exception as exc:
             act_err = exc
-    result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
-                    any(issubclass(w.category, DeviceFallbackWarning) for w in caught),
-                    getattr(arithmetic, "ops", ()))
+    with lane.context():  # results read back as the lane's device holds them
+        result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
+                        any(issubclass(w.category, DeviceFallbackWarning) for w in caught),
+                        getattr(arithmetic, "ops", ()))
+    if result.status == "conforms" and any(issubclass(w.category, Float32StorageWarning)
+                                           for w in caught):
+        result = Outcome(case.id, "differs", "computed from float64 data held as float32 "
+                         "(Float32StorageWarning)", dtype)
     if counts is not None:
         result.compilations, result.executions = counts.compilations, counts.executions
     return result

@@ -87,6 +87,10 @@ class Lane:
         with contextlib.ExitStack() as stack:
             for k, v in self.env.items():
                 stack.enter_context(_env(k, v))
+            if self.device_name == "xla" and not self.host_results:
+                from trnscipy._transfer import device_storage
+
+                stack.enter_context(device_storage(self.device))  # float64 held as float32
             if self.host_results:
                 import trnscipy
 

@@ -36,9 +36,18 @@ class Results:
     outcomes: dict  # lane -> {case id: Outcome}
     seconds: dict  # lane -> seconds
     cases_per_name: dict = field(default_factory=dict)
+    case_ids: dict = field(default_factory=dict)  # name -> case ids
 
     def totals(self, lane):
         return Counter(self.status[name][lane][0] for name in self.status)
+
+    def float64_on_device(self, lane):
+        """Public names with a float64 case that ran on ``lane``'s device and matched SciPy
+        (on xla-neuron: a float64-accurate method with float32 arithmetic only)."""
+        ids = {case for name, cases in self.case_ids.items() for case in cases}
+        done = {case for case, o in self.outcomes.get(lane, {}).items()
+                if o.status == "conforms" and o.dtype == "float64" and case in ids}
+        return sorted(name for name, cases in self.case_ids.items() if done & set(cases))
 
 
 def _route(module, attr):
@@ -68,7 +77,7 @@ def run(profile="fast", lanes=None, progress=None):
         for name in names
     }
     return Results(profile, [lane.name for lane in lane_objs], routes, status, outcomes,
-                   seconds, {n: len(c) for n, c in by_name.items()})
+                   seconds, {n: len(c) for n, c in by_name.items()}, dict(by_name))
 
 
 def _git(*args):
@@ -235,6 +244,13 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
     for lane in lanes:
         t = results.totals(lane)
         lines.append(f"| {lane} | " + " | ".join(str(t.get(s, 0)) for s in STATUSES) + " |")
+    if "xla-neuron" in lanes:
+        names = results.float64_on_device("xla-neuron")
+        lines += ["", f"float64 on the xla-neuron device (float32 storage of float64 "
+                  f"emulated): names with a float64 case that ran there with no host fallback "
+                  f"(data movement, or a double-float method) and matched SciPy: "
+                  f"{len(names)} names" + (": " + ", ".join(f"`{n}`" for n in names)
+                                          if names else "")]
     lines += ["", "## Legend", "", _LEGEND]
     details = []
     for module in ("sparse", "sparse.linalg", "linalg"):

@@ -58,8 +58,17 @@ def xla_device():
 
 @pytest.fixture
 def emulate_neuron(monkeypatch):
-    """Make the XLA lane obey Neuron's limits (no float64, no complex)."""
+    """Make the XLA lane obey Neuron's limits (no float64, no complex) and hold float64
+    values as float32 as a NeuronCore does (for everything the test runs on XLA)."""
     monkeypatch.setenv("TRNSCIPY_EMULATE", "neuron")
+    if HAVE_XLA:
+        import trnscipy
+        from trnscipy._transfer import device_storage
+
+        with device_storage(trnscipy.resolve_device("xla")):
+            yield
+    else:
+        yield
 
 
 def pytest_report_header(config):

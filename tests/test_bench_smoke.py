@@ -75,3 +75,19 @@ def test_markdown_names_machine_lanes_and_sections(smoke):
         assert title in md
     for lane in results["meta"]["lanes"]:
         assert lane["label"] in md
+
+
+def test_plots_are_written_and_linked(smoke, tmp_path):
+    """The smoke run draws the PNGs next to its Markdown and links them; the same code
+    redraws them from a saved results.json."""
+    pytest.importorskip("matplotlib")
+    from bench._plots import PLOT_FILES, write_plots
+
+    results, md = smoke
+    assert set(results["plots"]) == set(PLOT_FILES)
+    for rel in results["plots"].values():
+        assert f"]({rel})" in md
+    written = write_plots(json.loads(json.dumps(results)), tmp_path)
+    assert set(written) == set(PLOT_FILES)
+    for path in written.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

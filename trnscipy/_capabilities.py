@@ -8,6 +8,8 @@ measured (see docs/design.md), not guessed.
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trnscipy._errors import fallback
 
 __all__ = ["Capability", "CAPABILITIES", "capability", "runs_on_device"]
@@ -25,18 +27,26 @@ class Capability:
     # reading a device scalar on the host costs no graph execution or stream sync
     # (solvers then test convergence every iteration and update in place)
     host_reads_free: bool = False
+    # operations with a float64-accurate method in double-float arithmetic (float32
+    # operations only) where the device has no float64: they run on the device with
+    # float64 data (the kernels registered for the kind do the double-float work)
+    double_float_ops: frozenset = field(default_factory=frozenset)
     # device->host copies of complex128 lose the imaginary part (torch-xla 2.9,
     # measured): copy the real and imaginary parts separately
     split_complex128_to_host: bool = False
 
 
 # scipy.linalg functions whose torch ops do not lower to XLA HLO (torch-xla 2.9,
-# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_lu_factor_ex,
-# linalg_lu, linalg_lu_solve, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp run on
-# the host through torch-xla's silent CPU fallback; sqrtm has no torch op at all).
+# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_eig runs on the
+# host through torch-xla's silent CPU fallback).  lu*, qr, expm:
+# trnscipy/linalg/_xla_dense.py, from ops that lower (linalg_lu*, linalg_qr, geqrf,
+# linalg_matrix_exp do not).
 _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
-    "_decomp_lu.lu", "_decomp_lu.lu_factor", "_decomp_lu.lu_solve", "_decomp_qr.qr",
-    "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
+    "_decomp.eig", "_decomp.eigvals"))
+
+# Complex Schur routes (sqrtm, logm, funm, solve_sylvester): complex arithmetic.
+_COMPLEX_SCHUR = frozenset(f"scipy.linalg.{name}" for name in (
+    "_matfuncs.sqrtm", "_matfuncs.logm", "_matfuncs.funm", "_solvers.solve_sylvester"))
 
 # Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
 # LU on any device.  The CPU kind runs SuperLU where its data is, in host memory;
@@ -47,17 +57,18 @@ _HOST_SUPERLU = frozenset({"scipy.sparse.linalg._dsolve.linsolve.splu",
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
-    # sqrtm: no torch op (SciPy serves only CPU tensors, on zero-copy views).
-    "cuda": Capability("cuda", host_ops=frozenset({"scipy.linalg._matfuncs.sqrtm"})
-                       | _HOST_SUPERLU),
+    "cuda": Capability("cuda", host_ops=_HOST_SUPERLU),
     # torch-xla (PJRT CPU here): no torch sparse layouts.
     "xla": Capability("xla", sparse_layouts=False, host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU,
                       split_complex128_to_host=True),
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
     "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
-                         host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU,
+                         host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU | _COMPLEX_SCHUR,
                          split_complex128_to_host=True),
 }
+
+
+_FLOAT64 = np.dtype(np.float64)
 
 
 def capability(kind):
@@ -87,7 +98,7 @@ def runs_on_device(op, kind, dtype=None):
         fallback(op, f"no {kind} implementation", stacklevel=4)
         return False
     problem = _dtype_problem(cap, dtype)
-    if problem is not None:
+    if problem is not None and not (op in cap.double_float_ops and dtype == _FLOAT64):
         fallback(op, problem, stacklevel=4)
         return False
     return True

@@ -11,7 +11,8 @@ import sys
 
 from trnscipy._torch import torch, torch_xla_available
 
-__all__ = ["resolve_device", "default_device", "device_kind", "VALID_DEVICES"]
+__all__ = ["resolve_device", "default_device", "device_kind", "emulating_neuron",
+           "VALID_DEVICES"]
 
 VALID_DEVICES = ("cpu", "cuda", "cuda:<i>", "xla", "xla:<i>", "a torch.device")
 
@@ -68,7 +69,12 @@ def default_device():
 def device_kind(device):
     """The capability-table kind of a torch.device."""
     kind = device.type
-    if kind == "xla" and (os.environ.get("TRNSCIPY_EMULATE") == "neuron"
-                          or "torch_neuronx" in sys.modules):
+    if kind == "xla" and ("torch_neuronx" in sys.modules or emulating_neuron()):
         return "neuron"
     return kind
+
+
+def emulating_neuron():
+    """True under ``TRNSCIPY_EMULATE=neuron`` off Trainium: the XLA lane obeys Neuron's
+    limits and holds float64 as float32 as a NeuronCore does."""
+    return os.environ.get("TRNSCIPY_EMULATE") == "neuron" and "torch_neuronx" not in sys.modules

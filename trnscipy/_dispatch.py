@@ -1,5 +1,6 @@
 """The routing rule, in one place.
 
+    a distributed operand (trnscipy.distributed)              -> distributed implementation
     device operands (torch tensors, trnscipy device objects)  -> device implementation
     no device operand, inside ``offload(dev)`` (or TRNSCIPY_OFFLOAD)
                                                               -> device implementation on dev,
@@ -25,15 +26,19 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._errors import fallback
-from trnscipy._transfer import _to_device, _to_host
+from trnscipy._transfer import _to_device, _to_host, device_storage, held, stores_float32
 
-__all__ = ["dispatch", "host_only", "find_device", "offload", "offloading"]
+__all__ = ["dispatch", "host_only", "find_device", "offload", "offloading",
+           "register_distributed"]
 
 # The offload target: a device name until first use, then a torch.device.
 _OFFLOAD = contextvars.ContextVar("trnscipy_offload",
                                   default=os.environ.get("TRNSCIPY_OFFLOAD") or None)
 # True while a device implementation runs on behalf of host (offloaded) inputs.
 _OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
+
+# SciPy function -> its distributed implementation (trnscipy.distributed registers them).
+_DISTRIBUTED = {}
 
 _SCAN_LIMIT = 256  # items of a list/tuple operand inspected for device data
 
@@ -55,6 +60,9 @@ def _device_of(x, depth=0):
         return found
     if getattr(x, "_trnscipy_device_object", False):
         return x.device
+    placement = getattr(x, "_trnscipy_placement", None)
+    if placement is not None:
+        return placement
     if is_torch_array(x):
         return x.device
     return None
@@ -120,16 +128,34 @@ def _working_dtype(args, kwargs):
     return None
 
 
+def _held(obj, depth=0):
+    """Tensors in an argument tree as a device without float64 holds them (trnscipy's
+    Float32StorageWarning for float64 tensors that did not come exactly)."""
+    if is_torch_array(obj):
+        return held(obj)
+    if depth < 2 and type(obj) in (tuple, list):
+        moved = [_held(x, depth + 1) for x in obj]
+        if all(m is x for m, x in zip(moved, obj, strict=True)):
+            return obj
+        return type(obj)(moved)
+    return obj
+
+
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False):
-    args = tuple(_move(x, device) for x in args)
-    kwargs = {k: _move(v, device) for k, v in kwargs.items()}
-    if device_impl is not None and (composite or runs_on_device(
-            name, device_kind(device), _working_dtype(args, kwargs))):
-        return device_impl(*args, **kwargs)
-    if device_impl is None:
-        fallback(name, "it has no device implementation", stacklevel=4)
-    result = scipy_func(*(_host(x) for x in args), **{k: _host(v) for k, v in kwargs.items()})
-    return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+    with device_storage(device):
+        args = tuple(_move(x, device) for x in args)
+        kwargs = {k: _move(v, device) for k, v in kwargs.items()}
+        if stores_float32(device):
+            args = tuple(_held(x) for x in args)
+            kwargs = {k: _held(v) for k, v in kwargs.items()}
+        if device_impl is not None and (composite or runs_on_device(
+                name, device_kind(device), _working_dtype(args, kwargs))):
+            return device_impl(*args, **kwargs)
+        if device_impl is None:
+            fallback(name, "it has no device implementation", stacklevel=4)
+        result = scipy_func(*(_host(x) for x in args),
+                            **{k: _host(v) for k, v in kwargs.items()})
+        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
 
 
 def _offload_target():
@@ -149,6 +175,24 @@ def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composit
     return _to_host(result, strict=False)
 
 
+def register_distributed(scipy_func):
+    """Decorator: the decorated function is the distributed implementation of
+    ``scipy_func`` (called when an operand carries a ``_trnscipy_placement``)."""
+    def decorate(impl):
+        _DISTRIBUTED[scipy_func] = impl
+        return impl
+
+    return decorate
+
+
+def _run_distributed(name, scipy_func, args, kwargs):
+    impl = _DISTRIBUTED.get(scipy_func)
+    if impl is None:
+        raise ValueError(f"{name} has no distributed implementation; "
+                         "bring the operands together with trnscipy.distributed.gather")
+    return impl(*args, **kwargs)
+
+
 def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
@@ -164,6 +208,8 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
         @functools.wraps(scipy_func)
         def wrapper(*args, **kwargs):
             device = find_device(args, kwargs)
+            if getattr(device, "distributed", False):
+                return _run_distributed(name, scipy_func, args, kwargs)
             if device is not None:
                 return _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
                                       composite)

@@ -6,7 +6,8 @@ from trnscipy._torch import torch
 
 __all__ = ["to_numpy_dtype", "to_torch_dtype"]
 
-_NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
+# uint64: scipy.linalg.pascal's exact results (torch 2.9 stores and moves it; few ops)
+_NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "float32",
           "float64", "complex64", "complex128")
 
 

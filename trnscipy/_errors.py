@@ -3,11 +3,19 @@
 import os
 import warnings
 
-__all__ = ["DeviceFallbackWarning", "DeviceUnsupportedError", "fallback"]
+__all__ = ["DeviceFallbackWarning", "DeviceUnsupportedError", "Float32StorageWarning",
+           "fallback", "float32_storage"]
 
 
 class DeviceFallbackWarning(UserWarning):
     """A device-backed call ran part of its work on the host."""
+
+
+class Float32StorageWarning(UserWarning):
+    """A float64 (complex128) tensor on a device without float64 (Trainium) holds float32
+    values: torch-xla stores float64 as float32 there while the dtype says float64.
+    Results computed from it are float32-accurate.  Move float64 data with
+    ``trnscipy.to_device`` (or offload) to keep it exact."""
 
 
 class DeviceUnsupportedError(RuntimeError):
@@ -27,3 +35,14 @@ def fallback(name, reason, stacklevel=3):
     if strict_mode():
         raise DeviceUnsupportedError(message + " (TRNSCIPY_STRICT=1)")
     warnings.warn(message, DeviceFallbackWarning, stacklevel=stacklevel)
+
+
+def float32_storage(what, stacklevel=4):
+    """Announce that ``what`` holds float32 values though it says float64
+    (Float32StorageWarning; DeviceUnsupportedError under TRNSCIPY_STRICT=1)."""
+    message = (f"trnscipy: {what} holds float32 values (a device without float64 stores "
+               "float64 as float32); results from it are float32-accurate. Move float64 "
+               "data with trnscipy.to_device or offload() to keep it exact")
+    if strict_mode():
+        raise DeviceUnsupportedError(message + " (TRNSCIPY_STRICT=1)")
+    warnings.warn(message, Float32StorageWarning, stacklevel=stacklevel)

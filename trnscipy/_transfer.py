@@ -1,14 +1,42 @@
-"""Moving data between the host (NumPy/SciPy) and a device (torch)."""
+"""Moving data between the host (NumPy/SciPy) and a device (torch).
+
+The one transfer layer: every float64 (complex128) value trnscipy moves to a device that
+holds float64 as float32 (Trainium) goes through here and stays exact there as
+float32 parts (trnscipy/_double_float.py); back on the host it is exact again.  Upper
+layers register how their host objects move (``register_host_type``).
+"""
 
 import numpy as np
-import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
+from trnscipy import _double_float as _df
 from trnscipy._capabilities import capability
-from trnscipy._device import device_kind, resolve_device
+from trnscipy._device import device_kind, emulating_neuron, resolve_device
+from trnscipy._dtypes import to_numpy_dtype
+from trnscipy._errors import float32_storage
 from trnscipy._torch import torch
 
-__all__ = ["to_device", "to_host", "is_device_object"]
+__all__ = ["to_device", "to_host", "is_device_object", "register_host_type", "df_parts",
+           "df_tensor", "held", "tensor_on", "device_storage"]
+
+df_parts = _df.df_parts
+df_tensor = _df.df_tensor
+_WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
+
+# (test, move) pairs registered by upper layers: host objects (SciPy sparse, SuperLU)
+# that ``to_device`` turns into trnscipy device objects.
+_HOST_TYPES = []
+
+
+def register_host_type(test, move):
+    """Make ``to_device`` move host objects for which ``test(obj)`` is true with
+    ``move(obj, device)`` (containers and solvers register their SciPy twins)."""
+    _HOST_TYPES.append((test, move))
+
+
+def stores_float32(device):
+    """True where float64 data is held as float32 (no float64 on the device)."""
+    return not capability(device_kind(device)).float64
 
 
 def is_device_object(x):
@@ -19,6 +47,8 @@ def is_device_object(x):
 def _array_to_device(a, device):
     if not a.dtype.isnative or not a.flags.writeable or min(a.strides, default=0) < 0:
         a = np.array(a, dtype=a.dtype.newbyteorder("="))
+    if a.dtype in _WIDE and stores_float32(device):
+        return _df.from_host(a, device)
     try:
         t = torch.from_numpy(a)
     except TypeError:
@@ -29,6 +59,9 @@ def _array_to_device(a, device):
 def _tensor_to_host(t, copy=False):
     """NumPy data of ``t``; a CPU tensor's array shares its memory unless ``copy``."""
     t = t.detach()
+    if _df.is_exact(t):
+        a = _df.host_value(t)
+        return a[()] if a.ndim == 0 else a
     if t.is_conj():
         t = t.resolve_conj()
     if t.is_neg():
@@ -44,7 +77,11 @@ def _tensor_to_host(t, copy=False):
 
 def _tensor_to(t, device):
     """``t`` on ``device``.  complex128 leaving a device whose host copies drop the
-    imaginary part (torch-xla 2.9) moves as its real and imaginary parts."""
+    imaginary part (torch-xla 2.9) moves as its real and imaginary parts; float64 coming
+    to a device that holds it as float32 stays exact (as float32 parts)."""
+    if (t.dtype in (torch.float64, torch.complex128) and not _df.is_exact(t)
+            and stores_float32(device) and not stores_float32(t.device)):
+        return _df.from_host(np.asarray(_tensor_to_host(t)), device)
     if (t.dtype == torch.complex128 and device.type == "cpu" and t.device.type != "cpu"
             and capability(device_kind(t.device)).split_complex128_to_host):
         return torch.complex(t.real.to(device), t.imag.to(device))
@@ -71,20 +108,52 @@ def _to_device(obj, device, strict):
         return _array_to_device(obj, device)
     if is_device_object(obj):
         return obj.to(device)
-    if _sp.issparse(obj):
-        from trnscipy.sparse._base import from_scipy
-
-        return from_scipy(obj, device)
     if isinstance(obj, (tuple, list)):
         return type(obj)(_to_device(x, device, strict) for x in obj)
-    if type(obj).__name__ == "SuperLU":
-        from trnscipy.sparse.linalg._dsolve._superlu import SuperLU, is_scipy_superlu
-
-        if is_scipy_superlu(obj):
-            return SuperLU(obj, device)
+    for test, move in _HOST_TYPES:
+        if test(obj):
+            return move(obj, device)
     if strict:
         raise TypeError(f"to_device cannot move an object of type {type(obj).__name__}")
     return obj
+
+
+_SCIPY_FORMATS = frozenset({"csr", "csc", "coo", "bsr", "dia", "dok", "lil"})
+
+
+def held(t):
+    """``t`` as the device holds it.  On a device that holds float64 as float32, a float64
+    (complex128) tensor that trnscipy did not move there exactly holds float32 values:
+    say so (Float32StorageWarning, an error under TRNSCIPY_STRICT=1) and go on with what
+    the device holds (rounded under the TRNSCIPY_EMULATE=neuron emulation, as there)."""
+    if (t.dtype not in (torch.float64, torch.complex128) or _df.is_exact(t)
+            or not stores_float32(t.device)):
+        return t
+    float32_storage(f"a {t.dtype} tensor of shape {tuple(t.shape)} on {t.device}")
+    values = np.asarray(_tensor_to_host(t))
+    narrow = np.complex64 if values.dtype.kind == "c" else np.float32
+    return _df.from_host(values.astype(narrow).astype(values.dtype), t.device)
+
+
+def tensor_on(x, device, dtype=None):
+    """``x`` (tensor, ndarray, list or scalar) as a tensor on ``device`` in ``dtype`` (a
+    torch dtype; None keeps x's), through the transfer rules above (host values are
+    cast on the host: float64 stays exact on devices without it)."""
+    if not is_torch_array(x):
+        a = np.asarray(x)
+        if dtype is not None:
+            a = a.astype(to_numpy_dtype(dtype))
+        return _array_to_device(np.ascontiguousarray(a), device)
+    t = held(_tensor_to(x, device))
+    if dtype is None or dtype == t.dtype:
+        return t
+    return _df.cast(t, dtype) if stores_float32(device) else t.to(dtype)
+
+
+def device_storage(device):
+    """Context for work on ``device``: under TRNSCIPY_EMULATE=neuron on an XLA device,
+    float64 values torch computes or moves there are held as float32, as on Trainium."""
+    return _df.emulated_storage(device.type == "xla" and emulating_neuron())
 
 
 def to_host(obj):
@@ -102,7 +171,7 @@ def _to_host(obj, strict):
         return _tensor_to_host(obj)
     if is_device_object(obj):
         return obj.to_scipy()
-    if isinstance(obj, np.ndarray | np.generic) or _sp.issparse(obj):
+    if isinstance(obj, np.ndarray | np.generic) or getattr(obj, "format", None) in _SCIPY_FORMATS:
         return obj
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple results
         return type(obj)(*(_to_host(x, strict) for x in obj))

@@ -69,14 +69,17 @@ def _table():
         ("eig_banded", lambda I: ((I["band_u"],), {}), None, False),
         ("eigh", lambda I: ((I["spd"],), {}), judges.eigh, True),
         ("eigh", lambda I: ((I["sym"],), {"eigvals_only": True}), judges.eigh, False),
-        ("eigh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), None, False),
+        ("eigh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), tridiagonal_judge,
+         False),
         ("eigvals", lambda I: ((I["gen"],), {}), None, False),
         ("eigvals_banded", lambda I: ((I["band_u"],), {}), None, False),
         ("eigvalsh", lambda I: ((I["sym"],), {}), judges.eigvalsh, True),
-        ("eigvalsh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), None, False),
+        ("eigvalsh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), tridiagonal_judge,
+         False),
         ("expm", lambda I: ((I["gen"],), {}), None, True),
         ("expm_cond", lambda I: ((I["gen"],), {}), None, False),
-        ("expm_frechet", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("expm_frechet", lambda I: ((I["gen"], I["gen2"]), {}), input_precision_judge,
+         False),
         ("fiedler", lambda I: ((I["vec"],), {}), None, False),
         ("fiedler_companion", lambda I: ((I["vec"],), {}), None, False),
         ("find_best_blas_type", lambda I: (((I["gen"],),), {}), None, False),
@@ -90,7 +93,7 @@ def _table():
         ("khatri_rao", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
         ("ldl", lambda I: ((I["sym"],), {}), None, False),
         ("leslie", lambda I: ((I["vec"], I["vec"][:3]), {}), None, False),
-        ("logm", lambda I: ((I["spd"],), {}), None, False),
+        ("logm", lambda I: ((I["spd"],), {}), input_precision_judge, False),
         ("lstsq", lambda I: ((I["rect"], I["vec"][:1].repeat(5)), {}), None, False),
         ("lu", lambda I: ((I["gen"],), {}), judges.lu, True),
         ("lu_factor", lambda I: ((I["gen"],), {}), judges.lu_factor, True),
@@ -102,9 +105,9 @@ def _table():
         ("norm", lambda I: ((I["gen"], 1), {}), None, False),
         ("norm", lambda I: ((I["gen"], 2), {}), None, False),
         ("norm", lambda I: ((I["vec"],), {}), None, False),
-        ("null_space", lambda I: ((I["rect"].T,), {}), None, False),
+        ("null_space", lambda I: ((I["rect"].T,), {}), subspace_judge, False),
         ("ordqz", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
-        ("orth", lambda I: ((I["rect"],), {}), None, False),
+        ("orth", lambda I: ((I["rect"],), {}), subspace_judge, False),
         ("orthogonal_procrustes", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
         ("pinv", lambda I: ((I["rect"],), {}), None, False),
         ("pinvh", lambda I: ((I["spd"],), {}), None, False),
@@ -222,3 +225,116 @@ def cases(profile):
     yield from _bad_inputs()
     yield from _no_array_input()
     yield from _generated(profile)
+    yield from _densefun_cases()
+
+
+# ----------------------------------------------------------------------------------------
+# Special matrices, banded/tridiagonal solvers, matrix functions (issue 14, part 2)
+
+
+def tridiagonal_judge(case, expected, actual):
+    """eigh_tridiagonal/eigvalsh_tridiagonal: judges.eigh on the dense tridiagonal matrix
+    (eigenvectors are unique up to sign)."""
+    import dataclasses
+
+    d, e = (np.asarray(x) for x in case.args[:2])
+    dense = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    return judges.eigh(dataclasses.replace(case, args=(dense,)), expected, actual)
+
+
+def subspace_judge(case, expected, actual):
+    """null_space/orth: same shape and dtype, the same subspace (projectors agree) and an
+    orthonormal basis (a basis is unique only up to a unitary factor)."""
+    exp, act = np.asarray(expected), np.asarray(actual)
+    if exp.shape != act.shape or exp.dtype != act.dtype:
+        return f"basis {act.dtype}{act.shape} vs SciPy's {exp.dtype}{exp.shape}"
+    eps = float(np.finfo(exp.dtype).eps)
+    bound = 1e3 * max(exp.shape[0], 1) * eps
+    gap = np.linalg.norm(exp @ exp.conj().T - act @ act.conj().T)
+    if gap > bound:
+        return f"subspaces differ: ||P - P_scipy|| = {gap:.3g} > {bound:.3g}"
+    orth = np.linalg.norm(act.conj().T @ act - np.eye(act.shape[1]))
+    return f"basis not orthonormal: {orth:.3g}" if orth > bound else None
+
+
+def input_precision_judge(case, expected, actual):
+    """Results SciPy returns in double precision but computes from the input's precision
+    (expm_frechet's 'SPS' and logm on float32 input): values within the input's
+    precision."""
+    eps = float(np.finfo(case.dtype).eps)
+    rtol = max(1e-10, 100 * N * eps) if np.dtype(case.dtype).itemsize < 8 else 1e-10
+    for e, a in zip(expected if isinstance(expected, tuple) else (expected,),
+                    actual if isinstance(actual, tuple) else (actual,), strict=True):
+        e, a = np.asarray(e), np.asarray(a)
+        if e.dtype != a.dtype or e.shape != a.shape:
+            return f"result {a.dtype}{a.shape} vs SciPy's {e.dtype}{e.shape}"
+        err = np.abs(e - a).max() if e.size else 0.0
+        if err > rtol * max(np.abs(e).max(), 1e-300):
+            return f"max |trn - scipy| = {err:.3g} > rtol {rtol:.3g} * max|scipy|"
+    return None
+
+
+def _densefun_cases():
+    """Variants beyond the fixed table: keyword options, complex inputs, the device=
+    keyword's options, bad inputs (SciPy's exception types)."""
+    out = []
+    for dtype in (np.float64, np.float32, COMPLEX):
+        I = inputs(dtype)
+        d = np.dtype(dtype).name
+        out += [
+            Case("linalg", "toeplitz", f"cr-{d}", (I["vec"], I["vec"][::-1].copy())),
+            Case("linalg", "circulant", f"{d}", (I["vec"],)),
+            Case("linalg", "hankel", f"cr-{d}", (I["vec"], I["vec"][::-1].copy())),
+            Case("linalg", "convolution_matrix", f"same-{d}", (I["vec"], 5),
+                 {"mode": "same"}),
+            Case("linalg", "convolution_matrix", f"valid-{d}", (I["vec"], 5),
+                 {"mode": "valid"}),
+            Case("linalg", "khatri_rao", f"{d}", (I["gen"], I["gen2"])),
+            Case("linalg", "block_diag", f"{d}", (I["gen"], I["vec"])),
+        ]
+    for dtype in (np.float64, np.float32):
+        I = inputs(dtype)
+        d = np.dtype(dtype).name
+        band_l = I["band_u"][::-1].copy()  # the same SPD tridiagonal matrix, lower form
+        out += [
+            Case("linalg", "solveh_banded", f"lower-{d}", (band_l, I["vec"]), {"lower": True}),
+            Case("linalg", "cholesky_banded", f"lower-{d}", (band_l,), {"lower": True}),
+            Case("linalg", "solve_banded", f"matrix-rhs-{d}", ((1, 1), I["band_g"], I["mat"])),
+            Case("linalg", "eigh_tridiagonal", f"select-i-{d}", (I["vec"], I["vec"][:3]),
+                 {"select": "i", "select_range": (1, 2)}, judge=tridiagonal_judge),
+            Case("linalg", "eigvalsh_tridiagonal", f"select-v-{d}", (I["vec"], I["vec"][:3]),
+                 {"select": "v", "select_range": (-1.0, 2.0)}, judge=tridiagonal_judge),
+            Case("linalg", "pinvh", f"rank-{d}", (I["rect"] @ I["rect"].T,),
+                 {"return_rank": True}),
+            Case("linalg", "polar", f"left-{d}", (I["gen"],), {"side": "left"}),
+            Case("linalg", "sqrtm", f"gen-{d}", (I["gen"],)),
+            Case("linalg", "logm", f"gen-{d}", (I["gen"],), judge=input_precision_judge),
+            Case("linalg", "expm_frechet", f"block-{d}", (I["gen"], I["gen2"]),
+                 {"method": "blockEnlarge"}),
+        ]
+    out += [Case("linalg", "pascal", f"n5-{kind}-{exact}", (5,), {"kind": kind, "exact": exact},
+                 device_kwarg=True)
+            for kind in ("lower", "upper") for exact in (True, False)]
+    out += [Case("linalg", "invpascal", "n5-lower", (5,), {"kind": "lower"}, device_kwarg=True),
+            Case("linalg", "invhilbert", "n6-exact", (6,), {"exact": True}, device_kwarg=True),
+            Case("linalg", "helmert", "n4-full", (4,), {"full": True}, device_kwarg=True),
+            Case("linalg", "dft", "n4-sqrtn", (4,), {"scale": "sqrtn"}, device_kwarg=True),
+            Case("linalg", "hadamard", "n4-float32", (4,), {"dtype": np.float32},
+                 device_kwarg=True)]
+    I = inputs(np.float64)
+    out += [
+        Case("linalg", "leslie", "bad-lengths", (I["vec"], I["vec"])),
+        Case("linalg", "companion", "bad-leading-zero", (np.array([0.0, 1.0, 2.0]),)),
+        Case("linalg", "convolution_matrix", "bad-mode", (I["vec"], 3), {"mode": "x"}),
+        Case("linalg", "khatri_rao", "bad-columns", (I["gen"], I["rect"])),
+        Case("linalg", "solve_banded", "bad-lu", ((1, 2), I["band_g"], I["vec"])),
+        Case("linalg", "solve_banded", "bad-singular", ((1, 1), np.zeros((3, N)), I["vec"])),
+        Case("linalg", "solveh_banded", "bad-indefinite",
+             (np.array([[0.0, 1, 1, 1], [1, -2, 1, 1]]), I["vec"])),
+        Case("linalg", "eigh_tridiagonal", "bad-driver", (I["vec"], I["vec"][:3]),
+             {"lapack_driver": "sterf"}),
+        Case("linalg", "expm_frechet", "bad-shape", (I["gen"], I["rect"])),
+        Case("linalg", "polar", "bad-side", (I["gen"],), {"side": "x"}),
+        Case("linalg", "sqrtm", "bad-nonsquare", (I["rect"],)),
+    ]
+    return out

@@ -17,10 +17,15 @@ def to_np(x):
 
 
 def tensor(a, device):
-    """ndarray -> tensor on ``device`` (complex through its real view, as above)."""
+    """ndarray -> tensor on ``device`` (complex through its real view, as above; float64
+    through trnscipy.to_device, exact where the device holds float64 as float32)."""
     import torch
 
+    import trnscipy
+
     a = np.ascontiguousarray(a)
+    if a.dtype == np.float64:
+        return trnscipy.to_device(a, device)
     if np.iscomplexobj(a):
         return torch.view_as_complex(torch.from_numpy(a.view(a.real.dtype).reshape(
             a.shape + (2,))).to(device))

@@ -30,8 +30,8 @@ def _same_error(ours, ours_args, theirs, theirs_args):
 @pytest.mark.parametrize("name", SQUARE_ONLY)
 def test_non_square_value_error(dlane, name):
     a = np.ones((3, 4))
-    with (pytest.warns(DeviceFallbackWarning) if dlane.type == "xla" and name in
-          ("expm", "eig") else contextlib.nullcontext()):
+    with (pytest.warns(DeviceFallbackWarning) if dlane.type == "xla" and name == "eig"
+          else contextlib.nullcontext()):
         assert _same_error(getattr(tl, name), (tensor(a, dlane),),
                            getattr(sl, name), (a,)) in (ValueError, np.linalg.LinAlgError)
 
@@ -197,7 +197,32 @@ def test_neuron_emulation_falls_back_for_float64_and_complex(xla_device, emulate
             c = tl.cholesky(tensor(a, xla_device))
         assert c.device == xla_device and np.allclose(to_np(c), sl.cholesky(a))
     with pytest.warns(DeviceFallbackWarning, match="no neuron implementation"):
-        tl.lu_factor(t32)
+        tl.eigvals(t32)
+
+
+@pytest.mark.xla
+def test_neuron_float64_tensor_made_outside_trnscipy_holds_float32(xla_device, emulate_neuron,
+                                                                    monkeypatch):
+    """A float64 tensor put on a Neuron device by torch itself holds float32 values there
+    (torch-xla stores F64 as F32): trnscipy says so and computes from what is held."""
+    import torch
+
+    from trnscipy import DeviceUnsupportedError, Float32StorageWarning
+
+    a = hpd(6, np.float64, np.random.default_rng(26))
+    t = torch.from_numpy(a).to(xla_device)
+    with pytest.warns(Float32StorageWarning, match="holds float32 values"), \
+            pytest.warns(DeviceFallbackWarning):
+        c = tl.cholesky(t)
+    held = a.astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(to_np(c), sl.cholesky(held))  # what the device holds
+    assert np.abs(to_np(c) - sl.cholesky(a)).max() > 1e-10  # not float64-accurate
+    exact = trnscipy.to_device(a, xla_device)  # through trnscipy: exact on the device
+    with pytest.warns(DeviceFallbackWarning):
+        np.testing.assert_array_equal(to_np(tl.cholesky(exact)), sl.cholesky(a))
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with pytest.raises(DeviceUnsupportedError, match="holds float32 values"):
+        tl.cholesky(t)
 
 
 @pytest.mark.xla

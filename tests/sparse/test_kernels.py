@@ -242,3 +242,103 @@ def test_xla_construction_validates_with_one_read(xla_device):
     with xla_counts() as c:
         A @ x
     assert c.transfers_from_device == 0 and c.compilations == 0, str(c)
+
+
+def _spmv_hlo(A, x):
+    import torch_xla
+
+    A @ x  # warm: layouts and indices are device data
+    torch_xla.sync()
+    return torch_xla._XLAC._get_xla_tensors_hlo([A @ x])
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "bsr", "dia"])
+def test_xla_spmv_graph_has_no_scatter(xla_device, fmt):
+    """Row-padded layouts (and DIA's per-diagonal gather): the warm SpMV graph is a
+    gather, a multiply and a reduction; results paired with SciPy."""
+    host = sp.random_array((60, 48), density=0.15, format="csr", dtype=np.float32,
+                           rng=np.random.default_rng(5))
+    host = sp.bsr_array(host, blocksize=(4, 4)) if fmt == "bsr" else host.asformat(fmt)
+    A = trnscipy.to_device(host, xla_device)
+    x = torch.linspace(-1, 1, 48).to(xla_device)
+    X = torch.linspace(-1, 1, 48 * 3).reshape(48, 3).to(xla_device)
+    assert "scatter" not in _spmv_hlo(A, x)
+    assert "scatter" not in _spmv_hlo(A, X)
+    np.testing.assert_allclose(trnscipy.to_host(A @ x), host @ trnscipy.to_host(x),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trnscipy.to_host(A @ X), host @ trnscipy.to_host(X),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.xla
+def test_xla_layout_choice_falls_back_beyond_twice_the_padding(xla_device):
+    """One dense row among sparse ones pads far beyond 2x: the generic index_add kernel,
+    still equal to SciPy; a constructed matrix builds its layout from the validation
+    read (no scatter)."""
+    host = sp.random_array((50, 50), density=0.04, format="csr", dtype=np.float32,
+                           rng=np.random.default_rng(6)).tolil()
+    host[3, :] = 1.0
+    host = host.tocsr()
+    A = trnscipy.to_device(host, xla_device)
+    x = torch.linspace(-1, 1, 50).to(xla_device)
+    assert "scatter" in _spmv_hlo(A, x)
+    np.testing.assert_allclose(trnscipy.to_host(A @ x), host @ trnscipy.to_host(x),
+                               rtol=1e-5, atol=1e-5)
+    host = sp.random_array((50, 50), density=0.3, format="csr", dtype=np.float32,
+                           rng=np.random.default_rng(6))
+    parts = [torch.from_numpy(a).to(xla_device) for a in (host.data, host.indices,
+                                                          host.indptr)]
+    B = trnscipy.sparse.csr_array(tuple(parts), shape=host.shape)
+    assert "scatter" not in _spmv_hlo(B, x)
+    np.testing.assert_allclose(trnscipy.to_host(B @ x), host @ trnscipy.to_host(x),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_row_padded_layout_matches_scipy_rows(fmt):
+    """_ell's slot map puts each row's stored entries (duplicates kept, stored order) in
+    its slots: per-row sums of the padded values equal SciPy's row sums."""
+    from trnscipy._kernels import _ell
+
+    rng = np.random.default_rng(7)
+    row, col = rng.integers(0, 9, 40), rng.integers(0, 7, 40)
+    host = sp.coo_array((rng.standard_normal(40), (row, col)), shape=(9, 7)).asformat(fmt)
+    if fmt == "csr":
+        ptr = torch.from_numpy(host.indptr)
+        width = int(np.diff(host.indptr).max())
+        slot_map, entries = _ell.slots(ptr, width), host.indices
+    else:
+        rows = host.row if fmt == "coo" else host.indices
+        slot_map, width = _ell.row_slots(torch.from_numpy(rows), 9)
+        entries = rows
+    assert slot_map.shape == (9, width)
+    padded = _ell.pad(torch.from_numpy(host.data), slot_map)
+    np.testing.assert_allclose(padded.sum(1).numpy(), host.sum(axis=1), rtol=1e-12)
+    if fmt != "csr":  # each slot's entry lies in its row
+        got = _ell.pad(torch.from_numpy(entries.astype(np.int64)), slot_map, fill=-1)
+        assert ((got == torch.arange(9)[:, None]) | (got == -1)).all()
+
+
+@pytest.mark.parametrize("case", ["bsr16", "csr_dense_rows", "csr_sparse_rows", "vector"])
+def test_cpu_spmm_kernel_choice(case, monkeypatch):
+    """SpMM with >= 16 columns goes through torch's kernels where they are faster (BSR with
+    large blocks; CSR with >= 8 entries per row); vectors and thin rows stay on SciPy's.
+    Results paired with SciPy either way."""
+    from trnscipy._kernels import _cpu
+
+    rng = np.random.default_rng(9)
+    if case == "bsr16":
+        host = sp.bsr_array(sp.random_array((64, 48), density=0.3, rng=rng).toarray(),
+                            blocksize=(16, 16))
+    else:
+        density = 0.05 if case == "csr_sparse_rows" else 0.4
+        host = sp.random_array((40, 30), density=density, format="csr", rng=rng)
+    dev = device_case(host, "cpu")
+    X = rng.standard_normal((host.shape[1],) if case == "vector" else (host.shape[1], 16))
+    used = []
+    monkeypatch.setattr(_cpu, "_torch_spmm",
+                        lambda A, x, f=_cpu._torch_spmm: used.append(1) or f(A, x))
+    np.testing.assert_allclose((dev @ torch.from_numpy(X)).numpy(), host @ X, rtol=1e-12,
+                               atol=1e-12)
+    assert bool(used) == (case in ("bsr16", "csr_dense_rows")), case

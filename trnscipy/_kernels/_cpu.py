@@ -4,11 +4,11 @@ torch.autograd.Function so gradients reach the dense operand and ``data``; and
 SciPy's Krylov loops on the same views."""
 
 import inspect
+import warnings
 
 import numpy as np
 import torch
 from scipy.sparse import _sparsetools as _st
-from scipy.sparse.linalg import _interface as _si
 
 from trnscipy._dispatch import offloading
 from trnscipy._kernels import register
@@ -121,6 +121,8 @@ def spmm(A, x):
 
         return generic(A, x)
     grad = A.data.requires_grad or x.requires_grad
+    if not grad and _torch_spmm_faster(A, x):
+        return _torch_spmm(A, x)
     if fmt == "csr" or fmt == "csc" or fmt == "coo":
         if grad:
             a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
@@ -150,6 +152,41 @@ def spmm(A, x):
     return torch.from_numpy(y)
 
 
+# SpMM shapes where torch's kernels beat SciPy's single-threaded sparsetools (BSR with
+# 128 x 128 blocks as bmm, CSR with >= 8 entries per row at N >= 16).  They run on one
+# intra-op thread, as SciPy's kernels do: torch's OpenMP pool spinning beside OpenBLAS
+# (or other processes) stalled 2-6x (docs/design.md, thread-pool stall).
+_TORCH_SPMM_MIN_COLUMNS = 16
+_TORCH_CSR_MIN_ROW = 8
+_TORCH_BSR_MIN_BLOCK = 16
+_TORCH_DTYPES = (torch.float32, torch.float64)
+
+
+def _torch_spmm_faster(A, x):
+    if x.ndim != 2 or x.shape[1] < _TORCH_SPMM_MIN_COLUMNS or A.data.dtype not in _TORCH_DTYPES:
+        return False
+    if A.format == "bsr":
+        return min(A.blocksize) >= _TORCH_BSR_MIN_BLOCK
+    return (A.format == "csr" and A.indices.dtype == torch.int32
+            and A.nnz >= _TORCH_CSR_MIN_ROW * A.shape[0])
+
+
+def _torch_spmm(A, x):
+    """A @ x through torch's CPU kernels on one thread: BSR as batched dense block
+    products (bmm) summed per block row, CSR through torch's sparse CSR kernel."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # about 0.3 us each way
+    try:
+        if A.format == "bsr":
+            return bsr_product(A, x.contiguous())
+        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+            warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+            mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
+        return mat @ x
+    finally:
+        torch.set_num_threads(threads)
+
+
 @register("spgemm", "cpu")
 def spgemm(A, B):
     """CSR @ CSR with SciPy's compiled csr_matmat on zero-copy views."""
@@ -168,14 +205,15 @@ def spgemm(A, B):
 # ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
 
 @register("krylov", "cpu")
-def krylov(scipy_solver, device_solver, args, kwargs):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     """Solve with SciPy's own solver on NumPy views of the CPU tensors: SciPy's iterates,
     ``info``, errors and speed (a torch loop pays 3-5 us per vector op at 10^4 unknowns).
 
-    Sparse containers and dense tensors are handed over as SciPy objects sharing their
-    memory; trnscipy LinearOperators and callbacks see torch tensors as on any device.
-    The torch loop (``device_solver``) runs instead when an operand needs autograd or the
-    solver keeps caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
+    Tensors are handed over as NumPy views; trnscipy objects as SciPy objects sharing
+    their memory through ``host_operand`` (the solver layer's: trnscipy LinearOperators
+    and callbacks see torch tensors as on any device).  The torch loop
+    (``device_solver``) runs instead when an operand needs autograd or the solver keeps
+    caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
     """
     try:
         params = inspect.signature(scipy_solver).bind(*args, **kwargs).arguments
@@ -186,10 +224,8 @@ def krylov(scipy_solver, device_solver, args, kwargs):
                    or getattr(getattr(v, "data", None), "requires_grad", False)
                    for v in params.values())):
         return device_solver(*args, **kwargs)
-    from trnscipy.sparse.linalg._isolve.utils import check_x0
-
-    check_x0(params.get("x0"))
-    host = {name: _for_scipy(value) for name, value in params.items()}
+    host = {name: _view(value) if isinstance(value, torch.Tensor) else host_operand(value)
+            for name, value in params.items()}
     callback = params.get("callback")
     if callback is not None and not offloading():
         host["callback"] = lambda xk: callback(
@@ -198,31 +234,3 @@ def krylov(scipy_solver, device_solver, args, kwargs):
     if not isinstance(result, tuple):
         return torch.from_numpy(result) if isinstance(result, np.ndarray) else result
     return tuple(torch.from_numpy(r) if isinstance(r, np.ndarray) else r for r in result)
-
-
-def _for_scipy(value):
-    """A solver operand as SciPy takes it, sharing memory with CPU tensors."""
-    from trnscipy.sparse.linalg._interface import LinearOperator, MatrixLinearOperator
-
-    if isinstance(value, torch.Tensor):
-        return _view(value)
-    if type(value) is MatrixLinearOperator:
-        return _for_scipy(value.A)
-    if isinstance(value, LinearOperator):
-        return _host_operator(value)
-    if getattr(value, "_trnscipy_device_object", False):
-        return value.to_scipy(copy=False)
-    return value
-
-
-def _host_operator(op):
-    """A SciPy LinearOperator calling the trnscipy operator ``op`` on tensor views."""
-    def on_tensors(method):
-        def apply(v):
-            out = method(torch.from_numpy(np.ascontiguousarray(v)))
-            return _view(out) if isinstance(out, torch.Tensor) else np.asarray(out)
-        return apply
-
-    return _si.LinearOperator(op.shape, matvec=on_tensors(op.matvec),
-                              rmatvec=on_tensors(op.rmatvec), matmat=on_tensors(op.matmat),
-                              rmatmat=on_tensors(op.rmatmat), dtype=op.dtype)

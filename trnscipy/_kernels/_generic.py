@@ -65,20 +65,24 @@ def bsr_product(A, x):
 
 
 def dia_product(A, x):
-    """DIA @ x: each diagonal times the matching slice of x, static shapes."""
+    """DIA @ x without a scatter: row i takes data[d, i + offsets[d]] * x[i + offsets[d]]
+    from every diagonal d (a gather along each diagonal, a sum over diagonals)."""
     m, n = A.shape
     ndiag, width = A.data.shape
     w = min(width, n)
     if ndiag == 0 or w == 0 or m == 0:
         return torch.zeros((m,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
-    col = torch.arange(w, device=x.device).reshape(1, -1)
-    row = col - A.offsets.to(torch.int64).reshape(-1, 1)
-    valid = (row >= 0) & (row < m)
-    data = torch.where(valid, A.data[:, :w], torch.zeros((), dtype=A.data.dtype,
-                                                         device=x.device))
-    row = row.clamp(0, m - 1).expand(ndiag, w).reshape(-1)
-    col = col.expand(ndiag, w).reshape(-1)
-    return coo_product(row, col, data.reshape(-1), x, m)
+    if A.data.dtype == torch.bool:
+        return dia_product(A._with_data(A.data.to(torch.int32), copy=False),
+                           x.to(torch.int32)) > 0
+    col = (torch.arange(m, device=x.device).reshape(1, -1)
+           + A.offsets.to(torch.int64).reshape(-1, 1))
+    valid = (col >= 0) & (col < w)
+    col = col.clamp(0, w - 1)
+    vals = torch.where(valid, A.data[:, :w].gather(1, col),
+                       torch.zeros((), dtype=A.data.dtype, device=x.device))
+    xs = x.index_select(0, col.reshape(-1)).reshape(tuple(col.shape) + tuple(x.shape[1:]))
+    return (xs * (vals.unsqueeze(-1) if x.ndim == 2 else vals)).sum(0)
 
 
 @register("spmv", "generic")
@@ -115,6 +119,11 @@ def spgemm(A, B):
 
 
 @register("krylov", "generic")
-def krylov(scipy_solver, device_solver, args, kwargs):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     """The torch implementation of the solver (XLA graphs, CUDA)."""
     return device_solver(*args, **kwargs)
+
+
+@register("prepare_product", "generic")
+def prepare_product(A, host=None):
+    """Nothing to set up: eager devices multiply with the stored layout."""

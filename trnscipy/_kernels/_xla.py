@@ -1,19 +1,24 @@
 """XLA kernels (torch-xla; Trainium through torch-neuronx).
 
-The products are the generic gather/multiply/index_add lowerings: static shapes,
-no torch sparse layouts.  What is XLA-specific is when graphs are cut: the
-expanded row index of a compressed matrix is computed once and materialised on
-the device, so every later product with the same shapes reuses one compiled graph.
-It is set up with the container (``product_index``), so the first product on a new
-matrix is one compilation too.
+Products are scatter-free where the matrix allows: a row-padded layout (``_ell``)
+chosen per matrix when it is built (``prepare_product``: on the host at ``to_device``,
+after the validation read in the constructor), the product a gather, a multiply and
+a sum along the padded axis.  Matrices whose padding would exceed
+``_ell.MAX_PADDING`` (and those made by device-side conversions) use the generic
+gather/multiply/index_add kernel.  What is XLA-specific too is when graphs are cut:
+layouts and the expanded row index are computed once and materialised on the device
+with the container, so the first product on a new matrix is one compilation and
+every later one reuses it.
 """
 
 import numpy as np
 import torch
 import torch_xla
 
-from trnscipy._kernels import register
+from trnscipy._kernels import _ell, register
 from trnscipy._kernels._generic import expand_ptr as _generic_expand_ptr
+from trnscipy._kernels._generic import spmm as _generic_spmm
+from trnscipy.sparse import _sputils as su
 
 
 @register("materialize", "xla")
@@ -55,3 +60,110 @@ def product_index(indptr, nnz, device):
         major = np.repeat(np.arange(counts.shape[0], dtype=indptr.dtype), counts)
         return torch.from_numpy(major).to(device)
     return _generic_expand_ptr(indptr, nnz)
+
+
+def _host_layout(A, host):
+    """(slots, minor index of each entry, width) of SciPy object ``host``, on the CPU."""
+    fmt = A.format
+    if fmt in ("csr", "bsr"):
+        ptr = torch.from_numpy(np.asarray(host.indptr, dtype=np.int64))
+        width = int(torch.diff(ptr).max()) if ptr.shape[0] > 1 else 0
+        return _ell.slots(ptr, width), host.indices[:int(ptr[-1])], width
+    if fmt == "csc":
+        stored = int(host.indptr[-1])
+        rows = torch.from_numpy(np.asarray(host.indices[:stored], dtype=np.int64))
+        counts = np.diff(host.indptr)
+        minor = np.repeat(np.arange(counts.shape[0], dtype=host.indices.dtype), counts)
+    else:  # coo
+        rows, minor = torch.from_numpy(host.row.astype(np.int64)), host.col
+    slot_map, width = _ell.row_slots(rows, A.shape[0])
+    return slot_map, minor, width
+
+
+@register("prepare_product", "xla")
+def prepare_product(A, host=None):
+    """Choose the product layout of a new container and build it with the container.
+
+    ``host`` is the SciPy object ``A`` was copied from: the layout is built on the CPU
+    and sent with it (no graph).  Without it, a CSR/BSR container whose validation read
+    gave its widest row (``_cache_row_width``) builds it on the device in one graph
+    execution.  Matrices padded beyond ``_ell.MAX_PADDING`` keep the generic kernel."""
+    fmt = A.format
+    if (fmt not in ("csr", "csc", "coo", "bsr") or len(A.shape) != 2
+            or A.data.dtype == torch.bool):
+        return
+    n_rows = A.shape[0] // (A.blocksize[0] if fmt == "bsr" else 1)
+    stored = A.data.shape[0]
+    if host is not None:
+        slot_map, minor, width = _host_layout(A, host)
+        if not _ell.worth_padding(n_rows, width, stored):
+            return
+        parts = [slot_map.to(torch.int32 if stored < 2**31 - 1 else torch.int64)]
+        if fmt != "bsr":
+            minor = torch.from_numpy(np.ascontiguousarray(minor))
+            parts += [_ell.pad(minor, slot_map),
+                      _ell.pad(torch.from_numpy(np.ascontiguousarray(host.data[:stored])),
+                               slot_map)]
+        parts = [su.from_host(t.numpy(), A.device) for t in parts]
+    else:
+        width = A.__dict__.get("_cache_row_width")
+        if fmt not in ("csr", "bsr") or width is None:
+            return
+        if not _ell.worth_padding(n_rows, width, stored):
+            return
+        parts = [_ell.slots(A.indptr, width)]
+        if fmt != "bsr":
+            with torch.no_grad():
+                parts += [_ell.pad(A.indices, parts[0]), _ell.pad(A.data, parts[0])]
+        materialize(parts)
+    A.__dict__["_cache_ell"] = (_stamp(A, _STRUCTURE[fmt]), parts[0],
+                                parts[1] if fmt != "bsr" else None)
+    if fmt != "bsr":
+        A.__dict__["_cache_ell_data"] = (_stamp(A, ("data",)), parts[2])
+
+
+_STRUCTURE = {"csr": ("indptr", "indices"), "csc": ("indptr", "indices"),
+              "bsr": ("indptr", "indices"), "coo": ("row", "col")}
+
+
+def _stamp(A, names):
+    """Which tensors ``A`` holds as ``names`` and their in-place version counters: a
+    layout built from them is valid while the stamp is unchanged."""
+    return tuple((t, t._version) for t in (getattr(A, name) for name in names))
+
+
+def _valid(stamp, A, names):
+    return all(a is b and v == b._version
+               for (a, v), b in zip(stamp, (getattr(A, name) for name in names), strict=True))
+
+
+@register("spmv", "xla")
+@register("spmm", "xla")
+def spmm(A, x):
+    """y = A @ x: over the row-padded layout when ``prepare_product`` chose one."""
+    layout = A.__dict__.get("_cache_ell")
+    if (layout is None or A.data.dtype == torch.bool
+            or not _valid(layout[0], A, _STRUCTURE[A.format])):
+        return _generic_spmm(A, x)
+    _, slot_map, cols = layout
+    if A.format == "bsr":
+        return _block_product(A, x, slot_map)
+    cached = A.__dict__.get("_cache_ell_data")
+    if cached is not None and not A.data.requires_grad and _valid(cached[0], A, ("data",)):
+        padded = cached[1]
+    else:  # new values on the same structure, or autograd: padded in the graph
+        padded = _ell.pad(A.data, slot_map)
+    gathered = x.index_select(0, cols.reshape(-1)).reshape(tuple(cols.shape)
+                                                           + tuple(x.shape[1:]))
+    return (gathered * (padded.unsqueeze(-1) if x.ndim == 2 else padded)).sum(1)
+
+
+def _block_product(A, x, slot_map):
+    """BSR @ x: dense (r x c) tile products, then each block row's products gathered by
+    the padded layout and summed along the padded axis."""
+    r, c = A.blocksize
+    m, n = A.shape
+    k = x.shape[1] if x.ndim == 2 else 1
+    prod = torch.bmm(A.data, x.reshape(n // c, c, k).index_select(0, A.indices))
+    out = _ell.pad(prod, slot_map).sum(1).reshape(m, k)
+    return out[:, 0].clone() if x.ndim == 1 else out

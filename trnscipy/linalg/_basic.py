@@ -12,12 +12,13 @@ from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 
-__all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq"]
+__all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_banded",
+           "solveh_banded", "pinvh"]
 
 
 @dispatch(_sl.solve)
@@ -115,3 +116,62 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
         real = a.real.dtype if a.is_complex() else a.dtype
         return x, empty((0,), a, real), 0, empty((0,), a, real)
     return kernel("linalg.lstsq", device)(a, b, cond=cond, lapack_driver=lapack_driver)
+
+
+def _banded_rhs(ab, b, name):
+    """SciPy's shape rule for the banded solvers: b's first (core) axis matches n."""
+    vec = b.ndim == ab.ndim - 1
+    if b.ndim == 0 or (b.shape[-1] if vec else b.shape[-2]) != ab.shape[-1]:
+        raise ValueError(f"shapes of {name} and b are not compatible.")
+    return (b.unsqueeze(-1) if vec else b), vec
+
+
+@dispatch(_sl.solve_banded)
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's)."""
+    lower, upper = (int(x) for x in l_and_u)
+    device = device_of(ab, b)
+    ab = as_matrix(ab, device, False, name="ab", small_ints=torch.float64)
+    b = as_tensor(b, device, False, small_ints=torch.float64)
+    if check_finite:
+        check_finite_(ab, b)
+    bm, vec = _banded_rhs(ab, b, "ab")
+    if lower + upper + 1 != ab.shape[-2]:
+        raise ValueError(f"invalid values for the number of lower and upper diagonals: "
+                         f"l+u+1 ({lower + upper + 1}) does not equal ab.shape[0] "
+                         f"({ab.shape[-2]})")
+    dtype = torch.promote_types(ab.dtype, b.dtype)
+    if b.numel() == 0:
+        return b.to(dtype).clone()
+    if ab.shape[-1] == 1:
+        return (b.to(dtype) / ab[..., upper, 0].to(dtype)).clone()
+    x = kernel("linalg.solve_banded", device)((lower, upper), ab.to(dtype), bm.to(dtype))
+    return x[..., 0] if vec else x
+
+
+@dispatch(_sl.solveh_banded)
+def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False,
+                  check_finite=True):
+    """A dense Cholesky factorization off the CPU (O(n^3) work, not pbsv's)."""
+    device = device_of(ab, b)
+    ab = as_matrix(ab, device, False, name="ab")
+    b = as_tensor(b, device, False)
+    if check_finite:
+        check_finite_(ab, b)
+    bm, vec = _banded_rhs(ab, b, "ab")
+    dtype = torch.promote_types(ab.dtype, b.dtype)
+    if b.numel() == 0:
+        return b.to(dtype).clone()
+    x = kernel("linalg.solveh_banded", device)(ab.to(dtype), bm.to(dtype), lower=lower)
+    return x[..., 0] if vec else x
+
+
+@dispatch(_sl.pinvh)
+def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=True):
+    a = as_square(a, device_of(a), check_finite)
+    if (atol is not None and atol < 0.0) or (rtol is not None and rtol < 0.0):
+        raise ValueError("atol and rtol values must be positive.")
+    if a.numel() == 0:
+        return (a.clone(), 0) if return_rank else a.clone()
+    return kernel("linalg.pinvh", a.device)(a, atol=atol, rtol=rtol, lower=lower,
+                                             return_rank=return_rank)

@@ -4,16 +4,17 @@ Generalized eigh (``b``) reduces to a standard problem through the Cholesky
 factor of ``b`` on the device; ``driver`` is checked and otherwise ignored there.
 """
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
-from trnscipy.linalg._validate import as_square, common_dtype, device_of, empty
+from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 
-__all__ = ["eigh", "eigvalsh", "eig", "eigvals"]
+__all__ = ["eigh", "eigvalsh", "eig", "eigvals", "eigh_tridiagonal", "eigvalsh_tridiagonal"]
 
 _DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
@@ -100,3 +101,51 @@ def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
 def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
     return eig(a, b, left=False, right=False, check_finite=check_finite,
                homogeneous_eigvals=homogeneous_eigvals)
+
+
+_TRIDIAGONAL_DRIVERS = ("auto", "stemr", "sterf", "stebz", "stev", "stevd")
+
+
+@dispatch(_sl.eigh_tridiagonal)
+def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None,
+                     check_finite=True, tol=0.0, lapack_driver="auto"):
+    """Off the CPU: the eigh kernel on the dense tridiagonal matrix, then SciPy's
+    selection; ``lapack_driver`` and ``tol`` are checked as SciPy does, then unused."""
+    from scipy.linalg._decomp import _check_select
+
+    device = device_of(d, e)
+    d, e = as_tensor(d, device, check_finite), as_tensor(e, device, check_finite)
+    for t in (d, e):
+        if t.ndim < 1:
+            raise ValueError("expected a 1-D array")
+        if t.is_complex():
+            raise TypeError("Only real arrays currently supported")
+    if d.shape[-1] != e.shape[-1] + 1:
+        raise ValueError(f"d ({d.shape[-1]}) must have one more element than e "
+                         f"({e.shape[-1]})")
+    batch = torch.broadcast_shapes(d.shape[:-1], e.shape[:-1])  # batches, as SciPy
+    d, e = d.expand(*batch, d.shape[-1]), e.expand(*batch, e.shape[-1])
+    rng = None if select_range is None else np.asarray(
+        select_range.cpu() if hasattr(select_range, "cpu") else select_range)
+    select, vl, vu, il, iu, _ = _check_select(select, rng, 0, d.shape[-1])
+    if not isinstance(lapack_driver, str):
+        raise TypeError("lapack_driver must be str")
+    if lapack_driver not in _TRIDIAGONAL_DRIVERS:
+        raise ValueError(f"lapack_driver must be one of {_TRIDIAGONAL_DRIVERS}, "
+                         f"got {lapack_driver}")
+    if lapack_driver in ("sterf", "stev", "stevd") and select != 0:
+        raise ValueError(f'{lapack_driver} can only be used when select == "a"')
+    if lapack_driver == "sterf" and not eigvals_only:
+        raise ValueError("sterf can only be used when eigvals_only is True")
+    dtype = torch.promote_types(d.dtype, e.dtype)
+    return kernel("linalg.eigh_tridiagonal", device)(
+        d.to(dtype), e.to(dtype), eigvals_only=eigvals_only, select=select,
+        select_range=None if select == 0 else ((vl, vu) if select == 1 else (il - 1, iu - 1)),
+        tol=tol, lapack_driver=lapack_driver)
+
+
+@dispatch(_sl.eigvalsh_tridiagonal)
+def eigvalsh_tridiagonal(d, e, select="a", select_range=None, check_finite=True, tol=0.0,
+                         lapack_driver="auto"):
+    return eigh_tridiagonal(d, e, eigvals_only=True, select=select, select_range=select_range,
+                            check_finite=check_finite, tol=tol, lapack_driver=lapack_driver)

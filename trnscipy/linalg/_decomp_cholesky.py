@@ -4,11 +4,12 @@ import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
-from trnscipy.linalg._validate import as_rhs, as_square, device_of
+from trnscipy._torch import torch
+from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
-__all__ = ["cholesky", "cho_factor", "cho_solve"]
+__all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_banded"]
 
 
 @dispatch(_sl.cholesky)
@@ -36,4 +37,33 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     if c.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
     x = kernel("linalg.cho_solve", device)((c.to(dtype), lower), b)
+    return x[..., 0] if vec else x
+
+
+@dispatch(_sl.cholesky_banded)
+def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
+    """A dense Cholesky factorization off the CPU, returned in band storage (the entries
+    outside the matrix keep the input's values, as LAPACK's pbtrf leaves them)."""
+    ab = as_matrix(ab, device_of(ab), check_finite, name="ab")
+    if ab.numel() == 0:
+        return ab.clone()
+    return kernel("linalg.cholesky_banded", ab.device)(ab, lower=lower)
+
+
+@dispatch(_sl.cho_solve_banded)
+def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
+    cb, lower = cb_and_lower
+    device = device_of(cb, b)
+    cb = as_matrix(cb, device, False, name="cb")
+    b = as_tensor(b, device, False)
+    if check_finite:
+        check_finite_(cb, b)
+    vec = b.ndim == cb.ndim - 1
+    if b.ndim == 0 or (b.shape[-1] if vec else b.shape[-2]) != cb.shape[-1]:
+        raise ValueError("shapes of cb and b are not compatible.")
+    dtype = torch.promote_types(cb.dtype, b.dtype)
+    if b.numel() == 0:
+        return b.to(dtype).clone()
+    x = kernel("linalg.cho_solve_banded", device)((cb.to(dtype), lower),
+                                                   (b.unsqueeze(-1) if vec else b).to(dtype))
     return x[..., 0] if vec else x

@@ -7,9 +7,9 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
-from trnscipy.linalg._validate import as_matrix, device_of, empty
+from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
-__all__ = ["qr"]
+__all__ = ["qr", "qr_multiply"]
 
 
 @dispatch(_sl.qr)
@@ -31,3 +31,37 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
             out = out + (empty(a.shape[:-2] + (n,), a, torch.int32),)
         return out
     return kernel("linalg.qr", a.device)(a, mode=mode, pivoting=pivoting)
+
+
+@dispatch(_sl.qr_multiply, composite=True)
+def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
+                overwrite_c=False):
+    """Q from trnscipy's qr, then one matrix product (SciPy applies the reflectors)."""
+    if mode not in ("left", "right"):
+        raise ValueError(f"Mode argument can only be 'left' or 'right' but not '{mode}'")
+    device = device_of(a, c)
+    c = as_tensor(c, device, True)
+    onedim = c.ndim < 2
+    if onedim:
+        c = c.reshape(1, -1) if mode == "right" else c.reshape(-1, 1)
+    a = as_tensor(a, device, False)
+    a = a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
+    m, n = a.shape
+    k = min(m, n)
+    if mode == "left":
+        if c.shape[0] != min(m, n + overwrite_c * (m - n)):
+            raise ValueError("Array shapes are not compatible for Q @ c operation: "
+                             f"{tuple(a.shape)} vs {tuple(c.shape)}")
+    elif m != c.shape[1]:
+        raise ValueError("Array shapes are not compatible for c @ Q operation: "
+                         f"{tuple(c.shape)} vs {tuple(a.shape)}")
+    full = mode == "left" and c.shape[0] > k  # overwrite_c with m > n: the full Q
+    q, *rest = qr(a, mode="full" if full else "economic", pivoting=pivoting)
+    r = rest[0][:k] if full else rest[0]
+    dtype = torch.promote_types(q.dtype, c.dtype)
+    q = (q.conj() if conjugate else q).to(dtype)
+    c = c.to(dtype)
+    if c.numel() == 0:
+        return (torch.empty_like(c), r) + tuple(rest[1:])
+    out = q @ c if mode == "left" else c @ q
+    return (out.reshape(-1) if onedim else out, r) + tuple(rest[1:])

@@ -8,7 +8,7 @@ from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, device_of, empty
 
-__all__ = ["svd", "svdvals"]
+__all__ = ["svd", "svdvals", "orth", "null_space"]
 
 
 def _eye(n, a):
@@ -36,3 +36,23 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
 @dispatch(_sl.svdvals)
 def svdvals(a, overwrite_a=False, check_finite=True):
     return svd(a, compute_uv=False, check_finite=check_finite)
+
+
+@dispatch(_sl.orth, composite=True)
+def orth(A, rcond=None):
+    """Through trnscipy's svd (one host read for the rank)."""
+    from trnscipy.linalg._kernels_struct import rank_of
+
+    a = as_matrix(A, device_of(A), True, name="A")
+    u, s, _ = svd(a, full_matrices=False, check_finite=False)
+    return u[..., :rank_of(s, rcond, *a.shape[-2:])].clone()
+
+
+@dispatch(_sl.null_space, composite=True)
+def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
+    """Through trnscipy's svd (one host read for the rank)."""
+    from trnscipy.linalg._kernels_struct import rank_of
+
+    a = as_matrix(A, device_of(A), check_finite, name="A")
+    u, s, vh = svd(a, full_matrices=True, check_finite=False, lapack_driver=lapack_driver)
+    return vh[..., rank_of(s, rcond, *a.shape[-2:]):, :].mH.clone()

@@ -463,15 +463,20 @@ def lstsq(a, b, cond=None, lapack_driver=None):
         rank, s
 
 
-@register("linalg.lu_factor", "generic")
-def lu_factor(a):
-    lu, piv, info = torch.linalg.lu_factor_ex(a)
-    flags, bad = _bad_slices(info, a)
+def lu_factor_warning(info, t):
+    """SciPy's LinAlgWarning for an exactly zero diagonal of U (one host read)."""
+    flags, bad = _bad_slices(info, t)
     if bad.size:
         from scipy.linalg import LinAlgWarning
 
         warnings.warn(f"Diagonal number {int(flags[bad[0]])} is exactly zero. Singular "
-                      "matrix.", LinAlgWarning, stacklevel=4)
+                      "matrix.", LinAlgWarning, stacklevel=5)
+
+
+@register("linalg.lu_factor", "generic")
+def lu_factor(a):
+    lu, piv, info = torch.linalg.lu_factor_ex(a)
+    lu_factor_warning(info, a)
     return lu, (piv - 1).to(torch.int32)
 
 
@@ -574,3 +579,6 @@ def norm(a, ord=None, axis=None, keepdims=False):
         # every other norm depends on |a| only (hypot: XLA's complex abs stays complex-typed)
         a = torch.hypot(a.real, a.imag)
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)
+
+
+from trnscipy.linalg import _xla_dense  # noqa: E402, F401  (registers the xla kernels)

@@ -1,15 +1,23 @@
-"""expm and sqrtm on device tensors (sqrtm: SciPy on the CPU only; elsewhere the
-capability table sends it to the host)."""
+"""expm, sqrtm, logm, funm and expm_frechet on device tensors.
+
+sqrtm, logm and funm work on the complex Schur form from trnscipy.linalg.schur (the
+host's SciPy, announced, where the device has no schur of its own) with triangular
+recurrences on the device; CPU tensors run SciPy on zero-copy views.
+"""
+
+import functools
+import warnings
 
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
-from trnscipy.linalg._validate import LinAlgError, as_matrix, as_square, device_of
+from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._misc import norm
+from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
 
-__all__ = ["expm", "sqrtm"]
+__all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet"]
 
 
 @dispatch(_sl.expm)
@@ -22,9 +30,96 @@ def expm(A):
     return kernel("linalg.expm", a.device)(a)
 
 
+_NO = object()
+
+
 @dispatch(_sl.sqrtm)
-def sqrtm(A, **kwargs):
-    a = as_square(A, device_of(A), finite=True, name="A")
+def sqrtm(A, disp=_NO, blocksize=_NO):
+    for name, value in (("disp", disp), ("blocksize", blocksize)):
+        if value is not _NO:
+            warnings.warn(f"The `{name}` argument is deprecated and will be removed in "
+                          "SciPy 1.18.0.", DeprecationWarning, stacklevel=3)
+    a = as_tensor(A, device_of(A), True)
+    if a.ndim < 2:
+        raise LinAlgError("The input array must be at least two-dimensional")
+    if a.shape[-1] != a.shape[-2]:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
     if a.numel() == 0:
         return a.clone()
-    return kernel("linalg.sqrtm", a.device)(a, **kwargs)
+    kwargs = {} if disp is _NO else {"disp": disp}
+    return _batched(kernel("linalg.sqrtm", a.device), a, **kwargs)
+
+
+def _square(A, message):
+    a = as_tensor(A, device_of(A), False)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(message)
+    return a
+
+
+def _batched(fn, a, *args, **kwargs):
+    """``fn`` on each matrix of a batch (SciPy's batch rule), a loop over the slices."""
+    if a.ndim == 2:
+        return fn(a, *args, **kwargs)
+    out = [fn(m, *args, **kwargs) for m in a.reshape(-1, *a.shape[-2:])]
+    dtype = functools.reduce(torch.promote_types, (o.dtype for o in out))
+    return torch.stack([o.to(dtype) for o in out]).reshape(a.shape)
+
+
+@dispatch(_sl.logm)
+def logm(A, disp=_NO):
+    """Returns double precision where the device has it (SciPy returns float64 for
+    float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1)."""
+    from trnscipy.linalg._basic import _wide
+
+    if disp is not _NO:
+        warnings.warn("The `disp` argument is deprecated and will be removed in SciPy "
+                      "1.18.0.", DeprecationWarning, stacklevel=3)
+    a = _square(A, "expected a square matrix")
+    if a.numel() == 0:
+        return _wide(a.clone())
+    f = _wide(_batched(kernel("linalg.logm", a.device), a))
+    if disp is _NO or disp:
+        return f
+    err = norm(expm(f) - a.to(f.dtype), 1) / norm(a, 1)
+    return f, float(err)
+
+
+@dispatch(_sl.funm)
+def funm(A, func, disp=True):
+    """``func`` is called with the eigenvalues as a device tensor; a function that cannot
+    take one (TypeError: a NumPy function on XLA data) gets them as a NumPy array, and its
+    result is moved back (the user's own host computation)."""
+    a = _square(A, "expected square array_like input")
+    if a.ndim > 2:
+        return _batched(kernel("linalg.funm", a.device), a, func, disp=True)
+    return kernel("linalg.funm", a.device)(a, func, disp=disp)
+
+
+@dispatch(_sl.expm_frechet, composite=True)
+def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
+    """Both methods take the block route: expm([[A, E], [0, A]]) through trnscipy's expm
+    (SciPy's 'SPS' is the Al-Mohy-Higham recurrence, in double precision: so is this
+    route for 'SPS' where the device has float64; the results agree to rounding)."""
+    from trnscipy.linalg._basic import _wide
+
+    device = device_of(A, E)
+    a = as_tensor(A, device, check_finite, small_ints=torch.float64)
+    e = as_tensor(E, device, check_finite, small_ints=torch.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected A to be a square matrix")
+    if e.ndim != 2 or e.shape[0] != e.shape[1]:
+        raise ValueError("expected E to be a square matrix")
+    if a.shape != e.shape:
+        raise ValueError("expected A and E to be the same shape")
+    if method not in (None, "SPS", "blockEnlarge"):
+        raise ValueError(f"Unknown implementation {method}")
+    if method in (None, "SPS"):  # SciPy's SPS computes in double precision
+        a, e = _wide(a), _wide(e)
+    dtype = torch.promote_types(a.dtype, e.dtype)
+    a, e = a.to(dtype), e.to(dtype)
+    n = a.shape[0]
+    big = torch.cat([torch.cat([a, e], 1), torch.cat([torch.zeros_like(a), a], 1)], 0)
+    m = expm(big)
+    out = m[:n, :n].clone(), m[:n, n:].clone()
+    return out if compute_expm else out[1]

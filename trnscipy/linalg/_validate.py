@@ -13,7 +13,9 @@ import contextlib
 import numpy as np
 from array_api_compat import is_torch_array
 
+from trnscipy._dtypes import to_torch_dtype
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 
 __all__ = ["LinAlgError", "as_tensor", "as_matrix", "as_square", "linalg_errors",
            "result_dtype", "empty", "check_finite"]
@@ -65,8 +67,7 @@ def as_tensor(x, device, finite=True, dtype=None, small_ints=None):
         x = np.asarray(x)
         if x.dtype.kind not in "biufc":
             raise ValueError(f"array of dtype {x.dtype} is not numeric")
-        x = torch.as_tensor(x)
-    x = x.to(device=device, dtype=dtype or result_dtype(x.dtype, small_ints))
+    x = tensor_on(x, device, dtype or result_dtype(to_torch_dtype(x.dtype), small_ints))
     if x.is_conj():
         x = x.resolve_conj()
     if finite:

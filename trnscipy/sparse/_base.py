@@ -25,7 +25,7 @@ from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device
+from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, tensor_on
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -56,7 +56,10 @@ def from_scipy(sp, device):
     else:
         raise TypeError(f"trnscipy device sparse containers are 1-D or 2-D, not "
                         f"{sp.ndim}-D")
-    return cls._from_scipy(sp, resolve_device(device))
+    device = resolve_device(device)
+    out = cls._from_scipy(sp, device)
+    kernel("prepare_product", device)(out, sp)
+    return out
 
 
 def _dtypes_of(self, args):
@@ -180,7 +183,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 raise ValueError(f"shape {shape} does not match the input's {other.shape}")
             self.__dict__.update(other.__dict__)
         elif is_torch_array(arg1):
-            self.__dict__.update(self._from_dense(arg1.to(device), shape, dtype,
+            self.__dict__.update(self._from_dense(tensor_on(arg1, device), shape, dtype,
                                                   blocksize).__dict__)
         elif isinstance(arg1, tuple):
             self._init_tuple(arg1, shape, dtype, copy, device, blocksize)
@@ -909,8 +912,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
             op = "spmv" if ndim == 1 else "spmm"
             if self._on_host(op, dt):
-                host = self.to_scipy() @ other.detach().cpu().resolve_conj().numpy()
-                return torch.from_numpy(np.asarray(host)).to(self.device)
+                host = self.to_scipy() @ _tensor_to_host(other)
+                return tensor_on(np.asarray(host), self.device)
             if self.dtype != dt:
                 x = other.to(to_torch_dtype(dt)).resolve_conj()
                 return kernel(op, self.device)(self.astype(dt, copy=False), x)

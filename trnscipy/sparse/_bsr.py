@@ -120,6 +120,7 @@ class _bsr_base(_data_matrix):
                                             su.as_index(indices, device),
                                             su.as_index(indptr, device), shape, dtype,
                                             blocksize, copy))
+        kernel("prepare_product", self.device)(self)
 
     def _validate(self, data, indices, indptr, shape, dtype, blocksize, copy):
         if data.ndim != 3:
@@ -133,12 +134,12 @@ class _bsr_base(_data_matrix):
             raise ValueError("indices and data should have the same size")
         np_dtype = su.check_dtype(dtype if dtype is not None else data.dtype)
         nb = indices.shape[0]
-        values = [indptr[0], indptr[-1],
-                  torch.diff(indptr).min() if indptr.shape[0] > 1 else indptr[0] * 0]
+        steps = torch.diff(indptr) if indptr.shape[0] > 1 else indptr[:1] * 0
+        values = [indptr[0], indptr[-1], steps.min(), steps.max()]
         if nb:
             values += [indices.min(), indices.max()]
         major = kernel("product_index", indices.device)(indptr, nb, indices.device)
-        first, last, min_step, *minmax = su.host_ints(*values,
+        first, last, min_step, width, *minmax = su.host_ints(*values,
                                                       also=() if major is None else (major,))
         imin, imax = minmax if minmax else (0, -1)
         if shape is None:
@@ -164,7 +165,8 @@ class _bsr_base(_data_matrix):
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
         parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
-                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None,
+                 "_cache_row_width": width}
         if major is not None:
             parts["_cache_major"] = major.to(idx)
         return parts

@@ -66,6 +66,7 @@ class _cs_matrix(_data_matrix):
         if shape_1d:  # a 1-D csr_array: the (1, n) structure
             parts["_shape"] = (parts["_shape"][1],)
         self.__dict__.update(parts)
+        kernel("prepare_product", self.device)(self)
 
     def _validate(self, data, indices, indptr, shape, dtype, copy):
         """Checked parts (one host read); SciPy's messages for bad input."""
@@ -83,12 +84,13 @@ class _cs_matrix(_data_matrix):
         live = pos < lim
         ind = indices.to(torch.int64)
         values = [indptr[0], indptr[-1]]
-        values.append(torch.diff(indptr).min() if indptr.shape[0] > 1 else indptr[0] * 0)
+        steps = torch.diff(indptr) if indptr.shape[0] > 1 else indptr[:1] * 0
+        values += [steps.min(), steps.max()]
         if length:
             values.append(torch.where(live, ind, big).min())
             values.append(torch.where(live, ind, -1).max())
         major = kernel("product_index", indices.device)(indptr, length, indices.device)
-        first, last, min_step, *minmax = su.host_ints(*values,
+        first, last, min_step, width, *minmax = su.host_ints(*values,
                                                       also=() if major is None else (major,))
         imin, imax = minmax if minmax else (big, -1)
         if last > length:
@@ -118,7 +120,8 @@ class _cs_matrix(_data_matrix):
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
         parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
-                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None,
+                 "_cache_row_width": width if self.format == "csr" else None}
         if major is not None:
             parts["_cache_major"] = (major[:last] if last < length else major).to(idx)
         return parts

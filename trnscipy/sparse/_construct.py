@@ -30,7 +30,7 @@ from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._errors import fallback
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, _to_host
+from trnscipy._transfer import _to_device, _to_host, tensor_on
 
 __all__ = ["spdiags", "eye", "eye_array", "identity", "kron", "kronsum", "hstack", "vstack",
            "bmat", "block_array", "block_diag", "diags", "diags_array", "rand", "random",
@@ -114,9 +114,8 @@ def _index_dtype(maxval, *arrays):
 
 def _tensor(x, device, dtype=None):
     """``x`` (tensor, ndarray, list, scalar) as a tensor on ``device``."""
-    if not _is_tensor(x):
-        x = torch.as_tensor(np.asarray(x))
-    return x.to(device=device, dtype=to_torch_dtype(dtype) if dtype is not None else None)
+    return tensor_on(x if _is_tensor(x) else np.asarray(x), device,
+                     to_torch_dtype(dtype) if dtype is not None else None)
 
 
 def _host_ints(x):

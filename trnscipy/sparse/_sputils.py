@@ -17,7 +17,7 @@ from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to_host
+from trnscipy._transfer import _tensor_to_host, tensor_on
 
 INT32_MAX = int(np.iinfo(np.int32).max)
 
@@ -53,19 +53,15 @@ def index_dtype(maxval=0, tensors=(), values_max=None, keep_int64=True):
 
 
 def as_tensor(x, device, dtype=None):
-    """A tensor on ``device`` from a tensor, ndarray, list or scalar (no copy if possible)."""
+    """A tensor on ``device`` from a tensor, ndarray, list or scalar (no copy if possible),
+    through the transfer layer (float64 stays exact on devices without it)."""
     if is_torch_array(x):
-        t = x
+        t = x.resolve_conj() if x.is_conj() else x
     else:
-        a = np.asarray(x)
-        if a.dtype == object:
+        t = np.asarray(x)
+        if t.dtype == object:
             raise ValueError("scipy.sparse does not support dtype object")
-        if not a.dtype.isnative or not a.flags.writeable:
-            a = a.astype(a.dtype.newbyteorder("="), copy=True)
-        t = torch.from_numpy(np.ascontiguousarray(a))
-    if t.is_conj():
-        t = t.resolve_conj()
-    return t.to(device=device, dtype=dtype)
+    return tensor_on(t, device, dtype)
 
 
 def from_host(a, device):
@@ -142,7 +138,7 @@ def segment_sum(data, seg, n):
     if not runs_on_device("trnscipy.sparse.segment_sum", device_kind(data.device), dtype):
         out = np.zeros((n,) + tuple(data.shape[1:]), dtype=dtype)
         np.add.at(out, _tensor_to_host(seg), _tensor_to_host(data))
-        return torch.from_numpy(out).to(data.device)
+        return tensor_on(out, data.device)
     out = torch.zeros((n,) + tuple(data.shape[1:]), dtype=data.dtype, device=data.device)
     return out.index_add(0, seg, data)
 

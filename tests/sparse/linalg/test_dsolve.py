@@ -54,7 +54,7 @@ def _backward_ok(a, x, b, trans):
 
 
 def _check_solution(ours, ref, a, b, trans, device):
-    assert type(ours) is torch.Tensor and ours.device == device
+    assert isinstance(ours, torch.Tensor) and ours.device == device
     x = trnscipy.to_host(ours)
     assert x.dtype == ref.dtype and x.shape == ref.shape
     assert _backward_ok(a, x, b, trans)
@@ -110,7 +110,7 @@ def test_dense_tensor_and_host_rhs_on_cpu():
         lu = tsl.splu(torch.from_numpy(a))
     b = _rhs(np.float64)
     x = lu.solve(b)
-    assert type(x) is torch.Tensor
+    assert isinstance(x, torch.Tensor)
     with pytest.warns(sp.SparseEfficiencyWarning):
         ref = spla.splu(a).solve(b)
     np.testing.assert_allclose(x.numpy(), ref, rtol=1e-13)

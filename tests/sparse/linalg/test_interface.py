@@ -21,7 +21,7 @@ def _data(dtype=np.float64, seed=0):
 
 
 def _check(ours, ref, device):
-    assert type(ours) is torch.Tensor and ours.device == device
+    assert isinstance(ours, torch.Tensor) and ours.device == device
     np.testing.assert_allclose(trnscipy.to_host(ours), ref, rtol=1e-12, atol=1e-12)
     assert ours.shape == ref.shape
 

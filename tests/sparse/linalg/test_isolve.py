@@ -72,7 +72,7 @@ def _to(x, device):
 
 
 def _compare(x_ours, x_ref, dtype):
-    assert type(x_ours) is torch.Tensor
+    assert isinstance(x_ours, torch.Tensor)
     assert x_ours.shape == x_ref.shape
     got = trnscipy.to_host(x_ours)  # (torch-xla's .cpu() drops complex imaginary parts)
     assert got.dtype == x_ref.dtype
@@ -352,7 +352,7 @@ def test_cpu_route_runs_scipys_loop(solver, cpu_loop):
     x_ref, info_ref = getattr(spla, solver)(sp.csr_array(A), b, M=host_M, maxiter=5)
     x, info = getattr(tsl, solver)(trnscipy.to_device(sp.csr_array(A), "cpu"), _to(b, "cpu"),
                                    M=dev_M, maxiter=5)
-    assert type(x) is torch.Tensor and info == info_ref
+    assert isinstance(x, torch.Tensor) and info == info_ref
     if cpu_loop == "scipy":
         np.testing.assert_array_equal(x.numpy(), x_ref)
     else:
@@ -420,7 +420,7 @@ def test_device_csr_matches_scipy(solver):
         _compare(x, x_ref, np.float64)
     # host rhs with a device matrix: the rhs moves to the matrix's device, x stays there
     x, info = getattr(tsl, solver)(Ad, b)
-    assert type(x) is torch.Tensor and info == info_ref
+    assert isinstance(x, torch.Tensor) and info == info_ref
 
 
 @pytest.mark.xla

@@ -16,6 +16,8 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 import functools
 
 import numpy as np
+from array_api_compat import is_torch_array
+from scipy.sparse.linalg import _interface as _si
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
@@ -43,12 +45,44 @@ def solver_kernel(scipy_solver):
         @functools.wraps(torch_solver)
         def solve(*args, **kwargs):
             device = find_device(args, kwargs)
-            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs)
+            check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
+            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
+                                            host_operand)
 
         solve.torch_loop = torch_solver
         return solve
 
     return decorate
+
+
+def host_operand(value):
+    """A solver operand as SciPy takes it, sharing memory with CPU tensors: a trnscipy
+    LinearOperator becomes a SciPy one calling it on tensor views, a sparse container
+    its SciPy twin; anything else as it is."""
+    from trnscipy.sparse.linalg._interface import LinearOperator, MatrixLinearOperator
+
+    if type(value) is MatrixLinearOperator:
+        return host_operand(value.A)
+    if is_torch_array(value):
+        return to_host(value)
+    if isinstance(value, LinearOperator):
+        return _host_operator(value)
+    if getattr(value, "_trnscipy_device_object", False):
+        return value.to_scipy(copy=False)
+    return value
+
+
+def _host_operator(op):
+    """A SciPy LinearOperator calling the trnscipy operator ``op`` on tensor views."""
+    def on_tensors(method):
+        def apply(v):
+            out = method(torch.from_numpy(np.ascontiguousarray(v)))
+            return to_host(out) if is_torch_array(out) else np.asarray(out)
+        return apply
+
+    return _si.LinearOperator(op.shape, matvec=on_tensors(op.matvec),
+                              rmatvec=on_tensors(op.rmatvec), matmat=on_tensors(op.matmat),
+                              rmatmat=on_tensors(op.rmatmat), dtype=op.dtype)
 
 
 def host_reads_free(device):

@@ -1,0 +1,225 @@
+"""Dense LU and SVD built from ops that lower to XLA (trnscipy/linalg/_xla_dense.py).
+
+Paired execution against SciPy on the cpu and xla lanes.  On the XLA lane every case
+also asserts that torch-xla ran no aten op on the host (its aten:: counters, scalar
+reads to Python aside) and the graph counts: a repeat call compiles nothing.
+"""
+
+import contextlib
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import eps, random, tensor, to_np
+
+torch = pytest.importorskip("torch")
+
+_SCALAR_READ = "aten::_local_scalar_dense"
+
+
+def _aten_fallbacks():
+    import torch_xla.debug.metrics as met
+
+    return sum(met.counter_value(n) or 0 for n in met.counter_names()
+               if n.startswith("aten::") and n != _SCALAR_READ)
+
+
+@contextlib.contextmanager
+def _on_device(device, compilations=None):
+    """Assert no aten CPU fallback inside (XLA lane) and, if given, the compilations."""
+    if device.type != "xla":
+        yield None
+        return
+    from trnscipy._metrics import xla_counts
+
+    before = _aten_fallbacks()
+    with xla_counts() as counts:
+        yield counts
+    assert _aten_fallbacks() == before, "torch-xla ran aten ops on the host"
+    if compilations is not None:
+        assert counts.compilations == compilations, counts
+
+
+def _backward(a, x, b, dtype, c=10):
+    r = np.linalg.norm(b.astype(np.complex128) - a.astype(np.complex128) @ x)
+    scale = np.linalg.norm(a, 2) * np.linalg.norm(x) + np.linalg.norm(b)
+    assert r <= c * a.shape[0] * eps(dtype) * scale
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_lu_factor_solve(device, dtype):
+    if device.type == "xla" and dtype != np.complex128:
+        pytest.skip("XLA compile budget: float64 in the shapes test, float32 at n = 256")
+    n = 7
+    rng = np.random.default_rng(20)
+    a, b = random(n, dtype, rng), random(2, dtype, rng, m=n)
+    lu_ref, piv_ref = sl.lu_factor(a)
+    with _on_device(device):
+        lu, piv = tl.lu_factor(tensor(a, device))
+        xs = [tl.lu_solve((lu, piv), tensor(b, device), trans=t) for t in (0, 1, 2)]
+    assert to_np(piv).dtype == np.int32 and np.array_equal(to_np(piv), piv_ref)
+    assert np.linalg.norm(to_np(lu) - lu_ref) <= 100 * n * eps(dtype) * np.linalg.norm(lu_ref)
+    for t, x in zip((0, 1, 2), xs, strict=True):
+        ref = sl.lu_solve((lu_ref, piv_ref), b, trans=t)
+        assert to_np(x).dtype == ref.dtype and x.shape == ref.shape
+        _backward({0: a, 1: a.T, 2: a.conj().T}[t], to_np(x), b, dtype)
+    # SciPy's own (lu, piv) solve on the device too
+    with _on_device(device):
+        x = tl.lu_solve((tensor(lu_ref, device), tensor(piv_ref, device)), tensor(b[:, 0], device))
+    _backward(a, to_np(x), b[:, 0], dtype)
+
+
+@pytest.mark.parametrize("shape", [(7, 7), (9, 4), (4, 9)])
+def test_lu_shapes_and_modes(device, shape):
+    if device.type == "xla" and shape != (9, 4):
+        pytest.skip("XLA compile budget: one tall shape there (square in the other tests)")
+    rng = np.random.default_rng(21)
+    a = random(shape[1], np.float64, rng, m=shape[0])
+    t = tensor(a.copy(), device)
+    for kw in ({}, {"permute_l": True}, {"p_indices": True}, {"overwrite_a": False}):
+        ref = sl.lu(a, **kw)
+        with _on_device(device):
+            out = tl.lu(t, **kw)
+        assert len(out) == len(ref)
+        for o, r in zip(out, ref, strict=True):
+            assert to_np(o).dtype == r.dtype and o.shape == r.shape
+            assert np.allclose(to_np(o), r, atol=1e-12)
+    lu_ref, piv_ref = sl.lu_factor(a)
+    with _on_device(device):
+        lu, piv = tl.lu_factor(t)
+    assert np.array_equal(to_np(piv), piv_ref) and np.allclose(to_np(lu), lu_ref, atol=1e-12)
+
+
+def test_lu_singular(device):
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    a[:, 1] = 0.0
+    with pytest.warns(sl.LinAlgWarning) as ref_w:
+        lu_ref, piv_ref = sl.lu_factor(a)
+    with _on_device(device), pytest.warns(sl.LinAlgWarning) as w:
+        lu, piv = tl.lu_factor(tensor(a, device))
+    assert str(w[0].message) == str(ref_w[0].message)
+    assert np.array_equal(to_np(piv), piv_ref) and np.allclose(to_np(lu), lu_ref)
+    with _on_device(device):
+        out = tl.lu(tensor(a, device))  # SciPy's lu does not warn
+    assert all(np.allclose(to_np(o), r) for o, r in zip(out, sl.lu(a), strict=True))
+
+
+def test_lu_bad_input(device):
+    with pytest.raises(ValueError):
+        tl.lu_factor(tensor(np.array([1.0, np.inf, 2.0, 3.0]).reshape(2, 2), device))
+    with pytest.raises(ValueError):
+        tl.lu_solve((tensor(np.eye(3), device), tensor(np.arange(3, dtype=np.int32), device)),
+                    tensor(np.ones(4), device))
+    with pytest.raises(ValueError):
+        tl.lu_solve((tensor(np.eye(3), device), tensor(np.arange(3, dtype=np.int32), device)),
+                    tensor(np.ones(3), device), trans=3)
+
+
+def test_lu_n256_float32_on_device(device):
+    """Must-show: lu_factor + lu_solve at n = 256 on the device, SciPy's accuracy, no aten
+    CPU fallback; a repeat compiles nothing."""
+    n = 256
+    rng = np.random.default_rng(22)
+    a, b = random(n, np.float32, rng), random(1, np.float32, rng, m=n)
+    ta, tb = tensor(a, device), tensor(b, device)
+    with _on_device(device):
+        lu, piv = tl.lu_factor(ta)
+        x = tl.lu_solve((lu, piv), tb)
+    lu_ref, piv_ref = sl.lu_factor(a)
+    assert np.array_equal(to_np(piv), piv_ref)
+    _backward(a, to_np(x), b, np.float32)
+    with _on_device(device, compilations=0) as counts:
+        lu, piv = tl.lu_factor(ta)
+        x = tl.lu_solve((lu, piv), tb)
+    if counts is not None:
+        assert counts.executions <= 64, counts
+    _backward(a, to_np(x), b, np.float32)
+
+
+@pytest.mark.xla
+def test_lu_float32_on_neuron(xla_device, emulate_neuron):
+    """Trainium's kind runs the float32 LU on the device, unannounced (float64: host)."""
+    import warnings
+
+    from trnscipy import DeviceFallbackWarning
+
+    a = random(256, np.float32, np.random.default_rng(23))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeviceFallbackWarning)
+        lu, piv = tl.lu_factor(tensor(a, xla_device))
+    assert np.array_equal(to_np(piv), sl.lu_factor(a)[1])
+    with pytest.warns(DeviceFallbackWarning, match="neuron devices have no float64"):
+        tl.lu_factor(tensor(a[:4, :4].astype(np.float64), xla_device))
+
+
+def _flat(out):
+    return [y for z in out for y in (z if isinstance(z, tuple) else (z,))]
+
+
+@pytest.mark.parametrize("shape", [(9, 4), (4, 9)])
+def test_qr_modes(device, shape):
+    """LAPACK's conventions: R, Q and raw (h, tau) equal SciPy's to rounding."""
+    if device.type == "xla" and shape != (9, 4):
+        pytest.skip("XLA compile budget: one tall shape there (square at n = 256)")
+    rng = np.random.default_rng(24)
+    a = random(shape[1], np.float64, rng, m=shape[0])
+    t = tensor(a, device)
+    for mode in ("full", "economic", "r", "raw"):
+        ref = sl.qr(a, mode=mode)
+        with _on_device(device):
+            out = tl.qr(t, mode=mode, overwrite_a=False)
+        for o, r in zip(_flat(out), _flat(ref), strict=True):
+            assert to_np(o).dtype == r.dtype and o.shape == r.shape, mode
+            assert np.allclose(to_np(o), r, atol=1e-12), mode
+
+
+def test_qr_complex(device):
+    """Complex QR: on the device on CPU tensors; host, announced, on XLA."""
+    from trnscipy import DeviceFallbackWarning
+
+    rng = np.random.default_rng(25)
+    a = random(4, np.complex128, rng, m=6)
+    ctx = pytest.warns(DeviceFallbackWarning, match="complex") if device.type == "xla" \
+        else contextlib.nullcontext()
+    with ctx:
+        q, r = tl.qr(tensor(a, device), mode="economic")
+    q, r = to_np(q), to_np(r)
+    assert np.linalg.norm(q @ r - a) <= 1e-13 and np.allclose(np.abs(r), np.abs(sl.qr(a)[1][:4]))
+
+
+def test_qr_n256_float32_on_device(device):
+    """Must-show: qr economic and full at n = 256 on the device, SciPy's accuracy, no aten
+    CPU fallback; a repeat compiles nothing."""
+    n = 256
+    a = random(n, np.float32, np.random.default_rng(26))
+    t = tensor(a, device)
+    for mode in ("economic", "full"):
+        with _on_device(device):
+            q, r = tl.qr(t, mode=mode)
+        q, r = to_np(q), to_np(r)
+        assert np.linalg.norm(q @ r - a) <= 60 * n * eps(np.float32) * np.linalg.norm(a)
+        assert np.linalg.norm(q.T @ q - np.eye(n)) <= 60 * n * eps(np.float32)
+        assert np.all(np.tril(r, -1) == 0)
+        assert np.allclose(np.abs(np.diag(r)), np.abs(np.diag(sl.qr(a)[1])), rtol=1e-3)
+    with _on_device(device, compilations=0) as counts:
+        tl.qr(t, mode="economic")
+    if counts is not None:
+        assert counts.executions <= 64, counts
+
+
+@pytest.mark.parametrize("scale", [0.2, 20.0])
+def test_expm_on_device(device, scale):
+    """expm: Pade degree and scaling from one norm read, the solve through the device LU."""
+    n = 6
+    a = np.random.default_rng(27).standard_normal((n, n)) * scale
+    t = tensor(a, device)
+    with _on_device(device):
+        e = tl.expm(t)
+    ref = sl.expm(a)
+    assert to_np(e).dtype == ref.dtype
+    assert np.linalg.norm(to_np(e) - ref) <= 1e3 * n * eps(np.float64) * np.linalg.norm(ref) \
+        * max(1.0, np.linalg.norm(a, 1))
+    with _on_device(device, compilations=0):
+        tl.expm(t)

@@ -1,0 +1,147 @@
+"""float64 on a device that holds it as float32 (Trainium; the XLA lane under
+TRNSCIPY_EMULATE=neuron): exact storage as float32 parts, the emulation of what torch-xla
+does to every other float64 value, and the warning for float64 data held as float32."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import trnscipy
+import trnscipy.sparse
+import trnscipy.sparse.linalg
+from tests.conftest import HAVE_TORCH
+from trnscipy import DeviceFallbackWarning, DeviceUnsupportedError, Float32StorageWarning
+from trnscipy._double_float import LO_SCALE, TAIL_SCALE, split
+
+pytestmark = pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed")
+
+
+def _awkward(rng, n=200):
+    """float64 values with all 53 bits in use, over float32's exponent range."""
+    return rng.standard_normal(n) * np.exp(rng.uniform(-60, 60, n))
+
+
+def test_split_is_exact_over_float32_range():
+    rng = np.random.default_rng(0)
+    edges = np.array([0.0, -0.0, 1 / 3, np.pi, 3.3e38, -3.2e-30, float(np.float32(1.5e-38))])
+    for a in (_awkward(rng), edges, _awkward(rng) + 1j * _awkward(rng)):
+        hi, lo, tail = split(a)
+        assert hi.dtype == (np.complex64 if a.dtype.kind == "c" else np.float32)
+        back = (hi.astype(a.dtype) + lo.astype(a.dtype) / LO_SCALE
+                + tail.astype(a.dtype) / TAIL_SCALE)
+        np.testing.assert_array_equal(back, a)
+        np.testing.assert_array_equal(hi, a.astype(hi.dtype))  # hi is what the device holds
+
+
+@pytest.mark.parametrize("value", [1e39, -3.5e38, 1e-39 + 1e-50, 1e-300])
+def test_split_refuses_values_outside_float32_range(value):
+    with pytest.raises(ValueError, match="cannot be held exactly"):
+        split(np.array([1.0, value]))
+
+
+def test_split_keeps_inf_and_nan():
+    hi, lo, tail = split(np.array([np.inf, -np.inf, np.nan, 1 / 3]))
+    assert np.isinf(hi[:2]).all() and np.isnan(hi[2]) and (lo[:3] == 0).all()
+
+
+@pytest.mark.xla
+def test_to_device_round_trip_is_exact(xla_device, emulate_neuron):
+    import torch
+
+    rng = np.random.default_rng(1)
+    for a in (_awkward(rng).reshape(20, 10), _awkward(rng) - 2j * _awkward(rng)):
+        t = trnscipy.to_device(a, xla_device)
+        assert t.dtype == (torch.complex128 if a.dtype.kind == "c" else torch.float64)
+        np.testing.assert_array_equal(trnscipy.to_host(t), a)
+        np.testing.assert_array_equal(trnscipy.to_host(t.to("cpu")), a)
+        np.testing.assert_array_equal(t.cpu().numpy(), a)  # .cpu() of exact data: exact
+        # what the device holds is float32 (the dtype still says float64)
+        narrow = np.complex64 if a.dtype.kind == "c" else np.float32
+        hi = t.to(torch.complex64 if a.dtype.kind == "c" else torch.float32)
+        np.testing.assert_array_equal(trnscipy.to_host(hi), a.astype(narrow))
+
+
+@pytest.mark.xla
+def test_data_movement_keeps_float64_exact(xla_device, emulate_neuron):
+    rng = np.random.default_rng(2)
+    A = sp.random_array((30, 20), density=0.2, rng=rng, format="csr")
+    A.data = _awkward(rng, A.nnz)
+    dA = trnscipy.to_device(A, xla_device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        moved = {"T": dA.T, "tocsc": dA.tocsc(), "tocoo": dA.tocoo(), "slice": dA[3:17, 2:9],
+                 "hstack": trnscipy.sparse.hstack([dA, dA]), "copy": dA.copy(),
+                 "tobsr": dA.tobsr(blocksize=(2, 2))}
+    ref = {"T": A.T, "tocsc": A.tocsc(), "tocoo": A.tocoo(), "slice": A[3:17, 2:9],
+           "hstack": sp.hstack([A, A]), "copy": A, "tobsr": A.tobsr(blocksize=(2, 2))}
+    for name, ours in moved.items():
+        np.testing.assert_array_equal(trnscipy.to_host(ours).toarray(), ref[name].toarray(),
+                                      err_msg=name)
+
+
+@pytest.mark.xla
+def test_emulation_rounds_float64_computed_on_the_device(xla_device, emulate_neuron):
+    """torch float64 arithmetic on a NeuronCore gives float32 values: so does the
+    emulation, whatever the path."""
+    import torch
+
+    a = np.array([1 / 3, 2 / 3, np.pi])
+    t = trnscipy.to_device(a, xla_device)
+    third = (t / 3).cpu().numpy()
+    np.testing.assert_array_equal(third, (a / 3).astype(np.float32))
+    plain = torch.tensor(a, device=xla_device)  # torch's own transfer: rounded, as there
+    np.testing.assert_array_equal(plain.cpu().numpy(), a.astype(np.float32))
+
+
+@pytest.mark.xla
+def test_host_fallback_reads_exact_data(xla_device, emulate_neuron):
+    """A function with no float64 device method runs on SciPy with the exact values."""
+    rng = np.random.default_rng(3)
+    A = sp.random_array((40, 40), density=0.1, rng=rng, format="csc") + sp.eye_array(40) * 4
+    A.data = A.data + _awkward(rng, A.nnz) * 1e-6
+    b = _awkward(rng, 40)
+    with pytest.warns(DeviceFallbackWarning):
+        x = trnscipy.sparse.linalg.spsolve(trnscipy.to_device(A, xla_device),
+                                          trnscipy.to_device(b, xla_device))
+    np.testing.assert_array_equal(trnscipy.to_host(x), spla.spsolve(A, b))
+    with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning):
+        x = trnscipy.sparse.linalg.spsolve(A, b)
+    np.testing.assert_array_equal(x, spla.spsolve(A, b))
+
+
+@pytest.mark.xla
+def test_float64_tensor_from_torch_warns_and_strict_raises(xla_device, emulate_neuron,
+                                                          monkeypatch):
+    import torch
+
+    a = np.array([[4.0, 1 / 3], [1 / 3, 3.0]])
+    t = torch.from_numpy(a).to(xla_device)
+    with pytest.warns(Float32StorageWarning, match=r"torch.float64 tensor of shape \(2, 2\)"), \
+            pytest.warns(DeviceFallbackWarning, match="from_dense"):
+        A = trnscipy.sparse.csr_array(t)
+    np.testing.assert_array_equal(trnscipy.to_host(A).toarray(), a.astype(np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Float32StorageWarning)  # exact data: no complaint
+        with pytest.warns(DeviceFallbackWarning, match="from_dense"):
+            B = trnscipy.sparse.csr_array(trnscipy.to_device(a, xla_device))
+    np.testing.assert_array_equal(trnscipy.to_host(B).toarray(), a)
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with pytest.raises(DeviceUnsupportedError, match="holds float32 values"):
+        trnscipy.sparse.csr_array(t)
+
+
+@pytest.mark.xla
+def test_no_float64_op_runs_on_the_device_moving_data(xla_device, emulate_neuron):
+    import torch
+
+    from conformance.device_ops import DeviceArithmetic
+
+    A = sp.random_array((20, 20), density=0.2, rng=np.random.default_rng(4), format="csr")
+    with DeviceArithmetic("xla", [torch.float64, torch.complex128]) as rec:
+        dA = trnscipy.to_device(A, xla_device)
+        back = trnscipy.to_host(dA.T.tocsr())
+    assert rec.ops == []
+    np.testing.assert_array_equal(back.toarray(), A.T.toarray())

@@ -1,0 +1,408 @@
+"""Krylov solvers on DistributedMatrix operands (SciPy 1.17's signatures, info, results).
+
+Vectors are this rank's rows (torch tensors); every inner product is a partial sum
+per rank, and the partial sums one step needs travel in one all_reduce (``System.sums``).
+cg is Chronopoulos and Gear's variant: z = M r and w = A z come first, then ||r||^2,
+(r, z) and (z, w) in a single all_reduce, so one reduction and one halo exchange per
+iteration, with SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of
+each iteration) and SciPy's iteration count.  gmres, bicgstab and minres follow SciPy's
+loops step for step with the dot products fused where the algorithm allows.
+
+Callbacks run on every rank.  Those that SciPy gives the iterate ``xk`` get a
+DistributedArray (``xk.local`` is this rank's rows; ``gather(xk)`` inside the callback
+is collective and allowed, since every rank calls it); gmres's residual norms are
+global floats, the same on every rank.  Results: ``(x, info)`` with ``x`` a
+DistributedArray partitioned like A's rows.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import scipy.sparse.linalg as _scipy
+
+from trnscipy._dispatch import register_distributed
+from trnscipy._dtypes import to_torch_dtype
+from trnscipy._torch import torch
+from trnscipy.distributed import _comm
+from trnscipy.distributed._array import DistributedArray, check_same
+from trnscipy.distributed._matrix import DistributedMatrix
+
+__all__ = ["cg", "gmres", "bicgstab", "minres", "System"]
+
+_CHARS = {"f": 0, "d": 1, "F": 2, "D": 3}
+
+
+def _coerce(a, b):
+    a, b = _CHARS.get(a, 1), _CHARS.get(b, 1)
+    return np.dtype("fdFD"[2 * max(a // 2, b // 2) + max(a % 2, b % 2)])
+
+
+class System:
+    """A distributed system: A and M as functions on local tensors, x, b, reductions."""
+
+    def __init__(self, A, b, x0=None, M=None, square=True):
+        if not isinstance(A, DistributedMatrix):
+            raise ValueError(f"expected a DistributedMatrix, got {type(A).__name__} (the "
+                             "operands of a distributed solve are distributed together)")
+        if square and A.shape[0] != A.shape[1]:
+            raise ValueError(f"expected square matrix, but got shape={A.shape}")
+        self.A, self.where, self.n = A, A.placement, A.shape[0]
+        b_local = self._local(b, "b")
+        self.np_dtype = _coerce(A.dtype.char, np.dtype(_np(b_local.dtype)).char)
+        self.dtype = to_torch_dtype(self.np_dtype)
+        self.b = b_local.to(self.dtype).clone()
+        if self.b.dim() == 2 and self.b.shape[1] == 1:
+            self.b = self.b[:, 0]
+        if self.b.dim() != 1:
+            raise ValueError(f"shapes of A {A.shape} and b {tuple(b.shape)} are incompatible")
+        self.x0_given = x0 is not None
+        self.x = (self._local(x0, "x0").to(self.dtype).reshape(-1).clone() if x0 is not None
+                  else torch.zeros_like(self.b))
+        self.eps = float(np.finfo(self.np_dtype).eps)
+        self.psolve = self._preconditioner(M)
+
+    def _local(self, v, name):
+        if isinstance(v, DistributedArray):
+            check_same(self.A, v, f"A and {name}")
+            return v.local
+        if isinstance(v, np.ndarray) or isinstance(v, list):
+            v = np.asarray(v)
+            if v.shape[0] != self.n or v.ndim > 2:
+                raise ValueError(f"shapes of A {self.A.shape} and {name} {v.shape} are "
+                                 "incompatible")
+            return self.A._vector(v, self.A.offsets)
+        raise ValueError(f"{name} must be a DistributedArray partitioned like A (or a NumPy "
+                         f"array given whole on every rank), not {type(v).__name__}")
+
+    def _preconditioner(self, M):
+        if M is None:
+            return lambda r: r
+        if getattr(M, "_trnscipy_placement", None) != self.where:
+            raise ValueError("M must be a distributed operator on A's process group "
+                             "(a DistributedMatrix or trnscipy.distributed.block_jacobi)")
+        if M.offsets != self.A.offsets:
+            raise ValueError("M and A have different row partitions")
+        return M.matvec_local
+
+    def matvec(self, x):
+        return self.A.matvec_local(x)
+
+    def array(self, local):
+        return DistributedArray(local, self.A.offsets, self.where, (self.n,))
+
+    def sums(self, *partials):
+        """Global sums of local partial results, in one all_reduce: Python numbers."""
+        out = _comm.allsum(self.where, partials, self.dtype)
+        return [complex(v) if out.is_complex() else float(v) for v in out]
+
+    def norm(self, v):
+        return math.sqrt(self.sums(_sq(v))[0].real)
+
+
+def _np(dtype):
+    from trnscipy._dtypes import to_numpy_dtype
+
+    return to_numpy_dtype(dtype)
+
+
+def _sq(v):
+    return torch.vdot(v, v).real if v.is_complex() else torch.dot(v, v)
+
+
+def _dot(a, b):
+    return torch.vdot(a, b) if a.is_complex() else torch.dot(a, b)
+
+
+def _atol(name, bnrm2, atol, rtol):
+    if atol is None or isinstance(atol, str) or atol < 0:
+        raise ValueError(f"'scipy.sparse.linalg.{name}' called with invalid `atol`={atol}; "
+                         "if set, `atol` must be a real, non-negative number.")
+    return max(float(atol), float(rtol) * float(bnrm2))
+
+
+def _start(name, A, b, x0, M, atol, rtol, maxiter):
+    s = System(A, b, x0, M)
+    s.bnrm2 = s.norm(s.b)
+    s.atol = _atol(name, s.bnrm2, atol, rtol)
+    s.maxiter = s.n * 10 if maxiter is None else int(maxiter)
+    return s
+
+
+def _residual(s):
+    return s.b - s.matvec(s.x) if s.x0_given else s.b.clone()
+
+
+@register_distributed(_scipy.cg)
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    s = _start("cg", A, b, x0, M, atol, rtol, maxiter)
+    if s.bnrm2 == 0:
+        return s.array(s.b), 0
+    x, r = s.x, _residual(s)
+    xk = s.array(x)
+    p = q = gamma_prev = alpha_prev = None
+    for iteration in range(s.maxiter):
+        z = s.psolve(r)
+        w = s.matvec(z)
+        rr, gamma, delta = s.sums(_sq(r), _dot(r, z), _dot(z, w))
+        if math.sqrt(rr.real) < s.atol:
+            return xk, 0
+        if iteration == 0:
+            alpha, p, q = gamma / delta, z.clone(), w.clone()
+        else:
+            beta = gamma / gamma_prev
+            alpha = gamma / (delta - beta * gamma / alpha_prev)
+            p.mul_(beta).add_(z)
+            q.mul_(beta).add_(w)
+        x.add_(p, alpha=alpha)
+        r.sub_(q, alpha=alpha)
+        gamma_prev, alpha_prev = gamma, alpha
+        if callback:
+            callback(xk)
+    return xk, s.maxiter
+
+
+@register_distributed(_scipy.bicgstab)
+def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    s = _start("bicgstab", A, b, x0, M, atol, rtol, maxiter)
+    if s.bnrm2 == 0:
+        return s.array(s.b), 0
+    rhotol = omegatol = np.finfo(s.np_dtype).eps ** 2
+    x, r = s.x, _residual(s)
+    xk = s.array(x)
+    rtilde = r.clone()
+    rho_prev = omega = alpha = p = v = None
+    for iteration in range(s.maxiter):
+        rr, rho = s.sums(_sq(r), _dot(rtilde, r))
+        if math.sqrt(rr.real) < s.atol:
+            return xk, 0
+        if abs(rho) < rhotol:
+            return xk, -10
+        if iteration > 0:
+            if abs(omega) < omegatol:
+                return xk, -11
+            beta = (rho / rho_prev) * (alpha / omega)
+            p.sub_(v, alpha=omega).mul_(beta).add_(r)
+        else:
+            p = r.clone()
+        phat = s.psolve(p)
+        v = s.matvec(phat)
+        rv = s.sums(_dot(rtilde, v))[0]
+        if rv == 0:
+            return xk, -11
+        alpha = rho / rv
+        r.sub_(v, alpha=alpha)
+        if s.norm(r) < s.atol:
+            x.add_(phat, alpha=alpha)
+            return xk, 0
+        shat = s.psolve(r)
+        t = s.matvec(shat)
+        tr, tt = s.sums(_dot(t, r), _dot(t, t))
+        omega = tr / tt
+        x.add_(phat, alpha=alpha)
+        x.add_(shat, alpha=omega)
+        r.sub_(t, alpha=omega)
+        rho_prev = rho
+        if callback:
+            callback(xk)
+    return xk, s.maxiter
+
+
+def _lartg(f, g):
+    from trnscipy.sparse.linalg._isolve.iterative import _lartg_host
+
+    return _lartg_host(f, g)
+
+
+@register_distributed(_scipy.gmres)
+def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
+          callback=None, callback_type=None):
+    if callback is not None and callback_type is None:
+        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
+                      "The default value will be changed in a future release. For "
+                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
+                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
+                      "``gmres(..., callback_type='legacy')``", DeprecationWarning, stacklevel=3)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError(f"Unknown callback_type: {callback_type!r}")
+    if callback is None:
+        callback_type = None
+    s = _start("gmres", A, b, x0, M, atol, rtol, maxiter)
+    if s.bnrm2 == 0:
+        return s.array(s.b), 0
+    n, eps, maxiter, tol, bnrm2 = s.n, s.eps, s.maxiter, s.atol, s.bnrm2
+    m = min(20 if restart is None else restart, n)
+    ptol = s.norm(s.psolve(s.b)) * min(1.0, tol / bnrm2)
+    pfac, presid, inner = 1.0, 0.0, 0
+    x = s.x
+    xk = s.array(x)
+    V = torch.empty((m + 1, x.shape[0]), dtype=s.dtype, device=x.device)
+    r = _residual(s)
+    if s.norm(r) < tol:
+        return xk, 0
+    for _ in range(maxiter):
+        v0 = s.psolve(r)
+        beta = s.norm(v0)
+        V[0] = v0 * (1 / beta)
+        S = [beta] + [0.0] * m
+        cols, rots, brk = [], [], False
+        for col in range(m):
+            w = s.psolve(s.matvec(V[col]))
+            basis = V[: col + 1]
+            # classical Gram-Schmidt twice (SciPy: modified; equal in exact arithmetic),
+            # so the projections of a step take two all_reduces instead of col + 1
+            first = s.sums(_sq(w), *(basis.conj() @ w))
+            h0, h = math.sqrt(first[0].real), first[1:]
+            w = w - torch.tensor(h, dtype=s.dtype, device=w.device) @ basis
+            h2 = s.sums(*(basis.conj() @ w))
+            w = w - torch.tensor(h2, dtype=s.dtype, device=w.device) @ basis
+            h1 = s.norm(w)
+            hl = [a + c for a, c in zip(h, h2, strict=True)]
+            brk = h1 <= eps * h0
+            V[col + 1] = w if brk else w * (1 / h1)
+            hl.append(0.0 if brk else h1)
+            for k, (c, sn) in enumerate(rots):
+                n0, n1 = hl[k], hl[k + 1]
+                hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
+            c, sn, hl[col] = _lartg(hl[col], hl[col + 1])
+            hl[col + 1] = 0.0
+            rots.append((c, sn))
+            cols.append(hl)
+            t = -sn.conjugate() * S[col]
+            S[col], S[col + 1] = c * S[col], t
+            presid = abs(t)
+            inner += 1
+            if callback_type in ("legacy", "pr_norm"):
+                callback(presid / bnrm2)
+            if callback_type == "legacy" and inner == maxiter:
+                break
+            if presid <= ptol or brk:
+                break
+        k = col + 1
+        if cols[col][col] == 0:
+            S[col] = 0
+        y = S[:k]
+        for j in range(k - 1, -1, -1):
+            if y[j] != 0:
+                y[j] /= cols[j][j]
+                for i in range(j):
+                    y[i] -= y[j] * cols[j][i]
+        x.add_(torch.tensor(y, dtype=s.dtype, device=x.device) @ V[:k])
+        r = s.b - s.matvec(x)
+        rnorm = s.norm(r)
+        if callback_type == "legacy" and inner == maxiter:
+            return xk, 0 if rnorm <= tol else maxiter
+        if callback_type == "x":
+            callback(xk)
+        if rnorm <= tol or brk:
+            break
+        pfac = max(eps, 0.25 * pfac) if presid <= ptol else min(1.0, 1.5 * pfac)
+        ptol = presid * min(pfac, tol / rnorm)
+    return xk, 0 if rnorm <= tol else maxiter
+
+
+@register_distributed(_scipy.minres)
+def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
+           show=False, check=False):
+    """SciPy's minres loop (Paige and Saunders) with three all_reduces per iteration:
+    alpha, beta and ||x||.  ``show`` prints on rank 0 only."""
+    s = System(A, b, x0, M)
+    n, eps = s.n, s.eps
+    maxiter = 5 * n if maxiter is None else int(maxiter)
+    show = show and s.where.rank == 0
+    x = s.x
+    r1 = _residual(s)
+    y = s.psolve(r1)
+    beta1 = s.sums(torch.dot(r1, y))[0]
+    if beta1 < 0:
+        raise ValueError("indefinite preconditioner")
+    if beta1 == 0:
+        return s.array(x), 0
+    if s.norm(s.b) == 0:
+        return s.array(s.b), 0
+    beta1 = math.sqrt(beta1)
+    if check:
+        w = s.matvec(y)
+        r2 = s.matvec(w)
+        ss, t = s.sums(torch.dot(w, w), torch.dot(y, r2))
+        if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
+            raise ValueError("non-symmetric matrix")
+        r2 = s.psolve(y)
+        ss, t = s.sums(torch.dot(y, y), torch.dot(r1, r2))
+        if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
+            raise ValueError("non-symmetric preconditioner")
+    istop = itn = 0
+    oldb, beta, dbar, epsln, phibar, rhs1, rhs2 = 0, beta1, 0, 0, beta1, beta1, 0
+    tnorm2, gmax, gmin = 0, 0, np.finfo(s.np_dtype).max
+    cs, sn = -1, 0
+    w = torch.zeros_like(x)
+    w2 = torch.zeros_like(x)
+    r2 = r1
+    xk = s.array(x)
+    while itn < maxiter:
+        itn += 1
+        v = (1.0 / beta) * y
+        y = s.matvec(v)
+        y = y - shift * v
+        if itn >= 2:
+            y = y - (beta / oldb) * r1
+        alfa = s.sums(torch.dot(v, y))[0]
+        y = y - (alfa / beta) * r2
+        r1, r2 = r2, y
+        y = s.psolve(r2)
+        oldb = beta
+        beta = s.sums(torch.dot(r2, y))[0]
+        if beta < 0:
+            raise ValueError("non-symmetric matrix")
+        beta = math.sqrt(beta)
+        tnorm2 += alfa ** 2 + oldb ** 2 + beta ** 2
+        if itn == 1 and beta / beta1 <= 10 * eps:
+            istop = -1
+        oldeps = epsln
+        delta = cs * dbar + sn * alfa
+        gbar = sn * dbar - cs * alfa
+        epsln = sn * beta
+        dbar = -cs * beta
+        root = float(np.linalg.norm([gbar, dbar]))
+        gamma = max(float(np.linalg.norm([gbar, beta])), eps)
+        cs, sn = gbar / gamma, beta / gamma
+        phi = cs * phibar
+        phibar = sn * phibar
+        w1, w2 = w2, w
+        w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
+        x = x + phi * w
+        gmax, gmin = max(gmax, gamma), min(gmin, gamma)
+        z = rhs1 / gamma
+        rhs1, rhs2 = rhs2 - delta * z, -epsln * z
+        Anorm = math.sqrt(tnorm2)
+        ynorm = s.norm(x)
+        epsx = Anorm * ynorm * eps
+        rnorm = phibar
+        test1 = math.inf if ynorm == 0 or Anorm == 0 else rnorm / (Anorm * ynorm)
+        test2 = math.inf if Anorm == 0 else root / Anorm
+        Acond = gmax / gmin
+        if istop == 0:
+            if 1 + test2 <= 1:
+                istop = 2
+            if 1 + test1 <= 1:
+                istop = 1
+            if itn >= maxiter:
+                istop = 6
+            if Acond >= 0.1 / eps:
+                istop = 4
+            if epsx >= beta1:
+                istop = 3
+            if test2 <= rtol:
+                istop = 2
+            if test1 <= rtol:
+                istop = 1
+        if show:
+            print(f"{itn:6g} {test1:10.3e} {test2:10.3e} {Anorm:8.1e} {Acond:8.1e}")
+        xk.local = x
+        if callback is not None:
+            callback(xk)
+        if istop != 0:
+            break
+    return xk, maxiter if istop == 6 else 0

@@ -1,0 +1,331 @@
+"""Kernels of the banded, tridiagonal and structured functions and the matrix functions
+(``trnscipy.linalg._kernels`` holds the primitives they are built from).
+
+- cpu: SciPy's own function on zero-copy views, as for the other linalg kernels.
+- generic (CUDA, XLA, Neuron): composites of the primitives behind the seam
+  (``linalg._potrf``, ``linalg._trsm``, ``linalg._solve``, ``linalg.eigh``), so each
+  kind runs the ones that lower there.  Band storage is expanded to the dense matrix by
+  a gather (O(n^2) memory, O(n^3) work: a dense factorization, not LAPACK's banded one).
+"""
+
+import numpy as np
+import scipy.linalg as _sl
+
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
+from trnscipy._kernels import register
+from trnscipy._torch import torch
+from trnscipy.linalg._kernels import (
+    _bad_slices,
+    _broadcast,
+    _cpu,
+    _k,
+    _on_views,
+    cho_solve,
+    hermitian,
+)
+from trnscipy.linalg._validate import LinAlgError
+
+for _name in ("solve_banded", "solveh_banded", "cholesky_banded", "cho_solve_banded",
+              "eigh_tridiagonal", "pinvh"):
+    register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name)))
+
+
+def band_to_dense(ab, lower, upper):
+    """The (..., n, n) matrix whose band ``ab`` (..., lower + upper + 1, n) holds
+    ``a[i, j] = ab[upper + i - j, j]`` (zero outside the band)."""
+    rows, n = ab.shape[-2:]
+    i = torch.arange(n, device=ab.device)[:, None]
+    j = torch.arange(n, device=ab.device)[None, :]
+    k = upper + i - j
+    inside = (k >= 0) & (k < rows) & (k <= upper + lower)
+    vals = ab[..., k.clamp(0, rows - 1), j.expand(n, n)]
+    return torch.where(inside, vals, torch.zeros((), dtype=ab.dtype, device=ab.device))
+
+
+def dense_to_band(a, like, lower, upper):
+    """The band of ``a`` in the layout of ``like``; entries of ``like`` outside the matrix
+    (LAPACK leaves them alone) are kept."""
+    rows, n = like.shape[-2:]
+    k = torch.arange(rows, device=a.device)[:, None]
+    j = torch.arange(n, device=a.device)[None, :]
+    i = j + k - upper
+    inside = (i >= 0) & (i < n)
+    vals = a[..., i.clamp(0, n - 1), j.expand(rows, n)]
+    return torch.where(inside, vals, like)
+
+
+def _potrf_scipy(a, lower, message):
+    """Cholesky factor with SciPy's banded error message (the order where known)."""
+    c, info = _k("linalg._potrf", a)(a, not lower)
+    flags, bad = _bad_slices(info, a)
+    if bad.size:
+        k = int(flags[bad[0]])
+        raise LinAlgError(message.format(k) if k > 0 else
+                          "the matrix is not positive definite")
+    return c
+
+
+@register("linalg.solve_banded", "generic")
+def solve_banded(l_and_u, ab, b):
+    lower, upper = l_and_u
+    a = band_to_dense(ab, lower, upper)
+    a, b = _broadcast(a, b)
+    x, info = _k("linalg._solve", a)(a, b)
+    _, bad = _bad_slices(info, a)
+    if bad.size:
+        raise LinAlgError("singular matrix")
+    return x
+
+
+def _hermitian_band(ab, lower):
+    """The Hermitian matrix of LAPACK's symmetric band storage (upper or lower form)."""
+    rows = ab.shape[-2]
+    tri = band_to_dense(ab, rows - 1, 0) if lower else band_to_dense(ab, 0, rows - 1)
+    return hermitian(tri, lower)
+
+
+@register("linalg.solveh_banded", "generic")
+def solveh_banded(ab, b, lower=False):
+    c = _potrf_scipy(_hermitian_band(ab, lower), True, "{}th leading minor not positive "
+                     "definite")
+    return cho_solve((c, True), b)
+
+
+@register("linalg.cholesky_banded", "generic")
+def cholesky_banded(ab, lower=False):
+    rows = ab.shape[-2]
+    c = _potrf_scipy(_hermitian_band(ab, lower), lower, "{}-th leading minor not positive "
+                     "definite")
+    return dense_to_band(c, ab, rows - 1, 0) if lower else dense_to_band(c, ab, 0, rows - 1)
+
+
+@register("linalg.cho_solve_banded", "generic")
+def cho_solve_banded(cb_and_lower, b):
+    cb, lower = cb_and_lower
+    rows = cb.shape[-2]
+    c = band_to_dense(cb, rows - 1, 0) if lower else band_to_dense(cb, 0, rows - 1)
+    return cho_solve((c, lower), b)
+
+
+@register("linalg.eigh_tridiagonal", "generic")
+def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None, tol=0.0,
+                     lapack_driver="auto"):
+    """All eigenpairs of the dense tridiagonal matrix (the eigh kernel), then SciPy's
+    selection: by index, or the eigenvalues in (vl, vu] (one host read for the count)."""
+    a = torch.diag_embed(d) + torch.diag_embed(e, 1) + torch.diag_embed(e, -1)
+    out = _k("linalg.eigh", a)(a, eigvals_only=eigvals_only)
+    w, v = (out, None) if eigvals_only else out
+    n = d.shape[-1]
+    lo, hi = 0, n
+    if select in (1, 2):
+        if select == 2:
+            lo, hi = int(select_range[0]), int(select_range[1]) + 1
+        else:
+            vl, vu = (float(x) for x in select_range)
+            counts = torch.stack([(w <= vl).sum(-1), (w <= vu).sum(-1)]).reshape(2, -1)
+            lo, hi = _k("linalg._fetch", w)(counts)
+            if len(set(lo)) > 1 or len(set(hi)) > 1:
+                raise ValueError("the batch's slices have different numbers of eigenvalues "
+                                 "in select_range (SciPy cannot stack them either)")
+            lo, hi = lo[0], hi[0]
+        w = w[..., lo:hi]
+        v = v[..., lo:hi] if v is not None else None
+    return w if eigvals_only else (w, v)
+
+
+@register("linalg.pinvh", "generic")
+def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
+    s, u = _k("linalg.eigh", a)(a, lower=lower)
+    eps = torch.finfo(s.dtype).eps
+    atol = 0.0 if atol is None else atol
+    rtol = max(a.shape[-2:]) * eps if rtol is None else rtol
+    keep = s.abs() > atol + s.abs().amax(-1, keepdim=True) * rtol
+    sinv = torch.where(keep, 1 / torch.where(keep, s, torch.ones_like(s)), torch.zeros_like(s))
+    x = (u * sinv.unsqueeze(-2).to(u.dtype)) @ u.mH
+    if return_rank:
+        rank = keep.sum(-1)
+        return x, (int(_k("linalg._fetch", rank)(rank)) if rank.ndim == 0 else rank)
+    return x
+
+
+def rank_of(s, rcond, m, n):
+    """SciPy's numerical rank of singular values ``s`` (one host read)."""
+    if s.shape[-1] == 0:
+        return 0
+    if rcond is None:
+        rcond = np.finfo(str(s.dtype).removeprefix("torch.")).eps * max(m, n)
+    num = (s > s.max() * rcond).sum()
+    return int(_k("linalg._fetch", num)(num))
+
+
+# ----------------------------------------------------------------------------------------
+# Schur-based matrix functions and the Sylvester equation.  The complex Schur form comes
+# from trnscipy.linalg.schur (whatever serves the device: SciPy on the host, announced,
+# where no device schur is registered); the triangular work below runs on the device.
+
+for _name in ("logm", "funm", "solve_sylvester"):
+    register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
+
+
+def complex_schur(a):
+    from trnscipy.linalg import schur
+
+    t, z = schur(a, output="complex")
+    return t, z
+
+
+def _complex(dtype):
+    return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(dtype, dtype)
+
+
+def _cabs(x):
+    """|x| in the real dtype (torch-xla 2.9's abs of a complex tensor stays complex)."""
+    return torch.sqrt(x.real ** 2 + x.imag ** 2) if x.is_complex() else x.abs()
+
+
+def _real_if_negligible(a, x, tol):
+    """SciPy's ``_maybe_real``: the real part when ``a`` is real and ``x``'s imaginary
+    part is within ``tol`` of zero (one host read)."""
+    if a.is_complex() or not x.is_complex():
+        return x
+    small = (x.imag.abs() <= tol).all()
+    return x.real.contiguous() if _k("linalg._fetch", small)(small) else x
+
+
+def _shifted_solve(r, shift, rhs):
+    """Solve (r + shift I) y = rhs for upper triangular r and a 0-d shift."""
+    eye = torch.eye(r.shape[-1], dtype=r.dtype, device=r.device)
+    return _k("linalg._trsm", r)(r + shift * eye, rhs, upper=True)
+
+
+def sqrtm_triu(t):
+    """Principal square root of upper triangular ``t`` (Bjorck-Hammarling, by columns:
+    (R[:j, :j] + R[j, j] I) R[:j, j] = T[:j, j], one triangular solve per column)."""
+    n = t.shape[-1]
+    d = torch.sqrt(t.diagonal())
+    cols = [torch.cat([d[:1], d.new_zeros(n - 1)])]
+    for j in range(1, n):
+        r = torch.stack(cols, 1)  # (n, j)
+        x = _shifted_solve(r[:j, :j], d[j], t[:j, j:j + 1])[:, 0]
+        cols.append(torch.cat([x, d[j:j + 1], x.new_zeros(n - j - 1)]))
+    return torch.stack(cols, 1)
+
+
+@register("linalg.sqrtm", "generic")
+def sqrtm(a, disp=True, blocksize=None):
+    """``disp=False``: (X, ||X X - A||_F^2 / ||A||_F), as SciPy."""
+    x = _sqrtm(a)
+    if disp is False:
+        err = torch.linalg.norm(x @ x - a) ** 2 / torch.linalg.norm(a)
+        return x, float(_k("linalg._fetch", err)(err))
+    return x
+
+
+def _sqrtm(a):
+    t, z = complex_schur(a)
+    x = z @ sqrtm_triu(t) @ z.mH
+    if a.is_complex():
+        return x
+    # real when no eigenvalue is on the closed negative real axis (SciPy: the real Schur
+    # route); otherwise complex, as SciPy
+    w = t.diagonal()
+    negative = ((w.real < 0) & (w.imag.abs() <= 1e3 * torch.finfo(a.dtype).eps *
+                                _cabs(w).max())).any()
+    return x if _k("linalg._fetch", negative)(negative) else x.real.contiguous()
+
+
+@register("linalg.funm", "generic")
+def funm(a, func, disp=True):
+    """Schur-Parlett (Golub and Van Loan's Algorithm 11.1.1, by superdiagonals:
+    F[i, j] = (T F - F T)[i, j] / (T[j, j] - T[i, i]) with F known below diagonal j - i)."""
+    t, z = complex_schur(a)
+    n = t.shape[-1]
+    w = t.diagonal()
+    try:
+        fw = func(w)
+    except TypeError:  # a NumPy function that cannot read device tensors: the user's own
+        fw = func(_cpu(w).numpy())  # host computation on the n eigenvalues
+    if not torch.is_tensor(fw):
+        fw = torch.as_tensor(np.asarray(fw)).to(t.device)
+    f = torch.diag_embed(fw.to(t.dtype))
+    den = w[None, :] - w[:, None]  # T[j, j] - T[i, i]
+    safe = torch.where(den == 0, torch.ones_like(den), den)
+    for p in range(1, n):
+        num = (t @ f - f @ t).diagonal(p)
+        f = f + torch.diag_embed(torch.where(den.diagonal(p) == 0, num,
+                                             num / safe.diagonal(p)), p)
+    x = z @ f @ z.mH
+    real = a.real.dtype if a.is_complex() else a.dtype
+    tol = torch.finfo(real).eps * (1e3 if real == torch.float32 else 1e6)
+    x = _real_if_negligible(a, x, tol)
+    tol = torch.finfo(x.real.dtype if x.is_complex() else x.dtype).eps
+    upper = torch.triu(torch.ones(n, n, dtype=torch.bool, device=a.device), 1)
+    dist = torch.where(upper, _cabs(den), torch.full_like(_cabs(den), float("inf")))
+    minden = torch.minimum(dist.min(), _cabs(w[0]))  # (no boolean-mask shapes on XLA)
+    tnorm = _cabs(t.triu(1)).sum(0).max()
+    finite = torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all()
+    minden, tnorm, finite = _k("linalg._fetch", t)(torch.cat(
+        [v.reshape(1).to(torch.float64) for v in (minden, tnorm, finite)]))
+    minden = minden or tol
+    err = min(1, max(tol, (tol / minden) * tnorm)) if finite else np.inf
+    if disp:
+        if err > 1000 * tol:
+            print("funm result may be inaccurate, approximate err =", err)
+        return x
+    return x, err
+
+
+# Gauss-Legendre nodes and weights on [0, 1] (degree 8): log(I + X) is
+# sum_j w_j X (I + x_j X)^-1 up to the [8/8] Pade error, below double's unit roundoff for
+# ||X||_1 <= 0.25.
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
+
+
+@register("linalg.logm", "generic")
+def logm(a):
+    """Inverse scaling and squaring on the triangular Schur factor: square roots until
+    ||T - I||_1 <= 1/4 (one host read each), then the degree-8 Pade approximant by
+    partial fractions (8 triangular solves), times 2^k."""
+    t, z = complex_schur(a.to(_complex(a.dtype)))
+    n = t.shape[-1]
+    eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    k = 0
+    while k < 64:
+        gap = _cabs(t - eye).sum(0).max()
+        if float(_k("linalg._fetch", gap)(gap)) <= 0.25:
+            break
+        t = sqrtm_triu(t)
+        k += 1
+    x = t - eye
+    trsm = _k("linalg._trsm", t)
+    log = torch.zeros_like(t)
+    for node, weight in zip(_GL_NODES, _GL_WEIGHTS, strict=True):
+        log = log + (weight / 2) * trsm(eye + ((node + 1) / 2) * x, x, upper=True)
+    out = z @ (log * 2.0 ** k) @ z.mH
+    # SciPy computes in the input's precision and returns double precision, real where the
+    # imaginary part is within double's tolerance (so float32 input with complex
+    # eigenvalues gives complex128, as SciPy)
+    if capability(device_kind(a.device)).float64:
+        out = out.to(torch.complex128)
+    real = out.real.dtype
+    return _real_if_negligible(a, out, torch.finfo(real).eps * (1e3 if real == torch.float32
+                                                                 else 1e6))
+
+
+@register("linalg.solve_sylvester", "generic")
+def solve_sylvester(a, b, q):
+    """Bartels-Stewart with complex Schur forms A = U R U^H, B = V S V^H: R Y + Y S = F
+    (F = U^H Q V) column by column, (R + S[k, k] I) y_k = f_k - Y[:, :k] S[:k, k]."""
+    dtype = _complex(q.dtype)
+    r, u = complex_schur(a.to(dtype))
+    s, v = complex_schur(b.to(dtype))
+    f = u.mH @ q.to(dtype) @ v
+    cols = []
+    for j in range(s.shape[-1]):
+        rhs = f[:, j:j + 1]
+        if cols:
+            rhs = rhs - torch.stack(cols, 1) @ s[:j, j:j + 1]
+        cols.append(_shifted_solve(r, s[j, j], rhs)[:, 0])
+    x = u @ torch.stack(cols, 1) @ v.mH
+    return x if q.is_complex() else x.real.contiguous()
