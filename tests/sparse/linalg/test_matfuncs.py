@@ -129,9 +129,9 @@ def test_xla_strict_graph_laplacian(xla_device, monkeypatch):
     _close(got, ref, np.float64)
     _close(again, ref, np.float64)
     assert second.compilations == 0
-    # measured: 14 and 14 (setup graphs of A - mu I and its norms, the Taylor blocks of
+    # measured: 15 and 15 (setup graphs of A - mu I and its norms, the Taylor blocks of
     # each of the s steps, the scaling); the bound keeps them from growing unnoticed
-    assert first.compilations <= 14 and second.executions <= 14
+    assert first.compilations <= 15 and second.executions <= 15
 
 
 # -- norm -------------------------------------------------------------------------------------
