@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -49,6 +49,7 @@ PROFILES = {
                           "qr": [256, 1024], "svd": [256, 1024]},
                   "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 0,
                                 "qr": 256, "lu": 1024}},
+        "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -218,7 +219,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from bench import _sections
+    from bench import _lsq, _sections
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
     from bench._plots import write_plots
@@ -260,9 +261,10 @@ def main(argv=None):
     makers = {"spmv": lambda: _sections.spmv_cases(cfg["spmv"], lanes),
               "bsr": lambda: _sections.bsr_cases(cfg["bsr"], lanes),
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
-              "dense": lambda: _sections.dense_cases(cfg["dense"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense"):
-        if section not in args.only:
+              "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
+              "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "lsq"):
+        if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")
         rows = results["sections"][section] = []

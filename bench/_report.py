@@ -9,6 +9,7 @@ _SECTION_TITLES = {
     "bsr": "BSR SpMV / SpMM (128x128 blocks)",
     "solvers": "Krylov solvers",
     "dense": "Dense linear algebra",
+    "lsq": "Least squares and matrix functions (lsqr, lsmr, expm_multiply)",
     "defer": "Defer path: trnscipy called with NumPy/SciPy inputs vs SciPy directly",
 }
 

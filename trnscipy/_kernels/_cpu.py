@@ -230,5 +230,7 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     if callback is not None and not offloading():
         host["callback"] = lambda xk: callback(
             torch.from_numpy(xk) if isinstance(xk, np.ndarray) else xk)
-    x, info = scipy_solver(**host)
-    return torch.from_numpy(x), info
+    result = scipy_solver(**host)
+    if not isinstance(result, tuple):
+        return torch.from_numpy(result) if isinstance(result, np.ndarray) else result
+    return tuple(torch.from_numpy(r) if isinstance(r, np.ndarray) else r for r in result)

@@ -4,6 +4,8 @@ import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
 from trnscipy.sparse.linalg._dsolve import factorized, spilu, splu  # noqa: F401
+from trnscipy.sparse.linalg._dsolve._structure import is_sptriangular, spbandwidth  # noqa: F401
+from trnscipy.sparse.linalg._expm_multiply import expm_multiply  # noqa: F401
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
 from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     bicg,
@@ -13,9 +15,14 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     gcrotmk,
     gmres,
     lgmres,
+    lsmr,
+    lsqr,
     minres,
     qmr,
     tfqmr,
 )
+from trnscipy.sparse.linalg._matfuncs import inv, matrix_power  # noqa: F401
+from trnscipy.sparse.linalg._norm import norm  # noqa: F401
+from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)
