@@ -214,6 +214,7 @@ def test_xla_float32_complex(solver, dtype, xla_device, short_blocks):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # 2-6 minutes of XLA compilation on 2 cores
 def test_xla_strict_3000x800_as_scipy(xla_device, monkeypatch):
     """The issue's must-show: lsqr and lsmr on a 3000x800 sparse matrix under
     TRNSCIPY_STRICT=1 on XLA, the default block length: x to 1e-8, istop and itn equal,
