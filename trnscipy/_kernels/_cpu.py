@@ -207,6 +207,8 @@ def _for_scipy(value):
     if type(value) is MatrixLinearOperator:
         return _for_scipy(value.A)
     if isinstance(value, LinearOperator):
+        if offloading() and value.device is None:
+            return value  # the user's host callables, given NumPy as they were written for
         return _host_operator(value)
     if getattr(value, "_trnscipy_device_object", False):
         return value.to_scipy(copy=False)

@@ -141,6 +141,9 @@ def make_system(A, M, x0, b):
         if A.shape != M.shape:
             raise ValueError("matrix and preconditioner have different shapes")
 
+    from trnscipy.sparse.linalg._interface import announce_host_operators
+
+    announce_host_operators("scipy.sparse.linalg.LinearOperator", A, M)
     if x0 is None:
         x = torch.zeros(N, dtype=xtype, device=device)
     elif isinstance(x0, str):
