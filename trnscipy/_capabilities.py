@@ -38,12 +38,13 @@ _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
     "_decomp_lu.lu", "_decomp_lu.lu_factor", "_decomp_lu.lu_solve", "_decomp_qr.qr",
     "_decomp.eig", "_decomp.eigvals", "_matfuncs.expm", "_matfuncs.sqrtm"))
 
-# Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
-# LU on any device.  The CPU kind runs SuperLU where its data is, in host memory;
-# elsewhere the factorization and every solve run on the host, warned.
-_HOST_SUPERLU = frozenset({"scipy.sparse.linalg._dsolve.linsolve.splu",
-                           "scipy.sparse.linalg._dsolve.linsolve.spilu",
-                           "scipy.sparse.linalg.SuperLU.solve"})
+# SciPy's SuperLU object (to_device of one, or the host factorization of a dtype the
+# device lacks): its solves run on the host, warned.  splu/spilu/spsolve factorize on the
+# device (trnscipy/sparse/linalg/_dsolve/_blocklu.py).
+# The L, U, perm_r, perm_c attributes of a device factorization are assembled on the
+# host (SciPy's lu of each diagonal block), warned.
+_HOST_SUPERLU = frozenset({"scipy.sparse.linalg.SuperLU.solve",
+                           "scipy.sparse.linalg.SuperLU.L"})
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
