@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "dsolve", "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -49,6 +49,8 @@ PROFILES = {
                           "qr": [256, 1024], "svd": [256, 1024]},
                   "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 0,
                                 "qr": 256, "lu": 1024}},
+        "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
+                   "xla_max_work": 2e4},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -59,6 +61,7 @@ PROFILES = {
         # one solver keeps the CI smoke run short (each XLA solver compiles a few graphs)
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
+        "dsolve": {"problems": [("poisson2d", 4)]},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -216,6 +219,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     from bench import _sections
+    from bench._dsolve import dsolve_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
     from bench._report import markdown
@@ -254,8 +258,9 @@ def main(argv=None):
     makers = {"spmv": lambda: _sections.spmv_cases(cfg["spmv"], lanes),
               "bsr": lambda: _sections.bsr_cases(cfg["bsr"], lanes),
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
-              "dense": lambda: _sections.dense_cases(cfg["dense"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense"):
+              "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
+              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "dsolve"):
         if section not in args.only:
             continue
         print(f"[{section}]")
