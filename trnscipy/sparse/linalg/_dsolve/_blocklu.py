@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as _sp
 from scipy.sparse import csgraph as _csgraph
 
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 
 __all__ = ["Symbolic", "symbolic", "factor", "solve"]
@@ -195,12 +196,32 @@ def symbolic(A):
 
 # ---- dense batched kernels (device) -----------------------------------------------------------
 
+@register("sparse.linalg.block_inverse", "generic")
+def block_inverse(D):
+    """Inverses of a batch of blocks: LU with partial pivoting inside each block
+    (``torch.linalg.inv_ex``, which lowers on XLA)."""
+    return torch.linalg.inv_ex(D).inverse
+
+
+@register("sparse.linalg.block_inverse", "xla")
+def block_inverse_xla(D):
+    """torch-xla 2.9's complex inverse is wrong (docs/design.md): a complex block
+    A + iB is inverted through its real form [[A, -B], [B, A]]."""
+    if not D.is_complex():
+        return block_inverse(D)
+    w = D.shape[-1]
+    a, b = D.real, D.imag
+    big = torch.cat([torch.cat([a, -b], -1), torch.cat([b, a], -1)], -2)
+    inv = block_inverse(big)
+    return torch.complex(inv[..., :w, :w], inv[..., w:, :w])
+
+
 def _inverse(D, flags):
-    """Inverses of a batch of blocks (LU with partial pivoting inside each block:
-    ``torch.linalg.inv_ex``, which lowers on XLA); a block with a non-finite inverse
+    """Inverses of a batch of blocks (the kernel seam); a block with a non-finite inverse
     counts as singular in ``flags``."""
-    Dinv = torch.linalg.inv_ex(D).inverse
-    flags.append((~torch.isfinite(Dinv)).sum())
+    Dinv = kernel("sparse.linalg.block_inverse", D.device)(D)
+    parts = (Dinv.real, Dinv.imag) if Dinv.is_complex() else (Dinv,)
+    flags.append(sum((~torch.isfinite(p)).sum() for p in parts))
     return Dinv
 
 
