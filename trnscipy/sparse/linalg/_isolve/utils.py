@@ -143,7 +143,8 @@ def make_system(A, M, x0, b):
 
     from trnscipy.sparse.linalg._interface import announce_host_operators
 
-    announce_host_operators("scipy.sparse.linalg.LinearOperator", A, M)
+    if not host_reads_free(device):  # on the CPU a host operator copies nothing
+        announce_host_operators("scipy.sparse.linalg.LinearOperator", A, M)
     if x0 is None:
         x = torch.zeros(N, dtype=xtype, device=device)
     elif isinstance(x0, str):
