@@ -61,7 +61,7 @@ PROFILES = {
         # one solver keeps the CI smoke run short (each XLA solver compiles a few graphs)
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
-        "dsolve": {"problems": [("poisson2d", 4)]},
+        "dsolve": {"problems": [("poisson2d", 3)]},
         "defer": {"n": 4, "grid": 4},
     },
 }
