@@ -11,18 +11,16 @@ tridiagonal.  Consecutive levels are merged into blocks no wider than the widest
 
 Numeric factorization (device, one graph per pattern): block cyclic reduction, the
 nested dissection of that chain of blocks.  At each of its ``log2(blocks)`` levels the
-even blocks are factorized together (a batched dense LU without pivoting, blocked:
-``triangular_solve`` and matmul), and their Schur complements update the odd blocks,
-which form the next level's block tridiagonal matrix (``bmm``).  Pivots smaller than
-``sqrt(eps) * max|a_ij|`` are replaced by that value (SuperLU_DIST's static pivoting);
-an exactly zero pivot means the factor is exactly singular.
+even blocks are inverted together (``torch.linalg.inv_ex``: LU with partial pivoting
+inside each block, which lowers on XLA), and their Schur complements update the odd
+blocks, which form the next level's block tridiagonal matrix (``bmm``).  A block whose
+inverse is not finite makes the factor exactly singular.
 
 Solves (device, one graph per right-hand side shape): forward and back through the
-levels, batched over blocks and right-hand sides, then steps of iterative refinement
-with the residual of the original matrix (one step, or ``REFINE_PERTURBED`` when pivots
-were replaced).
+levels with ``bmm`` only, batched over blocks and right-hand sides, then ``REFINE`` steps
+of iterative refinement with the residual of the original entries (SuperLU_DIST's
+static pivoting plus refinement).
 """
-
 
 import numpy as np
 import scipy.sparse as _sp

@@ -2,11 +2,11 @@
 
 What differs from SciPy's SuperLU: the factors are those of ``_blocklu`` (a block
 cyclic reduction over the Cuthill-McKee levels, static pivoting by a structural row
-matching): ``L``, ``U``, ``perm_r`` and ``perm_c`` satisfy ``Pr A Pc = L U`` as SciPy's do,
-with this factorization's permutations (not SuperLU's), and ``L``/``U`` hold the dense
-blocks' explicit zeros.  ``solve`` runs on the device and adds a step of iterative
-refinement with the matrix (more where static pivoting replaced small pivots), so its
-accuracy matches SuperLU's partial pivoting on the matrices tested.
+matching, partial pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
+satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
+SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
+the host on first access (warned off the CPU kind).  ``solve`` runs on the device and
+adds a step of iterative refinement with the matrix.
 """
 
 import numpy as np
