@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -50,6 +50,8 @@ PROFILES = {
                   "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 0,
                                 "qr": 256, "lu": 1024}},
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
+        "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
+                   "xla_max_work": 2e4},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -60,6 +62,7 @@ PROFILES = {
         # one solver keeps the CI smoke run short (each XLA solver compiles a few graphs)
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
+        "dsolve": {"problems": [("poisson2d", 3)]},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -220,6 +223,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     from bench import _lsq, _sections
+    from bench._dsolve import dsolve_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
     from bench._plots import write_plots
@@ -262,8 +266,9 @@ def main(argv=None):
               "bsr": lambda: _sections.bsr_cases(cfg["bsr"], lanes),
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
               "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
-              "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense", "lsq"):
+              "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
+              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")

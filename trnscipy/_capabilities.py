@@ -48,12 +48,13 @@ _XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
 _COMPLEX_SCHUR = frozenset(f"scipy.linalg.{name}" for name in (
     "_matfuncs.sqrtm", "_matfuncs.logm", "_matfuncs.funm", "_solvers.solve_sylvester"))
 
-# Sparse LU (SuperLU: splu, spilu and the solves with their factors): torch has no sparse
-# LU on any device.  The CPU kind runs SuperLU where its data is, in host memory;
-# elsewhere the factorization and every solve run on the host, warned.
-_HOST_SUPERLU = frozenset({"scipy.sparse.linalg._dsolve.linsolve.splu",
-                           "scipy.sparse.linalg._dsolve.linsolve.spilu",
-                           "scipy.sparse.linalg.SuperLU.solve"})
+# SciPy's SuperLU object (to_device of one, or the host factorization of a dtype the
+# device lacks): its solves run on the host, warned.  splu/spilu/spsolve factorize on the
+# device (trnscipy/sparse/linalg/_dsolve/_blocklu.py).
+# The L, U, perm_r, perm_c attributes of a device factorization are assembled on the
+# host (SciPy's lu of each diagonal block), warned.
+_HOST_SUPERLU = frozenset({"scipy.sparse.linalg.SuperLU.solve",
+                           "scipy.sparse.linalg.SuperLU.L"})
 
 # Operations with a double-float method on Neuron (sparse/linalg/_isolve/_refine.py,
 # linalg/_refine.py): float32 factorizations and solves plus double-float refinement.

@@ -3,7 +3,13 @@
 import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse.linalg._dsolve import factorized, spilu, splu  # noqa: F401
+from trnscipy.sparse.linalg._dsolve import (  # noqa: F401
+    factorized,
+    spilu,
+    splu,
+    spsolve,
+    spsolve_triangular,
+)
 from trnscipy.sparse.linalg._dsolve._structure import is_sptriangular, spbandwidth  # noqa: F401
 from trnscipy.sparse.linalg._expm_multiply import expm_multiply  # noqa: F401
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401

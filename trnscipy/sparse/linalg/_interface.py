@@ -18,6 +18,8 @@ from scipy.sparse.linalg import _interface as _si
 
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
+from trnscipy._dispatch import offloading
+from trnscipy._errors import fallback
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, to_device, to_host
 
@@ -238,6 +240,10 @@ class _CustomLinearOperator(LinearOperator):
         super().__init__(dtype, shape)
         self.args = ()
         self._fns = (matvec, rmatvec, matmat, rmatmat)
+        # a bound method of a device object (e.g. SuperLU.solve) computes on its device
+        owner = getattr(matvec, "__self__", None)
+        if _is_device_object(owner):
+            self._device = owner.device
         self._init_dtype()
 
     def _matvec(self, x):
@@ -384,7 +390,8 @@ class _OperatorOnDevice(LinearOperator):
 
 class _HostOperator(LinearOperator):
     """A SciPy (host) LinearOperator applied to device vectors: each product runs on the host
-    and comes back to the vector's device, as the user's operator asks."""
+    and comes back to the vector's device, as the user's operator asks.  A solver given one
+    announces it once per solve (``announce_host_operators``)."""
 
     def __init__(self, op):
         super().__init__(op.dtype, op.shape)
@@ -405,6 +412,14 @@ class _HostOperator(LinearOperator):
 
     def _adjoint(self):
         return _HostOperator(self.host.H)
+
+
+def announce_host_operators(name, *ops):
+    """One DeviceFallbackWarning (an error under TRNSCIPY_STRICT=1) for a solve whose
+    operators include host operators: their products run on the host every iteration."""
+    if any(isinstance(op, _HostOperator) for op in ops):
+        fallback(name, "a host (SciPy) operator is applied to device vectors: each product "
+                 "copies the vector to the host and back", stacklevel=4)
 
 
 def _bridge(fn, x):
@@ -436,9 +451,11 @@ aslinearoperator._trnscipy_route = "device"  # it serves device data itself (rou
 
 def _device_operator(A, device):
     """``A`` as an operator for vectors on ``device``: a SciPy host operator or host matrix
-    (offload mode) is bridged through the host, everything else is aslinearoperator(A)."""
+    (offload mode) is bridged through the host, everything else is aslinearoperator(A).
+    In offload mode a LinearOperator of callables without a device is the user's host
+    code (it was written for the NumPy data): it is bridged through the host too."""
     if isinstance(A, LinearOperator):
-        return A
+        return _HostOperator(A) if offloading() and A.device is None else A
     if isinstance(A, _si.LinearOperator):
         return _HostOperator(A)
     if isinstance(A, np.ndarray) or issparse(A):

@@ -1,10 +1,10 @@
-"""SuperLU factors of device data.
+"""SciPy's SuperLU serving device tensors.
 
-torch has no sparse LU on any device, so the factors are SciPy's SuperLU object
-and every solve is SciPy's.  The capability table decides where that is host
-work: on the CPU kind SuperLU runs where the data is (host memory) and nothing is said;
-elsewhere each solve runs on a host copy with a DeviceFallbackWarning (as
-``scipy.linalg.lu_solve`` does on XLA).  What differs from SciPy: ``solve``
+``splu``/``spilu`` of CPU tensors return it (SuperLU runs where the data is, in host
+memory, and nothing is said), and so do ``to_device`` of a SciPy SuperLU and the host
+fallback of a dtype the device lacks (float64/complex on Neuron).  On other kinds
+each solve of SciPy's object runs on a host copy with a DeviceFallbackWarning (the
+capability table's ``host_ops``).  What differs from SciPy: ``solve``
 takes tensors (NumPy right-hand sides are moved to the factors' device, as the
 routing rule does) and returns them on the factors' device; ``L`` and ``U`` are
 trnscipy csc_arrays and ``perm_r``/``perm_c`` int32 tensors on that device.
@@ -28,13 +28,6 @@ SOLVE = "scipy.sparse.linalg.SuperLU.solve"
 
 def is_scipy_superlu(obj):
     return isinstance(obj, _ScipySuperLU)
-
-
-@register("sparse.linalg.superlu", "cpu")
-def _factor_cpu(scipy_func, A, **options):
-    """SciPy's splu/spilu on the CPU data: a dense tensor's memory as it is, a sparse
-    container's arrays copied (SciPy may sort the indices of its input in place)."""
-    return scipy_func(_to_host(A, strict=False), **options)
 
 
 @register("sparse.linalg.superlu_solve", "cpu")

@@ -66,6 +66,8 @@ def host_operand(value):
     if is_torch_array(value):
         return to_host(value)
     if isinstance(value, LinearOperator):
+        if offloading() and value.device is None:
+            return value  # the user's host callables, given NumPy as they were written for
         return _host_operator(value)
     if getattr(value, "_trnscipy_device_object", False):
         return value.to_scipy(copy=False)
@@ -175,6 +177,10 @@ def make_system(A, M, x0, b):
         if A.shape != M.shape:
             raise ValueError("matrix and preconditioner have different shapes")
 
+    from trnscipy.sparse.linalg._interface import announce_host_operators
+
+    if not host_reads_free(device):  # on the CPU a host operator copies nothing
+        announce_host_operators("scipy.sparse.linalg.LinearOperator", A, M)
     if x0 is None:
         x = torch.zeros(N, dtype=xtype, device=device)
     elif isinstance(x0, str):

@@ -1,0 +1,132 @@
+"""The factorization object of ``splu``/``spilu`` on devices other than the CPU.
+
+What differs from SciPy's SuperLU: the factors are those of ``_blocklu`` (a block
+cyclic reduction over the Cuthill-McKee levels, static pivoting by a structural row
+matching, partial pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
+satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
+SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
+the host on first access (warned off the CPU kind).  ``solve`` runs on the device and
+adds a step of iterative refinement with the matrix.
+"""
+
+import numpy as np
+from array_api_compat import is_torch_array
+
+from trnscipy._capabilities import runs_on_device
+from trnscipy._device import device_kind
+from trnscipy._dispatch import find_device
+from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._transfer import _to_device, to_host
+from trnscipy.sparse.linalg._dsolve import _blocklu
+
+__all__ = ["DeviceLU", "device_factor"]
+
+FACTORS = "scipy.sparse.linalg.SuperLU.L"  # the capability table's name for the export
+
+
+def device_factor(A):
+    """Factorize the device CSR/CSC container ``A`` (square, floating dtype) on its device.
+    RuntimeError("Factor is exactly singular") as SciPy's."""
+    sym = _blocklu.symbolic(A)
+    if sym.singular:
+        raise RuntimeError("Factor is exactly singular")
+    data = A.data
+    levels, singular = _blocklu.factor(sym, data)
+    if int(to_host(singular)):  # one read: the singularity test
+        raise RuntimeError("Factor is exactly singular")
+    return DeviceLU(sym, levels, data)
+
+
+class DeviceLU:
+    """LU factors on a device with SciPy SuperLU's interface."""
+
+    _trnscipy_device_object = True
+
+    def __init__(self, sym, levels, data):
+        self._sym, self._levels, self._data = sym, levels, data
+        self.device = data.device
+        self.dtype = to_numpy_dtype(data.dtype)
+        self.shape = (sym.n, sym.n)
+        self._factors = None
+
+    def __repr__(self):
+        return f"<DeviceLU {self.shape[0]}x{self.shape[1]} on {self.device}>"
+
+    def solve(self, rhs, trans="N"):
+        """x with op(A) x = rhs (op per ``trans``: 'N', 'T', 'H') on the factors' device;
+        SciPy's errors for a wrong shape, dtype or ``trans``."""
+        find_device((self, rhs))  # ValueError for a right-hand side on another device
+        if isinstance(rhs, np.ndarray):
+            rhs = _to_device(rhs, self.device, strict=True)
+        if not is_torch_array(rhs):
+            raise TypeError(f"argument 1 must be numpy.ndarray, not {type(rhs).__name__}")
+        if trans not in ("N", "T", "H"):
+            raise ValueError("trans must be N, T, or H")
+        if rhs.ndim > 2:
+            raise ValueError("object too deep for desired array")
+        if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
+            raise ValueError("b is of incompatible size")
+        rdtype = to_numpy_dtype(rhs.dtype)
+        if not np.can_cast(rdtype, self.dtype, "safe"):
+            raise TypeError(f"Cannot cast array data from dtype('{rdtype}') to "
+                            f"dtype('{self.dtype}') according to the rule 'safe'")
+        b = rhs.to(to_torch_dtype(self.dtype))
+        x = _blocklu.solve(self._sym, self._levels, self._data, b.reshape(b.shape[0], -1),
+                           trans)
+        return x.reshape(rhs.shape)
+
+    def to(self, device):
+        return DeviceLU(self._sym, [tuple(t.to(device) for t in lvl) for lvl in self._levels],
+                        self._data.to(device))
+
+    def to_scipy(self):
+        """A SciPy-like host object: solve takes and returns NumPy arrays."""
+        return _HostLU(self)
+
+    # -- SciPy SuperLU's attributes ------------------------------------------------------------
+
+    def _lu(self):
+        """L, U, perm_r, perm_c: the LU of each diagonal block and the products with the
+        couplings are computed on the host (SciPy), warned where the capability table
+        says so, and moved to the device."""
+        if self._factors is None:
+            runs_on_device(FACTORS, device_kind(self.device), self.dtype)
+            L, U, perm_r, perm_c = _blocklu.export(self._sym, self._levels)
+            self._factors = tuple(_to_device(x, self.device, strict=True)
+                                  for x in (L.astype(self.dtype), U.astype(self.dtype),
+                                            perm_r, perm_c))
+        return self._factors
+
+    @property
+    def perm_r(self):
+        return self._lu()[2]
+
+    @property
+    def perm_c(self):
+        return self._lu()[3]
+
+    @property
+    def L(self):
+        return self._lu()[0]
+
+    @property
+    def U(self):
+        return self._lu()[1]
+
+    @property
+    def nnz(self):
+        return int(self.L.nnz + self.U.nnz)
+
+
+class _HostLU:
+    """``DeviceLU.to_scipy()``: NumPy in, NumPy out (offload mode), device arithmetic."""
+
+    def __init__(self, lu):
+        self._lu = lu
+        self.shape = lu.shape
+
+    def solve(self, rhs, trans="N"):
+        return to_host(self._lu.solve(rhs, trans))
+
+    def __getattr__(self, name):
+        return to_host(getattr(self._lu, name))
