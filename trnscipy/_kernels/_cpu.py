@@ -224,3 +224,38 @@ def _host_operator(op):
     return _si.LinearOperator(op.shape, matvec=on_tensors(op.matvec),
                               rmatvec=on_tensors(op.rmatvec), matmat=on_tensors(op.matmat),
                               rmatmat=on_tensors(op.rmatmat), dtype=op.dtype)
+
+
+# ---- Eigensolvers: SciPy's ARPACK / lobpcg on zero-copy views -----------------------------
+
+@register("eigen", "cpu")
+def eigen(scipy_func, device_func, args, kwargs):
+    """SciPy's eigensolver on NumPy views of the CPU tensors (ARPACK's and lobpcg's own
+    iterates and speed); results come back as CPU tensors.  ``ArpackNoConvergence``
+    carries its partial results as tensors.  The torch implementation runs instead when an
+    operand needs autograd."""
+    try:
+        params = inspect.signature(scipy_func).bind(*args, **kwargs).arguments
+    except TypeError:
+        return scipy_func(*args, **kwargs)
+    if any(getattr(v, "requires_grad", False)
+           or getattr(getattr(v, "data", None), "requires_grad", False)
+           for v in params.values()):
+        return device_func(*args, **kwargs)
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    host = {name: _for_scipy(value) for name, value in params.items()}
+    try:
+        return _to_tensors(scipy_func(**host))
+    except ArpackNoConvergence as err:
+        err.eigenvalues = _to_tensors(err.eigenvalues)
+        err.eigenvectors = _to_tensors(err.eigenvectors)
+        raise
+
+
+def _to_tensors(result):
+    if isinstance(result, np.ndarray):
+        return torch.from_numpy(result)
+    if isinstance(result, tuple | list):
+        return type(result)(_to_tensors(x) for x in result)
+    return result

@@ -118,3 +118,9 @@ def spgemm(A, B):
 def krylov(scipy_solver, device_solver, args, kwargs):
     """The torch implementation of the solver (XLA graphs, CUDA)."""
     return device_solver(*args, **kwargs)
+
+
+@register("eigen", "generic")
+def eigen(scipy_func, device_func, args, kwargs):
+    """The torch implementation of the eigensolver (XLA graphs, CUDA)."""
+    return device_func(*args, **kwargs)
