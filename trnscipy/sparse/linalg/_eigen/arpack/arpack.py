@@ -26,7 +26,9 @@ import scipy.sparse.linalg as _scipy
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 
 from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
+from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_dtype, small_eigh
 from trnscipy.sparse.linalg._isolve.utils import dot, sync
 
@@ -187,19 +189,29 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     theta, X, nconv, cycles = _lanczos(op, B, n, k, ncv, which_, v0, int(maxiter), tol,
                                        arpack_mode != 1 and B is not None)
     lam = _transform(theta, arpack_mode, shift)
+    # The k results are ordered on the host (k numbers, read with the convergence flag):
+    # torch-xla 2.9 aborted ("Check failed: buffer != nullptr") sorting them on the device
+    # in a graph after the last cycle.
+    lam_host = to_host(lam)
     if nconv < k:
-        keep = torch.arange(nconv, device=device)
-        lam_c, X_c = lam.index_select(0, keep), X.index_select(1, keep)
-        order = torch.argsort(lam_c)
+        order = np.argsort(lam_host[:nconv], kind="stable")
         raise ArpackNoConvergence(f"No convergence ({cycles} iterations, {nconv}/{k} "
-                                  "eigenvectors converged)", lam_c.index_select(0, order),
-                                  X_c.index_select(1, order))
+                                  "eigenvectors converged)", *_permuted(lam, X, order))
     if return_eigenvectors:
-        order = torch.argsort(lam)
-        return lam.index_select(0, order), X.index_select(1, order)
+        return _permuted(lam, X, np.argsort(lam_host, kind="stable"))
     if arpack_mode >= 3 or which_ == "BE":
-        return torch.sort(lam).values
-    return lam.flip(0)  # ARPACK's order for modes 1, 2: least wanted first
+        return _permuted(lam, None, np.argsort(lam_host, kind="stable"))[0]
+    return _permuted(lam, None, np.arange(k)[::-1])[0]  # ARPACK's order: least wanted first
+
+
+def _permuted(lam, X, order):
+    """``lam[order]`` (and ``X[:, order]``), computed together in one graph."""
+    index = torch.as_tensor(np.ascontiguousarray(order, dtype=np.int64)).to(lam.device)
+    out = [lam.index_select(0, index)]
+    if X is not None:
+        out.append(X.index_select(1, index))
+    kernel("materialize", lam.device)(out)
+    return tuple(out) if X is not None else (out[0], None)
 
 
 def _dense_eigh(A, M, k, return_eigenvectors, device):
@@ -309,14 +321,12 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op):
     def restart(V, BV, T, beta):
         theta, S = small_eigh(T)
         order = _wanted_order(theta, which)
-        keep = order[:p]
+        pos = torch.argsort(order).to(theta.dtype)  # place of each Ritz value in `order`
         bounds = beta * S[ncv - 1].abs()
-        wanted = keep[:k]
-        conv = bounds.index_select(0, wanted) <= tol * torch.clamp(
-            theta.index_select(0, wanted).abs(), min=eps ** (2 / 3))
-        # converged wanted pairs first (ARPACK's nconv counts them), order kept otherwise
-        rank = torch.argsort((~conv).to(torch.int32), stable=True)
-        keep = torch.cat([wanted.index_select(0, rank), keep[k:]])
+        wanted = pos < k
+        conv = wanted & (bounds <= tol * torch.clamp(theta.abs(), min=eps ** (2 / 3)))
+        # converged wanted pairs first (ARPACK's nconv counts them), then the other wanted
+        keep = torch.argsort(pos - ncv * wanted.to(pos.dtype) - ncv * conv.to(pos.dtype))[:p]
         Sk = S.index_select(1, keep)
         V[:p] = Sk.transpose(0, 1) @ V[:ncv]
         V[p] = V[ncv]
@@ -337,7 +347,8 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op):
         theta, nconv, arrow = restart(V, BV, T, beta)
         cycles += 1
         start = p
-        sync(device)
+        kernel("materialize", device)([t for t in (V, BV, T, arrow, theta, nconv)
+                                       if t is not None])
         nconv = int(nconv)
         if nconv >= k or cycles >= maxiter:
             break
