@@ -255,7 +255,8 @@ def eigen(scipy_func, device_func, args, kwargs):
 
 def _to_tensors(result):
     if isinstance(result, np.ndarray):
-        return torch.from_numpy(result)
+        return torch.from_numpy(result if all(st >= 0 for st in result.strides)
+                                else result.copy())
     if isinstance(result, tuple | list):
         return type(result)(_to_tensors(x) for x in result)
     return result

@@ -4,7 +4,12 @@ import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
 from trnscipy.sparse.linalg._dsolve import factorized, spilu, splu  # noqa: F401
-from trnscipy.sparse.linalg._eigen import ArpackError, ArpackNoConvergence, eigsh  # noqa: F401
+from trnscipy.sparse.linalg._eigen import (  # noqa: F401
+    ArpackError,
+    ArpackNoConvergence,
+    eigsh,
+    svds,
+)
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
 from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     bicg,
