@@ -272,3 +272,48 @@ def test_no_fallback_warning_on_device(device):
     with warnings.catch_warnings():
         warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
         tsl.eigsh(_dev(A, device), 2)
+
+
+# -- svds ----------------------------------------------------------------------------------------
+
+def _svds(route, lane):
+    if lane == "cpu" and route == "torch":
+        return tsl.svds._trnscipy_device_impl.torch_impl
+    if lane != "cpu" and route == "torch":
+        pytest.skip("off the CPU the routed call is the torch loop")
+    return tsl.svds
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("solver", ["arpack", "lobpcg", "propack"])
+def test_svds_as_scipy(lane, device, route, solver):
+    svds = _svds(route, lane)
+    A = sp.random_array((120, 40), density=0.1, rng=np.random.default_rng(0), format="csr")
+    for B in (A, A.T.tocsr()):
+        s_ref = spla.svds(B, 4, rng=0)[1]
+        U, s, Vh = svds(_dev(B, device), 4, rng=0, solver=solver)
+        U, s, Vh = (trnscipy.to_host(x) for x in (U, s, Vh))
+        assert np.abs(s - s_ref).max() <= 1e-8 * s_ref.max()
+        vec_tol = 1e-8 if solver == "arpack" else 1e-6  # SciPy's own lobpcg: 6e-8
+        assert np.abs(B @ Vh.T - U * s).max() <= vec_tol * s_ref.max()
+        assert np.abs(U.T @ U - np.eye(4)).max() <= vec_tol
+        s_only = svds(_dev(B, device), 4, rng=0, return_singular_vectors=False)
+        assert np.abs(trnscipy.to_host(s_only) - s_ref).max() <= 1e-8 * s_ref.max()
+        u, s, vh = svds(_dev(B, device), 4, rng=0, return_singular_vectors="u")
+        assert vh is None and u.shape == (B.shape[0], 4)
+        u, s, vh = svds(_dev(B, device), 4, rng=0, return_singular_vectors="vh")
+        assert u is None and vh.shape == (4, B.shape[1])
+
+
+SVDS_BAD = [dict(k=0), dict(k=40), dict(which="LA"), dict(solver="x"), dict(tol=-1),
+            dict(maxiter=0), dict(return_singular_vectors="x"), dict(ncv=3, k=3)]
+
+
+@pytest.mark.parametrize("kw", SVDS_BAD)
+def test_svds_bad_input_as_scipy(device, kw):
+    A = np.random.default_rng(0).standard_normal((50, 40))
+    with pytest.raises(ValueError):
+        spla.svds(A, **kw)
+    for impl in (tsl.svds, tsl.svds._trnscipy_device_impl.torch_impl):
+        with pytest.raises(ValueError):
+            impl(_dev(A, device), **kw)

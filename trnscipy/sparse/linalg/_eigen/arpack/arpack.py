@@ -30,7 +30,7 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_dtype, small_eigh
-from trnscipy.sparse.linalg._isolve.utils import dot, sync
+from trnscipy.sparse.linalg._isolve.utils import dot
 
 __all__ = ["eigsh", "ArpackError", "ArpackNoConvergence"]
 
