@@ -234,3 +234,40 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     if not isinstance(result, tuple):
         return torch.from_numpy(result) if isinstance(result, np.ndarray) else result
     return tuple(torch.from_numpy(r) if isinstance(r, np.ndarray) else r for r in result)
+
+
+# ---- Eigensolvers: SciPy's ARPACK / lobpcg on zero-copy views -----------------------------
+
+@register("eigen", "cpu")
+def eigen(scipy_func, device_func, args, kwargs, host_operand):
+    """SciPy's eigensolver on NumPy views of the CPU tensors (ARPACK's and lobpcg's own
+    iterates and speed); results come back as CPU tensors.  ``ArpackNoConvergence``
+    carries its partial results as tensors.  The torch implementation runs instead when an
+    operand needs autograd.  ``host_operand``: as for ``krylov``."""
+    try:
+        params = inspect.signature(scipy_func).bind(*args, **kwargs).arguments
+    except TypeError:
+        return scipy_func(*args, **kwargs)
+    if any(getattr(v, "requires_grad", False)
+           or getattr(getattr(v, "data", None), "requires_grad", False)
+           for v in params.values()):
+        return device_func(*args, **kwargs)
+    from scipy.sparse.linalg import ArpackNoConvergence
+
+    host = {name: _view(value) if isinstance(value, torch.Tensor) else host_operand(value)
+            for name, value in params.items()}
+    try:
+        return _to_tensors(scipy_func(**host))
+    except ArpackNoConvergence as err:
+        err.eigenvalues = _to_tensors(err.eigenvalues)
+        err.eigenvectors = _to_tensors(err.eigenvectors)
+        raise
+
+
+def _to_tensors(result):
+    if isinstance(result, np.ndarray):
+        return torch.from_numpy(result if all(st >= 0 for st in result.strides)
+                                else result.copy())
+    if isinstance(result, tuple | list):
+        return type(result)(_to_tensors(x) for x in result)
+    return result

@@ -127,3 +127,9 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
 @register("prepare_product", "generic")
 def prepare_product(A, host=None):
     """Nothing to set up: eager devices multiply with the stored layout."""
+
+
+@register("eigen", "generic")
+def eigen(scipy_func, device_func, args, kwargs, host_operand):
+    """The torch implementation of the eigensolver (XLA graphs, CUDA)."""
+    return device_func(*args, **kwargs)

@@ -11,6 +11,12 @@ from trnscipy.sparse.linalg._dsolve import (  # noqa: F401
     spsolve_triangular,
 )
 from trnscipy.sparse.linalg._dsolve._structure import is_sptriangular, spbandwidth  # noqa: F401
+from trnscipy.sparse.linalg._eigen import (  # noqa: F401
+    ArpackError,
+    ArpackNoConvergence,
+    eigsh,
+    svds,
+)
 from trnscipy.sparse.linalg._expm_multiply import expm_multiply  # noqa: F401
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
 from trnscipy.sparse.linalg._isolve import (  # noqa: F401

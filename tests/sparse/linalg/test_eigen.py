@@ -1,0 +1,337 @@
+"""Device eigensolvers against SciPy by paired execution (same inputs through both).
+
+CPU tensors run SciPy's ARPACK on views (the ``eigen`` kernel); the torch
+implementation (XLA's and CUDA's) is also checked on the CPU through
+``torch_impl``.  Eigenvectors are judged by residuals and subspaces, not signs.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+import trnscipy
+import trnscipy.sparse.linalg as tsl
+
+torch = pytest.importorskip("torch")
+
+
+def _poisson(m):
+    T = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(m, m))
+    return (sp.kron(sp.eye(m), T) + sp.kron(T, sp.eye(m))).tocsr()
+
+
+def _laplacian(n, seed=0):
+    """Graph Laplacian of a random connected graph (a ring plus random chords)."""
+    rng = np.random.default_rng(seed)
+    i = np.concatenate([np.arange(n), rng.integers(0, n, 2 * n)])
+    j = np.concatenate([(np.arange(n) + 1) % n, rng.integers(0, n, 2 * n)])
+    W = sp.coo_array((np.ones(i.size), (i, j)), shape=(n, n)).tocsr()
+    W = ((W + W.T) > 0).astype(float)
+    W.setdiag(0)
+    W.eliminate_zeros()
+    return (sp.diags_array(np.asarray(W.sum(axis=1)).ravel()) - W).tocsr()
+
+
+def _symmetric(n, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((n, n))
+    return ((A + A.T) / 2).astype(dtype)
+
+
+def _mass(n, seed=1):
+    rng = np.random.default_rng(seed)
+    return np.diag(rng.uniform(1, 2, n))
+
+
+def _dev(x, device):
+    if sp.issparse(x):
+        return trnscipy.to_device(x, device)
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+
+def _tol(dtype):
+    return 1e-8 if np.dtype(dtype) in (np.float64, np.complex128) else 1e-4
+
+
+def _check_pairs(A, M, w, X, w_ref, dtype, sigma_vectors=True):
+    """Eigenvalues within tolerance of SciPy's; ||A x - w M x|| / ||A|| small;
+    the vectors of a cluster span SciPy's subspace."""
+    w = trnscipy.to_host(w)
+    assert w.shape == w_ref.shape
+    scale = max(np.abs(w_ref).max(), 1.0)
+    assert np.abs(w - w_ref).max() <= _tol(dtype) * scale, (w, w_ref)
+    if X is None:
+        return
+    X = trnscipy.to_host(X)
+    Ad = A.toarray() if sp.issparse(A) else A
+    MX = X if M is None else M @ X
+    res = np.linalg.norm(Ad @ X - MX * w, axis=0) / np.linalg.norm(Ad, 2)
+    assert res.max() <= (1e-8 if _tol(dtype) < 1e-6 else 1e-3), res
+
+
+def _slow_on_xla(request, lane):
+    """Each XLA case compiles its own cycle graphs (about a minute on this loaded 2-core
+    machine): beyond the core cases the XLA lane runs them only under ``-m slow``."""
+    if lane == "xla" and "slow" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("slow on the XLA lane (graph compilations): run with -m slow")
+
+
+def _torch_impl():
+    return tsl.eigsh._trnscipy_device_impl.torch_impl
+
+
+ROUTES = ["kernel", "torch"]  # the routed call (SciPy on the CPU), the torch loop
+
+
+def _eigsh(route, lane):
+    if lane == "cpu" and route == "torch":
+        return _torch_impl()
+    if lane != "cpu" and route == "torch":
+        pytest.skip("off the CPU the routed call is the torch loop")
+    return tsl.eigsh
+
+
+# -- eigsh: which, vectors or not, ordering ---------------------------------------------------
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("which", ["LM", "SM", "LA", "SA", "BE"])
+def test_eigsh_which_as_scipy(request, lane, device, route, which):
+    if which not in ("LA", "SA"):
+        _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    A = _symmetric(50)
+    for rv in (True, False):
+        ref = spla.eigsh(A, 5, which=which, return_eigenvectors=rv)
+        got = eigsh(_dev(A, device), 5, which=which, return_eigenvectors=rv)
+        if rv:
+            assert got[0].device.type == device.type and got[1].shape == (50, 5)
+            _check_pairs(A, None, got[0], got[1], ref[0], np.float64)
+        else:  # ARPACK's order without vectors
+            _check_pairs(A, None, got, None, ref, np.float64)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_eigsh_sparse_laplacian_and_poisson(request, lane, device, route):
+    _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    for A, which in ((_laplacian(80), "SA"), (_laplacian(80), "LM"), (_poisson(9), "LA")):
+        w_ref = spla.eigsh(A, 4, which=which)[0]
+        w, X = eigsh(_dev(A, device), 4, which=which)
+        _check_pairs(A, None, w, X, w_ref, np.float64)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_eigsh_repeated_eigenvalues(lane, device, route):
+    """Poisson on a square grid has double eigenvalues: both copies found, their span."""
+    eigsh = _eigsh(route, lane)
+    A = _poisson(8)
+    w_ref, X_ref = spla.eigsh(A, 6, which="LA")
+    w, X = eigsh(_dev(A, device), 6, which="LA")
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+    X = trnscipy.to_host(X)
+    # the span of all six equals SciPy's (principal angles ~ 0)
+    s = np.linalg.svd(X_ref.T @ X, compute_uv=False)
+    assert s.min() > 1 - 1e-8
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eigsh_dtypes(request, lane, device, route, dtype):
+    if dtype == np.float64:
+        _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    A = _symmetric(40, seed=3, dtype=dtype)
+    w_ref = np.linalg.eigvalsh(A.astype(np.float64))[-3:]
+    w, X = eigsh(_dev(A, device), 3, which="LA")
+    assert trnscipy.to_host(w).dtype == dtype and trnscipy.to_host(X).dtype == dtype
+    _check_pairs(A.astype(np.float64), None, w, X, w_ref, dtype)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_eigsh_generalized_and_shift_invert(request, lane, device, route):
+    _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    A = _symmetric(40, seed=2) + 20 * np.eye(40)
+    M = _mass(40)
+    cases = [dict(M=M), dict(M=M, which="SA"), dict(sigma=19.5), dict(sigma=19.5, which="LA"),
+             dict(M=M, sigma=5.0), dict(M=M, sigma=5.0, mode="cayley"),
+             dict(sigma=5.0, mode="buckling")]
+    for kw in cases:
+        ref = spla.eigsh(A, 3, **kw)
+        kwd = {k: (_dev(v, device) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+        w, X = eigsh(_dev(A, device), 3, **kwd)
+        Mc = kw.get("M") if kw.get("mode") != "buckling" else None
+        _check_pairs(A, Mc, w, X, ref[0], np.float64)
+        w_only = eigsh(_dev(A, device), 3, return_eigenvectors=False, **kwd)
+        _check_pairs(A, None, w_only, None, spla.eigsh(A, 3, return_eigenvectors=False, **kw),
+                     np.float64)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_eigsh_operator_input_and_v0(request, lane, device, route):
+    _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    A = _symmetric(30, seed=4)
+    Ad = _dev(A, device)
+    op = tsl.LinearOperator(A.shape, matvec=lambda v: Ad @ v, dtype=A.dtype)
+    v0 = np.ones(30)
+    w_ref = spla.eigsh(A, 4, v0=v0, ncv=12)[0]
+    w, X = eigsh(op, 4, v0=_dev(v0, device), ncv=12)
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_eigsh_k_near_n(request, lane, device, route):
+    _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    A = _symmetric(12, seed=5)
+    w_ref = spla.eigsh(A, 10, which="LA")[0]
+    w, X = eigsh(_dev(A, device), 10, which="LA")
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+    with pytest.warns(RuntimeWarning, match="k >= N"):
+        w = eigsh(_dev(A, device), 12, return_eigenvectors=False)
+    assert np.allclose(np.sort(trnscipy.to_host(w)), np.linalg.eigvalsh(A))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_eigsh_no_convergence_carries_converged_pairs(request, lane, device, route):
+    _slow_on_xla(request, lane)
+    eigsh = _eigsh(route, lane)
+    A = _poisson(12)
+    with pytest.raises(spla.ArpackNoConvergence) as ref:
+        spla.eigsh(A, 6, which="SA", maxiter=2, ncv=8)
+    with pytest.raises(tsl.ArpackNoConvergence) as got:
+        eigsh(_dev(A, device), 6, which="SA", maxiter=2, ncv=8)
+    assert isinstance(got.value, spla.ArpackError)
+    ev, vec = got.value.eigenvalues, got.value.eigenvectors
+    assert isinstance(ev, torch.Tensor) and ev.shape[0] == vec.shape[1] < 6
+    del ref
+
+
+BAD = [
+    (dict(k=0), ValueError), (dict(k=3, which="XX"), ValueError),
+    (dict(k=3, ncv=3), ValueError),
+    (dict(k=3, maxiter=0), ValueError), (dict(k=3, OPinv=np.eye(20)), ValueError),
+    (dict(k=3, Minv=np.eye(20)), ValueError),
+    (dict(k=3, sigma=1.0, mode="other"), ValueError),
+    (dict(k=3, M=np.eye(10)), ValueError),
+]
+
+
+@pytest.mark.parametrize("kw,exc", BAD)
+def test_eigsh_bad_input_as_scipy(lane, device, kw, exc):
+    A = _symmetric(20)
+    with pytest.raises(exc):
+        spla.eigsh(A, **kw)
+    kwd = {k: (_dev(v, device) if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+    for impl in (tsl.eigsh, _torch_impl()):
+        with pytest.raises(exc):
+            impl(_dev(A, device), **kwd)
+    with pytest.raises(ValueError, match="square"):
+        tsl.eigsh(_dev(np.ones((4, 5)), device), 2)
+    with pytest.raises(TypeError), pytest.warns(RuntimeWarning, match="k >= N"):
+        tsl.eigsh(_dev(sp.csr_array(A), device), 20)
+
+
+# -- XLA: graph counts, no host fallbacks --------------------------------------------------------
+
+def _aten_fallbacks():
+    import torch_xla.debug.metrics as met
+
+    return sum(met.counter_value(n) or 0 for n in met.counter_names()
+               if n.startswith("aten::") and n != "aten::_local_scalar_dense")
+
+
+@pytest.mark.xla
+def test_eigsh_xla_graph_counts(xla_device, monkeypatch):
+    from trnscipy._metrics import xla_counts
+    from trnscipy.sparse.linalg._eigen.arpack import arpack
+
+    cycles = []
+    real = arpack.small_eigh
+    monkeypatch.setattr(arpack, "small_eigh", lambda T: (cycles.append(1), real(T))[1])
+    A = _laplacian(200)
+    Ad = _dev(A, xla_device)
+    w_ref = spla.eigsh(A, 6, which="LA")[0]
+    fallbacks = _aten_fallbacks()
+    with xla_counts() as first:
+        w, X = tsl.eigsh(Ad, 6, which="LA")
+        _check_pairs(A, None, w, X, w_ref, np.float64)
+    n_cycles = len(cycles)
+    cycles.clear()
+    with xla_counts() as again:
+        w, X = tsl.eigsh(Ad, 6, which="LA")
+        _check_pairs(A, None, w, X, w_ref, np.float64)
+    assert _aten_fallbacks() == fallbacks
+    assert first.executions <= n_cycles + 3, (first, n_cycles)
+    assert again.compilations == 0 and again.executions <= len(cycles) + 3, again
+
+
+# -- must show: 2-D Poisson, 10^4 unknowns, strict mode on XLA ----------------------------------
+
+@pytest.mark.xla
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["LA", "SA"])
+def test_eigsh_poisson_1e4_strict_xla(xla_device, monkeypatch, which):
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = _poisson(100)
+    w_ref = spla.eigsh(A, 6, which=which)[0]
+    w, X = tsl.eigsh(_dev(A, xla_device), 6, which=which)
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+
+
+def test_no_fallback_warning_on_device(device):
+    A = _symmetric(20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
+        tsl.eigsh(_dev(A, device), 2)
+
+
+# -- svds ----------------------------------------------------------------------------------------
+
+def _svds(route, lane):
+    if lane == "cpu" and route == "torch":
+        return tsl.svds._trnscipy_device_impl.torch_impl
+    if lane != "cpu" and route == "torch":
+        pytest.skip("off the CPU the routed call is the torch loop")
+    return tsl.svds
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("solver", ["arpack", "lobpcg", "propack"])
+def test_svds_as_scipy(request, lane, device, route, solver):
+    if solver != "arpack":
+        _slow_on_xla(request, lane)
+    svds = _svds(route, lane)
+    A = sp.random_array((120, 40), density=0.1, rng=np.random.default_rng(0), format="csr")
+    for B in (A, A.T.tocsr()):
+        s_ref = spla.svds(B, 4, rng=0)[1]
+        U, s, Vh = svds(_dev(B, device), 4, rng=0, solver=solver)
+        U, s, Vh = (trnscipy.to_host(x) for x in (U, s, Vh))
+        assert np.abs(s - s_ref).max() <= 1e-8 * s_ref.max()
+        vec_tol = 1e-8 if solver == "arpack" else 1e-6  # SciPy's own lobpcg: 6e-8
+        assert np.abs(B @ Vh.T - U * s).max() <= vec_tol * s_ref.max()
+        assert np.abs(U.T @ U - np.eye(4)).max() <= vec_tol
+        s_only = svds(_dev(B, device), 4, rng=0, return_singular_vectors=False)
+        assert np.abs(trnscipy.to_host(s_only) - s_ref).max() <= 1e-8 * s_ref.max()
+        u, s, vh = svds(_dev(B, device), 4, rng=0, return_singular_vectors="u")
+        assert vh is None and u.shape == (B.shape[0], 4)
+        u, s, vh = svds(_dev(B, device), 4, rng=0, return_singular_vectors="vh")
+        assert u is None and vh.shape == (4, B.shape[1])
+
+
+SVDS_BAD = [dict(k=0), dict(k=40), dict(which="LA"), dict(solver="x"), dict(tol=-1),
+            dict(maxiter=0), dict(return_singular_vectors="x"), dict(ncv=3, k=3)]
+
+
+@pytest.mark.parametrize("kw", SVDS_BAD)
+def test_svds_bad_input_as_scipy(device, kw):
+    A = np.random.default_rng(0).standard_normal((50, 40))
+    with pytest.raises(ValueError):
+        spla.svds(A, **kw)
+    for impl in (tsl.svds, tsl.svds._trnscipy_device_impl.torch_impl):
+        with pytest.raises(ValueError):
+            impl(_dev(A, device), **kw)

@@ -1,0 +1,6 @@
+"""Device implementations of scipy.sparse.linalg's eigensolvers."""
+
+from trnscipy.sparse.linalg._eigen._svds import svds
+from trnscipy.sparse.linalg._eigen.arpack import ArpackError, ArpackNoConvergence, eigsh
+
+__all__ = ["eigsh", "svds", "ArpackError", "ArpackNoConvergence"]

@@ -1,0 +1,355 @@
+"""eigsh on device data: thick-restart Lanczos with ARPACK's contract.
+
+SciPy's ARPACK is implicitly restarted Lanczos; thick-restart Lanczos (Wu and Simon)
+computes the same Ritz pairs with fixed-shape state, which XLA wants:
+
+* the basis is a fixed ``(ncv + 1, n)`` tensor, B-orthonormal (B = I, M or A as in
+  ARPACK's modes), with full reorthogonalization as two GEMVs per step (classical
+  Gram-Schmidt, twice); a breakdown (an invariant subspace) continues with a
+  deterministic pseudo-random direction, as ARPACK does with a random one;
+* one restart cycle (expand to ``ncv`` vectors, eigh of the ``ncv x ncv`` projected
+  matrix, keep the ``p`` most wanted Ritz vectors) is one graph; the host reads the
+  number of converged wanted Ritz values once per cycle (one graph execution);
+* ARPACK's convergence test: ``|beta * s_last| <= tol * max(eps**(2/3), |theta|)``.
+
+On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
+What differs on devices: shift-invert without ``OPinv`` solves with
+``trnscipy.sparse.linalg.minres`` (generalized mode 2 without ``Minv``: ``cg``) to
+``eps**0.75`` relative residual instead of a sparse LU; the iteration count
+(``ArpackNoConvergence``'s) counts restart cycles.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.sparse.linalg as _scipy
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
+from trnscipy._torch import torch
+from trnscipy._transfer import to_host
+from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_dtype, small_eigh
+from trnscipy.sparse.linalg._isolve.utils import dot
+
+__all__ = ["eigsh", "ArpackError", "ArpackNoConvergence"]
+
+_SEUPD_WHICH = ["LM", "SM", "LA", "SA", "BE"]
+
+
+def _is_linear_operator(A):
+    return isinstance(A, _scipy.LinearOperator)
+
+
+def _is_sparse(A):
+    return getattr(A, "_trnscipy_device_object", False) and not _is_linear_operator(A)
+
+
+def _device_of(*xs):
+    for x in xs:
+        device = getattr(x, "device", None)
+        if device is not None:
+            return device
+    return torch.device("cpu")
+
+
+def _operand_dtype(A, device):
+    dtype = getattr(A, "dtype", None)
+    if dtype is None:
+        return torch.float64
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    from trnscipy._dtypes import to_torch_dtype
+
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fc":
+        dtype = np.dtype(np.float64)
+    return to_torch_dtype(dtype)
+
+
+def _inner_solver(solver, op, rtol, what, **kw):
+    """x -> op^-1 x by a routed trnscipy Krylov solver (the sparse direct solver's seam)."""
+    def solve(x):
+        y, info = solver(op, x, rtol=rtol, **kw)
+        if info != 0:
+            raise ValueError(f"Error in inverting {what}: function {solver.__name__} did not "
+                             f"converge (info = {info}).")
+        return y
+    return solve
+
+
+def _shifted(A, M, sigma, dtype):
+    """A - sigma*M as a device LinearOperator."""
+    from trnscipy.sparse.linalg._interface import LinearOperator
+
+    def matvec(x):
+        return A.matvec(x) - sigma * M.matvec(x)
+
+    return LinearOperator(A.shape, matvec=matvec, rmatvec=matvec, dtype=A.dtype)
+
+
+def _char(dtype):
+    from trnscipy._dtypes import to_numpy_dtype
+
+    return to_numpy_dtype(dtype).char.lower()
+
+
+def _check_square(A, M):
+    if A.shape[0] != A.shape[1]:
+        raise ValueError(f"expected square matrix (shape={A.shape})")
+    if M is not None:
+        if M.shape != A.shape:
+            raise ValueError(f"wrong M dimensions {M.shape}, should be {A.shape}")
+
+
+@dispatch(_scipy.eigsh)
+@eigen_kernel(_scipy.eigsh)
+def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
+          return_eigenvectors=True, Minv=None, OPinv=None, mode="normal", rng=None):
+    device = _device_of(A, M, v0, Minv, OPinv)
+    dtype = _operand_dtype(A, device)
+    complex_ = dtype.is_complex
+    if complex_:
+        if mode != "normal":
+            raise ValueError(f"mode={mode} cannot be used with complex matrix A")
+        if which == "BE":
+            raise ValueError("which='BE' cannot be used with complex matrix A")
+        which = {"LA": "LR", "SA": "SR"}.get(which, which)
+    _check_square(A, M)
+    if M is not None and _char(_operand_dtype(M, device)) != _char(dtype):
+        warnings.warn("M does not have the same type precision as A. This may adversely "
+                      "affect ARPACK convergence", stacklevel=4)
+    n = A.shape[0]
+    if k <= 0:
+        raise ValueError("k must be greater than 0.")
+    if k >= n:
+        return _dense_eigh(A, M, k, return_eigenvectors, device)
+
+    Aop = operator(A, device)
+    Mop = operator(M, device) if M is not None else None
+    eps = torch.finfo(real_dtype(dtype)).eps
+    inner_rtol = eps ** 0.75
+    from trnscipy.sparse.linalg import cg, minres
+
+    shift = sigma
+    if sigma is None:
+        if OPinv is not None:
+            raise ValueError("OPinv should not be specified with sigma = None.")
+        if M is None:
+            if Minv is not None:
+                raise ValueError("Minv should not be specified with M = None.")
+            arpack_mode, op, B = 1, Aop.matvec, None
+        else:
+            arpack_mode = 2
+            minv = (operator(Minv, device).matvec if Minv is not None
+                    else _inner_solver(cg, M, inner_rtol, "M"))
+            op, B = (lambda x: minv(Aop.matvec(x))), Mop.matvec
+    else:
+        if Minv is not None:
+            raise ValueError("Minv should not be specified when sigma is specified.")
+        if mode not in ("normal", "buckling", "cayley"):
+            raise ValueError(f"unrecognized mode '{mode}'")
+        if OPinv is not None:
+            opinv = operator(OPinv, device).matvec
+        elif Mop is None or mode == "buckling":
+            opinv = _inner_solver(minres, A, inner_rtol, "M", shift=sigma)
+        else:
+            opinv = _inner_solver(minres, _shifted(Aop, Mop, sigma, dtype), inner_rtol, "M")
+        if mode == "normal":
+            arpack_mode = 3
+            if Mop is None:
+                op, B = opinv, None
+            else:
+                op, B = (lambda x: opinv(Mop.matvec(x))), Mop.matvec
+        elif mode == "buckling":
+            arpack_mode = 4
+            op, B = (lambda x: opinv(Aop.matvec(x))), Aop.matvec
+        else:
+            arpack_mode = 5
+            if Mop is None:
+                op, B = (lambda x: opinv(Aop.matvec(x) + sigma * x)), None
+            else:
+                op, B = (lambda x: opinv(Aop.matvec(x) + sigma * Mop.matvec(x))), Mop.matvec
+    if which not in _SEUPD_WHICH and not (complex_ and which in ("LR", "SR")):
+        raise ValueError(f"which must be one of {' '.join(_SEUPD_WHICH)}")
+    if maxiter is None:
+        maxiter = n * 10
+    if maxiter <= 0:
+        raise ValueError(f"maxiter must be positive, maxiter={maxiter}")
+    ncv = min(max(2 * k + 1, 20) if ncv is None else ncv, n)
+    if ncv > n or ncv <= k:
+        raise ValueError(f"ncv must be k<ncv<=n, ncv={ncv}")
+
+    if v0 is None:
+        host = np.random.default_rng(rng).uniform(low=-1.0, high=1.0, size=[n])
+        v0 = torch.as_tensor(host).to(device=device, dtype=dtype)
+    else:
+        v0 = torch.as_tensor(v0, device=device).to(dtype).reshape(-1).clone()
+    which_ = {"LR": "LA", "SR": "SA"}.get(which, which)
+    theta, X, nconv, cycles = _lanczos(op, B, n, k, ncv, which_, v0, int(maxiter), tol,
+                                       arpack_mode != 1 and B is not None)
+    lam = _transform(theta, arpack_mode, shift)
+    # The k results are ordered on the host (k numbers, read with the convergence flag):
+    # torch-xla 2.9 aborted ("Check failed: buffer != nullptr") sorting them on the device
+    # in a graph after the last cycle.
+    lam_host = to_host(lam)
+    if nconv < k:
+        order = np.argsort(lam_host[:nconv], kind="stable")
+        raise ArpackNoConvergence(f"No convergence ({cycles} iterations, {nconv}/{k} "
+                                  "eigenvectors converged)", *_permuted(lam, X, order))
+    if return_eigenvectors:
+        return _permuted(lam, X, np.argsort(lam_host, kind="stable"))
+    if arpack_mode >= 3 or which_ == "BE":
+        return _permuted(lam, None, np.argsort(lam_host, kind="stable"))[0]
+    return _permuted(lam, None, np.arange(k)[::-1])[0]  # ARPACK's order: least wanted first
+
+
+def _permuted(lam, X, order):
+    """``lam[order]`` (and ``X[:, order]``), computed together in one graph."""
+    index = torch.as_tensor(np.ascontiguousarray(order, dtype=np.int64)).to(lam.device)
+    out = [lam.index_select(0, index)]
+    if X is not None:
+        out.append(X.index_select(1, index))
+    kernel("materialize", lam.device)(out)
+    return tuple(out) if X is not None else (out[0], None)
+
+
+def _dense_eigh(A, M, k, return_eigenvectors, device):
+    warnings.warn("k >= N for N * N square matrix. Attempting to use scipy.linalg.eigh "
+                  "instead.", RuntimeWarning, stacklevel=4)
+    if _is_sparse(A):
+        raise TypeError("Cannot use scipy.linalg.eigh for sparse A with k >= N. Use "
+                        "scipy.linalg.eigh(A.toarray()) or reduce k.")
+    if _is_linear_operator(A):
+        raise TypeError("Cannot use scipy.linalg.eigh for LinearOperator A with k >= N.")
+    if _is_linear_operator(M):
+        raise TypeError("Cannot use scipy.linalg.eigh for LinearOperator M with k >= N.")
+    from trnscipy.linalg import eigh
+
+    return eigh(A, b=M, eigvals_only=not return_eigenvectors)
+
+
+def _transform(nu, mode, sigma):
+    """Eigenvalues of the problem from those of OP (ARPACK's modes 3-5)."""
+    if mode == 3:
+        return sigma + 1 / nu
+    if mode == 4:
+        return sigma * nu / (nu - 1)
+    if mode == 5:
+        return sigma * (nu + 1) / (nu - 1)
+    return nu
+
+
+def _wanted_order(theta, which):
+    """Indices of ``theta`` from most to least wanted (ARPACK's ``which``)."""
+    if which == "BE":
+        m = theta.shape[0]
+        ends = [i for pair in zip(range(m - 1, -1, -1), range(m), strict=True)
+                for i in pair][:m]
+        ends = list(dict.fromkeys(ends))  # high end first, alternating, each once
+        asc = torch.argsort(theta)
+        return asc.index_select(0, torch.tensor(ends, device=theta.device))
+    key = {"LM": theta.abs(), "SM": -theta.abs(), "LA": theta, "SA": -theta}[which]
+    return torch.argsort(key, descending=True)
+
+
+def _pseudo_random(n, j, dtype, device):
+    """A fixed direction to continue from after a breakdown (no host randomness in graphs)."""
+    t = torch.arange(n, device=device, dtype=real_dtype(dtype))
+    return torch.cos(t * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j).to(dtype)
+
+
+def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op):
+    """Thick-restart Lanczos for the k wanted eigenpairs of OP (self-adjoint in <.,.>_B).
+
+    Returns (theta, X, nconv, cycles): the k wanted Ritz values (most wanted first) with
+    their B-orthonormal Ritz vectors as columns, the number converged (host int) and the
+    number of restart cycles.  Ritz pairs are ordered: converged ones first.
+    """
+    device, dtype = v0.device, v0.dtype
+    rdtype = real_dtype(dtype)
+    eps = torch.finfo(rdtype).eps
+    tol = eps if tol == 0 else float(tol)
+    p = min(k + (ncv - k) // 2, ncv - 1)  # Ritz vectors kept at a restart
+
+    def bnorm(w, Bw):
+        return dot(w, Bw).real.abs().sqrt()
+
+    v = op(v0) if getv0_op else v0
+    Bv = B(v) if B is not None else v
+    nrm = bnorm(v, Bv)
+    V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
+    V[0] = v / nrm
+    BV = None
+    if B is not None:
+        BV = torch.zeros_like(V)
+        BV[0] = Bv / nrm
+    T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
+
+    def expand(V, BV, T, start, arrow):
+        beta = None
+        for j in range(start, ncv):
+            w = op(V[j])
+            P = V[:j + 1]
+            Q = BV[:j + 1] if BV is not None else P
+            w0 = bnorm(w, w)
+            h1 = Q.conj() @ w
+            w = w - h1 @ P
+            tiny = bnorm(w, w) <= 10 * eps * w0
+            w = torch.where(tiny, _pseudo_random(n, j, dtype, device), w)
+            h2 = Q.conj() @ w
+            w = w - h2 @ P
+            h = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
+            Bw = B(w) if B is not None else w
+            beta = bnorm(w, Bw)
+            safe = torch.where(beta > 0, beta, torch.ones_like(beta))
+            V[j + 1] = w / safe
+            if BV is not None:
+                BV[j + 1] = Bw / safe
+            beta = torch.where(tiny, torch.zeros_like(beta), beta)
+            # T is tridiagonal plus the restart's arrow, as ARPACK's H: the other
+            # reorthogonalization coefficients are rounding and stay out of T
+            T[j, j] = h[j].real.to(dtype)
+            if j == start and arrow is not None:
+                T[:j, j] = arrow.conj()
+                T[j, :j] = arrow
+            if j + 1 < ncv:
+                T[j + 1, j] = beta.to(dtype)
+                T[j, j + 1] = beta.to(dtype)
+        return beta
+
+    def restart(V, BV, T, beta):
+        theta, S = small_eigh(T)
+        order = _wanted_order(theta, which)
+        pos = torch.argsort(order).to(theta.dtype)  # place of each Ritz value in `order`
+        bounds = beta * S[ncv - 1].abs()
+        wanted = pos < k
+        conv = wanted & (bounds <= tol * torch.clamp(theta.abs(), min=eps ** (2 / 3)))
+        # converged wanted pairs first (ARPACK's nconv counts them), then the other wanted
+        keep = torch.argsort(pos - ncv * wanted.to(pos.dtype) - ncv * conv.to(pos.dtype))[:p]
+        Sk = S.index_select(1, keep)
+        V[:p] = Sk.transpose(0, 1) @ V[:ncv]
+        V[p] = V[ncv]
+        if BV is not None:
+            BV[:p] = Sk.transpose(0, 1) @ BV[:ncv]
+            BV[p] = BV[ncv]
+        T.zero_()
+        T[:p, :p] = torch.diag(theta.index_select(0, keep)).to(T.dtype)
+        arrow = beta * Sk[ncv - 1]
+        # deflation, as ARPACK's dstqrb splits its tridiagonal: a coupling below
+        # eps * ||T|| is zero, and that Ritz pair's residual estimate is then exactly 0
+        arrow = torch.where(arrow.abs() <= eps * theta.abs().max(), 0, arrow).to(T.dtype)
+        return theta.index_select(0, keep[:k]), conv.sum(), arrow
+
+    start, cycles, arrow = 0, 0, None
+    while True:
+        beta = expand(V, BV, T, start, arrow)
+        theta, nconv, arrow = restart(V, BV, T, beta)
+        cycles += 1
+        start = p
+        kernel("materialize", device)([t for t in (V, BV, T, arrow, theta, nconv)
+                                       if t is not None])
+        nconv = int(nconv)
+        if nconv >= k or cycles >= maxiter:
+            break
+    return theta, V[:k].transpose(0, 1).clone(), nconv, cycles
