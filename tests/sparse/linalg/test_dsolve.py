@@ -8,7 +8,6 @@ its paired checks are cheap; the XLA tests keep sizes small (XLA compiles domina
 assert graph counts and zero aten CPU fallbacks.
 """
 
-import os
 import re
 import warnings
 
@@ -287,6 +286,7 @@ def test_offload_spilu_as_gmres_preconditioner():
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 2 minutes of XLA compiles (spilu + gmres) on 2 cores
 def test_xla_float32_spilu_preconditioner_and_counts(xla_device):
     """float32 on XLA: spilu's solve as gmres's M (the operator takes the factors' device),
     factorization and solves on the device with no aten CPU fallback, one compilation per
@@ -357,8 +357,6 @@ def test_xla_spsolve_and_triangular(xla_device):
 
 @pytest.mark.xla
 @pytest.mark.slow  # XLA compiles of the 10^4-unknown factorization dominate
-@pytest.mark.skipif(not os.environ.get("TRNSCIPY_SLOW_TESTS"),
-                    reason="several minutes of XLA CPU compiles: set TRNSCIPY_SLOW_TESTS=1")
 def test_xla_strict_must_show(xla_device, monkeypatch):
     """TRNSCIPY_STRICT=1: spsolve on a 2-D Poisson matrix with 10^4 unknowns and on a
     convection-diffusion matrix, and splu(A).solve on 8 right-hand sides: relative residual

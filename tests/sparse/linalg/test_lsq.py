@@ -200,6 +200,7 @@ def test_xla_matches_scipy_and_counts(solver, xla_device, short_blocks):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # four more compiles of each solver's blocks
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 def test_xla_float32_complex(solver, dtype, xla_device, short_blocks):
