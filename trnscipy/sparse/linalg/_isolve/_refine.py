@@ -110,6 +110,11 @@ def _is_float64(t):
     return getattr(t, "dtype", None) == torch.float64
 
 
+# The solvers refined here (the capability table lets their float64 through on Neuron).
+_REFINED = frozenset({"cg", "bicg", "bicgstab", "cgs", "gmres", "lgmres", "gcrotmk", "minres",
+                      "qmr", "tfqmr"})
+
+
 @register("krylov", "neuron")
 def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None):
     """float64 systems: refinement around the float32 device solver (module docstring);
@@ -118,10 +123,12 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None):
         params = inspect.signature(scipy_solver).bind(*args, **kwargs).arguments
     except TypeError:  # e.g. tol=: the solver raises SciPy's TypeError
         return device_solver(*args, **kwargs)
+    name = scipy_solver.__name__
+    if name not in _REFINED:  # lsqr, lsmr, expm_multiply: float64 is not let through here
+        return device_solver(*args, **kwargs)
     A, b = params["A"], params["b"]
     if not (_is_float64(b) or getattr(A, "dtype", None) in (torch.float64, np.float64)):
         return device_solver(*args, **kwargs)
-    name = scipy_solver.__name__
     try:
         op = _DFOperator(A)
     except TypeError:
