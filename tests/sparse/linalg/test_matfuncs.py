@@ -169,12 +169,11 @@ def test_norm_every_ord_as_scipy(lane, device, dtype, cls, monkeypatch):
         np.testing.assert_allclose(got, ref, rtol=tol, err_msg=f"{ord} {axis}")
 
 
-def test_norm_2_through_svds_warns():
-    """ord=2 is SciPy's svds: the routed svds, on the host until it has a device version."""
+def test_norm_2_through_svds():
+    """ord=2 is SciPy's svds: the routed svds, on the device (no host fallback)."""
     A = _sparse(np.float64)
     Ad = trnscipy.to_device(A, "cpu")
-    with pytest.warns(trnscipy.DeviceFallbackWarning, match="svds"):
-        got = tsl.norm(Ad, 2)
+    got = tsl.norm(Ad, 2)
     np.testing.assert_allclose(_host(got), spla.norm(A, 2), rtol=1e-12)
 
 
