@@ -157,10 +157,11 @@ def test_harness_data_movement_and_user_code_on_neuron_conform(fake_solve):
     warning, nor does the user's own computation (conformance.device_ops.user_code)."""
     if not LANES["xla-neuron"].available():
         pytest.skip("torch-xla not installed")
+    import trnscipy
     from conformance.device_ops import user_code
 
     def moves(a, b):
-        x = torch_solve(a.cpu(), b.cpu()).to(a.device)  # the host solve of a fallback ...
+        x = trnscipy.to_device(torch_solve(a.cpu(), b.cpu()), a.device)  # a host solve ...
         return torch.cat([x[:1], x.clone()[1:]])  # ... and device data movement
 
     import torch
