@@ -213,4 +213,7 @@ if __name__ == "__main__":
         dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     globals()["scenario_" + sys.argv[1]]()
     if sys.argv[1] != "raise":
+        # every rank waits for the others before tearing gloo down: a rank that closes
+        # its connections while a peer's gloo thread still reads aborts that peer
+        dist.barrier()
         dist.destroy_process_group()
