@@ -16,6 +16,7 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import kernel
 from trnscipy._transfer import _to_device, to_host
 from trnscipy.sparse.linalg._dsolve import _blocklu, _ilu
 
@@ -32,6 +33,9 @@ def device_factor(A):
         raise RuntimeError("Factor is exactly singular")
     data = A.data
     levels, singular = _blocklu.factor(sym, data)
+    # the factors and the flag in one graph: reading the flag alone would compute the
+    # factorization for it and leave the factors pending, to be traced again into the solve
+    kernel("materialize", data.device)([singular, *(t for lvl in levels for t in lvl)])
     if int(to_host(singular)):  # one read: the singularity test
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
@@ -44,6 +48,7 @@ def device_ilu(A, drop_tol, fill_factor):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     values, scale, singular = _ilu.factor(sym, A.data, drop_tol)
+    kernel("materialize", values.device)([singular, values, scale])
     if int(to_host(singular)):  # one read: the singularity test
         if sym.exact:
             raise RuntimeError("Factor is exactly singular")
