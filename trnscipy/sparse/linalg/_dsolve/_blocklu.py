@@ -165,13 +165,9 @@ def _distances(g, n, roots):
 
 
 def _schedule(nblocks):
-    """Block counts (before padding to odd) of the cyclic reduction's levels."""
-    counts = []
-    m = nblocks
-    while m > 0:
-        counts.append(m)
-        m = (m + (m % 2 == 0)) // 2  # odd blocks left after eliminating the even ones
-    return counts
+    """The cyclic reduction's stack size 2^p - 1 >= nblocks, repeated for its p levels."""
+    p = int(nblocks).bit_length()
+    return [2 ** p - 1] * p
 
 
 def symbolic(A):
@@ -214,24 +210,37 @@ def block_inverse_xla(D):
     return torch.complex(inv[..., :w, :w], inv[..., w:, :w])
 
 
-def _inverse(D, flags):
-    """Inverses of a batch of blocks (the kernel seam); a block with a non-finite inverse
-    counts as singular in ``flags``."""
-    Dinv = kernel("sparse.linalg.block_inverse", D.device)(D)
-    parts = (Dinv.real, Dinv.imag) if Dinv.is_complex() else (Dinv,)
-    flags.append(sum((~torch.isfinite(p)).sum() for p in parts))
-    return Dinv
-
-
-def _pad_odd(m, t, fill):
-    """Append one block (``fill``: 'eye' or 'zero') to a stack of ``m`` blocks when ``m``
-    is even, so that the even positions of the stack are one more than the odd ones."""
-    if m % 2:
+def _pad(t, m, fill):
+    """The stack ``t`` of blocks extended to ``m`` blocks by ``fill`` ('eye' or 'zero')."""
+    extra = m - t.shape[0]
+    if extra <= 0:
         return t
-    block = torch.zeros((1,) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
+    block = torch.zeros((extra,) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
     if fill == "eye":
         block = block + torch.eye(t.shape[-1], dtype=t.dtype, device=t.device)
     return torch.cat([t, block])
+
+
+def _level(D, R, Lw, singular):
+    """One level of block cyclic reduction on stacks of ``m`` (odd) diagonal blocks and
+    ``m - 1`` couplings: the even blocks eliminated, the odd ones Schur-updated and padded
+    back to ``m`` (identity blocks, zero couplings), so that every level has the same
+    shapes (one compiled graph serves all levels and all patterns of that size)."""
+    m, w = D.shape[0], D.shape[-1]
+    zero = torch.zeros((1, w, w), dtype=D.dtype, device=D.device)
+    Rp, Rq = torch.cat([R, zero]), torch.cat([zero, R])  # A[i, i+1], A[i-1, i]
+    Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
+    El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
+    De = D[0::2]
+    Dinv = kernel("sparse.linalg.block_inverse", D.device)(De)
+    parts = (Dinv.real, Dinv.imag) if Dinv.is_complex() else (Dinv,)
+    singular = singular + sum((~torch.isfinite(p)).sum() for p in parts)
+    X = Dinv @ torch.cat([El, Er], -1)
+    Xl, Xr = X[..., :w], X[..., w:]
+    D = _pad(D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:], m, "eye")
+    R = _pad(-(Cu[1:-1] @ Xr[1:-1]), m - 1, "zero")
+    Lw = _pad(-(Cd[1:-1] @ Xl[1:-1]), m - 1, "zero")
+    return (De, Dinv, El, Er, Cu, Cd), D, R, Lw, singular
 
 
 def factor(sym, data):
@@ -240,42 +249,36 @@ def factor(sym, data):
     tuples (D, Dinv, El, Er, Cu, Cd) of the blocks eliminated there (the Schur-updated
     diagonal blocks, their inverses, the row couplings A[e, e-1], A[e, e+1] and the
     column couplings A[e-1, e], A[e+1, e]); singular a 0-d tensor, nonzero when a
-    diagonal block was singular."""
+    diagonal block was singular.  One graph scatters the values into the blocks, then
+    one graph per level (materialized level by level), all levels of the same shapes."""
     w, nb = sym.w, sym.nblocks
     dev, dtype = data.device, data.dtype
     ww = w * w
+    materialize = kernel("materialize", dev)
     idx = torch.cat([sym.on_device("value_index", dev), sym.on_device("pad_index", dev)])
     vals = torch.cat([data, torch.ones(sym.pad_index.shape[0], dtype=dtype, device=dev)])
     flat = torch.zeros(3 * nb * ww, dtype=dtype, device=dev).index_add(0, idx, vals)
-    D = flat[:nb * ww].reshape(nb, w, w)
-    R = flat[nb * ww:(2 * nb - 1) * ww].reshape(nb - 1, w, w)
-    Lw = flat[2 * nb * ww:(3 * nb - 1) * ww].reshape(nb - 1, w, w)
-    flags, levels = [], []
-    zero = torch.zeros((1, w, w), dtype=dtype, device=dev)
-    for m in sym.schedule:
-        D = _pad_odd(m, D, "eye")
-        if m % 2 == 0:  # the appended identity block is coupled to nothing
-            R, Lw = torch.cat([R, zero]), torch.cat([Lw, zero])
-        Rp, Rq = torch.cat([R, zero]), torch.cat([zero, R])  # A[i, i+1], A[i-1, i]
-        Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
-        El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
-        De = D[0::2]
-        Dinv = _inverse(De, flags)
-        X = Dinv @ torch.cat([El, Er], -1)
-        Xl, Xr = X[..., :w], X[..., w:]
-        levels.append((De, Dinv, El, Er, Cu, Cd))
-        D = D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
-        R = -(Cu[1:-1] @ Xr[1:-1])
-        Lw = -(Cd[1:-1] @ Xl[1:-1])
-    return levels, torch.stack(flags).sum()
+    m = sym.schedule[0]
+    D = _pad(flat[:nb * ww].reshape(nb, w, w), m, "eye")
+    R = _pad(flat[nb * ww:(2 * nb - 1) * ww].reshape(nb - 1, w, w), m - 1, "zero")
+    Lw = _pad(flat[2 * nb * ww:(3 * nb - 1) * ww].reshape(nb - 1, w, w), m - 1, "zero")
+    singular = torch.zeros((), dtype=torch.int64, device=dev)
+    materialize([D, R, Lw, singular])
+    levels = []
+    for _ in sym.schedule:
+        level, D, R, Lw, singular = _level(D, R, Lw, singular)
+        levels.append(level)
+        materialize([*level, D, R, Lw, singular])
+    return levels, singular
 
 
 def _solve_permuted(sym, levels, B, trans):
     """The block tridiagonal solve of B (blocks, w, k): op(A~) X = B."""
     fwd = []
-    b = B
-    for m, (_, Dinv, El, Er, Cu, Cd) in zip(sym.schedule, levels, strict=True):
-        b = _pad_odd(m, b, "zero")
+    m = sym.schedule[0]
+    half = (m - 1) // 2  # odd blocks of a level
+    b = _pad(B, m, "zero")
+    for _, Dinv, El, Er, Cu, Cd in levels:
         be, bo = b[0::2], b[1::2]
         fwd.append(be)
         if bo.shape[0]:
@@ -285,20 +288,19 @@ def _solve_permuted(sym, levels, B, trans):
             else:
                 t = Dinv @ be
                 bo = bo - Cd[:-1] @ t[:-1] - Cu[1:] @ t[1:]
-        b = bo
-    x = b  # no blocks left
-    for m, (_, Dinv, El, Er, Cu, Cd), be in zip(reversed(sym.schedule), reversed(levels),
-                                                reversed(fwd), strict=True):
+        b = _pad(bo, m, "zero")
+    x = b  # padding only
+    for (_, Dinv, El, Er, Cu, Cd), be in zip(reversed(levels), reversed(fwd), strict=True):
+        x = x[:half]
         zero = torch.zeros((1,) + tuple(be.shape[1:]), dtype=be.dtype, device=be.device)
         xp = torch.cat([zero, x, zero])
         if trans:
             xe = Dinv.mT @ (be - Cu.mT @ xp[:-1] - Cd.mT @ xp[1:])
         else:
             xe = Dinv @ (be - El @ xp[:-1] - Er @ xp[1:])
-        o = x.shape[0]
-        x = torch.cat([torch.stack([xe[:o], x], 1).reshape((2 * o,) + tuple(xe.shape[1:])),
-                       xe[o:]])[:m]
-    return x
+        x = torch.cat([torch.stack([xe[:half], x], 1).reshape((2 * half,) + tuple(xe.shape[1:])),
+                       xe[half:]])
+    return x[:sym.nblocks]
 
 
 def _product(sym, data, x, trans, device):
@@ -339,10 +341,10 @@ def solve(sym, levels, data, b, trans, refine=REFINE):
 def _elimination(sym):
     """Per level: the stack of block ids (None: padding block); and each block's position
     in the elimination order."""
+    m = sym.schedule[0]
     ids, stacks, order = list(range(sym.nblocks)), [], []
-    for m in sym.schedule:
-        if m % 2 == 0:
-            ids = ids + [None]
+    for _ in sym.schedule:
+        ids = ids + [None] * (m - len(ids))
         stacks.append(ids)
         order.extend(ids[0::2])
         ids = ids[1::2]

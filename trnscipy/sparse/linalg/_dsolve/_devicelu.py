@@ -32,10 +32,7 @@ def device_factor(A):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
-    levels, singular = _blocklu.factor(sym, data)
-    # the factors and the flag in one graph: reading the flag alone would compute the
-    # factorization for it and leave the factors pending, to be traced again into the solve
-    kernel("materialize", data.device)([singular, *(t for lvl in levels for t in lvl)])
+    levels, singular = _blocklu.factor(sym, data)  # computed level by level
     if int(to_host(singular)):  # one read: the singularity test
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
@@ -48,6 +45,8 @@ def device_ilu(A, drop_tol, fill_factor):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     values, scale, singular = _ilu.factor(sym, A.data, drop_tol)
+    # the factors and the flag in one graph: reading the flag alone would compute the
+    # factorization for it and leave the factors pending, to be traced again into the solve
     kernel("materialize", values.device)([singular, values, scale])
     if int(to_host(singular)):  # one read: the singularity test
         if sym.exact:
