@@ -248,7 +248,7 @@ def factor(sym, data):
     order) on data's device.  Returns (levels, singular): levels a list of per-level
     tuples (D, Dinv, El, Er, Cu, Cd) of the blocks eliminated there (the Schur-updated
     diagonal blocks, their inverses, the row couplings A[e, e-1], A[e, e+1] and the
-    column couplings A[e-1, e], A[e+1, e]); singular a 0-d tensor, nonzero when a
+    column couplings A[e-1, e], A[e+1, e]); singular a 1-element tensor, nonzero when a
     diagonal block was singular.  One graph scatters the values into the blocks, then
     one graph per level (materialized level by level), all levels of the same shapes."""
     w, nb = sym.w, sym.nblocks
@@ -262,7 +262,7 @@ def factor(sym, data):
     D = _pad(flat[:nb * ww].reshape(nb, w, w), m, "eye")
     R = _pad(flat[nb * ww:(2 * nb - 1) * ww].reshape(nb - 1, w, w), m - 1, "zero")
     Lw = _pad(flat[2 * nb * ww:(3 * nb - 1) * ww].reshape(nb - 1, w, w), m - 1, "zero")
-    singular = torch.zeros((), dtype=torch.int64, device=dev)
+    singular = torch.zeros(1, dtype=torch.int64, device=dev)  # data (a 0-d zero: a constant)
     materialize([D, R, Lw, singular])
     levels = []
     for _ in sym.schedule:

@@ -33,7 +33,7 @@ def device_factor(A):
         raise RuntimeError("Factor is exactly singular")
     data = A.data
     levels, singular = _blocklu.factor(sym, data)  # computed level by level
-    if int(to_host(singular)):  # one read: the singularity test
+    if int(to_host(singular)[0]):  # one read: the singularity test
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
 
