@@ -32,6 +32,7 @@ from trnscipy._torch import torch
 __all__ = ["Symbolic", "symbolic", "factor", "solve"]
 
 REFINE = 1  # steps of iterative refinement in every solve
+CHUNK = 16  # blocks per graph of the batched block inverses
 
 
 # ---- symbolic analysis (host) ---------------------------------------------------------------
@@ -165,9 +166,13 @@ def _distances(g, n, roots):
 
 
 def _schedule(nblocks):
-    """The cyclic reduction's stack size 2^p - 1 >= nblocks, repeated for its p levels."""
-    p = int(nblocks).bit_length()
-    return [2 ** p - 1] * p
+    """Block counts (before padding to odd) of the cyclic reduction's levels."""
+    counts = []
+    m = nblocks
+    while m > 0:
+        counts.append(m)
+        m = (m + (m % 2 == 0)) // 2  # odd blocks left after eliminating the even ones
+    return counts
 
 
 def symbolic(A):
@@ -210,6 +215,14 @@ def block_inverse_xla(D):
     return torch.complex(inv[..., :w, :w], inv[..., w:, :w])
 
 
+def _pad_odd(m, t, fill):
+    """Append one block (``fill``: 'eye' or 'zero') to a stack of ``m`` blocks when ``m``
+    is even, so that the even positions of the stack are one more than the odd ones."""
+    if m % 2:
+        return t
+    return _pad(t, m + 1, fill)
+
+
 def _pad(t, m, fill):
     """The stack ``t`` of blocks extended to ``m`` blocks by ``fill`` ('eye' or 'zero')."""
     extra = m - t.shape[0]
@@ -221,26 +234,23 @@ def _pad(t, m, fill):
     return torch.cat([t, block])
 
 
-def _level(D, R, Lw, singular):
-    """One level of block cyclic reduction on stacks of ``m`` (odd) diagonal blocks and
-    ``m - 1`` couplings: the even blocks eliminated, the odd ones Schur-updated and padded
-    back to ``m`` (identity blocks, zero couplings), so that every level has the same
-    shapes (one compiled graph serves all levels and all patterns of that size)."""
-    m, w = D.shape[0], D.shape[-1]
-    zero = torch.zeros((1, w, w), dtype=D.dtype, device=D.device)
-    Rp, Rq = torch.cat([R, zero]), torch.cat([zero, R])  # A[i, i+1], A[i-1, i]
-    Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
-    El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
-    De = D[0::2]
-    Dinv = kernel("sparse.linalg.block_inverse", D.device)(De)
-    parts = (Dinv.real, Dinv.imag) if Dinv.is_complex() else (Dinv,)
-    singular = singular + sum((~torch.isfinite(p)).sum() for p in parts)
-    X = Dinv @ torch.cat([El, Er], -1)
-    Xl, Xr = X[..., :w], X[..., w:]
-    D = _pad(D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:], m, "eye")
-    R = _pad(-(Cu[1:-1] @ Xr[1:-1]), m - 1, "zero")
-    Lw = _pad(-(Cd[1:-1] @ Xl[1:-1]), m - 1, "zero")
-    return (De, Dinv, El, Er, Cu, Cd), D, R, Lw, singular
+def _inverses(De, materialize, also):
+    """Inverses of the stack ``De`` and a count of non-finite entries (1-element tensor),
+    CHUNK blocks at a time: every chunk is the same graph (one compilation of the
+    inverse per block width, however many blocks and levels).  The chunks are computed
+    in one graph with the tensors ``also`` (the level's blocks: later graphs start from
+    them instead of tracing the earlier levels again)."""
+    chunks = [_pad(De[s:s + CHUNK], CHUNK, "eye") for s in range(0, De.shape[0], CHUNK)]
+    materialize([*chunks, De, *also])
+    inverses, bad = [], []
+    for chunk in chunks:
+        inv = kernel("sparse.linalg.block_inverse", De.device)(chunk)
+        parts = (inv.real, inv.imag) if inv.is_complex() else (inv,)
+        count = sum((~torch.isfinite(p)).sum() for p in parts).reshape(1)
+        materialize([inv, count])
+        inverses.append(inv)
+        bad.append(count)
+    return torch.cat(inverses)[:De.shape[0]], sum(bad)
 
 
 def factor(sym, data):
@@ -249,8 +259,8 @@ def factor(sym, data):
     tuples (D, Dinv, El, Er, Cu, Cd) of the blocks eliminated there (the Schur-updated
     diagonal blocks, their inverses, the row couplings A[e, e-1], A[e, e+1] and the
     column couplings A[e-1, e], A[e+1, e]); singular a 1-element tensor, nonzero when a
-    diagonal block was singular.  One graph scatters the values into the blocks, then
-    one graph per level (materialized level by level), all levels of the same shapes."""
+    diagonal block was singular.  Graphs per level: the Schur updates (bmm) and the
+    inverses of the eliminated blocks, CHUNK at a time (``_inverses``)."""
     w, nb = sym.w, sym.nblocks
     dev, dtype = data.device, data.dtype
     ww = w * w
@@ -258,27 +268,38 @@ def factor(sym, data):
     idx = torch.cat([sym.on_device("value_index", dev), sym.on_device("pad_index", dev)])
     vals = torch.cat([data, torch.ones(sym.pad_index.shape[0], dtype=dtype, device=dev)])
     flat = torch.zeros(3 * nb * ww, dtype=dtype, device=dev).index_add(0, idx, vals)
-    m = sym.schedule[0]
-    D = _pad(flat[:nb * ww].reshape(nb, w, w), m, "eye")
-    R = _pad(flat[nb * ww:(2 * nb - 1) * ww].reshape(nb - 1, w, w), m - 1, "zero")
-    Lw = _pad(flat[2 * nb * ww:(3 * nb - 1) * ww].reshape(nb - 1, w, w), m - 1, "zero")
-    singular = torch.zeros(1, dtype=torch.int64, device=dev)  # data (a 0-d zero: a constant)
-    materialize([D, R, Lw, singular])
-    levels = []
-    for _ in sym.schedule:
-        level, D, R, Lw, singular = _level(D, R, Lw, singular)
-        levels.append(level)
-        materialize([*level, D, R, Lw, singular])
+    D = flat[:nb * ww].reshape(nb, w, w)
+    R = flat[nb * ww:(2 * nb - 1) * ww].reshape(nb - 1, w, w)
+    Lw = flat[2 * nb * ww:(3 * nb - 1) * ww].reshape(nb - 1, w, w)
+    flags, levels = [], []
+    zero = torch.zeros((1, w, w), dtype=dtype, device=dev)
+    for m in sym.schedule:
+        D = _pad_odd(m, D, "eye")
+        if m % 2 == 0:  # the appended identity block is coupled to nothing
+            R, Lw = torch.cat([R, zero]), torch.cat([Lw, zero])
+        Rp, Rq = torch.cat([R, zero]), torch.cat([zero, R])  # A[i, i+1], A[i-1, i]
+        Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
+        El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
+        De = D[0::2]
+        Dinv, bad = _inverses(De, materialize, (D, R, Lw, El, Er, Cu, Cd))
+        flags.append(bad)
+        X = Dinv @ torch.cat([El, Er], -1)
+        Xl, Xr = X[..., :w], X[..., w:]
+        levels.append((De, Dinv, El, Er, Cu, Cd))
+        D = D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
+        R = -(Cu[1:-1] @ Xr[1:-1])
+        Lw = -(Cd[1:-1] @ Xl[1:-1])
+    singular = sum(flags)
+    materialize([singular, *(t for lvl in levels for t in lvl)])
     return levels, singular
 
 
 def _solve_permuted(sym, levels, B, trans):
     """The block tridiagonal solve of B (blocks, w, k): op(A~) X = B."""
     fwd = []
-    m = sym.schedule[0]
-    half = (m - 1) // 2  # odd blocks of a level
-    b = _pad(B, m, "zero")
-    for _, Dinv, El, Er, Cu, Cd in levels:
+    b = B
+    for m, (_, Dinv, El, Er, Cu, Cd) in zip(sym.schedule, levels, strict=True):
+        b = _pad_odd(m, b, "zero")
         be, bo = b[0::2], b[1::2]
         fwd.append(be)
         if bo.shape[0]:
@@ -288,19 +309,20 @@ def _solve_permuted(sym, levels, B, trans):
             else:
                 t = Dinv @ be
                 bo = bo - Cd[:-1] @ t[:-1] - Cu[1:] @ t[1:]
-        b = _pad(bo, m, "zero")
-    x = b  # padding only
-    for (_, Dinv, El, Er, Cu, Cd), be in zip(reversed(levels), reversed(fwd), strict=True):
-        x = x[:half]
+        b = bo
+    x = b  # no blocks left
+    for m, (_, Dinv, El, Er, Cu, Cd), be in zip(reversed(sym.schedule), reversed(levels),
+                                                reversed(fwd), strict=True):
         zero = torch.zeros((1,) + tuple(be.shape[1:]), dtype=be.dtype, device=be.device)
         xp = torch.cat([zero, x, zero])
         if trans:
             xe = Dinv.mT @ (be - Cu.mT @ xp[:-1] - Cd.mT @ xp[1:])
         else:
             xe = Dinv @ (be - El @ xp[:-1] - Er @ xp[1:])
-        x = torch.cat([torch.stack([xe[:half], x], 1).reshape((2 * half,) + tuple(xe.shape[1:])),
-                       xe[half:]])
-    return x[:sym.nblocks]
+        o = x.shape[0]
+        x = torch.cat([torch.stack([xe[:o], x], 1).reshape((2 * o,) + tuple(xe.shape[1:])),
+                       xe[o:]])[:m]
+    return x
 
 
 def _product(sym, data, x, trans, device):
@@ -341,10 +363,10 @@ def solve(sym, levels, data, b, trans, refine=REFINE):
 def _elimination(sym):
     """Per level: the stack of block ids (None: padding block); and each block's position
     in the elimination order."""
-    m = sym.schedule[0]
     ids, stacks, order = list(range(sym.nblocks)), [], []
-    for _ in sym.schedule:
-        ids = ids + [None] * (m - len(ids))
+    for m in sym.schedule:
+        if m % 2 == 0:
+            ids = ids + [None]
         stacks.append(ids)
         order.extend(ids[0::2])
         ids = ids[1::2]
