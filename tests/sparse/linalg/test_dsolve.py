@@ -313,7 +313,8 @@ def test_xla_float32_spilu_preconditioner_and_counts(xla_device):
     with xla_counts() as s2:
         x2 = ilu.solve(db)
     assert s1.compilations == 1 and s2.compilations == 0 and s2.executions == 1
-    _check(x1, spla.spsolve(a, b), a, b, xla_device)
+    r = b - a @ trnscipy.to_host(x1)  # an incomplete factorization: a preconditioner
+    assert np.linalg.norm(r) <= 0.5 * np.linalg.norm(b)
     np.testing.assert_array_equal(trnscipy.to_host(x2), trnscipy.to_host(x1))
     M = tsl.LinearOperator(a.shape, ilu.solve)
     assert M.device == xla_device and M.dtype == np.float32
