@@ -16,10 +16,10 @@ inside each block, which lowers on XLA), and their Schur complements update the 
 blocks, which form the next level's block tridiagonal matrix (``bmm``).  A block whose
 inverse is not finite makes the factor exactly singular.
 
-Solves (device, one graph per right-hand side shape): forward and back through the
-levels with ``bmm`` only, batched over blocks and right-hand sides, then ``REFINE`` steps
-of iterative refinement with the residual of the original entries (SuperLU_DIST's
-static pivoting plus refinement).
+Solves (device): forward and back through the levels with ``bmm`` only, batched over
+blocks and right-hand sides (one graph per right-hand side shape, reused by each of the
+``REFINE`` steps of iterative refinement with the residual of the original entries:
+SuperLU_DIST's static pivoting plus refinement).
 """
 
 import numpy as np
@@ -346,11 +346,17 @@ def solve(sym, levels, data, b, trans, refine=REFINE):
     gather = sym.on_device("colsrc" if t else "rowsrc", dev)
     scatter = sym.on_device("rowslot" if t else "colslot", dev)
     zero_row = torch.zeros((1, k), dtype=b.dtype, device=dev)
+    materialize = kernel("materialize", dev)
 
     def apply(r):
+        # a graph of its own, from device data: the refinement steps reuse the first
+        # step's compiled substitution (XLA compiles the bmm chain once, not 1 + refine)
+        materialize([r])
         rb = torch.cat([r, zero_row]).index_select(0, gather).reshape(sym.nblocks, sym.w, k)
         xb = _solve_permuted(sym, levels, rb, t)
-        return xb.reshape(-1, k).index_select(0, scatter)
+        x = xb.reshape(-1, k).index_select(0, scatter)
+        materialize([x])
+        return x
 
     x = apply(b)
     for _ in range(refine):
