@@ -454,8 +454,8 @@ def test_spilu_is_ilu_on_its_pattern():
             assert ilu.nnz <= ff * a.nnz + n
             if ff == 1:  # ILU(0): within A's stored pattern
                 c = sp.coo_array(a)
-                stored = set(zip(pr[c.row], c.col)) | {(i, i) for i in range(n)}
-                assert set(zip(on.row, on.col)) <= stored
+                stored = set(zip(pr[c.row], c.col, strict=True)) | {(i, i) for i in range(n)}
+                assert set(zip(on.row, on.col, strict=True)) <= stored
             op = sp.csc_array(Pr.T @ L @ U)
             b = _rhs(n, dtype)
             for trans, m in (("N", op), ("T", op.T), ("H", op.conj().T)):

@@ -6,7 +6,8 @@ matching, partial pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``pe
 satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
 SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
 the host on first access (warned off the CPU kind).  ``solve`` runs on the device and
-adds a step of iterative refinement with the matrix.
+adds a step of iterative refinement with the matrix.  ``spilu``'s ``DeviceILU`` has the
+same interface over the incomplete factors of ``_ilu``.
 """
 
 import numpy as np
