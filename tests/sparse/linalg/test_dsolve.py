@@ -306,7 +306,7 @@ def test_xla_float32_spilu_preconditioner_and_counts(xla_device):
     with xla_counts() as first:
         ilu = tsl.spilu(da)
     with xla_counts() as again:  # same pattern, new values: no compilation
-        tsl.splu(trnscipy.to_device(a * 2, xla_device))
+        tsl.spilu(trnscipy.to_device(a * 2, xla_device))
     assert first.compilations >= 1 and again.compilations == 0
     with xla_counts() as s1:
         x1 = ilu.solve(db)
