@@ -72,7 +72,9 @@ def _eigh_gen(gA, gB):
     C = torch.where(torch.isfinite(C).all(), (C + C.mH) / 2, torch.eye(C.shape[0], dtype=C.dtype,
                                                                       device=C.device))
     w, Z = small_eigh(C)
-    return w, invU @ Z, fail | ~torch.isfinite(w).all()
+    # orthonormal to rounding (the refinement leaves pairs of a cluster 1e-6 apart)
+    invZ, _ = _chol_inv(Z.mH @ Z)
+    return w, invU @ (Z @ invZ), fail | ~torch.isfinite(w).all()
 
 
 def _select(w, V, k, largest):
@@ -131,6 +133,16 @@ def _as_operator(f, X):
                           matmat=f, dtype=_dtype_name(X.dtype))
 
 
+def _torch_dtype(A, default):
+    dtype = getattr(A, "dtype", None)
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype or default
+    from trnscipy._dtypes import to_torch_dtype
+
+    dtype = np.dtype(dtype)
+    return to_torch_dtype(dtype) if dtype.kind in "fc" else default
+
+
 def _dtype_name(dtype):
     from trnscipy._dtypes import to_numpy_dtype
 
@@ -170,6 +182,7 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
                       "which is not inexact, so casted to np.float32.", UserWarning,
                       stacklevel=stacklevel)
         X = X.to(torch.float32)
+    X = X.to(torch.promote_types(X.dtype, _torch_dtype(A, X.dtype)))  # as A @ X computes
     dtype = X.dtype
     rdtype = real_dtype(dtype)
     maxiter = 20 if maxiter is None else maxiter
@@ -240,7 +253,7 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
     smallest = float(np.abs(np.finfo(to_numpy(rdtype)).max))
     best_it, bestX = maxiter, X
     it = -1
-    restart, forced, explicit = True, False, False
+    forced, explicit = False, False
     stale = False  # AX/BX recomputed after the current residual was formed
     while it < maxiter:
         it += 1
@@ -295,13 +308,11 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
             warnings.warn(f"Failed at iteration {it} with accuracies {res_h}\n not reaching "
                           f"the requested tolerance {tol}.", UserWarning, stacklevel=stacklevel)
             break
-        restart = try_restart
         if not try_restart and (failP or failE):
             if verbosityLevel and not failP:
                 warnings.warn(f"eigh failed at iteration {it} \nwith error the leading minor "
                               "is not positive definite causing a restart.\n", UserWarning,
                               stacklevel=stacklevel)
-            restart = True
             new = _rayleigh_ritz(gram, blocks, lam, explicit, True, sizeX, largest)
             new_res = residual(*new[:3], new[6])
             new_res_h, (failE,) = _read(materialize, list(new[:7]) + [new_res[0]], new_res[1],
