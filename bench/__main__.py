@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen", "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -52,6 +52,8 @@ PROFILES = {
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},
+        "eigen": {"eigsh_grid": [100, 1000], "shift_invert_max_n": 10**4, "lobpcg_grid": [100],
+                  "svds": [(3000, 800, 0.005)], "xla_max_work": 1e4, "tol": 1e-6},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -63,6 +65,7 @@ PROFILES = {
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
         "dsolve": {"problems": [("poisson2d", 3)]},
+        "eigen": {"eigsh_grid": [6], "lobpcg_grid": [8], "svds": [(60, 30, 0.1)], "tol": 1e-6},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -224,6 +227,7 @@ def main(argv=None):
 
     from bench import _lsq, _sections
     from bench._dsolve import dsolve_cases
+    from bench._eigen import eigen_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
     from bench._plots import write_plots
@@ -267,8 +271,9 @@ def main(argv=None):
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
               "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
               "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
-              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve"):
+              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes),
+              "eigen": lambda: eigen_cases(cfg["eigen"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")

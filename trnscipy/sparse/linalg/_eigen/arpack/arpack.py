@@ -101,7 +101,7 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
 
             M = to_device(eye_array(A.shape[0], dtype=to_numpy_dtype(A.data.dtype),
                                     format="csr"), A.data.device)
-        return splu((A - sigma * M).tocsc()).solve
+        return _own_graph(splu((A - sigma * M).tocsc()).solve, A.data.device)
     from trnscipy.linalg import lu_factor, lu_solve
 
     dense = [x.toarray() if _is_sparse(x) else x for x in (A, M)]
@@ -110,6 +110,20 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
                                            device=dense[0].device))
     factors = lu_factor(S, check_finite=False)
     return lambda x: lu_solve(factors, x, check_finite=False)
+
+
+def _own_graph(solve, device):
+    """``solve`` as a graph of its own (compiled once, executed per application): unrolled
+    into a restart cycle, 20 block-LU solves compiled for 12 minutes on PJRT CPU at 400
+    unknowns (measured, load 10)."""
+    sync = kernel("sync", device)
+
+    def apply(x):
+        sync()
+        y = solve(x)
+        sync()
+        return y
+    return apply
 
 
 def _shifted(A, M, sigma):

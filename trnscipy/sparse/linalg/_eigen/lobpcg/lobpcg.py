@@ -13,8 +13,7 @@ iteration is then redone or abandoned exactly as SciPy would have, from the kept
 state).  A call costs ``iterations + 2`` executions (setup with the first residuals,
 the iterations, the postprocessing).
 
-The reductions (Gram matrices, column norms) are injected (``Reductions``), so that the
-distributed LOBPCG can sum them over ranks.  On CPU tensors the ``eigen`` kernel runs
+On CPU tensors the ``eigen`` kernel runs
 SciPy's own lobpcg on zero-copy views.  What differs from SciPy elsewhere: the small
 generalized eigenproblems are solved as Cholesky + refined eigh rather than LAPACK's
 ``sygvd``; eigenvalue histories and returned values are device tensors.
@@ -35,14 +34,12 @@ from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_d
 __all__ = ["lobpcg"]
 
 
-class Reductions:
-    """Sums over the rows of row-partitioned blocks (one process: plain products)."""
+def _gram(a, b):
+    return a.mH @ b
 
-    def gram(self, a, b):
-        return a.mH @ b
 
-    def colsq(self, R):
-        return (R.conj() * R).real.sum(0) if R.is_complex() else (R * R).sum(0)
+def _colsq(R):
+    return (R.conj() * R).real.sum(0) if R.is_complex() else (R * R).sum(0)
 
 
 def _linalg(name, device):
@@ -154,18 +151,8 @@ def _dtype_name(dtype):
 def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
             verbosityLevel=0, retLambdaHistory=False, retResidualNormsHistory=False,
             restartControl=20):
-    return lobpcg_core(A, X, B, M, Y, tol, maxiter, largest, verbosityLevel,
-                       retLambdaHistory, retResidualNormsHistory, restartControl)
-
-
-def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
-                verbosityLevel=0, retLambdaHistory=False, retResidualNormsHistory=False,
-                restartControl=20, reductions=None, dense=None, stacklevel=5):
-    """SciPy's lobpcg on torch blocks.  ``reductions``: a ``Reductions`` (the
-    distributed module sums over ranks); ``dense(A, B, n, sizeX, largest)``: the
-    small-problem path (default: the gathered device eigh)."""
-    red = reductions or Reductions()
-    gram = red.gram
+    """SciPy's lobpcg on torch blocks."""
+    gram, stacklevel = _gram, 5
     if X is None:
         raise ValueError("The mandatory initial matrix X cannot be None")
     if len(X.shape) != 2:
@@ -195,7 +182,7 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
                       "iterations.", UserWarning, stacklevel=stacklevel)
         if Y is not None:
             raise NotImplementedError("The dense eigensolver does not support constraints.")
-        return (dense or _dense)(A, B, n, min(sizeX, n), largest, dtype, device)
+        return _dense(A, B, n, min(sizeX, n), largest, dtype, device)
     eps = float(torch.finfo(rdtype).eps)
     tol = np.sqrt(eps) * n if tol is None or tol <= 0.0 else float(tol)
 
@@ -238,7 +225,7 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
 
     def residual(X, AX, BX, lam):
         R = AX - BX * lam.to(dtype)[None, :]
-        return R, red.colsq(R).abs().sqrt().to(rdtype)
+        return R, _colsq(R).abs().sqrt().to(rdtype)
 
     R, res = residual(X, AX, BX, lam)
     res_h, failed = _read(materialize, [X, AX, BX, lam, R], res, [f for f, _ in flags])
@@ -273,12 +260,19 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
                   f"{to_host(lam)}\nresidual norm(s):\n{res_h}")
         if size == 0:
             break
-        idx = torch.as_tensor(np.flatnonzero(active), device=device)
+        if size == sizeX:  # all active: no index to send
+            def pick(V):
+                return V
+        else:
+            idx = torch.as_tensor(np.flatnonzero(active), device=device)
+
+            def pick(V, idx=idx):
+                return V.index_select(1, idx)
         myeps = 1 if rdtype == torch.float32 else np.sqrt(eps)
         explicit = not (res_h.max() > myeps and not explicit)
 
         # the residual block: preconditioned, constrained, B-orthonormal to X
-        Ra = R.index_select(1, idx)
+        Ra = pick(R)
         if M is not None:
             Ra = M(Ra)
         if constrain is not None:
@@ -292,8 +286,8 @@ def lobpcg_core(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=Tr
         failP = torch.zeros((), dtype=torch.bool, device=device)
         Pa = APa = BPa = None
         if it > 0:
-            Pa, APa = P.index_select(1, idx), AP.index_select(1, idx)
-            BPa = Pa if B is None else BP.index_select(1, idx)
+            Pa, APa = pick(P), pick(AP)
+            BPa = Pa if B is None else pick(BP)
             invU, failP = _chol_inv(gram(Pa, BPa))
             Pa, APa = Pa @ invU, APa @ invU
             BPa = Pa if B is None else BPa @ invU
