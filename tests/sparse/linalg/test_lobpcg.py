@@ -113,8 +113,7 @@ def _cases():
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("case", list(_cases()))
 def test_lobpcg_as_scipy(request, lane, device, route, case):
-    if case != "poisson-largest":
-        _slow_on_xla(request, lane)
+    _slow_on_xla(request, lane)  # in CI the XLA lane is test_lobpcg_xla_graph_counts
     lobpcg = _lobpcg_for(route, lane)
     A, X, kw = _cases()[case]
     ref, ref_warn = _run(spla.lobpcg, A, X.copy(), **kw)  # SciPy overwrites its X
@@ -202,6 +201,8 @@ def test_lobpcg_bad_input_as_scipy(lane, device, route):
         spla.lobpcg(A, X, Y=Y)
     with pytest.raises(ValueError, match="Linearly dependent constraints"):
         lobpcg(_dev(A, device), _dev(X, device), Y=_dev(Y, device))
+    if lane == "xla":
+        return  # the cast below compiles a whole iteration: the CPU lanes check it
     Xi = np.eye(36, 2, dtype=np.int64)
     ref, ref_warn = _run(spla.lobpcg, A, Xi, maxiter=3)
     got, got_warn = _run(lobpcg, _dev(A, device), _dev(Xi, device), maxiter=3)
