@@ -28,7 +28,11 @@ def _trn_builder(name, A, args, kwargs, device, cfg):
         import trnscipy.sparse.linalg as tspla
 
         f = _require_route(getattr(tspla, name), f"trnscipy.sparse.linalg.{name}", device)
-        _cut_if("trn_xla" if device.type == "xla" else "", cfg, A.shape[0], "unknowns")
+        lane = "trn_xla" if device.type == "xla" else ""
+        _cut_if(lane, cfg, A.shape[0], "unknowns")
+        if "sigma" in kwargs:
+            _cut_if(lane, {"xla_max_work": cfg.get("xla_shift_invert_max_n")}, A.shape[0],
+                    "shift-invert unknowns")
         At = _device_object(trnscipy.to_device(A, device), "trnscipy.to_device(csr_array)")
         targs = tuple(_t(a, device) for a in args)
         tkw = {k: (_t(v, device) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
@@ -43,9 +47,8 @@ def _workloads(cfg):
         v0 = np.ones(A.shape[0])
         yield "eigsh", f"eigsh k=6 LA poisson2d n={k * k}", A, (), {"k": 6, "which": "LA",
                                                                      "v0": v0}, 0
-        if k * k <= cfg.get("shift_invert_max_n", np.inf):
-            yield "eigsh", f"eigsh k=6 sigma=0 poisson2d n={k * k}", A, (), {
-                "k": 6, "sigma": 0.0, "v0": v0}, 0
+        yield "eigsh", f"eigsh k=6 sigma=0 poisson2d n={k * k}", A, (), {
+            "k": 6, "sigma": 0.0, "v0": v0}, 0
     for k in cfg.get("lobpcg_grid", []):
         A = poisson2d(k)
         X = np.random.default_rng(0).standard_normal((A.shape[0], 8))
