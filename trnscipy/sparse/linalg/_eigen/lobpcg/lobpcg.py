@@ -229,8 +229,8 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
 
     R, res = residual(X, AX, BX, lam)
     res_h, failed = _read(materialize, [X, AX, BX, lam, R], res, [f for f, _ in flags])
-    for ok, (_, message) in zip(failed, flags, strict=True):
-        if ok:
+    for bad, (_, message) in zip(failed, flags, strict=True):
+        if bad:
             raise ValueError(message)
 
     lamHist = {0: lam}
@@ -268,7 +268,7 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
 
             def pick(V, idx=idx):
                 return V.index_select(1, idx)
-        myeps = 1 if rdtype == torch.float32 else np.sqrt(eps)
+        myeps = 1 if dtype == torch.float32 else np.sqrt(eps)  # SciPy's test (not complex64)
         explicit = not (res_h.max() > myeps and not explicit)
 
         # the residual block: preconditioned, constrained, B-orthonormal to X
