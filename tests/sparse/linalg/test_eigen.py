@@ -270,9 +270,32 @@ def test_eigsh_xla_graph_counts(xla_device, monkeypatch):
     assert again.compilations == 0 and again.executions <= len(cycles) + 3, again
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_eigsh_shift_invert_factorizes(monkeypatch, dense):
+    """The torch loop inverts A - sigma I with splu (sparse A) or lu_factor (dense A), not
+    with a Krylov solve (checked on CPU tensors; the XLA lane's run is a slow test)."""
+    import trnscipy.linalg as tla
+
+    used = []
+    for module, name in ((tsl, "splu"), (tla, "lu_factor")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *a, real=real, name=name, **k: (used.append(name),
+                                                                   real(*a, **k))[1])
+    monkeypatch.setattr(tsl, "minres", None)  # a Krylov inner solve would fail
+    A = _poisson(6)
+    w_ref = spla.eigsh(A, 3, sigma=0.5)[0]
+    Ad = _dev(A.toarray() if dense else A, torch.device("cpu"))
+    w, X = _torch_impl()(Ad, 3, sigma=0.5)
+    assert used == ["lu_factor" if dense else "splu"]
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+
+
 @pytest.mark.xla
+@pytest.mark.slow
 def test_eigsh_shift_invert_xla_uses_the_device_factorization(xla_device, monkeypatch):
-    """sigma on a sparse matrix: splu on the device (no Krylov inner solve), no fallback."""
+    """sigma on a sparse matrix: splu on the device (no Krylov inner solve), no fallback
+    (about 4 minutes on the loaded 2-core machine: the block-LU solve graph's compile)."""
     from trnscipy.sparse.linalg import _dsolve
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
