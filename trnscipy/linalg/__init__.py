@@ -29,6 +29,7 @@ from trnscipy.linalg._decomp_cholesky import (  # noqa: F401
     cholesky,
     cholesky_banded,
 )
+from trnscipy.linalg._decomp_ldl import ldl  # noqa: F401
 from trnscipy.linalg._decomp_lu import lu, lu_factor, lu_solve  # noqa: F401
 from trnscipy.linalg._decomp_polar import polar  # noqa: F401
 from trnscipy.linalg._decomp_qr import qr, qr_multiply  # noqa: F401

@@ -122,17 +122,22 @@ def svd_qdwh(a, full_matrices=True, compute_uv=True):
     w = w.take_along_dim(order, -1)
     v = v.take_along_dim(order.unsqueeze(-2), -1)
     u = (up @ v) * torch.where(w < 0, -1.0, 1.0).to(a.dtype).unsqueeze(-2)
-    # Where A is (nearly) rank deficient, the polar factor is not orthonormal on A's
-    # near-null space and U's columns there are short: complete U from the Householder
-    # QR of its columns in the singular values' order
+    # U = U_p V is orthonormal to about eps * cond(A): Cholesky QR twice, in the singular
+    # values' order (column j moves only along the columns before it, by about
+    # eps s_0 / s_j: backward stable).  Where A is (nearly) rank deficient, U_p is not
+    # orthonormal on A's near-null space, the Cholesky factor breaks down, and U is
+    # completed from the Householder QR of its columns (one host read decides).
     eps = torch.finfo(a.dtype).eps
-    short = ((u * u).sum(-2) - 1).abs().amax(-1) > max(m, n) * eps
-    if (full_matrices and m > n) or kernel("linalg._fetch", a.device)(short.any()):
+    uq = u
+    for _ in range(2):
+        uq = _solve_lt(uq, _chol(uq.mT @ uq))
+    bad = ~torch.isfinite(uq).all(-2) | (((uq * uq).sum(-2) - 1).abs() > max(m, n) * eps)
+    if (full_matrices and m > n) or kernel("linalg._fetch", a.device)(bad.any()):
         q, r = kernel("linalg.qr", a.device)(u, mode="full" if full_matrices else "economic")
         d = torch.diagonal(r, dim1=-2, dim2=-1)
         sign = torch.where(d < 0, -1.0, 1.0).to(a.dtype)
-        u = torch.cat([q[..., :n] * sign.unsqueeze(-2), q[..., n:]], -1)
-    return u, s, v.mT
+        uq = torch.cat([q[..., :n] * sign.unsqueeze(-2), q[..., n:]], -1)
+    return uq, s, v.mT
 
 
 @register("linalg._svd", "xla")
