@@ -234,6 +234,7 @@ def _svd_check(a, u, s, vh, c=10):
     assert np.linalg.norm(vh @ vh.T - np.eye(vh.shape[0]), 2) <= scale
 
 
+@pytest.mark.slow  # XLA compiles of the QDWH and eigh graphs at n = 300: ~1-3 min on 2 cores
 def test_svd_n300_float32_on_device(device):
     """Must-show: svd of a 300 x 300 float32 matrix (singular values from 1 to 1e-6) on the
     device with SciPy's accuracy (backward error, orthogonality), no aten CPU fallback;
@@ -259,6 +260,7 @@ def test_svd_n300_float32_on_device(device):
         print(f"svd 300x300 float32 warm on XLA: {seconds:.2f} s, {counts}")
 
 
+@pytest.mark.slow  # the device QR's graphs compile for ~2 min on 2 cores (load 16)
 @pytest.mark.parametrize("shape", [(9, 6), (6, 9)])
 def test_svd_rank_deficient_full(device, shape):
     """Rank-deficient input and full_matrices: U completed by the device QR, orthonormal."""

@@ -17,7 +17,8 @@ from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers 
 from trnscipy.linalg._misc import norm
 from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
 
-__all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet"]
+__all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tanm", "coshm",
+           "sinhm", "tanhm"]
 
 
 @dispatch(_sl.expm)
@@ -123,3 +124,72 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     m = expm(big)
     out = m[:n, :n].clone(), m[:n, n:].clone()
     return out if compute_expm else out[1]
+
+
+# ----------------------------------------------------------------------------------------
+# cosm, sinm, tanm, coshm, sinhm, tanhm: SciPy's formulas through trnscipy's expm and solve
+
+
+def _square(A):
+    a = as_tensor(A, device_of(A), finite=False, small_ints=torch.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected square array_like input")
+    return a
+
+
+def _maybe_real(a, b):
+    """b.real where a is real and b's imaginary part is negligible (SciPy's rule)."""
+    if a.is_complex() or not b.is_complex():
+        return b
+    tol = 1e3 * torch.finfo(torch.float32).eps if b.dtype == torch.complex64 else \
+        1e6 * torch.finfo(torch.float64).eps
+    return b.real.clone() if bool((b.imag.abs() <= tol).all()) else b
+
+
+def _ij(a):
+    return a.to(torch.complex64 if a.dtype == torch.float32 else
+                torch.complex128 if not a.is_complex() else a.dtype) * 1j
+
+
+@dispatch(_sl.cosm, composite=True)
+def cosm(A):
+    a = _square(A)
+    if a.is_complex():
+        return 0.5 * (expm(_ij(a)) + expm(-_ij(a)))
+    return expm(_ij(a)).real.clone()
+
+
+@dispatch(_sl.sinm, composite=True)
+def sinm(A):
+    a = _square(A)
+    if a.is_complex():
+        return -0.5j * (expm(_ij(a)) - expm(-_ij(a)))
+    return expm(_ij(a)).imag.clone()
+
+
+@dispatch(_sl.tanm, composite=True)
+def tanm(A):
+    from trnscipy.linalg._basic import solve
+
+    a = _square(A)
+    return _maybe_real(a, solve(cosm(a), sinm(a)))
+
+
+@dispatch(_sl.coshm, composite=True)
+def coshm(A):
+    a = _square(A)
+    return _maybe_real(a, 0.5 * (expm(a) + expm(-a)))
+
+
+@dispatch(_sl.sinhm, composite=True)
+def sinhm(A):
+    a = _square(A)
+    return _maybe_real(a, 0.5 * (expm(a) - expm(-a)))
+
+
+@dispatch(_sl.tanhm, composite=True)
+def tanhm(A):
+    from trnscipy.linalg._basic import solve
+
+    a = _square(A)
+    return _maybe_real(a, solve(coshm(a), sinhm(a)))
