@@ -8,10 +8,12 @@ from trnscipy.linalg._basic import (  # noqa: F401
     det,
     inv,
     lstsq,
+    matmul_toeplitz,
     pinv,
     pinvh,
     solve,
     solve_banded,
+    solve_toeplitz,
     solve_triangular,
     solveh_banded,
 )
@@ -57,7 +59,12 @@ from trnscipy.linalg._matfuncs import (  # noqa: F401
 )
 from trnscipy.linalg._misc import norm  # noqa: F401
 from trnscipy.linalg._procrustes import orthogonal_procrustes  # noqa: F401
-from trnscipy.linalg._solvers import solve_sylvester  # noqa: F401
+from trnscipy.linalg._solvers import (  # noqa: F401
+    solve_continuous_lyapunov,
+    solve_discrete_lyapunov,
+    solve_lyapunov,
+    solve_sylvester,
+)
 from trnscipy.linalg._special_matrices import (  # noqa: F401
     block_diag,
     circulant,
