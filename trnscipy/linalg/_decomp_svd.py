@@ -3,9 +3,10 @@
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._validate import as_matrix, device_of, empty
 
 __all__ = ["svd", "svdvals", "orth", "null_space", "diagsvd", "subspace_angles"]
@@ -73,13 +74,21 @@ def diagsvd(s, M, N):
 
 @dispatch(_sl.subspace_angles, composite=True)
 def subspace_angles(A, B):
-    """SciPy's algorithm (Knyazev & Argentati) through trnscipy's orth and svdvals."""
+    """SciPy's algorithm (Knyazev & Argentati) through trnscipy's orth and svdvals (CPU
+    tensors: SciPy on views, so that angles at rounding level equal SciPy's)."""
     device = device_of(A, B)
-    a = as_matrix(A, device, True, name="A")
+    return kernel("linalg.subspace_angles", device)(as_matrix(A, device, True, name="A"),
+                                                    as_matrix(B, device, True, name="B"))
+
+
+register("linalg.subspace_angles", "cpu")(_on_views(_sl.subspace_angles, finite_kw=False))
+
+
+@register("linalg.subspace_angles", "generic")
+def _subspace_angles(a, b):
     if a.ndim != 2:
         raise ValueError(f"expected 2D array, got shape {tuple(a.shape)}")
     qa = orth(a)
-    b = as_matrix(B, device, True, name="B")
     if b.ndim != 2:
         raise ValueError(f"expected 2D array, got shape {tuple(b.shape)}")
     if b.shape[0] != qa.shape[0]:

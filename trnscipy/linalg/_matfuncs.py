@@ -130,7 +130,7 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
 # cosm, sinm, tanm, coshm, sinhm, tanhm: SciPy's formulas through trnscipy's expm and solve
 
 
-def _square(A):
+def _square_input(A):
     a = as_tensor(A, device_of(A), finite=False, small_ints=torch.float64)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("expected square array_like input")
@@ -153,7 +153,7 @@ def _ij(a):
 
 @dispatch(_sl.cosm, composite=True)
 def cosm(A):
-    a = _square(A)
+    a = _square_input(A)
     if a.is_complex():
         return 0.5 * (expm(_ij(a)) + expm(-_ij(a)))
     return expm(_ij(a)).real.clone()
@@ -161,7 +161,7 @@ def cosm(A):
 
 @dispatch(_sl.sinm, composite=True)
 def sinm(A):
-    a = _square(A)
+    a = _square_input(A)
     if a.is_complex():
         return -0.5j * (expm(_ij(a)) - expm(-_ij(a)))
     return expm(_ij(a)).imag.clone()
@@ -171,19 +171,19 @@ def sinm(A):
 def tanm(A):
     from trnscipy.linalg._basic import solve
 
-    a = _square(A)
+    a = _square_input(A)
     return _maybe_real(a, solve(cosm(a), sinm(a)))
 
 
 @dispatch(_sl.coshm, composite=True)
 def coshm(A):
-    a = _square(A)
+    a = _square_input(A)
     return _maybe_real(a, 0.5 * (expm(a) + expm(-a)))
 
 
 @dispatch(_sl.sinhm, composite=True)
 def sinhm(A):
-    a = _square(A)
+    a = _square_input(A)
     return _maybe_real(a, 0.5 * (expm(a) - expm(-a)))
 
 
@@ -191,5 +191,5 @@ def sinhm(A):
 def tanhm(A):
     from trnscipy.linalg._basic import solve
 
-    a = _square(A)
+    a = _square_input(A)
     return _maybe_real(a, solve(coshm(a), sinhm(a)))

@@ -45,12 +45,12 @@ def solve_discrete_lyapunov(a, q, method=None):
 
     device = device_of(a, q)
     a, q = as_square(a, device, True), as_tensor(q, device, True)
-    dtype = common_dtype(a, q)
-    a, q = a.to(dtype), q.to(dtype)
+    dtype = torch.promote_types(common_dtype(a, q), torch.float64)  # SciPy's np.eye
     method = method or ("direct" if a.shape[0] < 10 else "bilinear")
-    if method == "direct":
+    if method == "direct":  # (the Kronecker product in a's precision, as SciPy)
         lhs = torch.eye(a.shape[0] ** 2, dtype=dtype, device=device) - torch.kron(a, a.conj())
-        return solve(lhs, q.flatten()).reshape(q.shape)
+        return solve(lhs, q.to(dtype).flatten()).reshape(q.shape)
+    a, q = a.to(dtype), q.to(dtype)
     if method == "bilinear":
         eye = torch.eye(a.shape[0], dtype=dtype, device=device)
         ah_inv = inv(a.mH + eye)
