@@ -48,6 +48,7 @@ from trnscipy.linalg._matfuncs import (  # noqa: F401
     coshm,
     cosm,
     expm,
+    expm_cond,
     expm_frechet,
     funm,
     logm,
@@ -59,6 +60,7 @@ from trnscipy.linalg._matfuncs import (  # noqa: F401
 )
 from trnscipy.linalg._misc import norm  # noqa: F401
 from trnscipy.linalg._procrustes import orthogonal_procrustes  # noqa: F401
+from trnscipy.linalg._sketches import clarkson_woodruff_transform  # noqa: F401
 from trnscipy.linalg._solvers import (  # noqa: F401
     solve_continuous_lyapunov,
     solve_discrete_lyapunov,

@@ -11,14 +11,15 @@ import warnings
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._misc import norm
 from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
 
 __all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tanm", "coshm",
-           "sinhm", "tanhm"]
+           "sinhm", "tanhm", "expm_cond"]
 
 
 @dispatch(_sl.expm)
@@ -193,3 +194,29 @@ def tanhm(A):
 
     a = _square_input(A)
     return _maybe_real(a, solve(coshm(a), sinhm(a)))
+
+
+@dispatch(_sl.expm_cond, composite=True)
+def expm_cond(A, check_finite=True):
+    """SciPy's Kronecker form of the Frechet derivative (n^2 calls of trnscipy's
+    expm_frechet), its 2-norm through trnscipy's norm (CPU tensors: SciPy on views; its
+    float32 route mixes precisions)."""
+    a = as_tensor(A, device_of(A), check_finite)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected a square matrix")
+    return kernel("linalg.expm_cond", a.device)(a)
+
+
+register("linalg.expm_cond", "cpu")(_on_views(_sl.expm_cond))
+
+
+@register("linalg.expm_cond", "generic")
+def _expm_cond(a):
+    n = a.shape[0]
+    # E in float64 (SciPy's np.identity) where the device has it
+    eye = torch.eye(n, dtype=torch.promote_types(a.dtype, torch.float64), device=a.device)
+    cols = [expm_frechet(a, torch.outer(eye[i], eye[j]), compute_expm=False,
+                         check_finite=False).mT.reshape(-1)
+            for i in range(n) for j in range(n)]
+    k = torch.stack(cols).mT
+    return (norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro")
