@@ -507,9 +507,13 @@ def lu(a, permute_l=False, p_indices=False):
 
 @register("linalg.qr", "generic")
 def qr(a, mode="full", pivoting=False):
+    if pivoting and not a.is_complex() and a.ndim == 2:
+        from trnscipy.linalg._xla_dense import qr_pivoted
+
+        return qr_pivoted(a, mode)
     if pivoting:
-        fallback("scipy.linalg.qr", "column pivoting has no torch implementation",
-                 stacklevel=5)
+        fallback("scipy.linalg.qr", "complex or batched column pivoting has no torch "
+                 "implementation", stacklevel=5)
         out = _sl.qr(_view(_cpu(a)), mode=mode, pivoting=True, check_finite=False)
         return _to(a.device, _tensor(out))
     m, n = a.shape[-2:]
