@@ -23,10 +23,13 @@ def bandwidth(a):
     i = torch.arange(a.shape[0], device=a.device).unsqueeze(1)
     j = torch.arange(a.shape[1], device=a.device).unsqueeze(0)
     nz = a != 0
+    if a.numel() == 0:
+        return 0, 0
     zero = torch.zeros((), dtype=torch.int64, device=a.device)
-    lower = torch.where(nz, i - j, zero).amax() if a.numel() else zero
-    upper = torch.where(nz, j - i, zero).amax() if a.numel() else zero
-    return tuple(int(v) for v in torch.stack([lower, upper]).tolist())
+    # (a full reduction by dim: torch-xla 2.9's amax() with no dim does not reduce)
+    band = torch.stack([torch.where(nz, i - j, zero), torch.where(nz, j - i, zero)])
+    lower, upper = band.flatten(1).amax(1).tolist()
+    return int(lower), int(upper)
 
 
 def _is_sym(a, atol, rtol, conj):
