@@ -47,7 +47,7 @@ PROFILES = {
                   "ops": {"cholesky": [256, 1024, 2048], "eigh": [256, 1024, 2048],
                           "solve": [256, 1024, 2048], "lu": [256, 1024, 2048],
                           "qr": [256, 1024], "svd": [256, 1024]},
-                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 0,
+                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 256,
                                 "qr": 256, "lu": 1024}},
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
