@@ -305,7 +305,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         return system.x, 0
     state = (system.x, r, ptol, pfac)
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=-(-utils.CHECK_EVERY // m), peel=False)
+                      block=-(-utils.CHECK_EVERY // m), peel=None)
     return state[0], info
 
 

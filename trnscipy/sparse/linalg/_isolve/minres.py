@@ -167,7 +167,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     # (no peel: its graph would come on top of two block graphs, as the first block after
     # it traces differently from the later ones, cause not found)
     state, info = run(step, state, maxiter, device, None, None, block=1 if host else None,
-                      peel=False)
+                      peel=False, host_effects=host)
     if info == _NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:

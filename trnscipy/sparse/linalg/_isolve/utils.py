@@ -318,14 +318,19 @@ class _LazyStep:
         return torch.where(self.live, new, old)
 
 
-def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True):
+def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
+        host_effects=False):
     """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
 
     On graph devices the host reads the stop flag every ``block`` iterations
-    (default: CHECK_EVERY, read at call time).  Every block then traces the same graph
-    (one compilation, whatever the iteration count): the loop counters are device data
-    from the start, and with ``peel`` (for a ``step`` that uses ``first``) iteration 0
-    runs as a graph of its own, which also materialises the initial state.
+    (default: CHECK_EVERY, read at call time).  A block is one graph, traced in Python
+    once per solve and then replayed with the new state (the ``graph_function``
+    kernel) unless ``step`` has host effects (``host_effects``: prints, callbacks,
+    host reads) or a ``callback`` is given.  The loop counters are device data from the
+    start, so the graph does not depend on ``maxiter``.  ``peel`` (for a ``step`` that
+    uses ``first``) runs iteration 0 as a graph of its own; ``peel=None`` says ``step``
+    ignores ``first`` (every block is the same graph); ``peel=False`` puts iteration 0,
+    with ``first``, in the first block (a graph of its own).
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -348,18 +353,41 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     done = torch.tensor(False, device=device)
     info = torch.tensor([maxiter], dtype=torch.int64, device=device)
     left = torch.tensor([maxiter], dtype=torch.int64, device=device)
+
+    def iterate(state, done, info, left, first):
+        live = ~done & (left[0] > 0)
+        s = _LazyStep(live, info)
+        state = step(state, s, first)
+        return tuple(state), done | (live & ~s.live), s.info, left - 1
+
+    def block_of(first):
+        def run_block(*flat):  # the block as a function of tensors
+            state, (done, info, left) = flat[:-3], flat[-3:]
+            for k in range(block):
+                state, done, info, left = iterate(state, done, info, left, first and k == 0)
+            return state + (done, info, left)
+        if host_effects or callback is not None:
+            def traced(*flat):
+                out = run_block(*flat)
+                sync(device)
+                return out
+            return traced
+        return kernel("graph_function", device)(run_block)
+
+    blocks = block_of(False)
+    first_block = block_of(True) if peel is False else blocks
     it = 0
     while it < maxiter:
-        for _ in range(1 if peel and it == 0 else block):
-            live = ~done & (left[0] > 0)
-            s = _LazyStep(live, info)
-            state = step(state, s, it == 0)
-            done, info = done | (live & ~s.live), s.info
-            left = left - 1
-            it += 1
-        sync(device)
+        if peel and it == 0:
+            state, done, info, left = iterate(state, done, info, left, True)
+            sync(device)
+            it = 1
+        else:
+            *state, done, info, left = (first_block if it == 0 else blocks)(
+                *state, done, info, left)
+            it += block
         if bool(done):
             break
         if callback is not None and value is not None:
             callback(host_value(value(state)))
-    return state, int(info)
+    return tuple(state), int(info)
