@@ -186,11 +186,12 @@ class _Replay:
     replay is one C++ call and one graph execution.  Tensors the function reads
     without taking them as arguments (a matrix, constants) are bound at the first call;
     so a ``_Replay`` lives for one solve, whose operands do not change meanwhile.
+    Arguments of other shapes or dtypes trace again.
     """
 
     def __init__(self, fn):
         self.fn = fn
-        self.plan = None
+        self.plans = {}
 
     def __call__(self, *args):
         xlac = torch_xla._XLAC
@@ -198,9 +199,10 @@ class _Replay:
                    if p]
         if pending:  # graph inputs are device data
             xlac._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
-        if self.plan is None:
-            self.plan = self._trace(args)
-        graph_hash, sources, outputs = self.plan
+        signature = tuple((a.dtype, tuple(a.shape)) for a in args)
+        if signature not in self.plans:
+            self.plans[signature] = self._trace(args)
+        graph_hash, sources, outputs = self.plans[signature]
         inputs = [args[s] if isinstance(s, int) else s for s in sources]
         results = xlac._run_cached_graph(graph_hash, inputs) if graph_hash is not None else []
         return tuple(results[i] if kind == "graph" else args[i] if kind == "arg" else i

@@ -263,7 +263,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
             hcol = torch.where(at_j1, torch.where(brk, 0, h1).to(dtype), h + h2)
             hcol, Q = _givens_column(hcol, j, Q)
             cols.append(hcol)
-            res.append(_entry(Q[:, 0], at_j1).abs() * beta)
+            # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
+            res.append(_entry(Q[:, 0], at_j1).abs().real * beta)
             brks.append(brk)
             j = j + 1
         res, brks = torch.stack(res), torch.stack(brks)
