@@ -194,31 +194,41 @@ class _Replay:
         self.plans = {}
 
     def __call__(self, *args):
-        xlac = torch_xla._XLAC
-        pending = [a for a, p in zip(args, xlac._check_tensor_need_materialization(list(args)))
-                   if p]
-        if pending:  # graph inputs are device data
-            xlac._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
         signature = tuple((a.dtype, tuple(a.shape)) for a in args)
         if signature not in self.plans:
-            self.plans[signature] = self._trace(args)
+            args, self.plans[signature] = self._trace(args)
+        else:
+            args = _device_data(args)
         graph_hash, sources, outputs = self.plans[signature]
         inputs = [args[s] if isinstance(s, int) else s for s in sources]
-        results = xlac._run_cached_graph(graph_hash, inputs) if graph_hash is not None else []
+        results = (torch_xla._XLAC._run_cached_graph(graph_hash, inputs)
+                   if graph_hash is not None else [])
         return tuple(results[i] if kind == "graph" else args[i] if kind == "arg" else i
                      for kind, i in outputs)
 
     def _trace(self, args):
+        """Trace ``fn``; returns the arguments to run with and the plan: graph hash, each
+        graph input as an argument position or a bound tensor, each output as a graph
+        result, an argument passed through, or a bound tensor.
+
+        Graph inputs are told apart by buffer, so the arguments are first copied to
+        buffers of their own (one graph execution, which also computes pending
+        arguments): an argument may share its buffer
+        with a tensor the function reads as a constant (a clone, the same tensor
+        bound in a closure), and a replay must then feed the new argument to one use
+        and the constant to the other."""
         xlac = torch_xla._XLAC
         import torch_xla.core.xla_model as xm
 
+        args = tuple(a.clone() for a in args)
+        xlac._xla_sync_multi(list(args), devices=[], wait=True, sync_xla_data=True)
         out = self.fn(*args)
         if any(xlac._check_tensor_need_materialization(list(args))):
             raise RuntimeError("a replayed graph function wrote to its arguments")
         computed = xlac._check_tensor_need_materialization(list(out))
         arg_pos = {id(a): i for i, a in enumerate(args)}
         graph, at, outputs = [], {}, []
-        for t, c in zip(out, computed):
+        for t, c in zip(out, computed, strict=True):
             if c:
                 if id(t) not in at:
                     at[id(t)] = len(graph)
@@ -229,11 +239,25 @@ class _Replay:
             else:  # device data the function did not compute: the same tensor each time
                 outputs.append(("const", t))
         if not graph:
-            return None, [], outputs
+            return args, (None, [], outputs)
         xm.wait_device_ops()  # device-data handles of finished work, not placeholders
-        ids, values = xlac._get_tensors_xla_device_data_node(graph)
-        by_id = {xlac._xla_get_tensor_id(a): i for i, a in enumerate(args)}
-        sources = [by_id.get(i, v) for i, v in zip(ids, values)]
+        _, values = xlac._get_tensors_xla_device_data_node(graph)
+        handles = xlac._get_tensors_handle(list(args))
+        if len(set(handles)) < len(handles):
+            raise RuntimeError("arguments of a replayed function share buffers")
+        owner = {h: i for i, h in enumerate(handles)}
+        sources = [owner.get(h, v)
+                   for v, h in zip(values, xlac._get_tensors_handle(list(values)), strict=True)]
         graph_hash = xlac._get_graph_hash(graph)
         xlac._xla_warm_up_cache(graph, [])
-        return graph_hash, sources, outputs
+        return args, (graph_hash, sources, outputs)
+
+
+def _device_data(tensors):
+    """``tensors`` with pending ones computed (graph inputs are device data)."""
+    xlac = torch_xla._XLAC
+    need = xlac._check_tensor_need_materialization(list(tensors))
+    pending = [t for t, p in zip(tensors, need, strict=True) if p]
+    if pending:
+        xlac._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
+    return tensors

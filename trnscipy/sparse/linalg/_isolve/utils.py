@@ -360,13 +360,19 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
         state = step(state, s, first)
         return tuple(state), done | (live & ~s.live), s.info, left - 1
 
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten(state)
+    replayable = not host_effects and callback is None and all(
+        isinstance(leaf, torch.Tensor) for leaf in leaves)
+
     def block_of(first):
-        def run_block(*flat):  # the block as a function of tensors
-            state, (done, info, left) = flat[:-3], flat[-3:]
+        def run_block(*flat):  # the block as a function of tensors (the state's leaves)
+            state, (done, info, left) = pytree.tree_unflatten(flat[:-3], spec), flat[-3:]
             for k in range(block):
                 state, done, info, left = iterate(state, done, info, left, first and k == 0)
-            return state + (done, info, left)
-        if host_effects or callback is not None:
+            return tuple(pytree.tree_leaves(state)) + (done, info, left)
+        if not replayable:
             def traced(*flat):
                 out = run_block(*flat)
                 sync(device)
@@ -383,11 +389,12 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
             sync(device)
             it = 1
         else:
-            *state, done, info, left = (first_block if it == 0 else blocks)(
-                *state, done, info, left)
+            *leaves, done, info, left = (first_block if it == 0 else blocks)(
+                *pytree.tree_leaves(state), done, info, left)
+            state = pytree.tree_unflatten(leaves, spec)
             it += block
         if bool(done):
             break
         if callback is not None and value is not None:
             callback(host_value(value(state)))
-    return tuple(state), int(info)
+    return state, int(info)
