@@ -130,8 +130,10 @@ def test_xla_strict_graph_laplacian(xla_device, monkeypatch):
     _close(again, ref, np.float64)
     assert second.compilations == 0
     # measured: 15 and 15 (setup graphs of A - mu I and its norms, the Taylor blocks of
-    # each of the s steps, the scaling); the bound keeps them from growing unnoticed
-    assert first.compilations <= 15 and second.executions <= 15
+    # each of the s steps, the scaling); the bound keeps them from growing unnoticed.
+    # Executions + 1: the Taylor loop spans two blocks, so its block graph is replayed,
+    # after one copy of its inputs (the graph_function kernel)
+    assert first.compilations <= 15 and second.executions <= 16
 
 
 # -- norm -------------------------------------------------------------------------------------

@@ -326,11 +326,12 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     (default: CHECK_EVERY, read at call time).  A block is one graph, traced in Python
     once per solve and then replayed with the new state (the ``graph_function``
     kernel) unless ``step`` has host effects (``host_effects``: prints, callbacks,
-    host reads) or a ``callback`` is given.  The loop counters are device data from the
-    start, so the graph does not depend on ``maxiter``.  ``peel`` (for a ``step`` that
-    uses ``first``) runs iteration 0 as a graph of its own; ``peel=None`` says ``step``
-    ignores ``first`` (every block is the same graph); ``peel=False`` puts iteration 0,
-    with ``first``, in the first block (a graph of its own).
+    host reads), a ``callback`` is given or ``maxiter`` allows one block only.  The loop
+    counters are device data from the start, so the graph does not depend on ``maxiter``.
+    ``peel`` (for a ``step`` that uses ``first``) runs iteration 0 as a graph of its
+    own; ``peel=None`` says ``step`` ignores ``first`` (every block is the same graph);
+    ``peel=False`` puts iteration 0, with ``first``, in the first block (a graph of its
+    own).
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -363,8 +364,9 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     from torch.utils import _pytree as pytree
 
     leaves, spec = pytree.tree_flatten(state)
-    replayable = not host_effects and callback is None and all(
-        isinstance(leaf, torch.Tensor) for leaf in leaves)
+    # (a single block gains nothing from a replay, which copies its inputs first)
+    replayable = (not host_effects and callback is None and maxiter - bool(peel) > block
+                  and all(isinstance(leaf, torch.Tensor) for leaf in leaves))
 
     def block_of(first):
         def run_block(*flat):  # the block as a function of tensors (the state's leaves)
