@@ -305,10 +305,9 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     if bool(converged):
         return system.x, 0
     state = (system.x, r, ptol, pfac)
-    # whole cycles per graph, at most CHECK_EVERY Arnoldi steps unless one cycle is longer:
-    # the unrolled steps set the compile time
+    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); one cycle per graph
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=max(1, utils.CHECK_EVERY // m), peel=None)
+                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1)
     return state[0], info
 
 
