@@ -203,6 +203,8 @@ class _Replay:
         inputs = [args[s] if isinstance(s, int) else s for s in sources]
         results = (torch_xla._XLAC._run_cached_graph(graph_hash, inputs)
                    if graph_hash is not None else [])
+        if len(results) != sum(kind == "graph" for kind, _ in dict.fromkeys(outputs)):
+            raise RuntimeError("a replayed graph returned an unexpected number of results")
         return tuple(results[i] if kind == "graph" else args[i] if kind == "arg" else i
                      for kind, i in outputs)
 
@@ -213,10 +215,9 @@ class _Replay:
 
         Graph inputs are told apart by buffer, so the arguments are first copied to
         buffers of their own (one graph execution, which also computes pending
-        arguments): an argument may share its buffer
-        with a tensor the function reads as a constant (a clone, the same tensor
-        bound in a closure), and a replay must then feed the new argument to one use
-        and the constant to the other."""
+        arguments): an argument may share its buffer with a tensor the function reads
+        as a constant (a clone, the same tensor bound in a closure), and a replay must
+        then feed the new argument to one use and the constant to the other."""
         xlac = torch_xla._XLAC
         import torch_xla.core.xla_model as xm
 
