@@ -108,6 +108,19 @@ def _potrf(a, upper):
     return c, info
 
 
+@register("linalg._potrf", "cpu")
+def _potrf_cpu(a, upper):
+    """LAPACK's potrf on a view: torch's CPU Cholesky of a 9 x 9 matrix took 62 ms with
+    two OpenMP threads on the loaded 2-core machine (8 us on one thread); this, microseconds."""
+    if a.ndim != 2:
+        return _potrf(a, upper)
+    from scipy.linalg.lapack import get_lapack_funcs
+
+    view = _view(a)
+    c, info = get_lapack_funcs("potrf", (view,))(view, lower=not upper)
+    return _tensor(c), torch.tensor(max(info, 0), dtype=torch.int32)
+
+
 @register("linalg._potrf", "xla")
 def _potrf_xla(a, upper):
     with warnings.catch_warnings():
