@@ -162,7 +162,8 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
     state = (x, u, v, v.clone(), torch.zeros_like(v), itn0, alpha, alpha.clone(), one, one, one,
              zero, alpha * beta, beta.clone(), zero, one, zero, zero, zero, zero, alpha * alpha,
              zero, scalar(1e100), out)
-    state, _ = run(step, state, maxiter, device, block=block_length(show), peel=False)
+    state, _ = run(step, state, maxiter, device, block=block_length(show), peel=None,
+                   host_effects=show)
     x, out = state[0], state[-1]
     istop, itn, normr, normar, normA, condA, normx = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)

@@ -283,7 +283,8 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     out = (itn0, beta, beta, zero, zero, alfa * beta, zero, itn0)
     state = (x, u, v, v.clone(), var, itn0, alfa, alfa.clone(), beta.clone(), zero, zero, zero,
              zero, zero, scalar(-1.0), zero, out)
-    state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=False)
+    state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=None,
+                   host_effects=show)
     x, var, out = state[0], state[4], state[-1]
     istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)
