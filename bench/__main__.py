@@ -20,7 +20,8 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "double_float",
+            "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -52,6 +53,9 @@ PROFILES = {
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},
+        "double_float": {"krylov": [("cg", 100), ("gmres", 100)],
+                         "dense": {"solve": [256, 1024], "cholesky": [256, 1024],
+                                   "eigh": [256, 1024]}},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -63,6 +67,7 @@ PROFILES = {
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
         "dsolve": {"problems": [("poisson2d", 3)]},
+        "double_float": {"krylov": [("cg", 8)], "dense": {"solve": [16]}},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -223,6 +228,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     from bench import _lsq, _sections
+    from bench._double_float import double_float_cases
     from bench._dsolve import dsolve_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
@@ -267,8 +273,9 @@ def main(argv=None):
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
               "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
               "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
-              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve"):
+              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes),
+              "double_float": lambda: double_float_cases(cfg["double_float"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "double_float"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")

@@ -1,6 +1,8 @@
 """Double-float kernels (float32 arithmetic only) and the float64-accurate methods on an
 emulated Neuron device (issue 11, part 4)."""
 
+import time
+
 import numpy as np
 import pytest
 import scipy.linalg as sl
@@ -60,18 +62,33 @@ def _convection_diffusion(k, c=20.0):
 
 
 def _recorded(fn):
-    """Run fn on the emulated Neuron device; (result, float64 ops the device executed)."""
+    """Run fn on the emulated Neuron device; (result, float64 ops the device executed).
+    Asserts that torch-xla ran no op on the host (aten CPU fallbacks); the graph counts of
+    the last call are in ``COUNTS``."""
     import warnings
+
+    import torch_xla
 
     import trnscipy
     from conformance.device_ops import DeviceArithmetic
+    from tests.linalg._fallbacks import aten_fallbacks
+    from trnscipy._metrics import xla_counts
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
-        with DeviceArithmetic("xla", [torch.float64, torch.complex128]) as rec:
+        with aten_fallbacks(torch_xla.device()) as host, xla_counts() as counts, \
+                DeviceArithmetic("xla", [torch.float64, torch.complex128]) as rec:
             out = fn()
+    assert host == {}
+    COUNTS[:] = [counts]
     return out, rec.ops
 
+
+COUNTS = []
+
+
+# graph counts of one float64 solve (first call: its graphs compile)
+_MAX_COMPILES, _MAX_EXECUTIONS = 16, 400
 
 KRYLOV = [("cg", _poisson), ("gmres", _convection_diffusion),
           ("bicgstab", _convection_diffusion), ("minres", _poisson)]
@@ -94,15 +111,25 @@ def _krylov_case(name, problem, k, how, monkeypatch):
             x, info = getattr(tsl, name)(trnscipy.to_device(A, "xla"),
                                          trnscipy.to_device(b, "xla"), rtol=rtol)
             return trnscipy.to_host(x), info
+    t0 = time.perf_counter()
     (x, info), ops = _recorded(run)
+    wall = time.perf_counter() - t0
     assert ops == []
     assert info == 0
-    assert np.linalg.norm(b - A @ x) <= rtol * np.linalg.norm(b)
+    relres = np.linalg.norm(b - A @ x) / np.linalg.norm(b)
+    assert relres <= rtol
     exact = spl.spsolve(A.tocsc(), b)
     xs, _ = getattr(spl, name)(A, b, rtol=rtol)
     # as accurate as SciPy's own float64 solve (both stop at rtol on the residual)
     err, err_scipy = (np.linalg.norm(v - exact) / np.linalg.norm(exact) for v in (x, xs))
     assert err <= max(10 * err_scipy, 1e-12)
+    agree = np.linalg.norm(x - xs) / np.linalg.norm(xs)
+    assert agree <= 1e-8
+    c = COUNTS[0]
+    print(f"\n{name} {problem.__name__} n={A.shape[0]} {how}: relres {relres:.1e} "
+          f"vs SciPy {agree:.1e} error {err:.1e} (SciPy {err_scipy:.1e}) "
+          f"compilations {c.compilations} executions {c.executions} wall {wall:.0f} s")
+    assert c.compilations <= _MAX_COMPILES and c.executions <= _MAX_EXECUTIONS
 
 
 # 60-190 s each on this shared 2-core machine at load 15 (compilations dominate): only
