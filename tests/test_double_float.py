@@ -155,7 +155,8 @@ def _backward(A, x, b):
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("n", [32, pytest.param(256, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n", [32] + [pytest.param(n, marks=pytest.mark.slow)
+                                      for n in (256, 1024)])
 def test_dense_float64(n, emulate_neuron, monkeypatch):
     import trnscipy
     import trnscipy.linalg as tl
@@ -173,24 +174,33 @@ def test_dense_float64(n, emulate_neuron, monkeypatch):
             y = tl.cho_solve((c, True), b)
         return x, c, y
 
+    t0 = time.perf_counter()
     (x, c, y), ops = _recorded(run)
+    wall, counts = time.perf_counter() - t0, COUNTS[0]
     assert ops == []
-    assert _backward(A, x, b) <= 10 * n * EPS
-    assert np.linalg.norm(c @ c.T - S, np.inf) / np.linalg.norm(S, np.inf) <= 10 * n * EPS
-    assert _backward(S, y, b) <= 10 * n * EPS
+    errors = (_backward(A, x, b),
+              np.linalg.norm(c @ c.T - S, np.inf) / np.linalg.norm(S, np.inf),
+              _backward(S, y, b))
+    assert max(errors) <= 10 * n * EPS
     # through to_device: the result is a float64 device tensor, exact on the way back
     dev = trnscipy.to_device(S, "xla")
     (z,), ops = _recorded(lambda: (tl.solve(dev, trnscipy.to_device(b, "xla"),
                                             assume_a="pos"),))
     assert ops == []
     assert z.dtype == torch.float64
-    assert _backward(S, trnscipy.to_host(z), b) <= 10 * n * EPS
+    errors += (_backward(S, trnscipy.to_host(z), b),)
+    assert errors[-1] <= 10 * n * EPS
     assert np.allclose(trnscipy.to_host(z), sl.solve(S, b), rtol=1e-10)
+    print(f"\nn={n} backward errors / (n eps64): solve, cholesky, cho_solve, solve pos "
+          + ", ".join(f"{e / (n * EPS):.3f}" for e in errors)
+          + f"; offload calls: {counts.compilations} compilations, {counts.executions} "
+          f"executions, {wall:.0f} s")
+    assert counts.compilations <= 16
 
 
 @pytest.mark.xla
-@pytest.mark.slow  # about 340 s at n = 16 here at load 15: the Ozaki GEMM graphs compile
-@pytest.mark.parametrize("n", [16, 256])
+@pytest.mark.slow  # the Ozaki GEMM graphs compile for minutes on this shared machine
+@pytest.mark.parametrize("n", [16, 256, 1024])
 def test_eigh_float64(n, emulate_neuron, monkeypatch):
     import trnscipy
     import trnscipy.linalg as tl
@@ -204,9 +214,16 @@ def test_eigh_float64(n, emulate_neuron, monkeypatch):
         with trnscipy.offload("xla"):
             return tl.eigh(S)
 
+    t0 = time.perf_counter()
     (w, v), ops = _recorded(run)
+    wall, counts = time.perf_counter() - t0, COUNTS[0]
     assert ops == []
     ws = sl.eigvalsh(S)
-    assert np.max(np.abs(w - ws)) <= 10 * n * EPS * np.max(np.abs(ws))
-    assert np.linalg.norm(S @ v - v * w) <= 10 * n * EPS * np.linalg.norm(S)
-    assert np.linalg.norm(v.T @ v - np.eye(n)) <= 10 * n * EPS
+    errors = (np.max(np.abs(w - ws)) / np.max(np.abs(ws)),
+              np.linalg.norm(S @ v - v * w) / np.linalg.norm(S),
+              np.linalg.norm(v.T @ v - np.eye(n)))
+    print(f"\nn={n} eigh / (n eps64): eigenvalue error, residual, orthogonality "
+          + ", ".join(f"{e / (n * EPS):.3f}" for e in errors)
+          + f"; {counts.compilations} compilations, {counts.executions} executions, "
+          f"{wall:.0f} s")
+    assert max(errors) <= 10 * n * EPS
