@@ -110,6 +110,8 @@ def write_plots(results, out_dir):
         import matplotlib.pyplot as plt
     except ImportError:
         return {}
+    if not any(results["sections"].get(s) for s in _SECTIONS):  # e.g. --only double_float
+        return {}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
