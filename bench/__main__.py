@@ -20,7 +20,8 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen",
+            "double_float", "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -54,6 +55,10 @@ PROFILES = {
                    "xla_max_work": 2e4},
         "eigen": {"eigsh_grid": [100], "lobpcg_grid": [100], "svds": [(3000, 800, 0.005)],
                   "xla_max_work": 1e4, "xla_shift_invert_max_n": 400, "tol": 1e-6},
+        # (gmres at 10^4 and eigh at 1024: minutes of XLA compile each, left out)
+        "double_float": {"krylov": [("cg", 100)],
+                         "dense": {"solve": [256, 1024], "cholesky": [256, 1024],
+                                   "eigh": [256]}},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -66,6 +71,7 @@ PROFILES = {
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
         "dsolve": {"problems": [("poisson2d", 3)]},
         "eigen": {"eigsh_grid": [6], "lobpcg_grid": [8], "svds": [(60, 30, 0.1)], "tol": 1e-6},
+        "double_float": {"krylov": [("cg", 8)], "dense": {"solve": [16]}},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -229,6 +235,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     from bench import _lsq, _sections
+    from bench._double_float import double_float_cases
     from bench._dsolve import dsolve_cases
     from bench._eigen import eigen_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
@@ -275,8 +282,9 @@ def main(argv=None):
               "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
               "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
               "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes),
-              "eigen": lambda: eigen_cases(cfg["eigen"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen"):
+              "eigen": lambda: eigen_cases(cfg["eigen"], lanes),
+              "double_float": lambda: double_float_cases(cfg["double_float"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen", "double_float"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")

@@ -1,5 +1,6 @@
 """The printed / Markdown tables from the results dict."""
 
+from bench._double_float import double_float_table
 from bench._model import MODEL
 
 __all__ = ["markdown"]
@@ -11,6 +12,7 @@ _SECTION_TITLES = {
     "dense": "Dense linear algebra",
     "lsq": "Least squares and matrix functions (lsqr, lsmr, expm_multiply)",
     "eigen": "Eigensolvers (eigsh, lobpcg, svds)",
+    "double_float": "float64 on an emulated Neuron device (double-float) vs float32",
     "defer": "Defer path: trnscipy called with NumPy/SciPy inputs vs SciPy directly",
 }
 
@@ -283,6 +285,9 @@ def markdown(results):
                     "+ x + y) / time, against the copy bandwidth above (over 100%: the working set "
                     "fits in the CPU caches):", ""]
             out += _roofline_table(rows, lanes, copy["GBps"] * 1e9) + [""]
+        if name == "double_float":
+            out += ["Modelled trn1 time, float64 through double-float / the float32 solve "
+                    "(bench/_double_float.py):", ""] + double_float_table(rows) + [""]
         if name == "solvers":
             out += ["Solver outcome per lane (info / true relative residual ||b-Ax||/||b||):",
                     ""]

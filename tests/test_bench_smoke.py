@@ -30,7 +30,8 @@ def smoke(tmp_path_factory):
 
 def test_every_section_has_rows(smoke):
     results, _ = smoke
-    assert set(results["sections"]) == {"spmv", "bsr", "solvers", "dense", "dsolve", "defer"}
+    assert set(results["sections"]) == {"spmv", "bsr", "solvers", "dense", "dsolve", "eigen",
+                                       "double_float", "defer"}
     for rows in results["sections"].values():
         assert rows
     assert results["copy_bandwidth"]["GBps"] > 0

@@ -273,10 +273,15 @@ def is_exact(t):
 
 
 def host_value(t):
-    """The exact float64 (complex128) NumPy value of a DoubleFloatTensor."""
+    """The exact float64 (complex128) NumPy value of a DoubleFloatTensor (its parts
+    computed in one graph: read one by one, each would be a graph of its own)."""
+    from trnscipy._kernels import kernel
+
     with torch._C.DisableTorchFunctionSubclass():
-        parts = [p.detach().resolve_conj().resolve_neg().cpu()
+        parts = [p.detach().resolve_conj().resolve_neg()
                  for p in (t.to(_narrow_of(t.dtype)), *t._low)]
+        kernel("materialize", t.device)(parts)
+        parts = [p.cpu() for p in parts]
         return _exact(parts, t.dtype).numpy()
 
 

@@ -5,14 +5,14 @@ the unevaluated sum ``hi + lo`` with ``|lo| <= ulp(hi)/2``: about 48 significant
 (unit roundoff 2**-48, about 3.6e-15), float32's exponent range (``lo`` loses bits
 below 2**-126: values under about 1e-30 keep less than 48 bits).
 
-Error-free transformations: TwoSum, FastTwoSum, a bit-mask split and Dekker's TwoProd
-(torch-xla exposes no fused multiply-add).  Every value that enters TwoSum is computed
-exactly (sums of exact products of 12-bit halves), so a compiler that contracts a
-product and a sum into an FMA (XLA CPU does, inside fusions) cannot change it; only the
-low-order error terms see such rounding differences.  Sums are pairwise trees of TwoSum
-over static shapes (zero padding to a power of two, no scatter): the error terms are
-added in float32, which bounds the error of a sum of n terms by about
-u*|s| + n*u**2*sum|x_i| (Ogita-Rump-Oishi's Sum2 in tree form).
+Error-free transformations: TwoSum, FastTwoSum, a rounding split (scaled by exact powers
+of two) and Dekker's TwoProd (torch-xla exposes no fused multiply-add).  Every value
+that enters TwoSum is computed exactly (sums of exact products of 12-bit halves), so a
+compiler that contracts a product and a sum into an FMA (XLA CPU does, inside fusions)
+cannot change it; only the low-order error terms see such rounding differences.  Sums
+are pairwise trees of TwoSum over static shapes (zero padding to a power of two, no
+scatter): the error terms are added in float32, which bounds the error of a sum of n
+terms by about u*|s| + n*u**2*sum|x_i| (Ogita-Rump-Oishi's Sum2 in tree form).
 
 Products:
 
@@ -39,9 +39,6 @@ __all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", 
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
-_HIGH_BITS = -4096  # int32 mask 0xFFFFF000: sign, exponent, top 11 stored significand bits
-
-
 # ---- error-free transformations -------------------------------------------------------
 
 def two_sum(a, b):
@@ -58,11 +55,31 @@ def fast_two_sum(a, b):
     return s, b - (s - a)
 
 
+def _pow2(e):
+    """2**e for integer-valued float32 e in [-126, 127] (exact; torch.exp2 and bit casts
+    do not lower on torch-xla 2.9: they ran on the host CPU, measured)."""
+    return torch.pow(2.0, e)
+
+
+def _exponent(x):
+    """E with 2**(E-1) <= x < 2**E (float32, integer values) for normal x > 0; 1 for 0.
+    log2 is not exact on XLA (log2(2**-125) = -124.99999): corrected by comparisons."""
+    x = torch.where(x > 0, x, torch.ones_like(x))
+    e = torch.ceil(torch.log2(x))
+    e = torch.where(_pow2(e) <= x, e + 1, e)
+    return torch.where(_pow2(e - 1) > x, e - 1, e)
+
+
 def split(a):
-    """a = hi + lo exactly, hi and lo with at most 12 significant bits each: hi is ``a``
-    with the low 12 significand bits cleared.  (Veltkamp's ``c - (c - a)``, c = 4097 a,
-    was contracted into an FMA by XLA CPU, which broke the split: measured.)"""
-    hi = (a.view(torch.int32) & _HIGH_BITS).view(torch.float32)
+    """a = hi + lo exactly, hi and lo with at most 12 significant bits each: a scaled by
+    exact powers of two into (-1, 1), rounded to a multiple of 2**-12 by adding and
+    subtracting 1.5 * 2**11, scaled back.  (Veltkamp's ``c - (c - a)``, c = 4097 a, was
+    contracted into an FMA by XLA CPU, which broke the split: measured.)"""
+    e = _exponent(a.abs())
+    half = torch.floor(e * 0.5)
+    up, down = _pow2(half), _pow2(e - half)  # 2**e as two factors: no overflow at e = 128
+    t = a * _pow2(-half) * _pow2(half - e)
+    hi = ((t + 3072.0) - 3072.0) * up * down
     return hi, a - hi
 
 
@@ -178,10 +195,10 @@ def norm(a, dim=-1):
     """Double-float 2-norm, scaled by a power of two near the maximum (no overflow or
     underflow of the squares; the scaling is exact)."""
     amax = a[0].abs().amax(dim=dim, keepdim=True)
-    e = torch.ceil(torch.log2(torch.where(amax > 0, amax, torch.ones_like(amax))))
-    x = mul_f(a, torch.exp2(-e))
+    e = torch.clamp(_exponent(amax), -126, 126)
+    x = mul_f(a, _pow2(-e))
     s = sqrt(dot(x, x, dim))
-    return mul_f(s, torch.exp2(e).squeeze(dim))
+    return mul_f(s, _pow2(e).squeeze(dim))
 
 
 def gemv(A, x):
@@ -193,8 +210,8 @@ def gemv(A, x):
 
 
 def _pow2_ceil(t):
-    """A power of two >= t (t > 0 float32), from float32 ops that lower everywhere."""
-    return torch.exp2(torch.ceil(torch.log2(t)))
+    """A power of two > t (t > 0 float32), from float32 ops that lower everywhere."""
+    return _pow2(_exponent(t))
 
 
 def _slices(a, dim, count, bits):

@@ -169,32 +169,37 @@ def _refine(name, device_solver, op, params):
         extra["callback_type"] = params["callback_type"]
 
     materialize = kernel("materialize", bp[0].device)
-    bnrm = float(_df.norm(bp)[0])
-    if bnrm == 0:
-        return _transfer.df_tensor(*bp), 0
-    tol = max(atol, rtol * bnrm)
     x0 = params.get("x0")
     check_x0(x0)
+    def zeros(size=n):  # data, not a graph constant; distinct tensors, distinct inputs
+        return torch.zeros(size, dtype=bp[0].dtype).to(bp[0].device)
+
     if x0 is None:
-        x = (torch.zeros_like(bp[0]), torch.zeros_like(bp[0]))
+        x = (zeros(), zeros())
     elif isinstance(x0, str):  # 'Mb'
         m32 = precond.get("M")
-        x = ((m32 @ bp[0] if m32 is not None else bp[0]).reshape(-1),
-             torch.zeros_like(bp[0]))
+        x = ((m32 @ bp[0] if m32 is not None else bp[0]).reshape(-1), zeros())
     else:
         x = tuple(p.reshape(-1) for p in _parts(x0))
+    # the pending correction x += s d opens each step's graph; zero (as data: a 0-d zero
+    # would be a graph constant) before the first, so that every step traces one graph
+    d, s = zeros(), zeros(2)[1:]  # s: as later, a slice of the norms
 
     inner, solver = device_solver, name
     budget = maxiter
-    prev = None
+    prev = tol = None
     for _ in range(_MAX_STEPS):
+        x = _df.add_f(x, d * s)
         r = op.residual(bp, x, shift)
-        rnorm_dev = _df.norm(r)[0]
-        # scalings as device data (a Python float would be a new graph constant each step)
-        rhs = r[0] / rnorm_dev
+        norms = torch.stack([_df.norm(bp)[0], _df.norm(r)[0]])  # ||b|| too: one graph
+        rhs = r[0] / norms[1]
         # one graph per step: the inner solve starts from device data, not from this graph
-        materialize([rnorm_dev, rhs, *x])
-        rnorm = float(rnorm_dev)
+        materialize([norms, rhs, *x])
+        bnrm, rnorm = (float(v) for v in norms.cpu())
+        if tol is None:
+            if bnrm == 0:
+                return _transfer.df_tensor(*bp), 0
+            tol = max(atol, rtol * bnrm)
         if rnorm < tol or (rnorm <= tol and tol == 0):
             return _transfer.df_tensor(*x), 0
         if budget <= 0 or not np.isfinite(rnorm):
@@ -213,9 +218,12 @@ def _refine(name, device_solver, op, params):
                             **extra)
         if info > 0:
             budget -= steps
-        x = _df.add_f(x, d.reshape(-1) * rnorm_dev)
+        d, s = d.reshape(-1), norms[1:]
         if callback is not None:
+            x, d = _df.add_f(x, d * s), zeros()
             callback(host_value(_transfer.df_tensor(*x)))
+    else:  # out of steps: the last correction is still pending
+        x = _df.add_f(x, d * s)
     return _transfer.df_tensor(*x), maxiter
 
 

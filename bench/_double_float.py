@@ -1,0 +1,224 @@
+"""float64 on an emulated Neuron device (double-float storage and refinement, float32
+arithmetic only) versus the plain float32 solve of the same problem there (issue 11).
+
+XLA lane only, under ``TRNSCIPY_EMULATE=neuron`` and ``TRNSCIPY_STRICT=1`` (a host
+fallback fails the row).  Krylov: cg and gmres on 2-D Poisson, float64 at rtol 1e-10 and
+1e-5 against float32 at rtol 1e-5 (float32 reaches no further).  Dense: solve, cholesky,
+eigh.  The ratio table divides the modelled trn1 times (bench/_model.py) of each float64
+row by its float32 row's; Poisson 10^6 is modelled from the 10^4 counts (see
+``krylov_scaled``), not run.
+"""
+
+import contextlib
+import math
+import os
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse.linalg as spla
+
+from bench._harness import Case
+from bench._model import modelled_seconds
+from bench._problems import poisson2d, spd_matrix
+from bench._sections import _relerr, _require_route, _scipy_iterations
+
+__all__ = ["double_float_cases", "double_float_table"]
+
+_CHECK_EVERY = 25  # trnscipy.sparse.linalg._isolve.utils.CHECK_EVERY (host reads per block)
+_TARGETS = {"krylov": 2.0, "dense": 1.5}
+
+
+@contextlib.contextmanager
+def _emulated(device):
+    """Neuron's limits on the XLA lane: no float64 arithmetic, float64 held as float32,
+    host fallbacks raise."""
+    from trnscipy._transfer import device_storage
+
+    saved = {k: os.environ.get(k) for k in ("TRNSCIPY_EMULATE", "TRNSCIPY_STRICT")}
+    os.environ.update(TRNSCIPY_EMULATE="neuron", TRNSCIPY_STRICT="1")
+    try:
+        with device_storage(device):
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _builder(routed, fn, host_args, device):
+    """build() for the XLA lane: the operands moved by trnscipy.to_device (exact
+    double-float storage for float64), every call ``fn(*operands)`` under the emulation;
+    ``routed``: the trnscipy function it calls."""
+    def build():
+        import trnscipy
+
+        with _emulated(device):
+            _require_route(routed, routed.__name__, device)
+            args = tuple(trnscipy.to_device(a, device) for a in host_args)
+
+        def run():
+            with _emulated(device):
+                return fn(*args)
+
+        return run
+
+    return build
+
+
+def _krylov_cases(cfg, lanes):
+    import trnscipy.sparse.linalg as tspla
+
+    xla = [lane for lane in lanes if lane.name == "trn_xla"]
+    for name, k in cfg.get("krylov", []):
+        A64 = poisson2d(k)
+        b64 = np.random.default_rng(0).standard_normal(A64.shape[0])
+        for dtype, rtol in (("float64", 1e-10), ("float64", 1e-5), ("float32", 1e-5)):
+            A, b = A64.astype(dtype), b64.astype(dtype)
+            kw = {"rtol": rtol}
+            solver = getattr(tspla, name)
+            scipy_solver = getattr(spla, name)
+            iterations = _scipy_iterations(scipy_solver, A, b, kw)
+            builders = {"scipy": lambda s=scipy_solver, A=A, b=b, kw=kw: (lambda: s(A, b, **kw))}
+            for lane in xla:
+                builders["trn_xla"] = _builder(solver, lambda A, b, s=solver, kw=kw: s(A, b, **kw),
+                                               (A, b), lane.device)
+
+            def describe(host, A=A64, b=b64):
+                relres = np.linalg.norm(b - A @ np.asarray(host[0], np.float64))
+                return {"info": int(host[1]), "relres": float(relres / np.linalg.norm(b))}
+
+            def check(ref, host, A=A64, b=b64, rtol=rtol):
+                res = np.linalg.norm(b - A @ np.asarray(host[0], np.float64))
+                return res / np.linalg.norm(b) / rtol  # the true residual against rtol
+
+            # float32 iterations (4 B values, int32 indices, 13 vector passes); float64: plus
+            # one double-float residual (12 B values, int64 layout) per refinement step
+            steps = round(math.log(rtol) / math.log(1e-5)) if dtype == "float64" else 0
+            moved = (iterations * (A.nnz * 8 + 13 * A.shape[0] * 4)
+                     + steps * (A.nnz * 20 + 6 * A.shape[0] * 4))
+            yield Case("double_float", f"{name} poisson2d {k}x{k}",
+                       {"unknowns": A.shape[0], "dtype": dtype, "rtol": rtol,
+                        "scipy_iterations": iterations},
+                       builders, check=check, tol=1.0 if dtype == "float64" else 10.0,
+                       describe=describe,
+                       bytes_moved=moved)
+
+
+def _dense_cases(cfg, lanes):
+    import trnscipy.linalg as tla
+
+    xla = [lane for lane in lanes if lane.name == "trn_xla"]
+    for op, sizes in cfg.get("dense", {}).items():
+        for n in sizes:
+            S64 = spd_matrix(n, np.float64)
+            b64 = np.random.default_rng(1).standard_normal(n)
+            for dtype in ("float64", "float32"):
+                S, b = S64.astype(dtype), b64.astype(dtype)
+                args = (S, b) if op == "solve" else (S,)
+                scipy_call = {"solve": sla.solve, "cholesky": sla.cholesky,
+                              "eigh": sla.eigvalsh}[op]
+                trn_call = {"solve": tla.solve, "cholesky": tla.cholesky,
+                            "eigh": tla.eigh}[op]
+                builders = {"scipy": lambda f=scipy_call, a=args: (lambda: f(*a))}
+                for lane in xla:
+                    builders["trn_xla"] = _builder(trn_call, trn_call, args, lane.device)
+                eps = np.finfo(dtype).eps
+
+                def check(ref, host, op=op, S=S64, b=b64, n=n, eps=eps):
+                    if op == "solve":
+                        x = np.asarray(host, np.float64)
+                        err = (np.linalg.norm(S @ x - b, np.inf)
+                               / (np.linalg.norm(S, np.inf) * np.linalg.norm(x, np.inf)))
+                    elif op == "cholesky":
+                        r = np.asarray(host, np.float64)
+                        err = np.linalg.norm(r.T @ r - S, np.inf) / np.linalg.norm(S, np.inf)
+                    else:
+                        err = _relerr(ref, host[0])
+                    return err / (10 * n * eps)  # backward (eigenvalue) error in 10 n eps
+
+                yield Case("double_float", op, {"n": n, "dtype": dtype}, builders,
+                           check=check, tol=1.0,
+                           bytes_moved=(2 if op == "cholesky" else 1) * n * n * (
+                               12 if dtype == "float64" else 4))
+
+
+def double_float_cases(cfg, lanes):
+    yield from _krylov_cases(cfg, lanes)
+    yield from _dense_cases(cfg, lanes)
+
+
+# ---------------------------------------------------------------- the ratio table
+
+
+def _xla(row):
+    entry = row["lanes"].get("trn_xla", {})
+    return entry if entry.get("status") == "ok" and "xla" in entry else None
+
+
+def _fmt(s):
+    return f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s"
+
+
+def krylov_scaled(row, factor):
+    """Counts of the same solve on a grid ``factor`` times finer per side (10^4 -> 10^6:
+    factor 10), modelled: Krylov iterations on 2-D Poisson grow as sqrt(cond) ~ k, so the
+    executions spent in blocks of ``_CHECK_EVERY`` iterations grow by ``factor`` (the
+    rest, per refinement step and per call, stays); compilations stay (graph shapes
+    change, not their number); bytes grow by factor**3 (n x factor**2, iterations x
+    factor)."""
+    warm = _xla(row)["xla"]["warm"]
+    iterations = row["params"]["scipy_iterations"]
+    steps = max(1, round(math.log(row["params"]["rtol"]) / math.log(1e-5)))
+    blocks = steps * math.ceil(iterations / steps / _CHECK_EVERY)
+    counts = dict(warm, executions=warm["executions"] + (factor - 1) * blocks)
+    return counts, (row["bytes_moved"] or 0) * factor ** 3
+
+
+def double_float_table(rows):
+    """float64 (double-float) rows against their float32 partner: modelled trn1 time."""
+    f32 = {(r["workload"], r["params"].get("unknowns", r["params"].get("n"))): r
+           for r in rows if r["params"]["dtype"] == "float32" and _xla(r)}
+    header = ["workload", "size", "float64 rtol", "executions df / f32 (warm)",
+              "compiles (cold) df / f32", "bytes df / f32", "MODEL trn1 warm df / f32",
+              "ratio warm (low-high)", "ratio cold", "target"]
+    body = []
+
+    def line(row, base, size, counts, bytes_moved, base_counts, base_bytes, note=""):
+        m, m32 = modelled_seconds(counts, bytes_moved), modelled_seconds(base_counts, base_bytes)
+        kind = "krylov" if "rtol" in row["params"] else "dense"
+        ratio = [m[b] / m32[b] for b in ("low", "high")]
+        cold_df, cold_32 = _xla(row)["xla"]["cold"], _xla(base)["xla"]["cold"]
+        # (a row whose graphs an earlier row compiled has no cold figure of its own)
+        cold = "-"
+        if cold_df["compilations"] and cold_32["compilations"]:
+            cold = (modelled_seconds(cold_df, bytes_moved)["low"]
+                    / modelled_seconds(cold_32, base_bytes)["low"])
+            cold = f"{cold:.2f}x"
+        met = "met" if max(ratio) <= _TARGETS[kind] else \
+            f"missed by {max(ratio) / _TARGETS[kind]:.2f}x"
+        body.append([row["workload"] + note, size, row["params"].get("rtol", "-"),
+                     f"{counts['executions']} / {base_counts['executions']}",
+                     f"{cold_df['compilations']} / {cold_32['compilations']}",
+                     f"{bytes_moved / 1e6:.3g} / {base_bytes / 1e6:.3g} MB",
+                     f"{_fmt(m['low'])} / {_fmt(m32['low'])}",
+                     f"{ratio[0]:.2f}-{ratio[1]:.2f}x", cold,
+                     f"<= {_TARGETS[kind]}x: {met}"])
+
+    for row in rows:
+        size = row["params"].get("unknowns", row["params"].get("n"))
+        base = f32.get((row["workload"], size))
+        if row["params"]["dtype"] != "float64" or not _xla(row) or base is None:
+            continue
+        line(row, base, size, _xla(row)["xla"]["warm"], row["bytes_moved"] or 0,
+             _xla(base)["xla"]["warm"], base["bytes_moved"] or 0)
+        if "rtol" in row["params"]:
+            counts, moved = krylov_scaled(row, 10)
+            base_counts, base_moved = krylov_scaled(base, 10)
+            line(row, base, size * 100, counts, moved, base_counts, base_moved,
+                 " (MODELLED: 10x finer grid, from these counts)")
+    if not body:
+        return ["(no double-float rows measured)"]
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return out + ["| " + " | ".join(str(c) for c in r) + " |" for r in body]
