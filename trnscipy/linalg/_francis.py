@@ -21,7 +21,7 @@ from trnscipy.linalg._xla_dense import _counter, _sync
 
 __all__ = ["gehrd", "hseqr", "standardize", "rsf2csf", "eig_from_schur"]
 
-STEPS = 16  # steps per graph execution
+STEPS = 4  # steps per graph (XLA compile time grows fast with the steps in a graph)
 
 
 def _flat_get(h, i, j):
@@ -143,8 +143,8 @@ def _francis_step(h, z, state, eps):
     size = torch.zeros(n1, dtype=torch.int64, device=dev).scatter_add(0, block,
                                                                       torch.ones_like(block))
     active = (size.gather(0, block) >= 3) & (r < n)
-    hi_new = torch.where(active, r, -1).amax().reshape(1)
-    lo_new = torch.where(block == block.gather(0, hi_new.clamp(min=0)), r, n1).amin().reshape(1)
+    hi_new = torch.where(active, r, -1).amax(0, keepdim=True)
+    lo_new = torch.where(block == block.gather(0, hi_new.clamp(min=0)), r, n1).amin(0, keepdim=True)
     lo_new = torch.where(hi_new < 0, hi_new, lo_new)
     its_new = torch.where(hi_new == hi, its + 1, torch.zeros_like(its))
     a11 = _flat_get(h, hi_new - 1, hi_new - 1)
