@@ -295,27 +295,31 @@ def eigvals_from_schur(t):
 
 
 def rsf2csf(t, z):
-    """SciPy's rsf2csf on a standardized real Schur form, as (real, imaginary) parts:
-    (Tr, Ti, Zr, Zi)."""
-    n = t.shape[-1]
-    c = t.diagonal(-1)
-    b = t.diagonal(1)
-    blk = c != 0
-    w = torch.sqrt(b.abs()) * torch.sqrt(c.abs())
-    rr = torch.hypot(w, c)
-    rr = torch.where(blk, rr, torch.ones_like(rr))
-    wi, s = torch.where(blk, w / rr, 0), torch.where(blk, c / rr, 0)
+    """SciPy's rsf2csf on a quasi-triangular ``t``, all 2x2 blocks at once (their rotations
+    act on disjoint rows), as (real, imaginary) parts: (Tr, Ti, Zr, Zi)."""
+    a, d = t.diagonal()[:-1], t.diagonal()[1:]
+    b, c = t.diagonal(1), t.diagonal(-1)
+    blk = c.abs() > 2.220446049250313e-16 * (a.abs() + d.abs())  # SciPy: double's eps
+    # mu = lambda_1 - d, lambda_1 the 2x2 block's first eigenvalue (LAPACK's order)
+    p = 0.5 * (a - d)
+    disc = p * p + b * c
+    cplx = disc < 0
+    mr = torch.where(cplx, p, p + _sign(p) * torch.sqrt(disc.clamp(min=0)))
+    mi = torch.where(cplx, torch.sqrt((-disc).clamp(min=0)), 0)
+    r = torch.sqrt(mr * mr + mi * mi + c * c)
+    r = torch.where(blk, r, torch.ones_like(r))
+    cr, ci, s = (torch.where(blk, x / r, 0) for x in (mr, mi, c))
     zero = torch.zeros_like(t.diagonal()[:1])
-    # G = Gr + i Gi at each block: [[-i wi, s], [-s, i wi]]
-    gr = torch.diag_embed(torch.where(torch.cat([blk, zero > 0]) | torch.cat([zero > 0, blk]),
-                                      0.0, 1.0).to(t.dtype)) \
-        + torch.diag_embed(s, 1) + torch.diag_embed(-s, -1)
-    gi = torch.diag_embed(torch.cat([-wi, zero]) + torch.cat([zero, wi]))
+    first, second = torch.cat([blk, zero > 0]), torch.cat([zero > 0, blk])
+    # G = Gr + i Gi = [[conj(mu), s], [-s, mu]] / r at each block, I elsewhere
+    dr = torch.where(first, torch.cat([cr, zero]), torch.where(second, torch.cat([zero, cr]),
+                                                               torch.ones_like(t.diagonal())))
+    gr = torch.diag_embed(dr) + torch.diag_embed(s, 1) + torch.diag_embed(-s, -1)
+    gi = torch.diag_embed(torch.cat([-ci, zero]) + torch.cat([zero, ci]))
     tr = gr @ t @ gr.mT + gi @ t @ gi.mT
     ti = gi @ t @ gr.mT - gr @ t @ gi.mT
     zr, zi = z @ gr.mT, -(z @ gi.mT)
-    tr, ti = tr.triu(), ti.triu()
-    return tr, ti, zr, zi
+    return tr.triu(), ti.triu(), zr, zi
 
 
 def trevc(tr, ti):
