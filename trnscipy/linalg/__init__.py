@@ -31,8 +31,8 @@ from trnscipy.linalg._decomp_cholesky import (  # noqa: F401
 )
 from trnscipy.linalg._decomp_lu import lu, lu_factor, lu_solve  # noqa: F401
 from trnscipy.linalg._decomp_polar import polar  # noqa: F401
-from trnscipy.linalg._decomp_schur import hessenberg, rsf2csf, schur  # noqa: F401
 from trnscipy.linalg._decomp_qr import qr, qr_multiply  # noqa: F401
+from trnscipy.linalg._decomp_schur import hessenberg, rsf2csf, schur  # noqa: F401
 from trnscipy.linalg._decomp_svd import null_space, orth, svd, svdvals  # noqa: F401
 from trnscipy.linalg._matfuncs import expm, expm_frechet, funm, logm, sqrtm  # noqa: F401
 from trnscipy.linalg._misc import norm  # noqa: F401
