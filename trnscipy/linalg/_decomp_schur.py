@@ -124,7 +124,8 @@ def real_schur(a):
 
 
 def _complex(re, im, dtype):
-    return torch.complex(re, im).to(dtype)
+    # (torch.complex has no XLA lowering: aten::complex runs on the host there)
+    return torch.view_as_complex(torch.stack([re, im], -1).to(dtype.to_real()))
 
 
 @register("linalg.schur", "generic")

@@ -233,12 +233,12 @@ def standardize(t, z):
     # real eigenvalues
     zr = p + _sign(p) * torch.sqrt(scale) * torch.sqrt(torch.where(real, zz, one))
     zr = torch.where(zr == 0, one, zr)
-    tau_r = torch.hypot(c, zr)
+    tau_r = torch.sqrt(c * c + zr * zr)  # (hypot has no XLA lowering)
     tau_r = torch.where(tau_r == 0, one, tau_r)
     cs_r, sn_r = zr / tau_r, c / tau_r
     # complex or nearly equal real eigenvalues
     sigma = b + c
-    tau_c = torch.hypot(sigma, a - d)
+    tau_c = torch.sqrt(sigma * sigma + (a - d) * (a - d))
     tau_c = torch.where(tau_c == 0, one, tau_c)
     cs_c = torch.sqrt(0.5 * (1 + sigma.abs() / tau_c))
     sn_c = -(p / (tau_c * cs_c)) * _sign(sigma)
