@@ -133,11 +133,10 @@ def test_eigs_no_convergence_and_errors(lane, device):
             eigs(_dev(sp.csr_array(small), device), 5)
 
 
-def test_eigs_xla_device(request, xla_device):
+@pytest.mark.slow
+def test_eigs_xla_device(xla_device):
     """eigs on XLA: Ritz pairs as SciPy's, no aten fallback (its graphs compile for minutes
     on this loaded 2-core machine: run with -m slow)."""
-    if (request.config.getoption("markexpr") or "").strip() != "slow":
-        pytest.skip("slow on the XLA lane (graph compilations): run with -m slow")
     A = _nonsymmetric(60, seed=5)
     v0 = np.ones(60)
     ref = spla.eigs(A, 2, which="LM", v0=v0, ncv=8)
