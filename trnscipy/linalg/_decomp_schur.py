@@ -124,8 +124,10 @@ def real_schur(a):
 
 
 def _complex(re, im, dtype):
-    # (torch.complex has no XLA lowering: aten::complex runs on the host there)
-    return torch.view_as_complex(torch.stack([re, im], -1).to(dtype.to_real()))
+    # torch.complex has no XLA lowering (aten::complex runs on the host there), and a
+    # view_as_complex result failed to transfer to the host in a later graph (torch-xla 2.9:
+    # "Executable expected parameter 0 of size 128 but got buffer with incompatible size 64")
+    return re.to(dtype) + 1j * im.to(dtype)
 
 
 @register("linalg.schur", "generic")
@@ -158,9 +160,7 @@ def _rsf2csf(t, z, dtype):
         return _on_host("scipy.linalg.rsf2csf", "complex input is not on the device",
                         lambda x, y: tuple(torch.from_numpy(r) for r in _sl.rsf2csf(
                             x.numpy(), y.numpy(), check_finite=False)), t, z)
-    real = dtype.to_real() if hasattr(dtype, "to_real") else {
-        torch.complex64: torch.float32, torch.complex128: torch.float64}[dtype]
-    tr, ti, zr, zi = _francis.rsf2csf(t.to(real), z.to(real))
+    tr, ti, zr, zi = _francis.rsf2csf(t.to(dtype.to_real()), z.to(dtype.to_real()))
     return _complex(tr, ti, dtype), _complex(zr, zi, dtype)
 
 
