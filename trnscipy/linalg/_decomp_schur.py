@@ -193,3 +193,22 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
         out.append(re.contiguous() if real else _complex(re, im, cdtype))
     return tuple(out)
 
+
+
+@register("linalg._eig_pairs", "generic")
+def _eig_pairs(a):
+    """(wr, wi, vr_re, vr_im) of a small square matrix (the eigs restart's eigenproblem)."""
+    w, v = torch.linalg.eig(a)
+    return w.real, w.imag, v.real, v.imag
+
+
+@register("linalg._eig_pairs", "xla")
+def _eig_pairs_xla(a):
+    """As the generic kernel, by the Francis QR, in real arithmetic throughout (complex
+    ``a``: the generic kernel on the host, announced)."""
+    if a.is_complex():
+        return _on_host("scipy.sparse.linalg.eigs", "the complex eigenproblem is not on the "
+                        "device", _eig_pairs, a)
+    t, z = real_schur(a)
+    wr, wi, _, (vr, vi) = _francis.eig_from_schur(t, z)
+    return wr, wi, vr, vi

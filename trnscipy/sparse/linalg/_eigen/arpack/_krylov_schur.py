@@ -52,7 +52,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real):
     eps = torch.finfo(real_dtype(dtype)).eps
     tol = eps if tol == 0 else float(tol)
     materialize = kernel("materialize", device)
-    eig = kernel("linalg.eig", device)
+    eig_pairs = kernel("linalg._eig_pairs", device)
     qr = kernel("linalg.qr", device)
     V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
     V[0] = v0 / torch.sqrt((v0.conj() * v0).real.sum())
@@ -75,12 +75,18 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real):
             H[:j + 1, j] = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
             H[j + 1, j] = torch.where(tiny, torch.zeros_like(beta), beta).to(dtype)
         materialize([V, H])
-        theta, Y = eig(H[:ncv].contiguous())
-        Y = Y.to(theta.dtype)
-        res = (H[ncv].to(theta.dtype) @ Y).abs()
+        # the small eigenproblem as real (re, im) pairs: complex XLA tensors did not survive
+        # a later transfer to the host (torch-xla 2.9)
+        wr, wi, yr, yi = eig_pairs(H[:ncv].contiguous())
+        h = H[ncv]
+        if real:
+            res = torch.sqrt((h @ yr) ** 2 + (h @ yi) ** 2)
+        else:
+            res = (h @ (yr + 1j * yi)).abs()
+        materialize([wr, wi, yr, yi, res])
         cycles += 1
-        materialize([theta, Y, res])
-        th, bounds = np.asarray(to_host(theta)), np.asarray(to_host(res))
+        th = np.asarray(to_host(wr)) + 1j * np.asarray(to_host(wi))
+        bounds = np.asarray(to_host(res))
         order = wanted_order(th, which, real)
         conv = bounds <= tol * np.maximum(eps ** (2 / 3), np.abs(th))
         wanted = order[:k]
@@ -89,15 +95,18 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real):
             break
         keep = _keep(th, order, p0, real)
         p = len(keep)
-        S = Y.index_select(1, torch.as_tensor(keep, device=device))
+        index = torch.as_tensor(keep, device=device)
+        Sr, Si = yr.index_select(1, index), yi.index_select(1, index)
         if real:
             cols = []
             for i, idx in enumerate(keep):
                 if th[idx].imag == 0:
-                    cols.append(S[:, i].real)
+                    cols.append(Sr[:, i])
                 elif th[idx].imag > 0:
-                    cols += [S[:, i].real, S[:, i].imag]
+                    cols += [Sr[:, i], Si[:, i]]
             S = torch.stack(cols, 1)
+        else:
+            S = Sr + 1j * Si
         Q = qr(S.contiguous(), mode="economic")[0]
         V[:p] = Q.mT @ V[:ncv] if real else Q.mH @ V[:ncv]
         V[p] = V[ncv]
@@ -110,9 +119,15 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real):
         materialize([V, H])
     # the k wanted, converged first
     sel = sorted(wanted, key=lambda i: not conv[i])
-    Ys = Y.index_select(1, torch.as_tensor(np.asarray(sel), device=device))
-    Vc = V[:ncv].to(Ys.dtype)
-    X = Vc.mT @ Ys
-    X = X / torch.sqrt((X.conj() * X).real.sum(0))
+    index = torch.as_tensor(np.asarray(sel), device=device)
+    Yr, Yi = yr.index_select(1, index), yi.index_select(1, index)
+    if real:
+        Xr, Xi = V[:ncv].mT @ Yr, V[:ncv].mT @ Yi
+    else:
+        X = V[:ncv].mT @ (Yr + 1j * Yi)
+        Xr, Xi = X.real, X.imag
+    nrm = torch.sqrt((Xr * Xr + Xi * Xi).sum(0))
+    cdtype = (Xr[:1, :1] + 1j * Xi[:1, :1]).dtype
+    X = (Xr / nrm).to(cdtype) + 1j * (Xi / nrm).to(cdtype)
     materialize([X])
     return th[sel], X, nconv, cycles
