@@ -101,6 +101,20 @@ def test_eigs_shift_invert_and_generalized(lane, device, route):
     _check(A, w, X, ref[0], M=Md)
 
 
+@pytest.mark.parametrize("route", ["kernel", "torch"])
+def test_eigs_complex(lane, device, route):
+    if lane == "xla":
+        pytest.skip("XLA: complex eigs solve their small eigenproblem on the host")
+    eigs = _impl(lane, route)
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((50, 50)) + 1j * rng.standard_normal((50, 50))
+    v0 = np.ones(50, dtype=complex)
+    for which in ("LM", "SR", "LI"):
+        ref = spla.eigs(A, 3, which=which, v0=v0)
+        w, X = eigs(_dev(A, device), 3, which=which, v0=_dev(v0, device))
+        _check(A, w, X, ref[0], tol=1e-10)
+
+
 def test_eigs_no_convergence_and_errors(lane, device):
     if lane == "xla":
         pytest.skip("XLA: test_eigs_xla_device (compile budget)")

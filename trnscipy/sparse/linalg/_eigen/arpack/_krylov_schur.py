@@ -108,7 +108,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real):
         else:
             S = Sr + 1j * Si
         Q = qr(S.contiguous(), mode="economic")[0]
-        V[:p] = Q.mT @ V[:ncv] if real else Q.mH @ V[:ncv]
+        V[:p] = Q.mT @ V[:ncv]  # the rows of (V^T Q)^T
         V[p] = V[ncv]
         Hp = Q.mH @ H[:ncv] @ Q
         row = H[ncv] @ Q
