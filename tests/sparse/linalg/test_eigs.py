@@ -90,9 +90,9 @@ def test_eigs_shift_invert_and_generalized(lane, device, route):
     if lane == "xla":
         pytest.skip("XLA: test_eigs_xla_device (compile budget)")
     eigs = _impl(lane, route)
-    A = _nonsymmetric(80, seed=1)
-    Md = np.diag(np.random.default_rng(2).uniform(1, 2, 80))
-    v0 = np.ones(80)
+    A = _nonsymmetric(40, seed=1)
+    Md = np.diag(np.random.default_rng(2).uniform(1, 2, 40))
+    v0 = np.ones(40)
     ref = spla.eigs(A, 3, sigma=2.0, v0=v0)
     w, X = eigs(_dev(A, device), 3, sigma=2.0, v0=_dev(v0, device))
     _check(A, w, X, ref[0])
