@@ -18,7 +18,9 @@ from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
 __all__ = ["schur", "rsf2csf", "hessenberg"]
 
-_COMPLEX = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+def _complex_dtype(dtype):
+    return {torch.float32: torch.complex64, torch.float64: torch.complex128}[dtype]
 
 
 def _square(a, name=None):
@@ -66,7 +68,7 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     if a.ndim != 2:
         return _batched(lambda m: schur(m, output=output, sort=sort), a)
     if output in ("complex", "c") and not a.is_complex():
-        a = a.to(_COMPLEX[a.dtype])
+        a = a.to(_complex_dtype(a.dtype))
     if sort is not None and not callable(sort) and sort not in ("lhp", "rhp", "iuc", "ouc"):
         raise ValueError("'sort' parameter must either be 'None', or a callable, or one of "
                          "('lhp','rhp','iuc','ouc')")
@@ -178,7 +180,7 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
         return _on_host("scipy.linalg.eig", reason, lambda *t: generic(
             t[0], t[1] if b is not None else None, left=left, right=right,
             homogeneous_eigvals=homogeneous_eigvals), *((a, b) if b is not None else (a,)))
-    cdtype = _COMPLEX[a.dtype]
+    cdtype = _complex_dtype(a.dtype)
     t, z = real_schur(a)
     wr, wi, vl, vr = _francis.eig_from_schur(t, z, left=left, right=right)
     w = _complex(wr, wi, cdtype)
