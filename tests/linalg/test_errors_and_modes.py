@@ -1,7 +1,6 @@
 """Bad input, empty input, dtype rules, offload, Neuron's limits and XLA graph counts
 for trnscipy.linalg, each paired with SciPy."""
 
-import contextlib
 import warnings
 
 import numpy as np
