@@ -37,11 +37,11 @@ class Capability:
 
 
 # scipy.linalg functions whose torch ops do not lower to XLA HLO (torch-xla 2.9,
-# measured on PJRT_DEVICE=CPU by the aten:: fallback counters: linalg_eig runs on the
-# host through torch-xla's silent CPU fallback).  lu*, qr, expm:
-# trnscipy/linalg/_xla_dense.py, from ops that lower (linalg_lu*, linalg_qr, geqrf,
-# linalg_matrix_exp do not).
-_XLA_HOST_LINALG = frozenset(f"scipy.linalg.{name}" for name in (
+# measured on PJRT_DEVICE=CPU by the aten:: fallback counters).  lu*, qr, expm:
+# trnscipy/linalg/_xla_dense.py, eig/eigvals: trnscipy/linalg/_francis.py, from ops that
+# lower (linalg_lu*, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp do not).
+# On Neuron eig/eigvals stay on the host: their results are complex.
+_NEURON_HOST_EIG = frozenset(f"scipy.linalg.{name}" for name in (
     "_decomp.eig", "_decomp.eigvals"))
 
 # Complex Schur routes (sqrtm, logm, funm, solve_sylvester): complex arithmetic.
@@ -71,11 +71,11 @@ CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
     "cuda": Capability("cuda", host_ops=_HOST_SUPERLU),
     # torch-xla (PJRT CPU here): no torch sparse layouts.
-    "xla": Capability("xla", sparse_layouts=False, host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU,
+    "xla": Capability("xla", sparse_layouts=False, host_ops=_HOST_SUPERLU,
                       split_complex128_to_host=True),
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
     "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
-                         host_ops=_XLA_HOST_LINALG | _HOST_SUPERLU | _COMPLEX_SCHUR,
+                         host_ops=_NEURON_HOST_EIG | _HOST_SUPERLU | _COMPLEX_SCHUR,
                          double_float_ops=_DOUBLE_FLOAT, split_complex128_to_host=True),
 }
 

@@ -65,13 +65,13 @@ def _table():
         ("cossin", lambda I: ((I["ortho"],), {"p": 2, "q": 2}), None, False),
         ("det", lambda I: ((I["gen"],), {}), None, True),
         ("diagsvd", lambda I: ((I["vec"][:3], 5, 3), {}), None, False),
-        ("eig", lambda I: ((I["gen"],), {}), None, False),
+        ("eig", lambda I: ((I["gen"],), {}), eig_judge, False),
         ("eig_banded", lambda I: ((I["band_u"],), {}), None, False),
         ("eigh", lambda I: ((I["spd"],), {}), judges.eigh, True),
         ("eigh", lambda I: ((I["sym"],), {"eigvals_only": True}), judges.eigh, False),
         ("eigh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), tridiagonal_judge,
          False),
-        ("eigvals", lambda I: ((I["gen"],), {}), None, False),
+        ("eigvals", lambda I: ((I["gen"],), {}), eig_judge, False),
         ("eigvals_banded", lambda I: ((I["band_u"],), {}), None, False),
         ("eigvalsh", lambda I: ((I["sym"],), {}), judges.eigvalsh, True),
         ("eigvalsh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), tridiagonal_judge,
@@ -123,7 +123,7 @@ def _table():
         ("qz", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
         ("rq", lambda I: ((I["gen"],), {}), None, False),
         ("rsf2csf", lambda I: (sl.schur(I["gen"]), {}), None, False),
-        ("schur", lambda I: ((I["gen"],), {}), None, False),
+        ("schur", lambda I: ((I["gen"],), {}), schur_judge, False),
         ("signm", lambda I: ((I["sym"],), {}), None, False),
         ("sinhm", lambda I: ((I["gen"],), {}), None, False),
         ("sinm", lambda I: ((I["gen"],), {}), None, False),
@@ -338,3 +338,49 @@ def _densefun_cases():
         Case("linalg", "sqrtm", "bad-nonsquare", (I["rect"],)),
     ]
     return out
+
+
+# -- eig, eigvals, schur: the device Francis QR (trnscipy/linalg/_francis.py) ------------
+# Eigenvalues come in another order than LAPACK's and a Schur form is unique only up to
+# that order and signs: judged by eigenvalues as sets, residuals and orthogonality.
+
+
+def _spectrum_diff(case, w, we):
+    a = np.asarray(case.args[0], dtype=np.complex128)
+    key = lambda x: x[np.lexsort((np.round(x.imag, 6), np.round(x.real, 6)))]  # noqa: E731
+    err = float(np.max(np.abs(key(np.asarray(w)) - key(np.asarray(we))), initial=0.0))
+    bound = 1e3 * N * float(np.finfo(case.dtype).eps) * max(np.linalg.norm(a), 1.0)
+    return f"eigenvalues differ by {err:.3g} > {bound:.3g}" if err > bound else None
+
+
+def eig_judge(case, expected, actual):
+    """eig/eigvals: dtypes as SciPy, the eigenvalues as a set, ||A v - v w|| small."""
+    exp = expected if isinstance(expected, tuple) else (expected,)
+    act = actual if isinstance(actual, tuple) else (actual,)
+    for e, x in zip(exp, act, strict=True):
+        if np.asarray(e).dtype != np.asarray(x).dtype:
+            return f"dtype {np.asarray(x).dtype} vs SciPy's {np.asarray(e).dtype}"
+    reason = _spectrum_diff(case, act[0], exp[0])
+    if reason or len(act) == 1:
+        return reason
+    a = np.asarray(case.args[0], dtype=np.complex128)
+    w, v = np.asarray(act[0]), np.asarray(act[1], dtype=np.complex128)
+    res = float(np.linalg.norm(a @ v - v * w))
+    bound = 1e3 * N * float(np.finfo(case.dtype).eps) * max(np.linalg.norm(a), 1.0)
+    return f"eig residual {res:.3g} > {bound:.3g}" if res > bound else None
+
+
+def schur_judge(case, expected, actual):
+    """schur: Z T Z^H = A, Z orthonormal, T quasi-triangular, T's eigenvalues SciPy's."""
+    t, z = (np.asarray(x) for x in actual)
+    if t.dtype != np.asarray(expected[0]).dtype:
+        return f"dtype {t.dtype} vs SciPy's {np.asarray(expected[0]).dtype}"
+    a = np.asarray(case.args[0], dtype=np.complex128)
+    reason = (judges._recon(case, z @ t @ z.conj().T, a, "schur")
+              or judges._orth(z, case, "Z"))
+    if reason:
+        return reason
+    if np.any(np.tril(t, -2)) or np.any(np.diagonal(t, -1)[:-1] * np.diagonal(t, -1)[1:]):
+        return "T is not quasi upper triangular"
+    return _spectrum_diff(case, np.linalg.eigvals(t), np.linalg.eigvals(
+        np.asarray(expected[0])))

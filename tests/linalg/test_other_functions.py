@@ -17,8 +17,8 @@ N = 6
 
 
 def _host_on_xla(dlane):
-    if dlane.type == "xla":
-        return pytest.warns(DeviceFallbackWarning, match="no xla implementation")
+    if dlane.type == "xla":  # complex input: the device eig is real Schur based
+        return pytest.warns(DeviceFallbackWarning, match="complex and batched input")
     return contextlib.nullcontext()
 
 
@@ -28,6 +28,8 @@ def _sorted(w):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.complex64])
 def test_eig_eigvals(dlane, dtype):
+    if dlane.type == "xla" and dtype == np.float64:
+        pytest.skip("XLA: the device eig in tests/linalg/test_schur.py (compile budget)")
     rng = np.random.default_rng(30)
     a = random(N, dtype, rng)
     wref, vref = sl.eig(a)
@@ -41,6 +43,8 @@ def test_eig_eigvals(dlane, dtype):
     with _host_on_xla(dlane):
         w2 = tl.eigvals(tensor(a, dlane))
     assert np.allclose(_sorted(to_np(w2)), _sorted(wref), atol=tol)
+    if dlane.type == "xla":
+        return  # real input: the device eig in tests/linalg/test_schur.py
     sym = (a + a.conj().T) / 2  # real eigenvalues: SciPy returns real eigenvectors then
     _, vref = sl.eig(sym.real)
     with _host_on_xla(dlane):

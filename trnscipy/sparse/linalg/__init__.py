@@ -14,6 +14,7 @@ from trnscipy.sparse.linalg._dsolve._structure import is_sptriangular, spbandwid
 from trnscipy.sparse.linalg._eigen import (  # noqa: F401
     ArpackError,
     ArpackNoConvergence,
+    eigs,
     eigsh,
     lobpcg,
     svds,

@@ -1,5 +1,10 @@
-"""ARPACK's eigsh on device data (thick-restart Lanczos)."""
+"""ARPACK's eigsh (thick-restart Lanczos) and eigs (Krylov-Schur) on device data."""
 
-from trnscipy.sparse.linalg._eigen.arpack.arpack import ArpackError, ArpackNoConvergence, eigsh
+from trnscipy.sparse.linalg._eigen.arpack.arpack import (
+    ArpackError,
+    ArpackNoConvergence,
+    eigs,
+    eigsh,
+)
 
-__all__ = ["eigsh", "ArpackError", "ArpackNoConvergence"]
+__all__ = ["eigs", "eigsh", "ArpackError", "ArpackNoConvergence"]

@@ -34,9 +34,10 @@ from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_dtype, small_eigh
 from trnscipy.sparse.linalg._isolve.utils import dot
 
-__all__ = ["eigsh", "ArpackError", "ArpackNoConvergence"]
+__all__ = ["eigs", "eigsh", "ArpackError", "ArpackNoConvergence"]
 
 _SEUPD_WHICH = ["LM", "SM", "LA", "SA", "BE"]
+_NEUPD_WHICH = ["LM", "SM", "LR", "SR", "LI", "SI"]
 
 
 def _is_linear_operator(A):
@@ -399,3 +400,126 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op):
         if nconv >= k or cycles >= maxiter:
             break
     return theta, V[:k].transpose(0, 1).clone(), nconv, cycles
+
+
+@dispatch(_scipy.eigs)
+@eigen_kernel(_scipy.eigs)
+def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
+         return_eigenvectors=True, Minv=None, OPinv=None, OPpart=None, rng=None):
+    """Restarted Arnoldi in Krylov-Schur form (_krylov_schur.py).  What differs on
+    devices: results in most-wanted-first order; the Arnoldi basis is orthonormal in the
+    standard inner product in every mode; M^-1 (generalized, without ``Minv``) and
+    (A - sigma M)^-1 (without ``OPinv``) are ``cg``/``gmres`` solves to eps**0.75; complex
+    ``sigma`` with real A (``OPpart``) runs SciPy on the host, announced."""
+    from trnscipy.sparse.linalg import cg, gmres
+    from trnscipy.sparse.linalg._eigen.arpack._krylov_schur import krylov_schur
+
+    device = _device_of(A, M, v0, Minv, OPinv)
+    dtype = _operand_dtype(A, device)
+    real = not dtype.is_complex
+    _check_square(A, M)
+    if M is not None and _char(_operand_dtype(M, device)) != _char(dtype):
+        warnings.warn("M does not have the same type precision as A. This may adversely "
+                      "affect ARPACK convergence", stacklevel=4)
+    n = A.shape[0]
+    if k <= 0:
+        raise ValueError(f"k={k} must be greater than 0.")
+    if k >= n - 1:
+        return _dense_eig(A, M, return_eigenvectors)
+    Aop = operator(A, device)
+    Mop = operator(M, device) if M is not None else None
+    inner_rtol = torch.finfo(real_dtype(dtype)).eps ** 0.75
+    if sigma is None:
+        if OPinv is not None:
+            raise ValueError("OPinv should not be specified with sigma = None.")
+        if OPpart is not None:
+            raise ValueError("OPpart should not be specified with sigma = None or complex A")
+        if M is None:
+            if Minv is not None:
+                raise ValueError("Minv should not be specified with M = None.")
+            op = Aop.matvec
+        else:
+            minv = (operator(Minv, device).matvec if Minv is not None
+                    else _inner_solver(cg, M, inner_rtol, "M"))
+            op = lambda x: minv(Aop.matvec(x))  # noqa: E731
+    else:
+        if not real and OPpart is not None:
+            raise ValueError("OPpart should not be specified with sigma=None or complex A")
+        if OPpart is not None and OPpart.lower() not in ("r", "i"):
+            raise ValueError("OPpart must be one of ('r','i')")
+        if OPpart is not None and OPpart.lower() == "i" and np.imag(sigma) == 0:
+            raise ValueError("OPpart cannot be 'i' if sigma is real")
+        if Minv is not None:
+            raise ValueError("Minv should not be specified when sigma isspecified.")
+        if real and np.imag(sigma) != 0:
+            return _host_eigs(A, k, M, sigma, which, v0, ncv, maxiter, tol,
+                              return_eigenvectors, OPinv, OPpart, rng, device)
+        if OPinv is not None:
+            opinv = operator(OPinv, device).matvec
+        else:
+            shifted = _shifted(Aop, Mop if Mop is not None else _identity(n, Aop.dtype), sigma,
+                               dtype)
+            opinv = _inner_solver(gmres, shifted, inner_rtol, "A - sigma*M", restart=n,
+                                  atol=0.0)
+        op = opinv if Mop is None else (lambda x: opinv(Mop.matvec(x)))
+    if which not in _NEUPD_WHICH:
+        raise ValueError(f"Parameter which must be one of {' '.join(_NEUPD_WHICH)}")
+    if maxiter is None:
+        maxiter = n * 10
+    if maxiter <= 0:
+        raise ValueError(f"maxiter must be positive, maxiter={maxiter}")
+    ncv = min(max(2 * k + 1, 20) if ncv is None else ncv, n)
+    if ncv > n or ncv <= k + (1 if real else 0):
+        raise ValueError(f"ncv must be k+1<ncv<=n, ncv={ncv}" if real else
+                         f"ncv must be k<ncv<=n, ncv={ncv}")
+    if v0 is None:
+        host = np.random.default_rng(rng).uniform(low=-1.0, high=1.0, size=[n])
+        v0 = torch.as_tensor(host).to(device=device, dtype=dtype)
+    else:
+        v0 = torch.as_tensor(v0, device=device).to(dtype).reshape(-1).clone()
+    theta, X, nconv, cycles = krylov_schur(op, n, k, ncv, which, v0, int(maxiter), tol,
+                                           real)
+    lam = theta if sigma is None else sigma + 1 / theta
+    cdtype = X.dtype
+    if nconv < k:
+        raise ArpackNoConvergence(
+            f"No convergence ({cycles} iterations, {nconv}/{k} eigenvectors converged)",
+            torch.as_tensor(lam[:nconv]).to(device=device, dtype=cdtype), X[:, :nconv])
+    w = torch.as_tensor(lam).to(device=device, dtype=cdtype)
+    return (w, X) if return_eigenvectors else w
+
+
+def _identity(n, dtype):
+    from trnscipy.sparse.linalg._interface import LinearOperator
+
+    return LinearOperator((n, n), matvec=lambda x: x, dtype=dtype)
+
+
+def _dense_eig(A, M, return_eigenvectors):
+    warnings.warn("k >= N - 1 for N * N square matrix. Attempting to use scipy.linalg.eig "
+                  "instead.", RuntimeWarning, stacklevel=4)
+    if _is_sparse(A):
+        raise TypeError("Cannot use scipy.linalg.eig for sparse A with k >= N - 1. Use "
+                        "scipy.linalg.eig(A.toarray()) or reduce k.")
+    if _is_linear_operator(A):
+        raise TypeError("Cannot use scipy.linalg.eig for LinearOperator A with k >= N - 1.")
+    if _is_linear_operator(M):
+        raise TypeError("Cannot use scipy.linalg.eig for LinearOperator M with k >= N - 1.")
+    from trnscipy.linalg import eig
+
+    return eig(A, b=M, right=return_eigenvectors)
+
+
+def _host_eigs(A, k, M, sigma, which, v0, ncv, maxiter, tol, return_eigenvectors, OPinv,
+               OPpart, rng, device):
+    from trnscipy._errors import fallback
+    from trnscipy._transfer import to_device
+    from trnscipy.sparse.linalg._isolve.utils import host_operand
+
+    fallback("scipy.sparse.linalg.eigs", "complex sigma with real A (OPpart) is not on the "
+             "device", stacklevel=5)
+    out = _scipy.eigs(host_operand(A), k, host_operand(M) if M is not None else None, sigma,
+                      which, None if v0 is None else to_host(v0), ncv, maxiter, tol,
+                      return_eigenvectors, None, host_operand(OPinv) if OPinv is not None
+                      else None, OPpart, rng=rng)
+    return to_device(out, device)

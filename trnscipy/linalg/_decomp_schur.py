@@ -1,0 +1,216 @@
+"""schur, rsf2csf and hessenberg on device tensors.
+
+Off the CPU, real matrices take the Francis double-shift QR of trnscipy/linalg/_francis.py
+(plain torch ops: on XLA they lower, no aten CPU fallback).  What differs from SciPy there:
+complex input and ``sort`` run SciPy's LAPACK on the host (announced; reordering a real
+Schur form is not on the device yet); no balancing, as SciPy's hessenberg.
+"""
+
+import numpy as np
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel, register
+from trnscipy._torch import torch
+from trnscipy.linalg import _francis
+from trnscipy.linalg._kernels import _on_host, _on_views
+from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
+
+__all__ = ["schur", "rsf2csf", "hessenberg"]
+
+
+def _complex_dtype(dtype):
+    return {torch.float32: torch.complex64, torch.float64: torch.complex128}[dtype]
+
+
+def _square(a, name=None):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"Input '{name}' must be square." if name else
+                         "expected square matrix")
+
+
+def _floating(a):
+    return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
+
+
+def _batched(fn, a, *args):
+    """``fn`` on each matrix of a batch (SciPy's _apply_over_batch), a loop over slices."""
+    if a.ndim == 2:
+        return fn(a, *args)
+    outs = [fn(m, *args) for m in a.reshape(-1, *a.shape[-2:])]
+    if not isinstance(outs[0], tuple):
+        return torch.stack(outs).reshape(*a.shape[:-2], *outs[0].shape)
+    return tuple(torch.stack(o).reshape(*a.shape[:-2], *o[0].shape) if torch.is_tensor(o[0])
+                 else np.array(o).reshape(a.shape[:-2]) for o in zip(*outs, strict=True))
+
+
+@dispatch(_sl.hessenberg)
+def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
+    a = _floating(as_tensor(a, device_of(a), check_finite))
+    if a.ndim != 2:
+        _square(a)
+        return _batched(lambda m: hessenberg(m, calc_q=calc_q), a)
+    _square(a)
+    if a.numel() == 0:
+        return (a.clone(), a.clone()) if calc_q else a.clone()
+    if a.shape[0] <= 2:
+        eye = torch.eye(a.shape[0], dtype=torch.float64, device=a.device)
+        return (a.clone(), eye) if calc_q else a.clone()
+    return kernel("linalg.hessenberg", a.device)(a, calc_q=calc_q)
+
+
+@dispatch(_sl.schur)
+def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
+    if output not in ("real", "complex", "r", "c"):
+        raise ValueError("argument must be 'real', or 'complex'")
+    a = _floating(as_tensor(a, device_of(a), check_finite))
+    _square(a)
+    if a.ndim != 2:
+        return _batched(lambda m: schur(m, output=output, sort=sort), a)
+    if output in ("complex", "c") and not a.is_complex():
+        a = a.to(_complex_dtype(a.dtype))
+    if sort is not None and not callable(sort) and sort not in ("lhp", "rhp", "iuc", "ouc"):
+        raise ValueError("'sort' parameter must either be 'None', or a callable, or one of "
+                         "('lhp','rhp','iuc','ouc')")
+    if a.numel() == 0:
+        return (a.clone(), a.clone()) if sort is None else (a.clone(), a.clone(), 0)
+    return kernel("linalg.schur", a.device)(a, output=output, sort=sort)
+
+
+@dispatch(_sl.rsf2csf)
+def rsf2csf(T, Z, check_finite=True):
+    device = device_of(T, Z)
+    z, t = as_tensor(Z, device, check_finite), as_tensor(T, device, check_finite)
+    for name, x in (("Z", z), ("T", t)):
+        if x.ndim != 2 or x.shape[0] != x.shape[1]:
+            raise ValueError(f"Input '{name}' must be square.")
+    if t.shape[0] != z.shape[0]:
+        raise ValueError(f"Input array shapes must match: Z: {tuple(z.shape)} vs. T: "
+                         f"{tuple(t.shape)}")
+    dtype = torch.promote_types(torch.promote_types(t.dtype, z.dtype), torch.complex64)
+    return kernel("linalg.rsf2csf", device)(t, z, dtype)
+
+
+# ----------------------------------------------------------------------------------------
+# kernels: SciPy on zero-copy views on the CPU, the Francis QR elsewhere
+
+register("linalg.hessenberg", "cpu")(_on_views(_sl.hessenberg))
+register("linalg.schur", "cpu")(_on_views(_sl.schur))
+
+
+@register("linalg.rsf2csf", "cpu")
+def _rsf2csf_cpu(t, z, dtype):
+    from trnscipy.linalg._kernels import _tensor, _view
+
+    return _tensor(_sl.rsf2csf(_view(t), _view(z), check_finite=False))
+
+
+@register("linalg.hessenberg", "generic")
+def _hessenberg(a, calc_q=False):
+    if a.is_complex():
+        return _on_host("scipy.linalg.hessenberg", "complex Hessenberg reduction is not on "
+                        "the device", lambda t: _sl.hessenberg(t.numpy(), calc_q=calc_q,
+                                                               check_finite=False), a)
+    h, q = _francis.gehrd(a, calc_q)
+    h = h.triu(-1)
+    return (h, q) if calc_q else h
+
+
+def real_schur(a):
+    """(T, Z) real Schur form of real ``a`` on its device; LinAlgError as SciPy."""
+    h, q = _francis.gehrd(a)
+    t, z, done = _francis.hseqr(h, q)
+    if not done:
+        raise LinAlgError("Schur form not found. Possibly ill-conditioned.")
+    return t, z
+
+
+def _complex(re, im, dtype):
+    # torch.complex has no XLA lowering (aten::complex runs on the host there), and a
+    # view_as_complex result failed to transfer to the host in a later graph (torch-xla 2.9:
+    # "Executable expected parameter 0 of size 128 but got buffer with incompatible size 64")
+    return re.to(dtype) + 1j * im.to(dtype)
+
+
+@register("linalg.schur", "generic")
+def _schur(a, output="real", sort=None):
+    if a.is_complex() and not (output in ("complex", "c") and _real_valued(a)) \
+            or sort is not None:
+        reason = ("sorting the Schur form is not on the device" if sort is not None else
+                  "the complex Schur form of a complex matrix is not on the device")
+        return _on_host("scipy.linalg.schur", reason, lambda t: tuple(
+            torch.from_numpy(np.asarray(x)) for x in _sl.schur(
+                t.numpy(), output=output, sort=sort, check_finite=False)), a)
+    if a.is_complex():  # a real matrix asked for output='complex'
+        t, z = real_schur(a.real.contiguous())
+        tr, ti, zr, zi = _francis.rsf2csf(t, z)
+        return _complex(tr, ti, a.dtype), _complex(zr, zi, a.dtype)
+    return real_schur(a)
+
+
+def _real_valued(a):
+    """True when complex ``a`` was a real matrix promoted for output='complex'."""
+    from trnscipy.linalg._kernels import _k
+
+    zero = (a.imag == 0).all()
+    return bool(_k("linalg._fetch", zero)(zero))
+
+
+@register("linalg.rsf2csf", "generic")
+def _rsf2csf(t, z, dtype):
+    if t.is_complex() or z.is_complex():
+        return _on_host("scipy.linalg.rsf2csf", "complex input is not on the device",
+                        lambda x, y: tuple(torch.from_numpy(r) for r in _sl.rsf2csf(
+                            x.numpy(), y.numpy(), check_finite=False)), t, z)
+    tr, ti, zr, zi = _francis.rsf2csf(t.to(dtype.to_real()), z.to(dtype.to_real()))
+    return _complex(tr, ti, dtype), _complex(zr, zi, dtype)
+
+
+# ----------------------------------------------------------------------------------------
+# eig / eigvals on XLA: real Schur form, eigenvalues from its blocks, eigenvectors by back
+# substitution on the complex triangular form (trnscipy/linalg/_francis.py)
+
+
+@register("linalg.eig", "xla")
+def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
+    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2:
+        generic = kernel("linalg.eig", torch.device("cpu"))
+        reason = ("generalized and homogeneous eigenproblems, complex and batched input "
+                  "are not on the device")
+        return _on_host("scipy.linalg.eig", reason, lambda *t: generic(
+            t[0], t[1] if b is not None else None, left=left, right=right,
+            homogeneous_eigvals=homogeneous_eigvals), *((a, b) if b is not None else (a,)))
+    cdtype = _complex_dtype(a.dtype)
+    t, z = real_schur(a)
+    wr, wi, vl, vr = _francis.eig_from_schur(t, z, left=left, right=right)
+    w = _complex(wr, wi, cdtype)
+    if not (left or right):
+        return w
+    real = not bool(kernel("linalg._fetch", a.device)((wi != 0).any().reshape(1))[0])
+    out = [w]
+    for v in (vl, vr) if left and right else ((vl,) if left else (vr,)):
+        re, im = v
+        # real eigenvalues: real vectors (their imaginary parts are rounding)
+        im = torch.where(wi == 0, torch.zeros_like(im), im)
+        out.append(re.contiguous() if real else _complex(re, im, cdtype))
+    return tuple(out)
+
+
+
+@register("linalg._eig_pairs", "generic")
+def _eig_pairs(a):
+    """(wr, wi, vr_re, vr_im) of a small square matrix (the eigs restart's eigenproblem)."""
+    w, v = torch.linalg.eig(a)
+    return w.real, w.imag, v.real, v.imag
+
+
+@register("linalg._eig_pairs", "xla")
+def _eig_pairs_xla(a):
+    """As the generic kernel, by the Francis QR, in real arithmetic throughout (complex
+    ``a``: the generic kernel on the host, announced)."""
+    if a.is_complex():
+        return _on_host("scipy.sparse.linalg.eigs", "the complex eigenproblem is not on the "
+                        "device", _eig_pairs, a)
+    t, z = real_schur(a)
+    wr, wi, _, (vr, vi) = _francis.eig_from_schur(t, z)
+    return wr, wi, vr, vi

@@ -1,0 +1,401 @@
+"""Hessenberg reduction, real Schur form and eigenvectors from plain torch ops that lower to
+XLA (no ``linalg.eig``, no LAPACK), in fixed-shape graph steps.
+
+* ``gehrd``: Householder reduction to Hessenberg form, LAPACK's reflectors (dlarfg), one
+  reflector per step, ``STEPS`` steps per graph (the step index is device data, so every
+  graph is the same executable).
+* ``hseqr``: Francis double-shift QR (dlahqr's algorithm, real arithmetic) as a state
+  machine: each micro-step applies one 3x3 reflector of the bulge chase; a micro-step that
+  finds the previous sweep finished first deflates negligible subdiagonals, picks the
+  lowest unreduced block of size >= 3 and its shifts (exceptional shifts every 10 sweeps
+  without deflation).  ``STEPS`` micro-steps per graph, the host reads the "done" flag
+  once per graph.  The remaining 2x2 blocks are standardized as dlanv2 does, all at once
+  (the rotations act on disjoint rows: one block-diagonal GEMM).
+* ``rsf2csf``: SciPy's rsf2csf, all 2x2 blocks at once (disjoint rotations again).
+* ``trevc``: eigenvectors of the complex triangular form by back substitution, one row per
+  micro-step, complex numbers as (real, imaginary) pairs of real tensors.
+"""
+
+from trnscipy._torch import torch
+from trnscipy.linalg._xla_dense import _counter, _sync
+
+__all__ = ["gehrd", "hseqr", "standardize", "rsf2csf", "eig_from_schur"]
+
+STEPS = 4  # steps per graph (XLA compile time grows fast with the steps in a graph)
+
+
+def _flat_get(h, i, j):
+    """h[i, j] for device index tensors i, j of shape (m,) (clamped into range)."""
+    n0, n1 = h.shape
+    i = i.clamp(0, n0 - 1)
+    j = j.clamp(0, n1 - 1)
+    return h.reshape(-1).gather(0, i * n1 + j)
+
+
+def _flat_set(h, i, j, values):
+    n0, n1 = h.shape
+    return h.reshape(-1).scatter(0, i.clamp(0, n0 - 1) * n1 + j.clamp(0, n1 - 1),
+                                 values).reshape(n0, n1)
+
+
+def _reflector(alpha, tail_sq):
+    """dlarfg for (alpha, x) with ||x||^2 = tail_sq: (beta, tau, scale of x in v)."""
+    keep = tail_sq == 0
+    norm = torch.sqrt(alpha * alpha + tail_sq)
+    beta = torch.where(alpha >= 0, -norm, norm)
+    beta = torch.where(keep, alpha, beta)
+    safe_beta = torch.where(keep, torch.ones_like(beta), beta)
+    tau = torch.where(keep, torch.zeros_like(beta), (beta - alpha) / safe_beta)
+    denom = torch.where(keep, torch.ones_like(beta), alpha - beta)
+    return beta, tau, 1 / denom
+
+
+# ----------------------------------------------------------------------------------------
+# Hessenberg reduction
+
+
+def gehrd(a, calc_q=True):
+    """(H, Q) with A = Q H Q^T, H upper Hessenberg (Q None unless ``calc_q``)."""
+    n = a.shape[-1]
+    q = torch.eye(n, dtype=a.dtype, device=a.device)
+    j = _counter(0, a.device)
+    h = a.clone()
+    _sync(h, q, j)
+    for _ in range(-(-max(n - 2, 0) // STEPS)):
+        for _ in range(STEPS):
+            h, q, j = _gehrd_step(h, q, j, calc_q)
+        _sync(h, q, j)
+    return h, (q if calc_q else None)
+
+
+def _gehrd_step(h, q, j, calc_q):
+    n = h.shape[-1]
+    rows = torch.arange(n, device=h.device)
+    top = j + 1
+    x = torch.index_select(h, 1, j.clamp(max=n - 1)).squeeze(-1)
+    alpha = x.gather(0, top.clamp(max=n - 1))
+    below = rows > top
+    tail = torch.where(below, x, torch.zeros_like(x))
+    beta, tau, scale = _reflector(alpha, (tail * tail).sum(-1, keepdim=True))
+    tau = torch.where(top < n - 1, tau, torch.zeros_like(tau))  # past the last reflector
+    v = torch.where(below, tail * scale, torch.zeros_like(x))
+    v = torch.where(rows == top, torch.ones_like(v), v)
+    h = h - tau * torch.outer(v, v @ h)
+    h = h - tau * torch.outer(h @ v, v)
+    # column j exactly as LAPACK leaves it: beta on the subdiagonal, zeros below
+    at_j = torch.arange(n, device=h.device) == j
+    active = top < n - 1
+    newcol = torch.where(rows == top, beta, torch.where(below, torch.zeros_like(x),
+                                                        torch.index_select(h, 1, j.clamp(
+                                                            max=n - 1)).squeeze(-1)))
+    h = torch.where(at_j & active, newcol.unsqueeze(-1), h)
+    if calc_q:
+        q = q - tau * torch.outer(q @ v, v)
+    return h, q, j + 1
+
+
+# ----------------------------------------------------------------------------------------
+# Francis double-shift QR
+
+
+def hseqr(h, z, max_sweeps=None):
+    """Real Schur form of upper Hessenberg ``h``: (T, Z @ Q, converged) with T quasi upper
+    triangular (2x2 blocks standardized as LAPACK's dlanv2)."""
+    n = h.shape[-1]
+    dev, dtype = h.device, h.dtype
+    eps = torch.finfo(dtype).eps
+    hp = torch.nn.functional.pad(h, (0, 1, 0, 1))  # a zero row/column: reflectors at the
+    zp = torch.nn.functional.pad(z, (0, 1, 0, 1))  # bottom touch it and leave it zero
+    state = [_counter(0, dev), _counter(0, dev), _counter(0, dev), _counter(0, dev),
+             torch.zeros(1, dtype=dtype, device=dev), torch.zeros(1, dtype=dtype, device=dev)]
+    _sync(hp, zp, *state)
+    from trnscipy._kernels import kernel
+
+    fetch = kernel("linalg._fetch", dev)
+    limit = max_sweeps if max_sweeps is not None else 30 * max(10, n) * max(n, 1)
+    steps, done = 0, n < 3
+    while not done and steps < limit:
+        for _ in range(STEPS):
+            hp, zp, state = _francis_step(hp, zp, state, eps)
+        _sync(hp, zp, *state)
+        steps += STEPS
+        done = bool(fetch(state[2])[0] < 0)  # hi < 0: no unreduced block of size >= 3
+    h, z = hp[:n, :n], zp[:n, :n]
+    h, z = standardize(h, z)
+    return h, z, done
+
+
+def _francis_step(h, z, state, eps):
+    k, lo, hi, its, tr, det = state
+    n1 = h.shape[-1]
+    n = n1 - 1
+    dev = h.device
+    r = torch.arange(n1, device=dev)
+    start = k >= hi
+    # --- at the start of a sweep: deflate, pick the window, the shifts
+    d = h.diagonal()
+    sub = h.diagonal(-1)  # h[i + 1, i], i < n (the last: the zero padding)
+    small = sub.abs() <= eps * (d[:-1].abs() + d[1:].abs())
+    split = small | (sub == 0)
+    h = _flat_set(h, r[:-1] + 1, r[:-1], torch.where(start & split, torch.zeros_like(sub), sub))
+    block = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev),
+                       split.to(torch.int64).cumsum(0)])
+    size = torch.zeros(n1, dtype=torch.int64, device=dev).scatter_add(0, block,
+                                                                      torch.ones_like(block))
+    active = (size.gather(0, block) >= 3) & (r < n)
+    hi_new = torch.where(active, r, -1).amax(0, keepdim=True)
+    lo_new = torch.where(block == block.gather(0, hi_new.clamp(min=0)), r, n1).amin(0, keepdim=True)
+    lo_new = torch.where(hi_new < 0, hi_new, lo_new)
+    its_new = torch.where(hi_new == hi, its + 1, torch.zeros_like(its))
+    a11 = _flat_get(h, hi_new - 1, hi_new - 1)
+    a12 = _flat_get(h, hi_new - 1, hi_new)
+    a21 = _flat_get(h, hi_new, hi_new - 1)
+    a22 = _flat_get(h, hi_new, hi_new)
+    exceptional = (its_new % 10) == 9
+    sx = a21.abs() + _flat_get(h, hi_new - 1, hi_new - 2).abs()
+    e = 0.75 * sx + a22
+    tr_new = torch.where(exceptional, 2 * e, a11 + a22)
+    det_new = torch.where(exceptional, e * e + 0.4375 * sx * sx, a11 * a22 - a12 * a21)
+    k = torch.where(start, lo_new, k)
+    lo = torch.where(start, lo_new, lo)
+    hi = torch.where(start, hi_new, hi)
+    its = torch.where(start, its_new, its)
+    tr = torch.where(start, tr_new, tr)
+    det = torch.where(start, det_new, det)
+    # --- one reflector of the chase at row k
+    first = k == lo
+    h00, h10, h01 = _flat_get(h, k, k), _flat_get(h, k + 1, k), _flat_get(h, k, k + 1)
+    h11, h21 = _flat_get(h, k + 1, k + 1), _flat_get(h, k + 2, k + 1)
+    s = h00.abs() + h10.abs() + h11.abs() + h21.abs() + tr.abs() + det.abs().sqrt()
+    s = torch.where(s == 0, torch.ones_like(s), s)
+    g00, g10, g01, g11, g21 = h00 / s, h10 / s, h01 / s, h11 / s, h21 / s
+    ts, ds = tr / s, det / (s * s)
+    f0 = g00 * g00 + g01 * g10 - ts * g00 + ds
+    f1 = g10 * (g00 + g11 - ts)
+    f2 = g10 * g21
+    b0, b1, b2 = (_flat_get(h, k + i, k - 1) for i in range(3))
+    x0 = torch.where(first, f0, b0)
+    x1 = torch.where(first, f1, b1)
+    x2 = torch.where(first, f2, b2)
+    x2 = torch.where(k + 2 <= hi, x2, torch.zeros_like(x2))
+    beta, tau, scale = _reflector(x0, x1 * x1 + x2 * x2)
+    live = (hi >= 0) & (k < hi)
+    tau = torch.where(live, tau, torch.zeros_like(tau))
+    v = torch.cat([torch.ones_like(x0), x1 * scale, x2 * scale])
+    idx = (k + torch.arange(3, device=dev)).clamp(0, n)
+    rows = torch.index_select(h, 0, idx)
+    rows = rows - tau * torch.outer(v, v @ rows)
+    h = h.scatter(0, idx.unsqueeze(-1).expand(3, n1), rows)
+    cols = torch.index_select(h, 1, idx)
+    cols = cols - tau * torch.outer(cols @ v, v)
+    h = h.scatter(1, idx.unsqueeze(0).expand(n1, 3), cols)
+    zc = torch.index_select(z, 1, idx)
+    zc = zc - tau * torch.outer(zc @ v, v)
+    z = z.scatter(1, idx.unsqueeze(0).expand(z.shape[0], 3), zc)
+    # the bulge column exactly: beta, then zeros (not at the sweep's first reflector)
+    bulge = live & ~first
+    kk = torch.cat([k, k + 1, k + 2])
+    old = _flat_get(h, kk, (k - 1).expand(3))
+    new = torch.where(bulge, torch.cat([beta, torch.zeros_like(beta),
+                                        torch.where(k + 2 <= hi, torch.zeros_like(beta),
+                                                    old[2:])]), old)
+    h = _flat_set(h, kk, (k - 1).expand(3), new)
+    k = torch.where(live, k + 1, k)
+    return h, z, [k, lo, hi, its, tr, det]
+
+
+def _sign(x):
+    return torch.where(x >= 0, torch.ones_like(x), -torch.ones_like(x))
+
+
+def standardize(t, z):
+    """dlanv2 on every 2x2 diagonal block of quasi-triangular ``t`` at once: blocks with
+    real eigenvalues become upper triangular, complex pairs [[a, b], [c, a]] with b c < 0."""
+    n = t.shape[-1]
+    if n < 2:
+        return t, z
+    eps = torch.finfo(t.dtype).eps
+    a, d = t.diagonal()[:-1], t.diagonal()[1:]
+    b, c = t.diagonal(1), t.diagonal(-1)
+    blk = c != 0
+    one, zero = torch.ones_like(a), torch.zeros_like(a)
+    # b == 0: swap the rows and columns
+    swap = blk & (b == 0)
+    # (a - d) == 0 and sign(b) != sign(c): standard already
+    std = blk & ~swap & (a == d) & (_sign(b) != _sign(c))
+    p = 0.5 * (a - d)
+    bcmax = torch.maximum(b.abs(), c.abs())
+    bcmis = torch.minimum(b.abs(), c.abs()) * _sign(b) * _sign(c)
+    scale = torch.maximum(p.abs(), bcmax)
+    scale = torch.where(scale == 0, one, scale)
+    zz = p / scale * p + bcmax / scale * bcmis
+    real = zz >= 4 * eps
+    # real eigenvalues
+    zr = p + _sign(p) * torch.sqrt(scale) * torch.sqrt(torch.where(real, zz, one))
+    zr = torch.where(zr == 0, one, zr)
+    tau_r = torch.sqrt(c * c + zr * zr)  # (hypot has no XLA lowering)
+    tau_r = torch.where(tau_r == 0, one, tau_r)
+    cs_r, sn_r = zr / tau_r, c / tau_r
+    # complex or nearly equal real eigenvalues
+    sigma = b + c
+    tau_c = torch.sqrt(sigma * sigma + (a - d) * (a - d))
+    tau_c = torch.where(tau_c == 0, one, tau_c)
+    cs_c = torch.sqrt(0.5 * (1 + sigma.abs() / tau_c))
+    sn_c = -(p / (tau_c * cs_c)) * _sign(sigma)
+    aa, bb = a * cs_c + b * sn_c, -a * sn_c + b * cs_c
+    cc, dd = c * cs_c + d * sn_c, -c * sn_c + d * cs_c
+    b2 = bb * cs_c + dd * sn_c
+    c2 = -aa * sn_c + cc * cs_c
+    # sign(b) == sign(c) after the rotation: real after all, one more rotation
+    again = (c2 != 0) & (b2 != 0) & (_sign(b2) == _sign(c2))
+    sab, sac = torch.sqrt(b2.abs()), torch.sqrt(c2.abs())
+    tau2 = 1 / torch.sqrt(torch.where(again, (b2 + c2).abs(), one))
+    cs1, sn1 = sab * tau2, sac * tau2
+    cs_a = torch.where(again, cs_c * cs1 - sn_c * sn1, cs_c)
+    sn_a = torch.where(again, cs_c * sn1 + sn_c * cs1, sn_c)
+    flip = (c2 != 0) & (b2 == 0)  # b = -c: swap
+    cs_a, sn_a = torch.where(flip, -sn_a, cs_a), torch.where(flip, cs_a, sn_a)
+    cs = torch.where(swap, zero, torch.where(std, one, torch.where(real, cs_r, cs_a)))
+    sn = torch.where(swap, one, torch.where(std, zero, torch.where(real, sn_r, sn_a)))
+    cs, sn = torch.where(blk, cs, one), torch.where(blk, sn, zero)
+    # G = I with [[cs, -sn], [sn, cs]] at each block: T <- G^T T G, Z <- Z G
+    prev = torch.cat([zero[:1] > 0, blk])  # row i is the second row of a block
+    first = torch.cat([blk, zero[:1] > 0])
+    dg = torch.where(first, torch.cat([cs, one[:1]]), torch.where(
+        prev, torch.cat([one[:1], cs]), torch.ones(n, dtype=t.dtype, device=t.device)))
+    g = torch.diag_embed(dg) + torch.diag_embed(-sn, 1) + torch.diag_embed(sn, -1)
+    t = g.mT @ t @ g
+    z = z @ g
+    # exact structure: zero below the blocks, real blocks triangular, equal diagonals
+    t = t.triu(-1)
+    sub = t.diagonal(-1)
+    a, d = t.diagonal()[:-1], t.diagonal()[1:]
+    cplx = std | (blk & ~swap & ~real & (c2 != 0) & (b2 != 0) & ~again)
+    realblk = blk & ~cplx
+    sub = torch.where(blk & ~realblk, sub, torch.zeros_like(sub))
+    mean = 0.5 * (a + d)
+    dgn = torch.where(first, torch.cat([torch.where(blk & ~realblk, mean, a), d[-1:]]),
+                      torch.where(prev, torch.cat([a[:1], torch.where(blk & ~realblk, mean,
+                                                                      d)]), t.diagonal()))
+    r = torch.arange(n, device=t.device)
+    t = _flat_set(t, r[:-1] + 1, r[:-1], sub)
+    t = _flat_set(t, r, r, dgn)
+    return t, z
+
+
+def eigvals_from_schur(t):
+    """(wr, wi) of a standardized real Schur form (positive imaginary part first)."""
+    wr = t.diagonal()
+    sub = torch.cat([t.diagonal(-1), torch.zeros_like(wr[:1])])  # sub[i] = t[i + 1, i]
+    sup = torch.cat([t.diagonal(1), torch.zeros_like(wr[:1])])
+    w = torch.sqrt(sub.abs()) * torch.sqrt(sup.abs())
+    prev = torch.cat([torch.zeros_like(wr[:1]), w[:-1]])
+    wi = torch.where(sub != 0, w, -prev)
+    return wr, wi
+
+
+def rsf2csf(t, z):
+    """SciPy's rsf2csf on a quasi-triangular ``t``, all 2x2 blocks at once (their rotations
+    act on disjoint rows), as (real, imaginary) parts: (Tr, Ti, Zr, Zi)."""
+    a, d = t.diagonal()[:-1], t.diagonal()[1:]
+    b, c = t.diagonal(1), t.diagonal(-1)
+    blk = c.abs() > 2.220446049250313e-16 * (a.abs() + d.abs())  # SciPy: double's eps
+    # mu = lambda_1 - d, lambda_1 the 2x2 block's first eigenvalue (LAPACK's order)
+    p = 0.5 * (a - d)
+    disc = p * p + b * c
+    cplx = disc < 0
+    mr = torch.where(cplx, p, p + _sign(p) * torch.sqrt(disc.clamp(min=0)))
+    mi = torch.where(cplx, torch.sqrt((-disc).clamp(min=0)), 0)
+    r = torch.sqrt(mr * mr + mi * mi + c * c)
+    r = torch.where(blk, r, torch.ones_like(r))
+    cr, ci, s = (torch.where(blk, x / r, 0) for x in (mr, mi, c))
+    zero = torch.zeros_like(t.diagonal()[:1])
+    first, second = torch.cat([blk, zero > 0]), torch.cat([zero > 0, blk])
+    # G = Gr + i Gi = [[conj(mu), s], [-s, mu]] / r at each block, I elsewhere
+    dr = torch.where(first, torch.cat([cr, zero]), torch.where(second, torch.cat([zero, cr]),
+                                                               torch.ones_like(t.diagonal())))
+    gr = torch.diag_embed(dr) + torch.diag_embed(s, 1) + torch.diag_embed(-s, -1)
+    gi = torch.diag_embed(torch.cat([-ci, zero]) + torch.cat([zero, ci]))
+    tr = gr @ t @ gr.mT + gi @ t @ gi.mT
+    ti = gi @ t @ gr.mT - gr @ t @ gi.mT
+    zr, zi = z @ gr.mT, -(z @ gi.mT)
+    return tr.triu(), ti.triu(), zr, zi
+
+
+def trevc(tr, ti):
+    """Unit upper triangular X with T X = X diag(T) (T = tr + i ti upper triangular), as
+    (real, imaginary) parts: back substitution one row per micro-step."""
+    n = tr.shape[-1]
+    dev = tr.device
+    eps = torch.finfo(tr.dtype).eps
+    tiny = torch.finfo(tr.dtype).tiny / eps
+    xr = torch.eye(n, dtype=tr.dtype, device=dev)
+    xi = torch.zeros_like(xr)
+    i = _counter(n - 1, dev)
+    _sync(xr, xi, i)
+    for _ in range(-(-n // STEPS)):
+        for _ in range(STEPS):
+            xr, xi, i = _trevc_step(tr, ti, xr, xi, i, eps, tiny)
+        _sync(xr, xi, i)
+    return xr, xi
+
+
+def _trevc_step(tr, ti, xr, xi, i, eps, tiny):
+    n = tr.shape[-1]
+    cols = torch.arange(n, device=tr.device)
+    ic = i.clamp(min=0)
+    rr = torch.index_select(tr, 0, ic).squeeze(0)
+    ri = torch.index_select(ti, 0, ic).squeeze(0)
+    right = cols > i
+    rr, ri = torch.where(right, rr, 0), torch.where(right, ri, 0)
+    sr = rr @ xr - ri @ xi
+    si = rr @ xi + ri @ xr
+    lr, li = tr.diagonal(), ti.diagonal()
+    dr = lr.gather(0, ic) - lr
+    di = li.gather(0, ic) - li
+    smin = torch.clamp(eps * (lr.abs() + li.abs()), min=tiny)
+    mag = dr.abs() + di.abs()
+    dr = torch.where(mag < smin, smin, dr)
+    di = torch.where(mag < smin, 0, di)
+    den = dr * dr + di * di
+    qr = -(sr * dr + si * di) / den
+    qi = -(si * dr - sr * di) / den
+    upd = right & (i >= 0)
+    newr = torch.where(upd, qr, torch.index_select(xr, 0, ic).squeeze(0))
+    newi = torch.where(upd, qi, torch.index_select(xi, 0, ic).squeeze(0))
+    at = (cols == i).unsqueeze(-1) & (i >= 0)
+    xr = torch.where(at, newr.unsqueeze(0), xr)
+    xi = torch.where(at, newi.unsqueeze(0), xi)
+    return xr, xi, i - 1
+
+
+def normalize(vr, vi):
+    """Columns to unit 2-norm with the largest component real and positive (LAPACK's geev)."""
+    mag = vr * vr + vi * vi
+    nrm = torch.sqrt(mag.sum(0))
+    p = mag.argmax(0, keepdim=True)
+    pr, pi = vr.gather(0, p), vi.gather(0, p)
+    pm = torch.sqrt(pr * pr + pi * pi)
+    pm = torch.where(pm == 0, torch.ones_like(pm), pm)
+    cr, ci = pr / pm, -pi / pm  # conj(phase)
+    nrm = torch.where(nrm == 0, torch.ones_like(nrm), nrm)
+    return (vr * cr - vi * ci) / nrm, (vr * ci + vi * cr) / nrm
+
+
+def eig_from_schur(t, z, left=False, right=True):
+    """(wr, wi, vl, vr) from a standardized real Schur form A = Z T Z^T; vectors as
+    (real, imaginary) pairs, None where not asked."""
+    wr, wi = eigvals_from_schur(t)
+    vl = vr = None
+    if left or right:
+        tcr, tci, zr, zi = rsf2csf(t, z)
+        if right:
+            xr, xi = trevc(tcr, tci)
+            vr = normalize(zr @ xr - zi @ xi, zr @ xi + zi @ xr)
+        if left:
+            # y^H T = lambda y^H: the eigenvectors of T^H, upper triangular when reversed
+            ur, ui = tcr.mT.flip(0, 1), -tci.mT.flip(0, 1)
+            yr, yi = trevc(ur, ui)
+            yr, yi = yr.flip(0, 1), yi.flip(0, 1)
+            vl = normalize(zr @ yr - zi @ yi, zr @ yi + zi @ yr)
+    return wr, wi, vl, vr
