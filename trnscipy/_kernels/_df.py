@@ -5,9 +5,9 @@ the unevaluated sum ``hi + lo`` with ``|lo| <= ulp(hi)/2``: about 48 significant
 (unit roundoff 2**-48, about 3.6e-15), float32's exponent range (``lo`` loses bits
 below 2**-126: values under about 1e-30 keep less than 48 bits).
 
-Error-free transformations: TwoSum, FastTwoSum, a bit-mask split and Dekker's TwoProd
+Error-free transformations: TwoSum, FastTwoSum, a splitting by sums and Dekker's TwoProd
 (torch-xla exposes no fused multiply-add).  Every value that enters TwoSum is computed
-exactly (sums of exact products of 12-bit halves), so a compiler that contracts a
+exactly (sums of exact products of 12- and 13-bit halves), so a compiler that contracts a
 product and a sum into an FMA (XLA CPU does, inside fusions) cannot change it; only the
 low-order error terms see such rounding differences.  Sums are pairwise trees of TwoSum
 over static shapes (zero padding to a power of two, no scatter): the error terms are
@@ -39,9 +39,6 @@ __all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", 
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
-_HIGH_BITS = -4096  # int32 mask 0xFFFFF000: sign, exponent, top 11 stored significand bits
-
-
 # ---- error-free transformations -------------------------------------------------------
 
 def two_sum(a, b):
@@ -59,17 +56,36 @@ def fast_two_sum(a, b):
 
 
 def split(a):
-    """a = hi + lo exactly, hi and lo with at most 12 significant bits each: hi is ``a``
-    with the low 12 significand bits cleared.  (Veltkamp's ``c - (c - a)``, c = 4097 a,
-    was contracted into an FMA by XLA CPU, which broke the split: measured.)"""
-    hi = (a.view(torch.int32) & _HIGH_BITS).view(torch.float32)
+    """a = hi + lo exactly, hi with at most 12 significant bits and lo with at most 13:
+    hi = fl(a + sigma) - sigma for sigma = 2**12 times a power of two at or above |a|.
+    Sums only, so no FMA contraction can change it (Veltkamp's ``c - (c - a)``,
+    c = 4097 a, was contracted by XLA CPU: measured); no bit casts, which torch-xla 2.9
+    runs on the host (``Tensor.view(torch.int32)``: aten::view_copy.dtype)."""
+    big = a.abs() >= _BIG  # sigma would overflow: split a / 2**64, exactly
+    s = torch.where(big, a * (1 / _SCALE), a)
+    sigma = _pow2(torch.ceil(torch.log2(s.abs())) + 12)  # +1: log2 may round down
+    hi = (s + sigma) - sigma
+    # rounded toward zero where big: float32's largest values must not round up to inf
+    down = big & (hi.abs() > s.abs())
+    hi = torch.where(down, hi - torch.sign(s) * (sigma * 2.0 ** -23), hi)
+    hi = torch.where(big, hi * _SCALE, hi)
     return hi, a - hi
+
+
+_BIG, _SCALE = 2.0 ** 100, 2.0 ** 64
+
+
+def _pow2(e):
+    """2**e for integral float32 e (torch.exp2 runs on the host on torch-xla 2.9; pow
+    lowers)."""
+    return torch.pow(2.0, e)
 
 
 def two_prod(a, b):
     """p, e with p ~ fl(a * b) and p + e = a * b to 2**-48 relative, without FMA.
 
-    Dekker's product from the four exact half products, summed error-free.  Not
+    Dekker's product from the half products (exact but the smallest, al * bl, whose
+    rounding is far below 2**-48), summed error-free.  Not
     ``p = fl(a*b)`` with Dekker's error formula: XLA fuses elementwise producers into
     each consumer and contracts a rounded product and a sum into an FMA there, so a
     rounded ``p`` is not the same value at its uses (measured on XLA CPU: dot products
@@ -179,9 +195,9 @@ def norm(a, dim=-1):
     underflow of the squares; the scaling is exact)."""
     amax = a[0].abs().amax(dim=dim, keepdim=True)
     e = torch.ceil(torch.log2(torch.where(amax > 0, amax, torch.ones_like(amax))))
-    x = mul_f(a, torch.exp2(-e))
+    x = mul_f(a, _pow2(-e))
     s = sqrt(dot(x, x, dim))
-    return mul_f(s, torch.exp2(e).squeeze(dim))
+    return mul_f(s, _pow2(e).squeeze(dim))
 
 
 def gemv(A, x):
@@ -194,7 +210,7 @@ def gemv(A, x):
 
 def _pow2_ceil(t):
     """A power of two >= t (t > 0 float32), from float32 ops that lower everywhere."""
-    return torch.exp2(torch.ceil(torch.log2(t)))
+    return _pow2(torch.ceil(torch.log2(t)))
 
 
 def _slices(a, dim, count, bits):

@@ -72,6 +72,7 @@ def _refine(product, b, approx):
     """x with A x = b to double-float accuracy: ``product(x)`` = A x on pairs, b a 2-D
     pair, ``approx`` a float32 approximate solver.  Returns the pair x."""
     x = (approx(b[0]), torch.zeros_like(b[0]))
+    kernel("materialize", b[0].device)([*b, *x])  # every step then runs one executable
     prev = float("inf")
     for _ in range(_MAX_STEPS):
         r = _df.sub(b, product(x))
@@ -208,6 +209,7 @@ def _getrf_df(A):
     zero = torch.zeros_like(lu0)
     PA = (A[0].index_select(0, perm), A[1].index_select(0, perm))
     L, U = (L0, zero), (lu0.triu(), zero)
+    kernel("materialize", lu0.device)([L0, U0, *PA, *L, *U])  # one executable for all steps
     prev, ok = None, False
     for _ in range(_LU_STEPS):
         E = _df.sub(PA, _df.gemm(L, U))
@@ -284,7 +286,7 @@ def lu(a, permute_l=False, p_indices=False):
     if p_indices:
         return iperm.to(torch.int32), L, U
     n = perm.shape[0]
-    P = (perm[None, :] == torch.arange(n, device=perm.device)[:, None]).to(L.dtype)
+    P = (perm[None, :] == torch.arange(n, device=perm.device)[:, None]).to(torch.float32)
     return _transfer.df_tensor(P, torch.zeros_like(P)), L, U
 
 
