@@ -164,21 +164,32 @@ def test_lu_float64_singular_and_ill_conditioned(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
-def test_lu_float64_rectangular_runs_on_host(emulate_neuron, monkeypatch, xla_device):
-    """No double-float LU for a rectangular matrix: SciPy on the exact values, announced."""
+def test_float64_rectangular_or_batched_runs_on_host(emulate_neuron, monkeypatch, xla_device):
+    """No double-float method for a rectangular LU or batched dense input: SciPy on the
+    exact values, announced (never the float32 values the device holds)."""
     import trnscipy
     import trnscipy.linalg as tl
 
-    a = np.random.default_rng(2).standard_normal((6, 4))
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((6, 4))
     ad = trnscipy.to_device(a, xla_device)
     with pytest.warns(trnscipy.DeviceFallbackWarning, match="lu_factor runs on the host"):
         lu, piv = tl.lu_factor(ad)
     lu_s, piv_s = sl.lu_factor(a)
     assert np.array_equal(trnscipy.to_host(lu), lu_s) and np.array_equal(
         trnscipy.to_host(piv), piv_s)
+    s = rng.standard_normal((2, 4, 4))
+    s = s @ s.mT + 4 * np.eye(4)
+    sd = trnscipy.to_device(s, xla_device)
+    for name, args in (("solve", (s, s[..., :1])), ("inv", (s,)), ("cholesky", (s,))):
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match=f"{name} runs on the host"):
+            got = getattr(tl, name)(*(trnscipy.to_device(x, xla_device) for x in args))
+        assert np.array_equal(trnscipy.to_host(got), getattr(sl, name)(*args))
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     with pytest.raises(trnscipy.DeviceUnsupportedError):
         tl.lu(ad)
+    with pytest.raises(trnscipy.DeviceUnsupportedError):
+        tl.inv(sd)
 
 
 @pytest.mark.xla

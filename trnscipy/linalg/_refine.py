@@ -128,6 +128,9 @@ def _inverse(perm):
                                                                   device=perm.device))
 
 
+_BATCHED = "batched input has no double-float method"
+
+
 def _on_host(op, reason, fn, *tensors):
     """``fn`` (SciPy's function on NumPy arrays) on the exact host values of ``tensors``,
     announced; array results back on the device exactly."""
@@ -143,8 +146,12 @@ def _on_host(op, reason, fn, *tensors):
 
 @register("linalg.solve", "neuron")
 def solve(a, b, lower=False, assume_a=None, transposed=False):
-    if not _df64(a, b) or a.ndim != 2:
+    if not _df64(a, b):
         return _k.solve(a, b, lower=lower, assume_a=assume_a, transposed=transposed)
+    if a.ndim != 2 or b.ndim != 2:
+        return _on_host("scipy.linalg.solve", _BATCHED, lambda x, y: _k._sl.solve(
+            x, y, lower=lower, assume_a=assume_a, transposed=transposed,
+            check_finite=False), a, b)
     kind = _k._SOLVE_KINDS[assume_a]
     A, B = _parts(a), _parts(b)
     if transposed:
@@ -164,8 +171,11 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
 
 @register("linalg.cholesky", "neuron")
 def cholesky(a, lower=False):
-    if not _df64(a) or a.ndim != 2:
+    if not _df64(a):
         return _k.cholesky(a, lower=lower)
+    if a.ndim != 2:
+        return _on_host("scipy.linalg.cholesky", _BATCHED, lambda x: _k._sl.cholesky(
+            x, lower=lower, check_finite=False), a)
     A = _sym(_parts(a), lower)
     L0 = _k.potrf(A[0], lower=True)
     L = (L0, torch.zeros_like(L0))
@@ -181,8 +191,11 @@ def cholesky(a, lower=False):
 @register("linalg.cho_solve", "neuron")
 def cho_solve(c_and_lower, b):
     c, lower = c_and_lower
-    if not _df64(c, b) or c.ndim != 2:
+    if not _df64(c, b):
         return _k.cho_solve(c_and_lower, b)
+    if c.ndim != 2 or b.ndim != 2:
+        return _on_host("scipy.linalg.cho_solve", _BATCHED, lambda x, y: _k._sl.cho_solve(
+            (x, lower), y, check_finite=False), c, b)
     C = _parts(c)
     L = (C[0].tril(), C[1].tril()) if lower else _t((C[0].triu(), C[1].triu()))
     Lt = _t(L)
@@ -296,7 +309,7 @@ def lu_solve(lu_and_piv, b, trans=0):
     if not _df64(lu, b):
         return _xla_dense.lu_solve(lu_and_piv, b, trans=trans)
     if lu.ndim != 2 or b.ndim != 2:
-        return _on_host("scipy.linalg.lu_solve", "batched input has no double-float method",
+        return _on_host("scipy.linalg.lu_solve", _BATCHED,
                         lambda f, p, x: _k._sl.lu_solve((f, p), x, trans=trans,
                                                          check_finite=False), lu, piv, b)
     LU = _parts(lu)
@@ -313,8 +326,11 @@ def lu_solve(lu_and_piv, b, trans=0):
 
 @register("linalg.inv", "neuron")
 def inv(a, assume_a=None, lower=False):
-    if not _df64(a) or a.ndim != 2:
+    if not _df64(a):
         return _k.inv(a, assume_a=assume_a, lower=lower)
+    if a.ndim != 2:
+        return _on_host("scipy.linalg.inv", _BATCHED, lambda x: _k._sl.inv(
+            x, assume_a=assume_a, lower=lower, check_finite=False), a)
     eye = torch.eye(a.shape[-1], dtype=torch.float32, device=a.device)
     return solve(a, _transfer.df_tensor(eye, torch.zeros_like(eye)), lower=lower,
                  assume_a=assume_a)
@@ -323,10 +339,17 @@ def inv(a, assume_a=None, lower=False):
 @register("linalg.eigh", "neuron")
 def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None,
          subset_by_value=None, driver=None):
-    if not _df64(a) or a.ndim != 2 or b is not None:
+    if not _df64(a):
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
+    if a.ndim != 2 or b is not None:
+        return _on_host("scipy.linalg.eigh", "batched or generalized input has no "
+                        "double-float method", lambda *x: _k._sl.eigh(
+                            *x, lower=lower, eigvals_only=eigvals_only, type=type,
+                            subset_by_index=subset_by_index,
+                            subset_by_value=subset_by_value, driver=driver,
+                            check_finite=False), *((a,) if b is None else (a, b)))
     A = _sym(_parts(a), lower)
     with _k.linalg_errors():
         _, X0 = torch.linalg.eigh(A[0])
