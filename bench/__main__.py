@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "defer")
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen", "defer")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -47,11 +47,13 @@ PROFILES = {
                   "ops": {"cholesky": [256, 1024, 2048], "eigh": [256, 1024, 2048],
                           "solve": [256, 1024, 2048], "lu": [256, 1024, 2048],
                           "qr": [256, 1024], "svd": [256, 1024]},
-                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 0,
+                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 256,
                                 "qr": 256, "lu": 1024}},
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},
+        "eigen": {"eigsh_grid": [100], "lobpcg_grid": [100], "svds": [(3000, 800, 0.005)],
+                  "xla_max_work": 1e4, "xla_shift_invert_max_n": 400, "tol": 1e-6},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
@@ -63,6 +65,7 @@ PROFILES = {
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
         "dsolve": {"problems": [("poisson2d", 3)]},
+        "eigen": {"eigsh_grid": [6], "lobpcg_grid": [8], "svds": [(60, 30, 0.1)], "tol": 1e-6},
         "defer": {"n": 4, "grid": 4},
     },
 }
@@ -80,6 +83,9 @@ CUTS = {
         "1e8 for SpMV/SpMM (the N=128 rows of the large CSR matrices), more than "
         "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
         "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
+        "eigsh on Poisson 10^6: ARPACK itself needs about 400 restarts at 10^4 for k=6 LA "
+        "(5.8 s); at 10^6 far beyond the budget. XLA lane: eigsh shift-invert above 400 "
+        "unknowns (each block-LU solve graph compiles for minutes on PJRT CPU).",
     ],
     "smoke": ["smoke profile: tiny sizes and few cases for CI (no gmres, no eigh); the "
               "figures mean nothing."],
@@ -224,6 +230,7 @@ def main(argv=None):
 
     from bench import _lsq, _sections
     from bench._dsolve import dsolve_cases
+    from bench._eigen import eigen_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
     from bench._model import MODEL, add_model
     from bench._plots import write_plots
@@ -267,8 +274,9 @@ def main(argv=None):
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
               "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
               "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
-              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve"):
+              "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes),
+              "eigen": lambda: eigen_cases(cfg["eigen"], lanes)}
+    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")

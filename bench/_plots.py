@@ -37,6 +37,8 @@ def _lanes(results):
 
 def _ratio_figure(plt, results):
     sections = [s for s in _SECTIONS if results["sections"].get(s)]
+    if not sections:
+        return None
     heights = [max(1.5, 0.22 * len(results["sections"][s])) for s in sections]
     fig, axes = plt.subplots(len(sections), 1, figsize=(10, sum(heights) + 1.5),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
@@ -61,6 +63,8 @@ def _ratio_figure(plt, results):
 def _gbps_figure(plt, results):
     rows = [r for s in ("spmv", "bsr") for r in results["sections"].get(s, [])
             if r.get("bytes_moved")]
+    if not rows:
+        return None
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.22 * len(rows) + 1.5)))
     lanes = [("scipy", "SciPy")] + _lanes(results)
     for k, (name, label) in enumerate(lanes):
@@ -85,6 +89,8 @@ def _gbps_figure(plt, results):
 def _xla_figure(plt, results):
     rows = [r for r in results["sections"].get("solvers", [])
             if _ok(r, "trn_xla") and "xla" in _ok(r, "trn_xla")]
+    if not rows:
+        return None
     fig, ax = plt.subplots(figsize=(10, max(2.5, 0.3 * len(rows) + 1.5)))
     ys = range(len(rows))
     for offset, phase, key in ((-0.2, "warm", "executions"), (0.0, "cold", "executions"),
@@ -102,7 +108,7 @@ def _xla_figure(plt, results):
 
 def write_plots(results, out_dir):
     """Write the PNGs for ``results`` into ``out_dir``; returns {kind: path} ({} without
-    matplotlib)."""
+    matplotlib; a chart with no rows in this run is left out)."""
     try:
         import matplotlib
 
@@ -116,6 +122,8 @@ def write_plots(results, out_dir):
     for kind, draw in (("ratio", _ratio_figure), ("gbps", _gbps_figure),
                        ("xla", _xla_figure)):
         fig = draw(plt, results)
+        if fig is None:
+            continue
         path = out_dir / PLOT_FILES[kind]
         fig.savefig(path, dpi=110)
         plt.close(fig)

@@ -10,6 +10,7 @@ _SECTION_TITLES = {
     "solvers": "Krylov solvers",
     "dense": "Dense linear algebra",
     "lsq": "Least squares and matrix functions (lsqr, lsmr, expm_multiply)",
+    "eigen": "Eigensolvers (eigsh, lobpcg, svds)",
     "defer": "Defer path: trnscipy called with NumPy/SciPy inputs vs SciPy directly",
 }
 

@@ -137,4 +137,33 @@ def cases(profile):
     for dtype in DTYPES:
         yield from _krylov(dtype, profile)
         yield from _other(dtype)
+        yield from _lobpcg(dtype)
     yield from _bad()
+
+
+# -- lobpcg on the device (issue 12): 1-D Poisson of 40 unknowns, k = 3 ----------------------
+
+def _lobpcg(dtype):
+    d = np.dtype(dtype).name
+    n = 40
+    A = sp.csr_array((np.diag(np.full(n, 2.0)) + np.diag(np.full(n - 1, -1.0), 1)
+                      + np.diag(np.full(n - 1, -1.0), -1)).astype(dtype))
+    rng = np.random.default_rng(12)
+    X = rng.standard_normal((n, 3)).astype(dtype)
+    B = sp.csr_array(np.diag(rng.uniform(1.0, 2.0, n)).astype(dtype))
+    Y = np.eye(n, 1, dtype=dtype)
+    tol = 1e-4 if d == "float32" else 1e-8
+
+    def values(case, e, a):
+        return values_diff(e[0], a[0], tol)
+
+    m = "sparse.linalg"
+    # the lobpcg iteration follows SciPy's step for step: few iterations compare tightly
+    kw = {"maxiter": 5}
+    yield Case(m, "lobpcg", f"largest-maxiter5-{d}", (A, X), kw, judge=values)
+    yield Case(m, "lobpcg", f"smallest-maxiter5-{d}", (A, X), {**kw, "largest": False},
+               judge=values, xla=False)
+    yield Case(m, "lobpcg", f"generalized-maxiter5-{d}", (A, X), {**kw, "B": B},
+               judge=values, xla=False)
+    yield Case(m, "lobpcg", f"constrained-maxiter5-{d}", (A, X), {**kw, "Y": Y},
+               judge=values, xla=False)

@@ -19,6 +19,7 @@ from tests.linalg._dense_helpers import (
     tensor,
     to_np,
 )
+from tests.linalg._fallbacks import aten_fallbacks
 from trnscipy import DeviceFallbackWarning
 
 torch = pytest.importorskip("torch")
@@ -285,17 +286,25 @@ def test_qr(dlane, dtype, shape):
         assert np.allclose(to_np(o), ref, atol=tol * 10)
 
 
-def test_qr_pivoting(dlane):
+@pytest.mark.parametrize("mode", ["full", "economic", "r", "raw"])
+def test_qr_pivoting(dlane, mode):
+    """Column-pivoted Householder QR on the device (real): geqp3's pivots and factors."""
+    if dlane.type == "xla" and mode != "economic":
+        pytest.skip("XLA compile budget: one mode there")
     rng = np.random.default_rng(13)
     a = random(4, np.float64, rng, m=6)
-    q_ref, r_ref, p_ref = sl.qr(a, pivoting=True)
-    ctx = contextlib.nullcontext()
-    if dlane.type == "xla" or generic_kernels(dlane):
-        ctx = pytest.warns(DeviceFallbackWarning, match="pivoting")
-    with ctx:
-        q, r, p = tl.qr(tensor(a, dlane), pivoting=True)
-    assert np.array_equal(to_np(p), p_ref)
-    assert np.allclose(to_np(r), r_ref) and np.allclose(to_np(q), q_ref)
+    ref = sl.qr(a, pivoting=True, mode=mode)
+    with aten_fallbacks(dlane) as host:
+        out = tl.qr(tensor(a, dlane), pivoting=True, mode=mode)
+    assert not host
+    flat = [y for z in out for y in (z if isinstance(z, tuple) else (z,))]
+    flat_ref = [y for z in ref for y in (z if isinstance(z, tuple) else (z,))]
+    for o, r in zip(flat, flat_ref, strict=True):
+        _check_kind(o, r, dlane)
+        assert np.allclose(to_np(o), r, atol=1e-12)
+    if dlane.type != "cpu" or generic_kernels(dlane):
+        with pytest.warns(DeviceFallbackWarning, match="pivoting"):  # complex: host
+            tl.qr(tensor(a + 1j * a, dlane), pivoting=True, mode=mode)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -3,14 +3,17 @@
 import scipy.linalg as _scipy_linalg
 
 from trnscipy._mirror import mirror
+from trnscipy.linalg._array_utils import bandwidth, ishermitian, issymmetric  # noqa: F401
 from trnscipy.linalg._basic import (  # noqa: F401
     det,
     inv,
     lstsq,
+    matmul_toeplitz,
     pinv,
     pinvh,
     solve,
     solve_banded,
+    solve_toeplitz,
     solve_triangular,
     solveh_banded,
 )
@@ -29,13 +32,41 @@ from trnscipy.linalg._decomp_cholesky import (  # noqa: F401
     cholesky,
     cholesky_banded,
 )
+from trnscipy.linalg._decomp_ldl import ldl  # noqa: F401
 from trnscipy.linalg._decomp_lu import lu, lu_factor, lu_solve  # noqa: F401
 from trnscipy.linalg._decomp_polar import polar  # noqa: F401
-from trnscipy.linalg._decomp_qr import qr, qr_multiply  # noqa: F401
-from trnscipy.linalg._decomp_svd import null_space, orth, svd, svdvals  # noqa: F401
-from trnscipy.linalg._matfuncs import expm, expm_frechet, funm, logm, sqrtm  # noqa: F401
+from trnscipy.linalg._decomp_qr import qr, qr_multiply, rq  # noqa: F401
+from trnscipy.linalg._decomp_svd import (  # noqa: F401
+    diagsvd,
+    null_space,
+    orth,
+    subspace_angles,
+    svd,
+    svdvals,
+)
+from trnscipy.linalg._matfuncs import (  # noqa: F401
+    coshm,
+    cosm,
+    expm,
+    expm_cond,
+    expm_frechet,
+    funm,
+    logm,
+    sinhm,
+    sinm,
+    sqrtm,
+    tanhm,
+    tanm,
+)
 from trnscipy.linalg._misc import norm  # noqa: F401
-from trnscipy.linalg._solvers import solve_sylvester  # noqa: F401
+from trnscipy.linalg._procrustes import orthogonal_procrustes  # noqa: F401
+from trnscipy.linalg._sketches import clarkson_woodruff_transform  # noqa: F401
+from trnscipy.linalg._solvers import (  # noqa: F401
+    solve_continuous_lyapunov,
+    solve_discrete_lyapunov,
+    solve_lyapunov,
+    solve_sylvester,
+)
 from trnscipy.linalg._special_matrices import (  # noqa: F401
     block_diag,
     circulant,

@@ -18,6 +18,7 @@ from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, d
 from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_banded",
+           "solve_toeplitz", "matmul_toeplitz",
            "solveh_banded", "pinvh"]
 
 
@@ -175,3 +176,37 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=T
         return (a.clone(), 0) if return_rank else a.clone()
     return kernel("linalg.pinvh", a.device)(a, atol=atol, rtol=rtol, lower=lower,
                                              return_rank=return_rank)
+
+
+def _toeplitz_args(c_or_cr, b, check_finite, square=True):
+    """SciPy's argument rules for the Toeplitz solvers: (c, r, b) in float64/complex128."""
+    c, r = c_or_cr if isinstance(c_or_cr, tuple) else (c_or_cr, None)
+    if b is None:
+        raise ValueError("`b` must be an array, not None.")
+    device = device_of(c, r, b)
+    c = as_tensor(c, device, check_finite).reshape(-1)
+    r = c.conj() if r is None else as_tensor(r, device, check_finite).reshape(-1)
+    b = as_tensor(b, device, check_finite)
+    if (square and r.shape[0] != c.shape[0]) or b.shape[0] != r.shape[0]:
+        raise ValueError("Incompatible dimensions.")
+    dtype = torch.complex128 if any(t.is_complex() for t in (c, r, b)) else torch.float64
+    return c.to(dtype), r.to(dtype), b.to(dtype)
+
+
+@dispatch(_sl.solve_toeplitz, composite=True)
+def solve_toeplitz(c_or_cr, b, check_finite=True):
+    """The dense Toeplitz matrix (trnscipy's toeplitz) through trnscipy's solve: O(n^3)
+    instead of Levinson's O(n^2), and no failure on singular leading minors."""
+    from trnscipy.linalg._special_matrices import toeplitz
+
+    c, r, b = _toeplitz_args(c_or_cr, b, check_finite)
+    return solve(toeplitz(c, r), b, check_finite=False)
+
+
+@dispatch(_sl.matmul_toeplitz, composite=True)
+def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
+    """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs)."""
+    from trnscipy.linalg._special_matrices import toeplitz
+
+    c, r, x = _toeplitz_args(c_or_cr, x, check_finite, square=False)
+    return toeplitz(c, r) @ x

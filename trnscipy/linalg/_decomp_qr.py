@@ -9,7 +9,7 @@ from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
-__all__ = ["qr", "qr_multiply"]
+__all__ = ["qr", "qr_multiply", "rq"]
 
 
 @dispatch(_sl.qr)
@@ -65,3 +65,26 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
         return (torch.empty_like(c), r) + tuple(rest[1:])
     out = q @ c if mode == "left" else c @ q
     return (out.reshape(-1) if onedim else out, r) + tuple(rest[1:])
+
+
+@dispatch(_sl.rq, composite=True)
+def rq(a, overwrite_a=False, lwork=None, mode="full", check_finite=True):
+    """From trnscipy's qr of the reversed conjugate transpose: (J A J)^H = Q1 R1 (J the
+    reversals) gives R = J R1^H J and Q = J Q1^H J."""
+    if mode not in ("full", "r", "economic"):
+        raise ValueError("Mode argument should be one of ['full', 'r', 'economic']")
+    a = as_matrix(a, device_of(a), check_finite)
+    if a.ndim != 2:
+        raise ValueError("expected a 2-D array")
+    m, n = a.shape
+    if a.numel() == 0:
+        k = min(m, n) if mode == "economic" else n
+        r = empty((m, k), a)
+        q = torch.eye(n, dtype=a.dtype, device=a.device)[:k] if n else empty((k, n), a)
+        return r if mode == "r" else (r, q)
+    q1, r1 = qr(a.flip(0, 1).mH, mode="economic" if mode == "economic" else "full",
+                check_finite=False)
+    r = r1.mH.flip(0, 1)
+    if mode == "r":
+        return r
+    return r, q1.mH.flip(0, 1)

@@ -3,12 +3,13 @@
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._validate import as_matrix, device_of, empty
 
-__all__ = ["svd", "svdvals", "orth", "null_space"]
+__all__ = ["svd", "svdvals", "orth", "null_space", "diagsvd", "subspace_angles"]
 
 
 def _eye(n, a):
@@ -56,3 +57,50 @@ def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_dr
     a = as_matrix(A, device_of(A), check_finite, name="A")
     u, s, vh = svd(a, full_matrices=True, check_finite=False, lapack_driver=lapack_driver)
     return vh[..., rank_of(s, rcond, *a.shape[-2:]):, :].mH.clone()
+
+
+@dispatch(_sl.diagsvd, composite=True)
+def diagsvd(s, M, N):
+    """Data movement: s on the diagonal of an M x N zero matrix."""
+    s = as_matrix(s.reshape(1, -1) if hasattr(s, "reshape") else [s], device_of(s), False)[0]
+    k = s.shape[0]
+    if k not in (M, N):
+        raise ValueError("Length of s must be M or N.")
+    out = torch.zeros(M, N, dtype=s.dtype, device=s.device)
+    idx = torch.arange(k, device=s.device)
+    out[idx, idx] = s
+    return out
+
+
+@dispatch(_sl.subspace_angles, composite=True)
+def subspace_angles(A, B):
+    """SciPy's algorithm (Knyazev & Argentati) through trnscipy's orth and svdvals (CPU
+    tensors: SciPy on views, so that angles at rounding level equal SciPy's)."""
+    device = device_of(A, B)
+    return kernel("linalg.subspace_angles", device)(as_matrix(A, device, True, name="A"),
+                                                    as_matrix(B, device, True, name="B"))
+
+
+register("linalg.subspace_angles", "cpu")(_on_views(_sl.subspace_angles, finite_kw=False))
+
+
+@register("linalg.subspace_angles", "generic")
+def _subspace_angles(a, b):
+    if a.ndim != 2:
+        raise ValueError(f"expected 2D array, got shape {tuple(a.shape)}")
+    qa = orth(a)
+    if b.ndim != 2:
+        raise ValueError(f"expected 2D array, got shape {tuple(b.shape)}")
+    if b.shape[0] != qa.shape[0]:
+        raise ValueError("A and B must have the same number of rows, got "
+                         f"{qa.shape[0]} and {b.shape[0]}")
+    qb = orth(b)
+    dtype = torch.promote_types(qa.dtype, qb.dtype)
+    qa, qb = qa.to(dtype), qb.to(dtype)
+    qaqb = qa.mH @ qb
+    sigma = svdvals(qaqb, check_finite=False)
+    rest = qb - qa @ qaqb if qa.shape[1] >= qb.shape[1] else qa - qb @ qaqb.mH
+    mask = sigma ** 2 >= 0.5
+    mu = torch.arcsin(torch.clamp(svdvals(rest, check_finite=False), -1.0, 1.0)) \
+        if bool(mask.any()) else torch.zeros_like(sigma)
+    return torch.where(mask, mu, torch.arccos(torch.clamp(sigma.flip(-1), -1.0, 1.0)))

@@ -11,7 +11,8 @@ keyword arguments of ``scipy.linalg.<name>`` (minus ``overwrite_*`` and
 - generic (CUDA, and what XLA does not override): torch.linalg.
 - xla: ops that lower to XLA HLO on torch-xla 2.9 (measured with PJRT_DEVICE=CPU,
   counting ``aten::`` fallback counters): ``torch.cholesky``,
-  ``torch.triangular_solve``, ``linalg.eigh``/``eigvalsh``, real ``linalg.svd``,
+  ``torch.triangular_solve``, ``linalg.eigh``/``eigvalsh``, real ``linalg.svd`` (slow: svd
+  is QDWH + eigh, _xla_svd.py),
   ``linalg.inv_ex``, ``linalg.slogdet``.  ``linalg.cholesky``,
   ``linalg.solve_triangular``, ``linalg.solve``, ``linalg.det``, ``lu*``, ``qr``,
   ``eig``, ``lstsq``, ``matrix_exp`` do NOT lower (torch-xla runs them on the host
@@ -106,6 +107,19 @@ def _potrf(a, upper):
     definite, -1 where the order is unknown, 0 where the factorization succeeded."""
     c, info = torch.linalg.cholesky_ex(a, upper=upper)
     return c, info
+
+
+@register("linalg._potrf", "cpu")
+def _potrf_cpu(a, upper):
+    """LAPACK's potrf on a view: torch's CPU Cholesky of a 9 x 9 matrix took 62 ms with
+    two OpenMP threads on the loaded 2-core machine (8 us on one thread); this, microseconds."""
+    if a.ndim != 2:
+        return _potrf(a, upper)
+    from scipy.linalg.lapack import get_lapack_funcs
+
+    view = _view(a)
+    c, info = get_lapack_funcs("potrf", (view,))(view, lower=not upper)
+    return _tensor(c), torch.tensor(max(info, 0), dtype=torch.int32)
 
 
 @register("linalg._potrf", "xla")
@@ -233,14 +247,6 @@ def _svd(a, full_matrices, compute_uv):
     if compute_uv:
         return tuple(torch.linalg.svd(a, full_matrices=full_matrices))  # SciPy: a plain tuple
     return torch.linalg.svdvals(a)
-
-
-@register("linalg._svd", "xla")
-def _svd_xla(a, full_matrices, compute_uv):
-    if a.is_complex():
-        return _on_host("scipy.linalg.svd", "complex SVD does not lower to XLA",
-                        lambda t: _svd(t, full_matrices, compute_uv), a)
-    return _svd(a, full_matrices, compute_uv)
 
 
 # ----------------------------------------------------------------------------------------
@@ -514,9 +520,13 @@ def lu(a, permute_l=False, p_indices=False):
 
 @register("linalg.qr", "generic")
 def qr(a, mode="full", pivoting=False):
+    if pivoting and not a.is_complex() and a.ndim == 2:
+        from trnscipy.linalg._xla_dense import qr_pivoted
+
+        return qr_pivoted(a, mode)
     if pivoting:
-        fallback("scipy.linalg.qr", "column pivoting has no torch implementation",
-                 stacklevel=5)
+        fallback("scipy.linalg.qr", "complex or batched column pivoting has no torch "
+                 "implementation", stacklevel=5)
         out = _sl.qr(_view(_cpu(a)), mode=mode, pivoting=True, check_finite=False)
         return _to(a.device, _tensor(out))
     m, n = a.shape[-2:]
@@ -581,4 +591,4 @@ def norm(a, ord=None, axis=None, keepdims=False):
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)
 
 
-from trnscipy.linalg import _refine, _xla_dense  # noqa: E402,F401  (xla and neuron kernels)
+from trnscipy.linalg import _refine, _xla_dense, _xla_svd  # noqa: E402,F401  (xla, neuron)

@@ -11,13 +11,15 @@ import warnings
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._misc import norm
 from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
 
-__all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet"]
+__all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tanm", "coshm",
+           "sinhm", "tanhm", "expm_cond"]
 
 
 @dispatch(_sl.expm)
@@ -123,3 +125,98 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     m = expm(big)
     out = m[:n, :n].clone(), m[:n, n:].clone()
     return out if compute_expm else out[1]
+
+
+# ----------------------------------------------------------------------------------------
+# cosm, sinm, tanm, coshm, sinhm, tanhm: SciPy's formulas through trnscipy's expm and solve
+
+
+def _square_input(A):
+    a = as_tensor(A, device_of(A), finite=False, small_ints=torch.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected square array_like input")
+    return a
+
+
+def _maybe_real(a, b):
+    """b.real where a is real and b's imaginary part is negligible (SciPy's rule)."""
+    if a.is_complex() or not b.is_complex():
+        return b
+    tol = 1e3 * torch.finfo(torch.float32).eps if b.dtype == torch.complex64 else \
+        1e6 * torch.finfo(torch.float64).eps
+    return b.real.clone() if bool((b.imag.abs() <= tol).all()) else b
+
+
+def _ij(a):
+    return a.to(torch.complex64 if a.dtype == torch.float32 else
+                torch.complex128 if not a.is_complex() else a.dtype) * 1j
+
+
+@dispatch(_sl.cosm, composite=True)
+def cosm(A):
+    a = _square_input(A)
+    if a.is_complex():
+        return 0.5 * (expm(_ij(a)) + expm(-_ij(a)))
+    return expm(_ij(a)).real.clone()
+
+
+@dispatch(_sl.sinm, composite=True)
+def sinm(A):
+    a = _square_input(A)
+    if a.is_complex():
+        return -0.5j * (expm(_ij(a)) - expm(-_ij(a)))
+    return expm(_ij(a)).imag.clone()
+
+
+@dispatch(_sl.tanm, composite=True)
+def tanm(A):
+    from trnscipy.linalg._basic import solve
+
+    a = _square_input(A)
+    return _maybe_real(a, solve(cosm(a), sinm(a)))
+
+
+@dispatch(_sl.coshm, composite=True)
+def coshm(A):
+    a = _square_input(A)
+    return _maybe_real(a, 0.5 * (expm(a) + expm(-a)))
+
+
+@dispatch(_sl.sinhm, composite=True)
+def sinhm(A):
+    a = _square_input(A)
+    return _maybe_real(a, 0.5 * (expm(a) - expm(-a)))
+
+
+@dispatch(_sl.tanhm, composite=True)
+def tanhm(A):
+    from trnscipy.linalg._basic import solve
+
+    a = _square_input(A)
+    return _maybe_real(a, solve(coshm(a), sinhm(a)))
+
+
+@dispatch(_sl.expm_cond, composite=True)
+def expm_cond(A, check_finite=True):
+    """SciPy's Kronecker form of the Frechet derivative (n^2 calls of trnscipy's
+    expm_frechet), its 2-norm through trnscipy's norm (CPU tensors: SciPy on views; its
+    float32 route mixes precisions)."""
+    a = as_tensor(A, device_of(A), check_finite)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError("expected a square matrix")
+    return kernel("linalg.expm_cond", a.device)(a)
+
+
+register("linalg.expm_cond", "cpu")(_on_views(_sl.expm_cond))
+
+
+@register("linalg.expm_cond", "generic")
+def _expm_cond(a):
+    n = a.shape[0]
+    # E in float64 (SciPy's np.identity) where the device has it
+    eye = torch.eye(n, dtype=torch.promote_types(a.dtype, torch.float64), device=a.device)
+    cols = [expm_frechet(a, torch.outer(eye[i], eye[j]), compute_expm=False,
+                         check_finite=False).mT.reshape(-1)
+            for i in range(n) for j in range(n)]
+    k = torch.stack(cols).mT
+    return (norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro")

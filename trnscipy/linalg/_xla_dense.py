@@ -374,6 +374,8 @@ def _orgqr_block(hp, taup, q, j0, nb):
 
 @register("linalg.qr", "xla")
 def qr(a, mode="full", pivoting=False):
+    if pivoting and not a.is_complex() and a.ndim == 2:
+        return qr_pivoted(a, mode)
     if pivoting:
         return generic_qr(a, mode=mode, pivoting=True)  # announced host work
     if a.is_complex():
@@ -454,3 +456,72 @@ def expm(a):
         x = x @ x
         _sync(x)
     return x
+
+
+# ----------------------------------------------------------------------------------------
+# Column-pivoted Householder QR (LAPACK's geqp3 pivot rule: the remaining column of
+# largest norm, the first on ties; norms recomputed each step, not downdated), one
+# fixed-shape step graph per column, the step a device counter.
+
+
+def geqp3(a):
+    """(h, tau, perm) for a real 2-D tensor: A[:, perm] = Q R, Q from (h, tau) as geqrf."""
+    m, n = a.shape
+    k = min(m, n)
+    dev = a.device
+    tau = torch.zeros(k, dtype=a.dtype, device=dev)
+    perm = torch.arange(n, device=dev)
+    step = _counter(0, dev)
+    _sync(a, tau, perm, step)
+    for i in range(k):
+        a, tau, perm, step = _qp3_step(a, tau, perm, step)
+        if (i + 1) % STEPS == 0 or i + 1 == k:
+            _sync(a, tau, perm, step)
+    return a, tau, perm
+
+
+def _qp3_step(a, tau, perm, step):
+    m, n = a.shape
+    rows = torch.arange(m, device=a.device)
+    cols = torch.arange(n, device=a.device)
+    norms = torch.where(rows.unsqueeze(1) >= step, a * a, torch.zeros_like(a)).sum(0)
+    p = torch.where(cols >= step, norms, torch.full_like(norms, -1.0)).argmax()
+    order = torch.where(cols == step, p, torch.where(cols == p, step, cols))
+    a = a.index_select(1, order)
+    perm = perm.index_select(0, order)
+    x = a.index_select(1, step).squeeze(1)
+    alpha = x.gather(0, step)
+    below = rows > step
+    tail = torch.where(below, x, torch.zeros_like(x))
+    xnorm = torch.sqrt((tail * tail).sum())
+    keep = xnorm == 0  # H = I
+    norm = torch.sqrt(alpha * alpha + xnorm * xnorm)
+    beta = torch.where(keep, alpha, torch.where(alpha >= 0, -norm, norm))
+    safe = torch.where(keep, torch.ones_like(beta), beta)
+    t = torch.where(keep, torch.zeros_like(alpha), (beta - alpha) / safe)
+    denom = torch.where(keep, torch.ones_like(alpha), alpha - beta)
+    v = torch.where(below, tail / denom, torch.zeros_like(x))
+    v = torch.where(rows == step, torch.ones_like(v), v)
+    tau = tau.scatter(0, step.clamp(max=tau.shape[0] - 1), t) if tau.shape[0] else tau
+    w = (v.unsqueeze(1) * a).sum(0)
+    w = torch.where(cols > step, w, torch.zeros_like(w))
+    a = a - t * v.unsqueeze(1) * w.unsqueeze(0)
+    newcol = torch.where(rows == step, beta, torch.where(below, v, x))
+    a = torch.where(cols.unsqueeze(0) == step, newcol.unsqueeze(1), a)
+    return a, tau, perm, step + 1
+
+
+def qr_pivoted(a, mode):
+    """SciPy's qr(..., pivoting=True) outputs for a real 2-D tensor."""
+    m, n = a.shape
+    k = min(m, n)
+    h, tau, perm = geqp3(a)
+    r = h.triu()
+    p = perm.to(torch.int32)
+    if mode == "raw":
+        return (h, tau), (r[:k] if m > n else r), p
+    if mode == "r":
+        return r, p
+    if mode == "economic":
+        return orgqr(h, tau, k), r[:k], p
+    return orgqr(h, tau, m), r, p

@@ -270,17 +270,90 @@ def test_eigsh_xla_graph_counts(xla_device, monkeypatch):
     assert again.compilations == 0 and again.executions <= len(cycles) + 3, again
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_eigsh_shift_invert_factorizes(monkeypatch, dense):
+    """The torch loop inverts A - sigma I with splu (sparse A) or lu_factor (dense A), not
+    with a Krylov solve (checked on CPU tensors; the XLA lane's run is a slow test)."""
+    import trnscipy.linalg as tla
+
+    used = []
+    for module, name in ((tsl, "splu"), (tla, "lu_factor")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *a, real=real, name=name, **k: (used.append(name),
+                                                                   real(*a, **k))[1])
+    monkeypatch.setattr(tsl, "minres", None)  # a Krylov inner solve would fail
+    A = _poisson(6)
+    w_ref = spla.eigsh(A, 3, sigma=0.5)[0]
+    Ad = _dev(A.toarray() if dense else A, torch.device("cpu"))
+    w, X = _torch_impl()(Ad, 3, sigma=0.5)
+    assert used == ["lu_factor" if dense else "splu"]
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+def test_eigsh_shift_invert_xla_uses_the_device_factorization(xla_device, monkeypatch):
+    """sigma on a sparse matrix: splu on the device (no Krylov inner solve), no fallback
+    (about 4 minutes on the loaded 2-core machine: the block-LU solve graph's compile)."""
+    from trnscipy.sparse.linalg import _dsolve
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    factored = []
+    real = _dsolve.linsolve.device_factor
+    monkeypatch.setattr(_dsolve.linsolve, "device_factor",
+                        lambda A: (factored.append(A.shape), real(A))[1])
+    A = _poisson(6)
+    w_ref = spla.eigsh(A, 3, sigma=0.0)[0]
+    fallbacks = _aten_fallbacks()
+    w, X = tsl.eigsh(_dev(A, xla_device), 3, sigma=0.0, ncv=8)
+    assert _aten_fallbacks() == fallbacks and factored == [(36, 36)]
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+
+
 # -- must show: 2-D Poisson, 10^4 unknowns, strict mode on XLA ----------------------------------
 
 @pytest.mark.xla
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["LA", "SA"])
+@pytest.mark.parametrize("which", ["LA", "SA", "sigma"])
 def test_eigsh_poisson_1e4_strict_xla(xla_device, monkeypatch, which):
+    """k=6 on 2-D Poisson, 10^4 unknowns, no host fallback: SciPy's eigenvalues to 1e-8,
+    one graph execution per restart cycle (+3), no compilation on a repeat.  Shift-invert
+    factorizes A on the device (splu) and runs each solve as its own graph."""
+    import time
+
+    import torch_xla.debug.metrics as met
+
+    from trnscipy._metrics import xla_counts
+    from trnscipy.sparse.linalg._eigen.arpack import arpack
+
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    cycles = []
+    real = arpack.small_eigh
+    monkeypatch.setattr(arpack, "small_eigh", lambda T: (cycles.append(1), real(T))[1])
+    kw = {"sigma": 0.0} if which == "sigma" else {"which": which}
     A = _poisson(100)
-    w_ref = spla.eigsh(A, 6, which=which)[0]
-    w, X = tsl.eigsh(_dev(A, xla_device), 6, which=which)
+    w_ref = spla.eigsh(A, 6, **kw)[0]
+    Ad = _dev(A, xla_device)
+    fallbacks = _aten_fallbacks()
+    compile_s = (met.metric_data("CompileTime") or [0, 0])[1]
+    start = time.perf_counter()
+    with xla_counts() as first:
+        w, X = tsl.eigsh(Ad, 6, **kw)
+    wall = time.perf_counter() - start
+    compile_s = ((met.metric_data("CompileTime") or [0, 0])[1] - compile_s) / 1e9
     _check_pairs(A, None, w, X, w_ref, np.float64)
+    n_cycles = len(cycles)
+    cycles.clear()
+    with xla_counts() as again:
+        w, X = tsl.eigsh(Ad, 6, **kw)
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+    assert _aten_fallbacks() == fallbacks
+    print(f"eigsh {which}: {n_cycles} cycles, first {first} ({wall:.1f} s, "
+          f"compiling {compile_s:.1f} s), repeat {again}")
+    per_cycle = 1 if which != "sigma" else 2 * 20 + 1  # shift-invert: a graph per solve
+    assert first.executions <= per_cycle * n_cycles + 3 + (which == "sigma"), first
+    assert again.compilations == 0 and again.executions <= per_cycle * len(cycles) + 4, again
 
 
 def test_no_fallback_warning_on_device(device):

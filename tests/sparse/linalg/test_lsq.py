@@ -196,7 +196,9 @@ def test_xla_matches_scipy_and_counts(solver, xla_device, short_blocks):
     blocks = -(-ref[2] // BLOCK)
     print(f"\n{solver} xla: {ref[2]} iterations, repeat solve {second}")
     assert second.compilations == 0
-    assert second.executions <= blocks + 4  # setup, its read, blocks, the final read
+    # setup, its read, the copy of the first block's inputs (the replayed graph's own
+    # buffers), blocks, the final read
+    assert second.executions <= blocks + 5
 
 
 @pytest.mark.xla
@@ -240,5 +242,5 @@ def test_xla_strict_3000x800_as_scipy(xla_device, monkeypatch):
         _check(solver, again, ref, np.float64, rtol=1e-8)
         blocks = -(-ref[2] // block)
         assert first.compilations <= 6 and second.compilations == 0  # (6 measured)
-        assert first.executions <= blocks + 4 and second.executions <= blocks + 4
+        assert first.executions <= blocks + 5 and second.executions <= blocks + 5
     assert os.environ["TRNSCIPY_STRICT"] == "1"

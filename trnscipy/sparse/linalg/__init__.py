@@ -15,6 +15,7 @@ from trnscipy.sparse.linalg._eigen import (  # noqa: F401
     ArpackError,
     ArpackNoConvergence,
     eigsh,
+    lobpcg,
     svds,
 )
 from trnscipy.sparse.linalg._expm_multiply import expm_multiply  # noqa: F401

@@ -16,10 +16,10 @@ inside each block, which lowers on XLA), and their Schur complements update the 
 blocks, which form the next level's block tridiagonal matrix (``bmm``).  A block whose
 inverse is not finite makes the factor exactly singular.
 
-Solves (device, one graph per right-hand side shape): forward and back through the
-levels with ``bmm`` only, batched over blocks and right-hand sides, then ``REFINE`` steps
-of iterative refinement with the residual of the original entries (SuperLU_DIST's
-static pivoting plus refinement).
+Solves (device): forward and back through the levels with ``bmm`` only, batched over
+blocks and right-hand sides (one graph per right-hand side shape, reused by each of the
+``REFINE`` steps of iterative refinement with the residual of the original entries:
+SuperLU_DIST's static pivoting plus refinement).
 """
 
 import numpy as np
@@ -32,6 +32,7 @@ from trnscipy._torch import torch
 __all__ = ["Symbolic", "symbolic", "factor", "solve"]
 
 REFINE = 1  # steps of iterative refinement in every solve
+CHUNK = 16  # blocks per graph of the batched block inverses
 
 
 # ---- symbolic analysis (host) ---------------------------------------------------------------
@@ -214,24 +215,42 @@ def block_inverse_xla(D):
     return torch.complex(inv[..., :w, :w], inv[..., w:, :w])
 
 
-def _inverse(D, flags):
-    """Inverses of a batch of blocks (the kernel seam); a block with a non-finite inverse
-    counts as singular in ``flags``."""
-    Dinv = kernel("sparse.linalg.block_inverse", D.device)(D)
-    parts = (Dinv.real, Dinv.imag) if Dinv.is_complex() else (Dinv,)
-    flags.append(sum((~torch.isfinite(p)).sum() for p in parts))
-    return Dinv
-
-
 def _pad_odd(m, t, fill):
     """Append one block (``fill``: 'eye' or 'zero') to a stack of ``m`` blocks when ``m``
     is even, so that the even positions of the stack are one more than the odd ones."""
     if m % 2:
         return t
-    block = torch.zeros((1,) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
+    return _pad(t, m + 1, fill)
+
+
+def _pad(t, m, fill):
+    """The stack ``t`` of blocks extended to ``m`` blocks by ``fill`` ('eye' or 'zero')."""
+    extra = m - t.shape[0]
+    if extra <= 0:
+        return t
+    block = torch.zeros((extra,) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
     if fill == "eye":
         block = block + torch.eye(t.shape[-1], dtype=t.dtype, device=t.device)
     return torch.cat([t, block])
+
+
+def _inverses(De, materialize, also):
+    """Inverses of the stack ``De`` and a count of non-finite entries (1-element tensor),
+    CHUNK blocks at a time: every chunk is the same graph (one compilation of the
+    inverse per block width, however many blocks and levels).  The chunks are computed
+    in one graph with the tensors ``also`` (the level's blocks: later graphs start from
+    them instead of tracing the earlier levels again)."""
+    chunks = [_pad(De[s:s + CHUNK], CHUNK, "eye") for s in range(0, De.shape[0], CHUNK)]
+    materialize([*chunks, De, *also])
+    inverses, bad = [], []
+    for chunk in chunks:
+        inv = kernel("sparse.linalg.block_inverse", De.device)(chunk)
+        parts = (inv.real, inv.imag) if inv.is_complex() else (inv,)
+        count = sum((~torch.isfinite(p)).sum() for p in parts).reshape(1)
+        materialize([inv, count])
+        inverses.append(inv)
+        bad.append(count)
+    return torch.cat(inverses)[:De.shape[0]], sum(bad)
 
 
 def factor(sym, data):
@@ -239,11 +258,13 @@ def factor(sym, data):
     order) on data's device.  Returns (levels, singular): levels a list of per-level
     tuples (D, Dinv, El, Er, Cu, Cd) of the blocks eliminated there (the Schur-updated
     diagonal blocks, their inverses, the row couplings A[e, e-1], A[e, e+1] and the
-    column couplings A[e-1, e], A[e+1, e]); singular a 0-d tensor, nonzero when a
-    diagonal block was singular."""
+    column couplings A[e-1, e], A[e+1, e]); singular a 1-element tensor, nonzero when a
+    diagonal block was singular.  Graphs per level: the Schur updates (bmm) and the
+    inverses of the eliminated blocks, CHUNK at a time (``_inverses``)."""
     w, nb = sym.w, sym.nblocks
     dev, dtype = data.device, data.dtype
     ww = w * w
+    materialize = kernel("materialize", dev)
     idx = torch.cat([sym.on_device("value_index", dev), sym.on_device("pad_index", dev)])
     vals = torch.cat([data, torch.ones(sym.pad_index.shape[0], dtype=dtype, device=dev)])
     flat = torch.zeros(3 * nb * ww, dtype=dtype, device=dev).index_add(0, idx, vals)
@@ -260,14 +281,17 @@ def factor(sym, data):
         Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
         El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
         De = D[0::2]
-        Dinv = _inverse(De, flags)
+        Dinv, bad = _inverses(De, materialize, (D, R, Lw, El, Er, Cu, Cd))
+        flags.append(bad)
         X = Dinv @ torch.cat([El, Er], -1)
         Xl, Xr = X[..., :w], X[..., w:]
         levels.append((De, Dinv, El, Er, Cu, Cd))
         D = D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
         R = -(Cu[1:-1] @ Xr[1:-1])
         Lw = -(Cd[1:-1] @ Xl[1:-1])
-    return levels, torch.stack(flags).sum()
+    singular = sum(flags)
+    materialize([singular, *(t for lvl in levels for t in lvl)])
+    return levels, singular
 
 
 def _solve_permuted(sym, levels, B, trans):
@@ -322,11 +346,17 @@ def solve(sym, levels, data, b, trans, refine=REFINE):
     gather = sym.on_device("colsrc" if t else "rowsrc", dev)
     scatter = sym.on_device("rowslot" if t else "colslot", dev)
     zero_row = torch.zeros((1, k), dtype=b.dtype, device=dev)
+    materialize = kernel("materialize", dev)
 
     def apply(r):
+        # a graph of its own, from device data: the refinement steps reuse the first
+        # step's compiled substitution (XLA compiles the bmm chain once, not 1 + refine)
+        materialize([r])
         rb = torch.cat([r, zero_row]).index_select(0, gather).reshape(sym.nblocks, sym.w, k)
         xb = _solve_permuted(sym, levels, rb, t)
-        return xb.reshape(-1, k).index_select(0, scatter)
+        x = xb.reshape(-1, k).index_select(0, scatter)
+        materialize([x])
+        return x
 
     x = apply(b)
     for _ in range(refine):

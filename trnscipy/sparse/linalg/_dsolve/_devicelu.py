@@ -6,7 +6,8 @@ matching, partial pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``pe
 satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
 SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
 the host on first access (warned off the CPU kind).  ``solve`` runs on the device and
-adds a step of iterative refinement with the matrix.
+adds a step of iterative refinement with the matrix.  ``spilu``'s ``DeviceILU`` has the
+same interface over the incomplete factors of ``_ilu``.
 """
 
 import numpy as np
@@ -16,10 +17,11 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import kernel
 from trnscipy._transfer import _to_device, to_host
-from trnscipy.sparse.linalg._dsolve import _blocklu
+from trnscipy.sparse.linalg._dsolve import _blocklu, _ilu
 
-__all__ = ["DeviceLU", "device_factor"]
+__all__ = ["DeviceILU", "DeviceLU", "device_factor", "device_ilu"]
 
 FACTORS = "scipy.sparse.linalg.SuperLU.L"  # the capability table's name for the export
 
@@ -31,10 +33,28 @@ def device_factor(A):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
-    levels, singular = _blocklu.factor(sym, data)
-    if int(to_host(singular)):  # one read: the singularity test
+    levels, singular = _blocklu.factor(sym, data)  # computed level by level
+    if int(to_host(singular)[0]):  # one read: the singularity test
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
+
+
+def device_ilu(A, drop_tol, fill_factor):
+    """Incomplete LU of the device CSR/CSC container ``A`` (``_ilu``) on its device;
+    RuntimeError("Factor is exactly singular") as SciPy's."""
+    sym = _ilu.symbolic(A, fill_factor)
+    if sym.singular:
+        raise RuntimeError("Factor is exactly singular")
+    values, scale, singular = _ilu.factor(sym, A.data, drop_tol)
+    # the factors and the flag in one graph: reading the flag alone would compute the
+    # factorization for it and leave the factors pending, to be traced again into the solve
+    kernel("materialize", values.device)([singular, values, scale])
+    if int(to_host(singular)):  # one read: the singularity test
+        if sym.exact:
+            raise RuntimeError("Factor is exactly singular")
+        raise RuntimeError("spilu: the parallel ILU sweeps diverged (a non-finite or zero "
+                           "pivot; the matrix is far from diagonal dominance); use splu")
+    return DeviceILU(sym, values, scale)
 
 
 class DeviceLU:
@@ -71,9 +91,10 @@ class DeviceLU:
             raise TypeError(f"Cannot cast array data from dtype('{rdtype}') to "
                             f"dtype('{self.dtype}') according to the rule 'safe'")
         b = rhs.to(to_torch_dtype(self.dtype))
-        x = _blocklu.solve(self._sym, self._levels, self._data, b.reshape(b.shape[0], -1),
-                           trans)
-        return x.reshape(rhs.shape)
+        return self._solve(b.reshape(b.shape[0], -1), trans).reshape(rhs.shape)
+
+    def _solve(self, b, trans):
+        return _blocklu.solve(self._sym, self._levels, self._data, b, trans)
 
     def to(self, device):
         return DeviceLU(self._sym, [tuple(t.to(device) for t in lvl) for lvl in self._levels],
@@ -91,11 +112,14 @@ class DeviceLU:
         says so, and moved to the device."""
         if self._factors is None:
             runs_on_device(FACTORS, device_kind(self.device), self.dtype)
-            L, U, perm_r, perm_c = _blocklu.export(self._sym, self._levels)
+            L, U, perm_r, perm_c = self._export()
             self._factors = tuple(_to_device(x, self.device, strict=True)
                                   for x in (L.astype(self.dtype), U.astype(self.dtype),
                                             perm_r, perm_c))
         return self._factors
+
+    def _export(self):
+        return _blocklu.export(self._sym, self._levels)
 
     @property
     def perm_r(self):
@@ -116,6 +140,38 @@ class DeviceLU:
     @property
     def nnz(self):
         return int(self.L.nnz + self.U.nnz)
+
+
+class DeviceILU(DeviceLU):
+    """Incomplete LU factors on a device (``spilu``) with SciPy SuperLU's interface.
+
+    ``L``, ``U``, ``perm_r`` and ``perm_c`` satisfy ``Pr A Pc ~ L U`` (``perm_c`` the
+    identity, ``perm_r`` the static row pivoting, L with a unit diagonal); assembled on
+    the host on first access (warned off the CPU kind).  ``nnz`` is ``L.nnz + U.nnz``,
+    counted on the device.  ``solve`` applies the factors (no refinement)."""
+
+    def __init__(self, sym, values, scale):
+        self._sym, self._values, self._scale = sym, values, scale
+        self.device = values.device
+        self.dtype = to_numpy_dtype(values.dtype)
+        self.shape = (sym.n, sym.n)
+        self._factors = None
+
+    def __repr__(self):
+        return f"<DeviceILU {self.shape[0]}x{self.shape[1]} on {self.device}>"
+
+    def _solve(self, b, trans):
+        return _ilu.solve(self._sym, self._values, self._scale, b, trans)
+
+    def to(self, device):
+        return DeviceILU(self._sym, self._values.to(device), self._scale.to(device))
+
+    def _export(self):
+        return _ilu.export(self._sym, self._values, self._scale)
+
+    @property
+    def nnz(self):
+        return int(to_host((self._values != 0).sum())) + self.shape[0]
 
 
 class _HostLU:

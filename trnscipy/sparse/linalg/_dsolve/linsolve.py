@@ -6,19 +6,23 @@ Every other device factorizes and solves on the device (``_blocklu``: symbolic a
 on the host once per sparsity pattern, numeric work as batched dense operations; the
 triangular solves level-scheduled, ``_triangular``).  What differs from SciPy there:
 
-* ``splu``/``spilu`` return a ``DeviceLU``: its factors and permutations are this
-  factorization's (see ``_devicelu``); ``permc_spec``, ``diag_pivot_thresh``, ``relax``,
-  ``panel_size`` and ``options`` are accepted and validated by type only (the ordering
-  is the Cuthill-McKee level structure, pivoting is static).
-* ``spilu`` computes the complete factorization (no dropping: ``drop_tol``,
-  ``fill_factor`` and ``drop_rule`` are accepted): a preconditioner at least as strong
-  as SuperLU's ILUTP, with splu's fill and cost.
+* ``splu``/``spilu`` return a ``DeviceLU``/``DeviceILU``: its factors and permutations
+  are this factorization's (see ``_devicelu``); all options are validated as SciPy does
+  (SciPy's own check on a 1x1 matrix); ``permc_spec``, ``diag_pivot_thresh``, ``relax``,
+  ``panel_size``, ``drop_rule`` and ``options`` do not change the result (the ordering is
+  the Cuthill-McKee level structure for splu, the matrix's own for spilu; pivoting is
+  static).
+* ``spilu`` is an ILU(k) on a level-of-fill pattern sized by ``fill_factor``, computed by
+  fine-grained parallel sweeps, with ``drop_tol`` applied inside the pattern
+  (``_ilu``), not SuperLU's ILUTP: comparable fill and preconditioning quality, not the
+  same factors.
 * ``spsolve`` ignores ``use_umfpack`` (as SciPy does without scikits.umfpack).
 """
 
 import warnings
 
 import numpy as np
+import scipy.sparse as _sp
 import scipy.sparse.linalg as _spla
 from array_api_compat import is_torch_array
 from numpy.linalg import LinAlgError
@@ -31,7 +35,7 @@ from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_host, to_host
 from trnscipy.sparse.linalg._dsolve import _triangular
-from trnscipy.sparse.linalg._dsolve._devicelu import device_factor
+from trnscipy.sparse.linalg._dsolve._devicelu import device_factor, device_ilu
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 
 __all__ = ["factorized", "spilu", "splu", "spsolve", "spsolve_triangular"]
@@ -67,6 +71,11 @@ def _splu_device(scipy_func, A, **options):
     A = _as_compressed(A, ("csc",), f"{scipy_func.__name__} converted its input to CSC format")
     if A.shape[0] != A.shape[1]:
         raise ValueError("can only factor square matrices")
+    scipy_func(_sp.csc_array(np.ones((1, 1))), **options)  # SciPy's errors for bad options
+    if scipy_func is _spla.spilu:
+        drop_tol = 1e-4 if options["drop_tol"] is None else float(options["drop_tol"])
+        fill_factor = 10.0 if options["fill_factor"] is None else float(options["fill_factor"])
+        return device_ilu(A, drop_tol, fill_factor)
     return device_factor(A)
 
 

@@ -263,7 +263,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
             hcol = torch.where(at_j1, torch.where(brk, 0, h1).to(dtype), h + h2)
             hcol, Q = _givens_column(hcol, j, Q)
             cols.append(hcol)
-            res.append(_entry(Q[:, 0], at_j1).abs() * beta)
+            # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
+            res.append(_entry(Q[:, 0], at_j1).abs().real * beta)
             brks.append(brk)
             j = j + 1
         res, brks = torch.stack(res), torch.stack(brks)
@@ -304,8 +305,9 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     if bool(converged):
         return system.x, 0
     state = (system.x, r, ptol, pfac)
+    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); one cycle per graph
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=-(-utils.CHECK_EVERY // m), peel=False)
+                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1)
     return state[0], info
 
 

@@ -51,19 +51,7 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
         print(f"atol = {atol:8.2e}                 conlim = {conlim:8.2e}\n")
         print(f"btol = {btol:8.2e}             maxiter = {maxiter:8g}\n")
 
-    bvec = system.b
-    normb = snorm(bvec)
-    if system.x0 is None:
-        x = torch.zeros(n, dtype=system.dtype, device=device)
-        u, beta = bvec, normb
-    else:
-        x = system.x0.clone()
-        u = bvec - matvec(x)
-        beta = snorm(u)
-    u = u * (1 / beta)
-    v = rmatvec(u)
-    alpha = snorm(v)
-    v = v * (1 / alpha)
+    normb, x, u, beta, v, alpha = system.bidiagonalization_start()
     sync(device)
     beta_h, alpha_h, normb_h = read_floats(beta, alpha, normb)
     if not beta_h > 0:
@@ -174,7 +162,8 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
     state = (x, u, v, v.clone(), torch.zeros_like(v), itn0, alpha, alpha.clone(), one, one, one,
              zero, alpha * beta, beta.clone(), zero, one, zero, zero, zero, zero, alpha * alpha,
              zero, scalar(1e100), out)
-    state, _ = run(step, state, maxiter, device, block=block_length(show), peel=False)
+    state, _ = run(step, state, maxiter, device, block=block_length(show), peel=None,
+                   host_effects=show)
     x, out = state[0], state[-1]
     istop, itn, normr, normar, normA, condA, normx = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)

@@ -84,6 +84,23 @@ class LeastSquares:
         self.matvec = _fast_matvec(op, self.dtype)
         self.rmatvec = _fast_matvec(op.H, self.dtype)
 
+    def bidiagonalization_start(self):
+        """Golub-Kahan's first step: ||b||, x, u, beta, v, alpha (u = b - A x normalized,
+        v = A^H u normalized; a zero beta or alpha leaves non-finite vectors, as SciPy's
+        early returns then ignore them)."""
+        bnorm = self.norm(self.b)
+        if self.x0 is None:
+            x = torch.zeros(self.n, dtype=self.dtype, device=self.device)
+            u, beta = self.b, bnorm
+        else:
+            x = self.x0.clone()
+            u = self.b - self.matvec(x)
+            beta = self.norm(u)
+        u = u * (1 / beta)
+        v = self.rmatvec(u)
+        alpha = self.norm(v)
+        return bnorm, x, u, beta, v * (1 / alpha), alpha
+
     def norm(self, x):
         """||x|| in the scalar dtype."""
         return norm(x).to(self.real)
@@ -162,19 +179,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
         print(f"atol = {atol:8.2e}                 conlim = {conlim:8.2e}")
         print(f"btol = {btol:8.2e}               iter_lim = {iter_lim:8g}")
 
-    bvec = system.b
-    bnorm = snorm(bvec)
-    if system.x0 is None:
-        x = torch.zeros(n, dtype=system.dtype, device=device)
-        u, beta = bvec, bnorm
-    else:
-        x = system.x0
-        u = bvec - matvec(x)
-        beta = snorm(u)
-    u = u * (1 / beta)
-    v = rmatvec(u)
-    alfa = snorm(v)
-    v = v * (1 / alfa)
+    bnorm, x, u, beta, v, alfa = system.bidiagonalization_start()
     var = torch.zeros(n, dtype=system.dtype if calc_var else system.real, device=device)
     if calc_var and not system.dtype.is_complex:
         var = var.to(system.real)
@@ -278,7 +283,8 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     out = (itn0, beta, beta, zero, zero, alfa * beta, zero, itn0)
     state = (x, u, v, v.clone(), var, itn0, alfa, alfa.clone(), beta.clone(), zero, zero, zero,
              zero, zero, scalar(-1.0), zero, out)
-    state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=False)
+    state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=None,
+                   host_effects=show)
     x, var, out = state[0], state[4], state[-1]
     istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)

@@ -164,10 +164,10 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     state = (x, r1, r1, y, zvec, zvec, beta1_d, zero, zero, zero, beta1_d, beta1_d, zero, zero,
              zero, torch.tensor(np.finfo(system.np_dtype).max, dtype=real, device=device),
              zero - 1, zero, torch.zeros((), dtype=torch.int64, device=device))
-    # (no peel: its graph would come on top of two block graphs, as the first block after
-    # it traces differently from the later ones, cause not found)
+    # iteration 0 peeled: with the replayed blocks (their inputs copied to device data)
+    # the block after it traces as the later ones, so one block graph, not two
     state, info = run(step, state, maxiter, device, None, None, block=1 if host else None,
-                      peel=False)
+                      host_effects=host)
     if info == _NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:

@@ -33,6 +33,12 @@ __all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "run", "
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
 # arithmetic of a 25-iteration block while wasting at most 24 iterations.
 CHECK_EVERY = 25
+# Iterations per replayed graph (``run``): a block of CHECK_EVERY iterations runs as
+# CHECK_EVERY / UNROLL executions of one graph of UNROLL iterations, queued without a
+# host read between them.  The graph's compile time and its one Python trace per solve
+# grow with its length; measured on PJRT CPU (cg, Poisson 10^4 float32, interleaved,
+# see docs/design.md): 10 was faster warm than 5 and 25, and compiled in 4 s, not 11.
+UNROLL = 10
 
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
@@ -318,14 +324,22 @@ class _LazyStep:
         return torch.where(self.live, new, old)
 
 
-def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True):
+def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
+        host_effects=False, unroll=None):
     """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
 
     On graph devices the host reads the stop flag every ``block`` iterations
-    (default: CHECK_EVERY, read at call time).  Every block then traces the same graph
-    (one compilation, whatever the iteration count): the loop counters are device data
-    from the start, and with ``peel`` (for a ``step`` that uses ``first``) iteration 0
-    runs as a graph of its own, which also materialises the initial state.
+    (default: CHECK_EVERY, read at call time).  A graph of ``unroll`` iterations
+    (default: UNROLL) is traced in Python once per solve and replayed with the new
+    state (the ``graph_function`` kernel), ``ceil(block / unroll)`` times per block,
+    unless ``step`` has host effects (``host_effects``: prints, callbacks, host reads),
+    a ``callback`` is given or ``maxiter`` allows one block only: then each block is
+    one traced graph.  The loop counters are device data from the start, so the graph
+    does not depend on ``maxiter``.
+    ``peel`` (for a ``step`` that uses ``first``) runs iteration 0 as a graph of its
+    own; ``peel=None`` says ``step`` ignores ``first`` (every block is the same graph);
+    ``peel=False`` puts iteration 0, with ``first``, in the first block (a graph of its
+    own).
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -348,16 +362,58 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     done = torch.tensor(False, device=device)
     info = torch.tensor([maxiter], dtype=torch.int64, device=device)
     left = torch.tensor([maxiter], dtype=torch.int64, device=device)
+
+    def iterate(state, done, info, left, first):
+        live = ~done & (left[0] > 0)
+        s = _LazyStep(live, info)
+        state = step(state, s, first)
+        return tuple(state), done | (live & ~s.live), s.info, left - 1
+
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten(state)
+    # (a single block gains nothing from a replay, which copies its inputs first)
+    replayable = (not host_effects and callback is None and maxiter - bool(peel) > block
+                  and all(isinstance(leaf, torch.Tensor) for leaf in leaves))
+
+    steps = min(block, unroll or UNROLL) if replayable else block
+    block = -(-block // steps) * steps
+
+    def steps_of(first):
+        def run_steps(*flat):  # ``steps`` iterations as a function of the state's leaves
+            state, (done, info, left) = pytree.tree_unflatten(flat[:-3], spec), flat[-3:]
+            for k in range(steps):
+                state, done, info, left = iterate(state, done, info, left, first and k == 0)
+            return tuple(pytree.tree_leaves(state)) + (done, info, left)
+
+        if replayable:
+            return kernel("graph_function", device)(run_steps)
+
+        def traced(*flat):
+            out = run_steps(*flat)
+            sync(device)
+            return out
+        return traced
+
+    later = steps_of(False)
+    first = steps_of(True) if peel is False else later
+
+    def run_block(graph, flat):
+        for _ in range(block // steps):
+            flat, graph = graph(*flat), later
+        return flat
+
     it = 0
     while it < maxiter:
-        for _ in range(1 if peel and it == 0 else block):
-            live = ~done & (left[0] > 0)
-            s = _LazyStep(live, info)
-            state = step(state, s, it == 0)
-            done, info = done | (live & ~s.live), s.info
-            left = left - 1
-            it += 1
-        sync(device)
+        if peel and it == 0:
+            state, done, info, left = iterate(state, done, info, left, True)
+            sync(device)
+            it = 1
+        else:
+            *leaves, done, info, left = run_block(first if it == 0 else later,
+                                                  (*pytree.tree_leaves(state), done, info, left))
+            state = pytree.tree_unflatten(leaves, spec)
+            it += block
         if bool(done):
             break
         if callback is not None and value is not None:

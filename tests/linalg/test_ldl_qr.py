@@ -1,0 +1,54 @@
+"""ldl (Bunch-Kaufman), pivoted qr, rq, qr_multiply: paired with SciPy on the cpu (SciPy on
+views), generic (torch kernels on CPU tensors) and xla lanes."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import tensor, to_np
+from tests.linalg._fallbacks import aten_fallbacks
+
+torch = pytest.importorskip("torch")
+
+
+def _sym(n, dtype, rng, small_diag=False):
+    a = rng.standard_normal((n, n))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((n, n))
+    if small_diag:  # forces 2x2 pivots
+        a[np.diag_indices(n)] *= 1e-3
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("small_diag", [False, True])
+def test_ldl(dlane, dtype, lower, small_diag):
+    if dlane.type == "xla" and not (dtype == np.float32 and small_diag and lower):
+        pytest.skip("XLA lane: one representative case (each pivot step compiles)")
+    rng = np.random.default_rng(60)
+    n = 5
+    a = _sym(n, dtype, rng, small_diag)
+    for hermitian in ((True, False) if np.dtype(dtype).kind == "c" else (True,)):
+        b = a + a.conj().T if hermitian else a + a.T
+        ref = sl.ldl(b, lower=lower, hermitian=hermitian)
+        with aten_fallbacks(dlane) as host:
+            out = tl.ldl(tensor(b, dlane), lower=lower, hermitian=hermitian)
+        assert not host
+        tol = 1e-10 if np.dtype(dtype).itemsize >= 8 else 1e-4
+        for got, want in zip(out, ref, strict=True):
+            got = to_np(got)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+        lu, d, perm = (to_np(x) for x in out)
+        assert np.array_equal(lu[perm], np.tril(lu[perm]) if lower else np.triu(lu[perm]))
+
+
+def test_ldl_errors(dlane):
+    with pytest.raises(ValueError, match="square"):
+        tl.ldl(tensor(np.ones((2, 3)), dlane))
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        tl.ldl(tensor(np.full((2, 2), np.nan), dlane))
+    lu, d, perm = tl.ldl(tensor(np.zeros((0, 0)), dlane))
+    assert lu.shape == d.shape == (0, 0) and perm.shape == (0,)

@@ -1,0 +1,27 @@
+"""clarkson_woodruff_transform on device data: SciPy draws the sparse sketch matrix S
+(random indices and signs from ``rng``, exactly as SciPy draws them; no user data), S
+moves to the device as a trnscipy sparse matrix, and the product runs there."""
+
+import numpy as np
+import scipy.linalg as _sl
+from scipy.linalg._sketches import cwt_matrix
+
+from trnscipy._dispatch import dispatch, find_device
+from trnscipy._torch import torch
+from trnscipy._transfer import to_device
+
+__all__ = ["clarkson_woodruff_transform"]
+
+
+@dispatch(_sl.clarkson_woodruff_transform, composite=True)
+def clarkson_woodruff_transform(input_matrix, sketch_size, rng=None):
+    if getattr(input_matrix, "_trnscipy_device_object", False) and input_matrix.ndim > 2:
+        raise NotImplementedError("Batch support for sparse arrays is not available.")
+    rng = np.random.default_rng(rng)  # SciPy's rng= rule (_transition_to_rng)
+    s = to_device(cwt_matrix(sketch_size, input_matrix.shape[-2], rng=rng),
+                  find_device((input_matrix,)))
+    if input_matrix.ndim <= 2:
+        return s @ input_matrix
+    flat = input_matrix.reshape(-1, *input_matrix.shape[-2:])
+    return torch.stack([s @ m for m in flat]).reshape(*input_matrix.shape[:-2], sketch_size,
+                                                     input_matrix.shape[-1])

@@ -1,0 +1,149 @@
+"""svd on XLA devices: QDWH polar decomposition, then eigh of the Hermitian factor.
+
+torch-xla 2.9 lowers real ``linalg.svd`` to XLA's Jacobi SVD, which took 260-284 s
+for a 300 x 300 float32 matrix here (docs/design.md).  A = U_p H (polar), H = V L V^T
+(eigh), so A = (U_p V) L V^T: backward stable (Nakatsukasa & Higham 2013), no squared
+condition number.  The polar factor comes from the QR-based dynamically weighted Halley
+iteration (Nakatsukasa, Bai & Gygi 2010) with a fixed schedule of weights computed on
+the host from the lower bound l0 = eps: iterations with a large weight c use the QR of
+[sqrt(c) X; I] by shifted Cholesky QR (Fukaya et al. 2020) and then two Cholesky QR
+passes, the later ones the Cholesky form; everything is matmul, ``torch.cholesky`` and
+``triangular_solve`` (they lower), one graph per iteration.  Where A is (nearly) rank
+deficient or ``full_matrices`` asks for more columns than A has, U is completed by the
+device Householder QR (one host read decides).
+"""
+
+import math
+import warnings
+
+from trnscipy._kernels import kernel, register
+from trnscipy._torch import torch
+from trnscipy.linalg._kernels import _on_host, _svd
+
+__all__ = ["polar_qdwh", "svd_qdwh"]
+
+
+def _sync(*tensors):
+    kernel("materialize", tensors[0].device)(tensors)
+
+
+def _chol(g):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch.cholesky's deprecation note
+        return torch.cholesky(g)  # (torch.linalg.cholesky does not lower)
+
+
+def _solve_lt(y, lower):
+    """y L^-T for lower triangular L."""
+    return torch.triangular_solve(y.mT, lower, upper=False).solution.mT
+
+
+def _schedule(eps):
+    """QDWH's weights (a, b, c) per iteration for sigma_min(X0) >= l0 = eps."""
+    out, lo = [], eps
+    while abs(1 - lo) > 10 * eps:
+        d = (4 * (1 - lo * lo) / lo ** 4) ** (1 / 3)
+        a = math.sqrt(1 + d) + 0.5 * math.sqrt(8 - 4 * d + 8 * (2 - lo * lo)
+                                               / (lo * lo * math.sqrt(1 + d)))
+        b = (a - 1) ** 2 / 4
+        c = a + b - 1
+        out.append((a, b, c))
+        lo = lo * (a + b * lo * lo) / (1 + c * lo * lo)
+    return out
+
+
+def polar_qdwh(a):
+    """The orthonormal polar factor of a real (..., m, n) tensor with m >= n."""
+    *batch, m, n = a.shape
+    eps = torch.finfo(a.dtype).eps
+    norm = torch.linalg.vector_norm(a, dim=(-2, -1), keepdim=True)
+    x = a / torch.where(norm == 0, torch.ones_like(norm), norm)
+    eye = torch.eye(n, dtype=a.dtype, device=a.device).expand(*batch, n, n)
+    for wa, wb, wc in _schedule(eps):
+        qr_form = wc > 100
+        # the weights as device data: every iteration of a form runs one executable
+        w = torch.tensor([math.sqrt(wc) if qr_form else wc, wb / wc,
+                          (wa - wb / wc) / (math.sqrt(wc) if qr_form else 1),
+                          2 * (m + 2 * n) * eps * (wc + 1)],  # shift above the Gram's rounding
+                         dtype=a.dtype).to(a.device)
+        if qr_form:  # QR of [sqrt(c) X; I]: shifted Cholesky QR, then two passes
+            y = torch.cat([w[0] * x, eye], -2)
+            q = _solve_lt(y, _chol(y.mT @ y + w[3] * eye))
+            for _ in range(2):
+                q = _solve_lt(q, _chol(q.mT @ q))
+            x = w[1] * x + w[2] * (q[..., :m, :] @ q[..., m:, :].mT)
+        else:  # X (I + c X^T X)^-1 by Cholesky
+            low = _chol(eye + w[0] * (x.mT @ x))
+            z = torch.triangular_solve(x.mT, low, upper=False).solution
+            z = torch.triangular_solve(z, low, upper=False, transpose=True).solution
+            x = w[1] * x + w[2] * z.mT
+        _sync(x)
+    return 1.5 * x - 0.5 * x @ (x.mT @ x)  # one Newton-Schulz step
+
+
+def _eigh_error(h, w, v):
+    eye = torch.eye(h.shape[-1], dtype=h.dtype, device=h.device)
+    resid = torch.linalg.vector_norm(h @ v - v * w.unsqueeze(-2), dim=(-2, -1))
+    orth = torch.linalg.vector_norm(v.mT @ v - eye, dim=(-2, -1))
+    return resid + orth * torch.linalg.vector_norm(h, dim=(-2, -1))
+
+
+def _refined_eigh(h):
+    """eigh; in float64 with Ogita-Aishima steps where they help (XLA's float64 eigh
+    vectors reach ~1e-8; the steps can stall on graded spectra, then the plain result
+    is kept: chosen on the device by the residual)."""
+    w, v = torch.linalg.eigh(h)
+    if h.dtype != torch.float64:
+        return w, v
+    from trnscipy.sparse.linalg._eigen._common import small_eigh
+
+    flat = h.reshape(-1, *h.shape[-2:])
+    pairs = [small_eigh(t) for t in flat]
+    w1 = torch.stack([p[0] for p in pairs]).reshape(w.shape)
+    v1 = torch.stack([p[1] for p in pairs]).reshape(v.shape)
+    better = _eigh_error(h, w1, v1) < _eigh_error(h, w, v)
+    return (torch.where(better.unsqueeze(-1), w1, w),
+            torch.where(better.unsqueeze(-1).unsqueeze(-1), v1, v))
+
+
+def svd_qdwh(a, full_matrices=True, compute_uv=True):
+    """SciPy's svd of a real tensor (u, s, vh) or s, through the polar factor."""
+    m, n = a.shape[-2:]
+    if m < n:
+        out = svd_qdwh(a.mT, full_matrices, compute_uv)
+        return (out[2].mT, out[1], out[0].mT) if compute_uv else out
+    up = polar_qdwh(a)
+    h = up.mT @ a
+    h = (h + h.mT) / 2
+    if not compute_uv:
+        return torch.sort(torch.linalg.eigvalsh(h).abs(), -1, descending=True).values
+    w, v = _refined_eigh(h)
+    s, order = torch.sort(w.abs(), -1, descending=True)
+    w = w.take_along_dim(order, -1)
+    v = v.take_along_dim(order.unsqueeze(-2), -1)
+    u = (up @ v) * torch.where(w < 0, -1.0, 1.0).to(a.dtype).unsqueeze(-2)
+    # U = U_p V is orthonormal to about eps * cond(A): Cholesky QR twice, in the singular
+    # values' order (column j moves only along the columns before it, by about
+    # eps s_0 / s_j: backward stable).  Where A is (nearly) rank deficient, U_p is not
+    # orthonormal on A's near-null space, the Cholesky factor breaks down, and U is
+    # completed from the Householder QR of its columns (one host read decides).
+    eps = torch.finfo(a.dtype).eps
+    uq = u
+    for _ in range(2):
+        uq = _solve_lt(uq, _chol(uq.mT @ uq))
+    bad = ~torch.isfinite(uq).all(-2) | (((uq * uq).sum(-2) - 1).abs() > max(m, n) * eps)
+    if (full_matrices and m > n) or kernel("linalg._fetch", a.device)(bad.any()):
+        q, r = kernel("linalg.qr", a.device)(u, mode="full" if full_matrices else "economic")
+        d = torch.diagonal(r, dim1=-2, dim2=-1)
+        sign = torch.where(d < 0, -1.0, 1.0).to(a.dtype)
+        uq = torch.cat([q[..., :n] * sign.unsqueeze(-2), q[..., n:]], -1)
+    return uq, s, v.mT
+
+
+@register("linalg._svd", "xla")
+def _svd_xla(a, full_matrices, compute_uv):
+    if a.is_complex():
+        return _on_host("scipy.linalg.svd", "complex SVD does not lower to XLA",
+                        lambda t: _svd(t, full_matrices, compute_uv), a)
+    out = svd_qdwh(a, full_matrices, compute_uv)
+    return tuple(out) if compute_uv else out

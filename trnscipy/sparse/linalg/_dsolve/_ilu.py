@@ -1,0 +1,265 @@
+"""Incomplete LU on the device: a level-of-fill pattern, fine-grained parallel sweeps.
+
+Symbolic analysis (host, once per sparsity pattern and ``fill_factor``, cached on the
+container): where the diagonal has structural zeros, rows are permuted by a maximum
+bipartite matching (static pivoting, as ``_blocklu``); the pattern is the level-of-fill
+ILU(k) pattern of that matrix in its own column order, ``k`` the largest (at most
+``KMAX``) whose strict-lower plus upper entries stay within ``fill_factor * nnz(A)``, so
+that ``L.nnz + U.nnz <= fill_factor * nnz(A) + n`` as SuperLU's bound.  The analysis
+also lists, for every pattern entry (i, j), the pairs (i, k), (k, j) with k < min(i, j)
+of the ILU equations (LU)_ij = A_ij, and the depth of their dependency graph.
+
+Numeric factorization (device, one graph per pattern): the matrix is scaled to a unit
+diagonal (D^-1 A D^-1, D = sqrt|diag|), then Chow and Patel's fine-grained parallel
+ILU: every sweep updates all entries at once from the previous sweep's values (one
+gather of the pairs, a product, an ``index_add`` and a division by U's diagonal).
+After ``depth + 1`` sweeps the result is the exact ILU on the pattern: that many sweeps
+when the depth is below ``EXACT``, else ``SWEEPS`` (an approximate ILU, good near
+diagonal dominance; sweeps that diverge raise RuntimeError).  Then ``drop_tol``:
+off-diagonal factor entries smaller than ``drop_tol`` times the infinity norm of their
+column of the scaled matrix (SuperLU's basic rule, applied after the sweeps) are set to
+zero; the pattern stays static.  A non-finite entry or a zero pivot of the exact ILU
+makes the factor exactly singular.
+
+Solves (device, one graph per right-hand side shape): the level-scheduled triangular
+solves of ``_triangular`` with L (unit diagonal) and U, their transposes for 'T'/'H'.
+"""
+
+import heapq
+
+import numpy as np
+import scipy.sparse as _sp
+
+from trnscipy._torch import torch
+from trnscipy.sparse.linalg._dsolve import _triangular
+from trnscipy.sparse.linalg._dsolve._blocklu import _row_matching
+
+__all__ = ["IluSymbolic", "symbolic", "factor", "solve"]
+
+KMAX = 8  # largest level of fill tried
+EXACT = 100  # patterns whose equations are at most this deep get the exact ILU
+SWEEPS = 10  # fine-grained sweeps for deeper patterns
+
+
+class IluSymbolic:
+    """The ILU(k) pattern of the row-matched matrix and the product pairs of its equations."""
+
+    def __init__(self, n, row, col, fill_factor):
+        self.n = n
+        match = _row_matching(n, row, col)
+        self.singular = match is None
+        if self.singular:
+            return
+        inv_match = np.empty(n, dtype=np.int64)
+        inv_match[match] = np.arange(n)
+        self.match, self.inv_match = match, inv_match  # B = Pr A: B[c] = A[match[c]]
+        brow = inv_match[row]
+        budget = int(fill_factor * row.shape[0])
+        srow, scol, self.k = _pattern(n, brow, col, budget)
+        self.row, self.col = srow, scol
+        keys = srow * n + scol  # row-major sorted
+        self.src = np.searchsorted(keys, brow * n + col)  # A's entries in the pattern
+        self.diagpos = np.searchsorted(keys, np.arange(n) * (n + 1))
+        self.lower = srow > scol
+        self.pivot = self.diagpos[scol]  # U's diagonal entry of each entry's column
+        self.p1, self.p2, self.target = _pairs(n, srow, scol, keys, self.diagpos)
+        depth = _depth(self)
+        self.exact = depth is not None
+        self.sweeps = depth + 1 if self.exact else SWEEPS
+        self.device_cache = {}
+        self.schedules = {}
+
+    def on_device(self, name, device):
+        """An index array of the analysis as a tensor on ``device`` (cached)."""
+        key = (name, str(device))
+        if key not in self.device_cache:
+            self.device_cache[key] = torch.from_numpy(
+                np.ascontiguousarray(getattr(self, name))).to(device)
+        return self.device_cache[key]
+
+    def schedule(self, which):
+        """The level schedule of L ('L'), U ('U') or their transposes ('LT', 'UT')."""
+        if which not in self.schedules:
+            lower = which in ("L", "UT")
+            r, c = (self.col, self.row) if which.endswith("T") else (self.row, self.col)
+            self.schedules[which] = _triangular._Schedule(self.n, r, c, lower)
+        return self.schedules[which]
+
+
+def _pattern(n, row, col, budget):
+    """The level-of-fill pattern (row-major sorted rows and columns) of the largest
+    k <= KMAX whose entries number at most ``budget`` (k = 0 always: A's pattern and the
+    diagonal).  Rows are processed in order; once the entries of some level exceed the
+    budget, later rows drop that level and beyond (levels below stay exact)."""
+    pat = _sp.csr_array((np.ones(row.shape[0]), (row, col)), shape=(n, n))
+    pat = _sp.csr_array(pat + _sp.eye_array(n))
+    pat.sort_indices()
+    indptr, indices = pat.indptr, pat.indices
+    K = KMAX
+    counts = np.zeros(KMAX + 2, dtype=np.int64)
+    lev = np.full(n, KMAX + 1, dtype=np.int64)
+    urows = [None] * n
+    rows = []
+    for i in range(n):
+        cols0 = indices[indptr[i]:indptr[i + 1]]
+        lev[cols0] = 0
+        touched = [cols0]
+        heap = [c for c in cols0.tolist() if c < i]  # sorted: a heap
+        seen = set(heap)
+        while heap:
+            k = heapq.heappop(heap)
+            uc, ul = urows[k]
+            cand = lev[k] + ul + 1
+            old = lev[uc]
+            better = (cand < old) & (cand <= K)
+            if better.any():
+                cj = uc[better]
+                lev[cj] = cand[better]
+                touched.append(cj)
+                for j in cj[(old[better] > K) & (cj < i)].tolist():
+                    if j not in seen:
+                        seen.add(j)
+                        heapq.heappush(heap, j)
+        t = np.unique(np.concatenate(touched))
+        lv = lev[t]
+        lev[t] = KMAX + 1
+        rows.append((t, lv))
+        up = t >= i
+        urows[i] = (t[up], lv[up])
+        counts += np.bincount(lv, minlength=KMAX + 2)
+        while K > 0 and counts[:K + 1].sum() > budget:
+            K -= 1
+    row = np.repeat(np.arange(n), [r[0].shape[0] for r in rows])
+    col = np.concatenate([r[0] for r in rows]) if n else np.zeros(0, dtype=np.int64)
+    lv = np.concatenate([r[1] for r in rows]) if n else np.zeros(0, dtype=np.int64)
+    keep = lv <= K
+    return row[keep].astype(np.int64), col[keep].astype(np.int64), K
+
+
+def _ranges(starts, stops):
+    """Concatenated aranges [starts[i], stops[i])."""
+    lengths = stops - starts
+    total = int(lengths.sum())
+    offsets = np.repeat(stops - lengths.cumsum(), lengths)
+    return np.arange(total) + offsets, lengths
+
+
+def _pairs(n, row, col, keys, diagpos):
+    """(p1, p2, target): positions of (i, k), (k, j) and (i, j) for every product
+    l_ik u_kj, k < min(i, j), of the pattern's ILU equations."""
+    lower = np.flatnonzero(row > col)  # entries (i, k), k < i
+    k = col[lower]
+    ends = np.searchsorted(keys, (k + 1) * n)  # end of row k
+    p2, lengths = _ranges(diagpos[k] + 1, ends)  # (k, j), j > k
+    p1 = np.repeat(lower, lengths)
+    want = row[p1] * n + col[p2]
+    t = np.minimum(np.searchsorted(keys, want), keys.shape[0] - 1)
+    hit = keys[t] == want
+    return p1[hit], p2[hit], t[hit]
+
+
+def _depth(sym):
+    """The depth of the dependency graph of the pattern's ILU equations when it is below
+    EXACT, else None (host relaxation of the levels, at most EXACT passes)."""
+    level = np.zeros(sym.row.shape[0], dtype=np.int64)
+    low = np.flatnonzero(sym.lower)
+    for s in range(EXACT):  # after pass s the levels up to s are final
+        new = np.zeros_like(level)
+        np.maximum.at(new, sym.target, np.maximum(level[sym.p1], level[sym.p2]) + 1)
+        new[low] = np.maximum(new[low], level[sym.pivot[low]] + 1)
+        if (new == level).all():
+            return s
+        level = new
+    return None
+
+
+def symbolic(A, fill_factor):
+    """The analysis of ``A``'s pattern (a device CSR/CSC container), cached on ``A``
+    per ``fill_factor`` while it holds the same index tensors."""
+    a, b = A.indptr, A.indices
+    cache = A.__dict__.setdefault("_cache_ilu_symbolic", {})
+    hit = cache.get(fill_factor)
+    if hit is not None and hit[0] is a and hit[1] is b:
+        return hit[2]
+    from trnscipy._transfer import to_host
+
+    indptr = to_host(a).astype(np.int64)
+    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    minor = to_host(b).astype(np.int64)
+    row, col = (major, minor) if A.format == "csr" else (minor, major)
+    sym = IluSymbolic(A.shape[0], row, col, fill_factor)
+    cache[fill_factor] = (a, b, sym)
+    return sym
+
+
+# ---- numeric factorization and solves (device) ------------------------------------------------
+
+def factor(sym, data, drop_tol):
+    """(values, scale, singular): the factors' values on the pattern (strict lower: L,
+    the rest: U, of the scaled matrix), the scaling D and a 0-d flag, nonzero when the
+    factor is singular."""
+    dev, dtype = data.device, data.dtype
+    nnz = sym.row.shape[0]
+    row, col = sym.on_device("row", dev), sym.on_device("col", dev)
+    a = torch.zeros(nnz, dtype=dtype, device=dev).index_add(0, sym.on_device("src", dev), data)
+    diagpos = sym.on_device("diagpos", dev)
+    d = a.index_select(0, diagpos).abs().sqrt()
+    d = torch.where(d == 0, torch.ones_like(d), d)
+    a = a / (d.index_select(0, row) * d.index_select(0, col))
+    lower, pivot = sym.on_device("lower", dev), sym.on_device("pivot", dev)
+    p1, p2, target = (sym.on_device(name, dev) for name in ("p1", "p2", "target"))
+    v = a
+    for _ in range(sym.sweeps):
+        prod = v.index_select(0, p1) * v.index_select(0, p2)
+        acc = torch.zeros_like(a).index_add(0, target, prod)
+        new = a - acc
+        v = torch.where(lower, new / v.index_select(0, pivot), new)
+    if drop_tol > 0:
+        colmax = torch.zeros(sym.n, dtype=a.real.dtype, device=dev).scatter_reduce(
+            0, col, a.abs(), "amax")
+        small = (v.abs() < drop_tol * colmax.index_select(0, col)) & (row != col)
+        v = torch.where(small, torch.zeros_like(v), v)
+    parts = (v.real, v.imag) if v.is_complex() else (v,)
+    bad = sum((~torch.isfinite(p)).sum() for p in parts)
+    bad = bad + (v.index_select(0, diagpos) == 0).sum()
+    return v, d.to(dtype), bad
+
+
+def solve(sym, values, scale, b, trans):
+    """x with op(A) x = b, op(A) ~ the incomplete factors, for a 2-D b (n, k)."""
+    if trans == "H":
+        if values.is_complex():
+            return solve(sym, values, scale, b.conj(), "T").conj().resolve_conj()
+        trans = "T"
+    dev = b.device
+    d = scale.unsqueeze(1)
+    udiag = values.index_select(0, sym.on_device("diagpos", dev))
+    if trans == "N":  # B = Pr A = D L U D
+        y = b.index_select(0, sym.on_device("match", dev)) / d
+        y = _triangular.solve(sym.schedule("L"), values, None, y)
+        return _triangular.solve(sym.schedule("U"), values, udiag, y) / d
+    y = b / d  # B^T = D U^T L^T D, A^T = B^T Pr
+    y = _triangular.solve(sym.schedule("UT"), values, udiag, y)
+    y = _triangular.solve(sym.schedule("LT"), values, None, y) / d
+    return y.index_select(0, sym.on_device("inv_match", dev))
+
+
+def export(sym, values, scale):
+    """(L, U, perm_r, perm_c) as SciPy objects on the host: Pr A = L U with L = D L~ D^-1,
+    U = D U~ D (the scaled factors unscaled), explicit zeros removed."""
+    from trnscipy._transfer import to_host
+
+    v, d = np.asarray(to_host(values)), np.asarray(to_host(scale))
+    n, row, col = sym.n, sym.row, sym.col
+    low = sym.lower
+    lv = v[low] * d[row[low]] / d[col[low]]
+    L = _sp.csc_array((np.concatenate([lv, np.ones(n, dtype=v.dtype)]),
+                       (np.concatenate([row[low], np.arange(n)]),
+                        np.concatenate([col[low], np.arange(n)]))), shape=(n, n))
+    up = ~low
+    U = _sp.csc_array((v[up] * d[row[up]] * d[col[up]], (row[up], col[up])), shape=(n, n))
+    L.eliminate_zeros()
+    U.eliminate_zeros()
+    U.sort_indices()
+    L.sort_indices()
+    return L, U, sym.inv_match.astype(np.int32), np.arange(n, dtype=np.int32)
