@@ -65,7 +65,9 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.sparse.linalg._isolve.tfqmr.tfqmr", "scipy.sparse.linalg._isolve._gcrotmk.gcrotmk",
        "scipy.linalg._basic.solve", "scipy.linalg._decomp_cholesky.cholesky",
        "scipy.linalg._decomp_cholesky.cho_factor", "scipy.linalg._decomp_cholesky.cho_solve",
-       "scipy.linalg._decomp.eigh", "scipy.linalg._decomp.eigvalsh"])
+       "scipy.linalg._decomp.eigh", "scipy.linalg._decomp.eigvalsh",
+       "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",
+       "scipy.linalg._decomp_lu.lu", "scipy.linalg._basic.inv"])
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),

@@ -140,7 +140,8 @@ def test_lu_n256_float32_on_device(device):
 
 @pytest.mark.xla
 def test_lu_float32_on_neuron(xla_device, emulate_neuron):
-    """Trainium's kind runs the float32 LU on the device, unannounced (float64: host)."""
+    """Trainium's kind runs the float32 LU on the device, unannounced (complex: host;
+    float64: double-float, tests/linalg/test_double_float_lu.py)."""
     import warnings
 
     from trnscipy import DeviceFallbackWarning
@@ -150,8 +151,8 @@ def test_lu_float32_on_neuron(xla_device, emulate_neuron):
         warnings.simplefilter("error", DeviceFallbackWarning)
         lu, piv = tl.lu_factor(tensor(a, xla_device))
     assert np.array_equal(to_np(piv), sl.lu_factor(a)[1])
-    with pytest.warns(DeviceFallbackWarning, match="neuron devices have no float64"):
-        tl.lu_factor(tensor(a[:4, :4].astype(np.float64), xla_device))
+    with pytest.warns(DeviceFallbackWarning, match="neuron devices have no complex"):
+        tl.lu_factor(tensor(a[:4, :4].astype(np.complex64), xla_device))
 
 
 def _flat(out):

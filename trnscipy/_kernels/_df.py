@@ -86,7 +86,8 @@ def split(a):
 def two_prod(a, b):
     """p, e with p ~ fl(a * b) and p + e = a * b to 2**-48 relative, without FMA.
 
-    Dekker's product from the four exact half products, summed error-free.  Not
+    Dekker's product from the half products (exact but the smallest, al * bl, whose
+    rounding is far below 2**-48), summed error-free.  Not
     ``p = fl(a*b)`` with Dekker's error formula: XLA fuses elementwise producers into
     each consumer and contracts a rounded product and a sum into an FMA there, so a
     rounded ``p`` is not the same value at its uses (measured on XLA CPU: dot products

@@ -280,7 +280,7 @@ def potrf(a, lower):
         if a.ndim == 2 and flags[0] > 0:
             raise LinAlgError(f"{int(flags[0])}-th leading minor of the array is not "
                               "positive definite")
-        raise LinAlgError(f"the matrix is not positive definite (slice(s) {list(bad)})")
+        raise LinAlgError(f"the matrix is not positive definite (slice(s) {bad.tolist()})")
     return c
 
 
@@ -368,7 +368,7 @@ _SOLVE_KINDS = {None: "gen", "general": "gen", "gen": "gen", "diagonal": "diagon
 def _singular(info, t):
     _, bad = _bad_slices(info, t)
     if bad.size:
-        raise LinAlgError(f"A singular matrix detected: slice(s) {list(bad)} are singular.")
+        raise LinAlgError(f"A singular matrix detected: slice(s) {bad.tolist()} are singular.")
 
 
 @register("linalg.solve", "generic")

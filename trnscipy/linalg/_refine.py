@@ -5,11 +5,15 @@ A float64 matrix there is held exactly as double-float pairs
 (``trnscipy._transfer.df_parts``); all arithmetic is float32 (``trnscipy._kernels._df``).
 
 - ``solve``: the float32 approximate solver (Cholesky for ``assume_a='pos'``,
-  triangular solves for triangular kinds, else the float32 inverse: no LU lowers on
-  XLA; a device LU drops in as ``_approx_solver``) and LAPACK DSGESV/DSPOSV-style
-  refinement: r = b - A x in double-float, x += S(r), until the correction is below
-  2**-48 of x or stops shrinking below 2**-36 of x (at most 30 steps; a LinAlgWarning
-  if that is not reached).
+  triangular solves for triangular kinds, else the float32 device LU) and LAPACK
+  DSGESV/DSPOSV-style refinement: r = b - A x in double-float, x += S(r), until the
+  correction is below 2**-48 of x or stops shrinking below 2**-36 of x (at most 30
+  steps; a LinAlgWarning if that is not reached).
+- ``lu_factor``, ``lu``: the float32 device LU (its pivots) refined to double-float
+  factors by Newton steps on P A = L U: E = P A - L U by Ozaki GEMMs,
+  F = L0^-1 E U0^-1 by float32 triangular solves, L += L0 tril(F, -1), U += triu(F) U0.
+- ``lu_solve``: refinement with the double-float factors' products (no A needed);
+  ``inv``: refinement of A X = I from the float32 LU, A X by Ozaki GEMMs.
 - ``cholesky``: the float32 factor refined to double-float by two Newton steps,
   L += L0 Phi(L0^-1 (A - L L^T) L0^-T) (Phi: the lower triangle, half diagonal),
   A - L L^T by Ozaki GEMMs.
@@ -23,9 +27,11 @@ A float64 matrix there is held exactly as double-float pairs
 import warnings
 
 from trnscipy import _transfer
+from trnscipy._errors import fallback
 from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
+from trnscipy.linalg import _xla_dense
 
 _MAX_STEPS = 30
 _EPS_DF = 2.0 ** -48
@@ -67,6 +73,7 @@ def _refine(product, b, approx):
     """x with A x = b to double-float accuracy: ``product(x)`` = A x on pairs, b a 2-D
     pair, ``approx`` a float32 approximate solver.  Returns the pair x."""
     x = (approx(b[0]), torch.zeros_like(b[0]))
+    kernel("materialize", b[0].device)([*b, *x])  # every step then runs one executable
     prev = float("inf")
     for _ in range(_MAX_STEPS):
         r = _df.sub(b, product(x))
@@ -87,8 +94,8 @@ def _refine(product, b, approx):
     return x
 
 
-def _trsm(a, b, upper, trans=0):
-    return kernel("linalg._trsm", a.device)(a, b, upper=upper, trans=trans)
+def _trsm(a, b, upper, trans=0, unit=False):
+    return kernel("linalg._trsm", a.device)(a, b, upper=upper, trans=trans, unit=unit)
 
 
 def _cho32(L):
@@ -102,15 +109,50 @@ def _approx_solver(a32, kind):
     if kind in ("upper", "lower"):
         _k.solve_triangular(a32, a32[..., :1], lower=kind == "lower")  # singularity check
         return lambda r: _trsm(a32, r, upper=kind == "upper")
-    ainv, info = kernel("linalg._inv", a32.device)(a32)
+    lu, piv, perm, info = _xla_dense.getrf(a32)
     _k._singular(info, a32)
-    return lambda r: ainv @ r
+    return _lu32(lu, perm)
+
+
+def _lu32(lu, perm, trans=0):
+    """The float32 solver of op(P^T L U) x = r from packed float32 factors, ``a[perm] = L U``."""
+    if trans == 0:
+        return lambda r: _trsm(lu, _trsm(lu, r.index_select(0, perm), upper=False, unit=True),
+                               upper=True)
+    iperm = _inverse(perm)
+    return lambda r: _trsm(lu, _trsm(lu, r, upper=True, trans=1), upper=False, trans=1,
+                           unit=True).index_select(0, iperm)
+
+
+def _inverse(perm):
+    return torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.shape[0],
+                                                                  device=perm.device))
+
+
+_BATCHED = "batched input has no double-float method"
+
+
+def _on_host(op, reason, fn, *tensors):
+    """``fn`` (SciPy's function on NumPy arrays) on the exact host values of ``tensors``,
+    announced; array results back on the device exactly."""
+    fallback(op, reason, stacklevel=6)
+    device = tensors[0].device
+    out = fn(*(_transfer.to_host(t) for t in tensors))
+
+    def back(o):
+        return _transfer.tensor_on(o, device) if hasattr(o, "dtype") else o
+
+    return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
 
 
 @register("linalg.solve", "neuron")
 def solve(a, b, lower=False, assume_a=None, transposed=False):
-    if not _df64(a, b) or a.ndim != 2:
+    if not _df64(a, b):
         return _k.solve(a, b, lower=lower, assume_a=assume_a, transposed=transposed)
+    if a.ndim != 2 or b.ndim != 2:
+        return _on_host("scipy.linalg.solve", _BATCHED, lambda x, y: _k._sl.solve(
+            x, y, lower=lower, assume_a=assume_a, transposed=transposed,
+            check_finite=False), a, b)
     kind = _k._SOLVE_KINDS[assume_a]
     A, B = _parts(a), _parts(b)
     if transposed:
@@ -125,13 +167,16 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
     elif kind == "tridiagonal":
         A = (A[0].triu(-1).tril(1), A[1].triu(-1).tril(1))
     approx = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
-    return _transfer.df_tensor(*_refine(lambda x: _df.gemv(A, x), B, approx))
+    return _transfer.df_tensor(*_refine(lambda x: _mm(A, x), B, approx))
 
 
 @register("linalg.cholesky", "neuron")
 def cholesky(a, lower=False):
-    if not _df64(a) or a.ndim != 2:
+    if not _df64(a):
         return _k.cholesky(a, lower=lower)
+    if a.ndim != 2:
+        return _on_host("scipy.linalg.cholesky", _BATCHED, lambda x: _k._sl.cholesky(
+            x, lower=lower, check_finite=False), a)
     A = _sym(_parts(a), lower)
     L0 = _k.potrf(A[0], lower=True)
     L = (L0, torch.zeros_like(L0))
@@ -147,8 +192,11 @@ def cholesky(a, lower=False):
 @register("linalg.cho_solve", "neuron")
 def cho_solve(c_and_lower, b):
     c, lower = c_and_lower
-    if not _df64(c, b) or c.ndim != 2:
+    if not _df64(c, b):
         return _k.cho_solve(c_and_lower, b)
+    if c.ndim != 2 or b.ndim != 2:
+        return _on_host("scipy.linalg.cho_solve", _BATCHED, lambda x, y: _k._sl.cho_solve(
+            (x, lower), y, check_finite=False), c, b)
     C = _parts(c)
     L = (C[0].tril(), C[1].tril()) if lower else _t((C[0].triu(), C[1].triu()))
     Lt = _t(L)
@@ -157,13 +205,152 @@ def cho_solve(c_and_lower, b):
     return _transfer.df_tensor(*x)
 
 
+_LU_STEPS = 10
+_LU_DONE = 2.0 ** -26  # a Newton correction this small leaves an error below 2**-52
+_LU_NOISE = 2.0 ** -20
+
+
+def _getrf_df(A):
+    """P A = L U to double-float accuracy for a square pair A: (L, U) pairs, ``perm``
+    (``A[perm] = L U``), the 0-based pivots and ``info`` (1-based index of the first
+    exactly zero diagonal of U, or 0)."""
+    lu0, piv, perm, _ = _xla_dense.getrf(A[0])
+    n = A[0].shape[-1]
+    eye = torch.eye(n, dtype=lu0.dtype, device=lu0.device)
+    L0, d = lu0.tril(-1) + eye, lu0.diagonal()
+    # a zero float32 pivot takes 1 in the Newton solves: the float64 pivot may not be zero
+    U0 = lu0.triu() + torch.diag_embed(torch.where(d == 0, 1.0, 0.0).to(d.dtype))
+    zero = torch.zeros_like(lu0)
+    PA = (A[0].index_select(0, perm), A[1].index_select(0, perm))
+    L, U = (L0, zero), (lu0.triu(), zero)
+    kernel("materialize", lu0.device)([L0, U0, *PA, *L, *U])  # one executable for all steps
+    prev, ok = None, False
+    for _ in range(_LU_STEPS):
+        E = _df.sub(PA, _df.gemm(L, U))
+        F = _trsm(U0, _trsm(L0, E[0], upper=False, unit=True).mT, upper=True, trans=1).mT
+        new = _df.add_f(L, L0 @ F.tril(-1)), _df.add_f(U, F.triu() @ U0)
+        f = float(_fetch(F.abs().max()))
+        if f != f:  # NaN
+            break
+        if prev is None or f <= prev:  # a growing correction is not applied
+            L, U = new
+        if f <= _LU_DONE or (prev is not None and f > 0.5 * prev):
+            ok = f <= _LU_NOISE  # converged, or stagnated at rounding noise
+            break
+        prev = f
+    if not ok:
+        warnings.warn("double-float refinement of the LU factors did not converge: they "
+                      "may have only float32 accuracy (ill-conditioned or singular matrix)",
+                      _k._sl.LinAlgWarning, stacklevel=6)
+    zero = U[0].diagonal() == 0
+    info = torch.where(zero.any(), zero.to(torch.int32).argmax() + 1, 0).to(torch.int32)
+    return L, U, perm, piv, info
+
+
+_GEMV_COLS = 4  # right-hand sides up to which A X is a GEMV (elementwise), not a GEMM
+
+
+def _mm(A, x):
+    return _df.gemv(A, x) if x[0].shape[-1] <= _GEMV_COLS else _df.gemm(A, x)
+
+
+def _rows(p, idx):
+    return p[0].index_select(0, idx), p[1].index_select(0, idx)
+
+
+def _unpack(lu):
+    """(L, U) pairs of packed double-float factors."""
+    eye = torch.eye(lu[0].shape[-1], dtype=lu[0].dtype, device=lu[0].device)
+    return (lu[0].tril(-1) + eye, lu[1].tril(-1)), (lu[0].triu(), lu[1].triu())
+
+
+def _square_2d(a):
+    return a.ndim == 2 and a.shape[0] == a.shape[1]
+
+
+_NOT_SQUARE = "the double-float LU takes one square matrix (batched or rectangular input)"
+
+
+@register("linalg.lu_factor", "neuron")
+def lu_factor(a):
+    if not _df64(a):
+        return _xla_dense.lu_factor(a)
+    if not _square_2d(a):
+        return _on_host("scipy.linalg.lu_factor", _NOT_SQUARE,
+                        lambda x: _k._sl.lu_factor(x, check_finite=False), a)
+    L, U, _, piv, info = _getrf_df(_parts(a))
+    _k.lu_factor_warning(info, a)
+    lu = _transfer.df_tensor(L[0].tril(-1) + U[0], L[1].tril(-1) + U[1])
+    return lu, piv.to(torch.int32)
+
+
+@register("linalg.lu", "neuron")
+def lu(a, permute_l=False, p_indices=False):
+    if not _df64(a):
+        return _xla_dense.lu(a, permute_l=permute_l, p_indices=p_indices)
+    if not _square_2d(a):
+        return _on_host("scipy.linalg.lu", _NOT_SQUARE, lambda x: _k._sl.lu(
+            x, permute_l=permute_l, p_indices=p_indices, check_finite=False), a)
+    L, U, perm, _, _ = _getrf_df(_parts(a))
+    iperm = _inverse(perm)
+    U = _transfer.df_tensor(*U)
+    if permute_l:
+        return _transfer.df_tensor(*_rows(L, iperm)), U
+    L = _transfer.df_tensor(*L)
+    if p_indices:
+        return iperm.to(torch.int32), L, U
+    n = perm.shape[0]
+    P = (perm[None, :] == torch.arange(n, device=perm.device)[:, None]).to(torch.float32)
+    return _transfer.df_tensor(P, torch.zeros_like(P)), L, U
+
+
+@register("linalg.lu_solve", "neuron")
+def lu_solve(lu_and_piv, b, trans=0):
+    lu, piv = lu_and_piv
+    if not _df64(lu, b):
+        return _xla_dense.lu_solve(lu_and_piv, b, trans=trans)
+    if lu.ndim != 2 or b.ndim != 2:
+        return _on_host("scipy.linalg.lu_solve", _BATCHED,
+                        lambda f, p, x: _k._sl.lu_solve((f, p), x, trans=trans,
+                                                         check_finite=False), lu, piv, b)
+    LU = _parts(lu)
+    L, U = _unpack(LU)
+    perm = _xla_dense.perm_from_piv(piv, lu.shape[-1])
+    if trans == 0:  # A = P^T L U, A[perm] = L U
+        iperm = _inverse(perm)
+        product = lambda x: _rows(_mm(L, _mm(U, x)), iperm)  # noqa: E731
+    else:  # real: trans 2 is trans 1
+        product = lambda x: _mm(_t(U), _mm(_t(L), _rows(x, perm)))  # noqa: E731
+    x = _refine(product, _parts(b), _lu32(LU[0], perm, trans))
+    return _transfer.df_tensor(*x)
+
+
+@register("linalg.inv", "neuron")
+def inv(a, assume_a=None, lower=False):
+    if not _df64(a):
+        return _k.inv(a, assume_a=assume_a, lower=lower)
+    if a.ndim != 2:
+        return _on_host("scipy.linalg.inv", _BATCHED, lambda x: _k._sl.inv(
+            x, assume_a=assume_a, lower=lower, check_finite=False), a)
+    eye = torch.eye(a.shape[-1], dtype=torch.float32, device=a.device)
+    return solve(a, _transfer.df_tensor(eye, torch.zeros_like(eye)), lower=lower,
+                 assume_a=assume_a)
+
+
 @register("linalg.eigh", "neuron")
 def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None,
          subset_by_value=None, driver=None):
-    if not _df64(a) or a.ndim != 2 or b is not None:
+    if not _df64(a):
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
+    if a.ndim != 2 or b is not None:
+        return _on_host("scipy.linalg.eigh", "batched or generalized input has no "
+                        "double-float method", lambda *x: _k._sl.eigh(
+                            *x, lower=lower, eigvals_only=eigvals_only, type=type,
+                            subset_by_index=subset_by_index,
+                            subset_by_value=subset_by_value, driver=driver,
+                            check_finite=False), *((a,) if b is None else (a, b)))
     A = _sym(_parts(a), lower)
     with _k.linalg_errors():
         _, X0 = torch.linalg.eigh(A[0])
