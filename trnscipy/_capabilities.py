@@ -40,9 +40,11 @@ class Capability:
 # measured on PJRT_DEVICE=CPU by the aten:: fallback counters).  lu*, qr, expm:
 # trnscipy/linalg/_xla_dense.py, eig/eigvals: trnscipy/linalg/_francis.py, from ops that
 # lower (linalg_lu*, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp do not).
-# On Neuron eig/eigvals stay on the host: their results are complex.
+# On Neuron eig/eigvals, rsf2csf and eigs stay on the host: their results are complex
+# whatever the input's dtype (the dtype check sees only the real input).
 _NEURON_HOST_EIG = frozenset(f"scipy.linalg.{name}" for name in (
-    "_decomp.eig", "_decomp.eigvals"))
+    "_decomp.eig", "_decomp.eigvals", "_decomp_schur.rsf2csf")) | {
+    "scipy.sparse.linalg._eigen.arpack.arpack.eigs"}
 
 # Complex Schur routes (sqrtm, logm, funm, solve_sylvester): complex arithmetic.
 _COMPLEX_SCHUR = frozenset(f"scipy.linalg.{name}" for name in (

@@ -200,7 +200,9 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
     routing rule above.  ``offloadable=False`` for constructors, whose host
     results stay SciPy objects even inside ``offload()``.  ``composite=True`` for
     an implementation that only calls other routed functions (each asks the
-    capability table itself): the table is not asked for ``name``.
+    capability table itself) and moves data: the table is not asked for ``name``.
+    An implementation with arithmetic of its own is not composite (on a device
+    without float64 that arithmetic would escape the table's dtype check).
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
 

@@ -203,7 +203,7 @@ def solve_toeplitz(c_or_cr, b, check_finite=True):
     return solve(toeplitz(c, r), b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz, composite=True)
+@dispatch(_sl.matmul_toeplitz)
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs)."""
     from trnscipy.linalg._special_matrices import toeplitz

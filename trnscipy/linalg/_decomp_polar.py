@@ -9,7 +9,7 @@ from trnscipy.linalg._validate import as_tensor, device_of
 __all__ = ["polar"]
 
 
-@dispatch(_sl.polar, composite=True)
+@dispatch(_sl.polar)
 def polar(a, side="right"):
     if side not in ("right", "left"):
         raise ValueError("`side` must be either 'right' or 'left'")

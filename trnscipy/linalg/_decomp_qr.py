@@ -33,7 +33,7 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
     return kernel("linalg.qr", a.device)(a, mode=mode, pivoting=pivoting)
 
 
-@dispatch(_sl.qr_multiply, composite=True)
+@dispatch(_sl.qr_multiply)
 def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
                 overwrite_c=False):
     """Q from trnscipy's qr, then one matrix product (SciPy applies the reflectors)."""
@@ -67,7 +67,7 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     return (out.reshape(-1) if onedim else out, r) + tuple(rest[1:])
 
 
-@dispatch(_sl.rq, composite=True)
+@dispatch(_sl.rq)
 def rq(a, overwrite_a=False, lwork=None, mode="full", check_finite=True):
     """From trnscipy's qr of the reversed conjugate transpose: (J A J)^H = Q1 R1 (J the
     reversals) gives R = J R1^H J and Q = J Q1^H J."""

@@ -39,7 +39,7 @@ def svdvals(a, overwrite_a=False, check_finite=True):
     return svd(a, compute_uv=False, check_finite=check_finite)
 
 
-@dispatch(_sl.orth, composite=True)
+@dispatch(_sl.orth)
 def orth(A, rcond=None):
     """Through trnscipy's svd (one host read for the rank)."""
     from trnscipy.linalg._kernels_struct import rank_of
@@ -49,7 +49,7 @@ def orth(A, rcond=None):
     return u[..., :rank_of(s, rcond, *a.shape[-2:])].clone()
 
 
-@dispatch(_sl.null_space, composite=True)
+@dispatch(_sl.null_space)
 def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
     """Through trnscipy's svd (one host read for the rank)."""
     from trnscipy.linalg._kernels_struct import rank_of
@@ -72,7 +72,7 @@ def diagsvd(s, M, N):
     return out
 
 
-@dispatch(_sl.subspace_angles, composite=True)
+@dispatch(_sl.subspace_angles)
 def subspace_angles(A, B):
     """SciPy's algorithm (Knyazev & Argentati) through trnscipy's orth and svdvals (CPU
     tensors: SciPy on views, so that angles at rounding level equal SciPy's)."""

@@ -98,7 +98,7 @@ def funm(A, func, disp=True):
     return kernel("linalg.funm", a.device)(a, func, disp=disp)
 
 
-@dispatch(_sl.expm_frechet, composite=True)
+@dispatch(_sl.expm_frechet)
 def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     """Both methods take the block route: expm([[A, E], [0, A]]) through trnscipy's expm
     (SciPy's 'SPS' is the Al-Mohy-Higham recurrence, in double precision: so is this
@@ -152,7 +152,7 @@ def _ij(a):
                 torch.complex128 if not a.is_complex() else a.dtype) * 1j
 
 
-@dispatch(_sl.cosm, composite=True)
+@dispatch(_sl.cosm)
 def cosm(A):
     a = _square_input(A)
     if a.is_complex():
@@ -160,7 +160,7 @@ def cosm(A):
     return expm(_ij(a)).real.clone()
 
 
-@dispatch(_sl.sinm, composite=True)
+@dispatch(_sl.sinm)
 def sinm(A):
     a = _square_input(A)
     if a.is_complex():
@@ -168,7 +168,7 @@ def sinm(A):
     return expm(_ij(a)).imag.clone()
 
 
-@dispatch(_sl.tanm, composite=True)
+@dispatch(_sl.tanm)
 def tanm(A):
     from trnscipy.linalg._basic import solve
 
@@ -176,19 +176,19 @@ def tanm(A):
     return _maybe_real(a, solve(cosm(a), sinm(a)))
 
 
-@dispatch(_sl.coshm, composite=True)
+@dispatch(_sl.coshm)
 def coshm(A):
     a = _square_input(A)
     return _maybe_real(a, 0.5 * (expm(a) + expm(-a)))
 
 
-@dispatch(_sl.sinhm, composite=True)
+@dispatch(_sl.sinhm)
 def sinhm(A):
     a = _square_input(A)
     return _maybe_real(a, 0.5 * (expm(a) - expm(-a)))
 
 
-@dispatch(_sl.tanhm, composite=True)
+@dispatch(_sl.tanhm)
 def tanhm(A):
     from trnscipy.linalg._basic import solve
 
@@ -196,7 +196,7 @@ def tanhm(A):
     return _maybe_real(a, solve(coshm(a), sinhm(a)))
 
 
-@dispatch(_sl.expm_cond, composite=True)
+@dispatch(_sl.expm_cond)
 def expm_cond(A, check_finite=True):
     """SciPy's Kronecker form of the Frechet derivative (n^2 calls of trnscipy's
     expm_frechet), its 2-norm through trnscipy's norm (CPU tensors: SciPy on views; its

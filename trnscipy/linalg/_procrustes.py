@@ -9,7 +9,7 @@ from trnscipy.linalg._validate import as_tensor, device_of
 __all__ = ["orthogonal_procrustes"]
 
 
-@dispatch(_sl.orthogonal_procrustes, composite=True)
+@dispatch(_sl.orthogonal_procrustes)
 def orthogonal_procrustes(A, B, check_finite=True):
     device = device_of(A, B)
     a, b = as_tensor(A, device, check_finite), as_tensor(B, device, check_finite)

@@ -13,7 +13,7 @@ from trnscipy._transfer import to_device
 __all__ = ["clarkson_woodruff_transform"]
 
 
-@dispatch(_sl.clarkson_woodruff_transform, composite=True)
+@dispatch(_sl.clarkson_woodruff_transform)
 def clarkson_woodruff_transform(input_matrix, sketch_size, rng=None):
     if getattr(input_matrix, "_trnscipy_device_object", False) and input_matrix.ndim > 2:
         raise NotImplementedError("Batch support for sparse arrays is not available.")

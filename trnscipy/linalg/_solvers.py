@@ -26,7 +26,7 @@ def solve_sylvester(a, b, q):
     return kernel("linalg.solve_sylvester", device)(a.to(dtype), b.to(dtype), q.to(dtype))
 
 
-@dispatch(_sl.solve_continuous_lyapunov, composite=True)
+@dispatch(_sl.solve_continuous_lyapunov)
 def solve_continuous_lyapunov(a, q):
     """A X + X A^H = Q through trnscipy's solve_sylvester."""
     device = device_of(a, q)
@@ -37,7 +37,7 @@ def solve_continuous_lyapunov(a, q):
 solve_lyapunov = solve_continuous_lyapunov
 
 
-@dispatch(_sl.solve_discrete_lyapunov, composite=True)
+@dispatch(_sl.solve_discrete_lyapunov)
 def solve_discrete_lyapunov(a, q, method=None):
     """SciPy's two methods: 'direct' (the Kronecker system, n < 10 by default) through
     trnscipy's solve, 'bilinear' through the continuous equation."""
