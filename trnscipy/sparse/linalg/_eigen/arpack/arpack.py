@@ -457,8 +457,7 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
         if OPinv is not None:
             opinv = operator(OPinv, device).matvec
         else:
-            shifted = _shifted(Aop, Mop if Mop is not None else _identity(n, Aop.dtype), sigma,
-                               dtype)
+            shifted = _shifted(Aop, Mop if Mop is not None else _identity(n, Aop.dtype), sigma)
             opinv = _inner_solver(gmres, shifted, inner_rtol, "A - sigma*M", restart=n,
                                   atol=0.0)
         op = opinv if Mop is None else (lambda x: opinv(Mop.matvec(x)))
