@@ -23,7 +23,7 @@ def smoke(tmp_path_factory):
     env = dict(os.environ, PJRT_DEVICE="CPU")
     proc = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--md", str(md),
                            "--json", str(js)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(js.read_text()), md.read_text()
 
