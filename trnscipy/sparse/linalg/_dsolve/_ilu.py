@@ -174,22 +174,10 @@ def _depth(sym):
 
 
 def symbolic(A, fill_factor):
-    """The analysis of ``A``'s pattern (a device CSR/CSC container), cached on ``A``
-    per ``fill_factor`` while it holds the same index tensors."""
-    a, b = A.indptr, A.indices
-    cache = A.__dict__.setdefault("_cache_ilu_symbolic", {})
-    hit = cache.get(fill_factor)
-    if hit is not None and hit[0] is a and hit[1] is b:
-        return hit[2]
-    from trnscipy._transfer import to_host
-
-    indptr = to_host(a).astype(np.int64)
-    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-    minor = to_host(b).astype(np.int64)
-    row, col = (major, minor) if A.format == "csr" else (minor, major)
-    sym = IluSymbolic(A.shape[0], row, col, fill_factor)
-    cache[fill_factor] = (a, b, sym)
-    return sym
+    """The analysis of ``A``'s pattern, cached on ``A`` per ``fill_factor``."""
+    return _triangular.pattern_analysis(
+        A, "_cache_ilu_symbolic", fill_factor,
+        lambda n, row, col: IluSymbolic(n, row, col, fill_factor))
 
 
 # ---- numeric factorization and solves (device) ------------------------------------------------

@@ -57,20 +57,28 @@ class _Schedule:
         return self.cache[key]
 
 
-def schedule(A, lower):
-    """The level schedule of ``A``'s triangle (a device CSR/CSC container), cached on A."""
+def pattern_analysis(A, name, key, analyse):
+    """``analyse(n, row, col)`` of the pattern of ``A`` (a device CSR/CSC container), read
+    to the host once and cached on ``A`` under (``name``, ``key``) while it holds the same
+    index tensors."""
     a, b = A.indptr, A.indices
-    cache = A.__dict__.setdefault("_cache_triangular", {})
-    hit = cache.get(lower)
+    cache = A.__dict__.setdefault(name, {})
+    hit = cache.get(key)
     if hit is not None and hit[0] is a and hit[1] is b:
         return hit[2]
     indptr = to_host(a).astype(np.int64)
     major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     minor = to_host(b).astype(np.int64)
     row, col = (major, minor) if A.format == "csr" else (minor, major)
-    sched = _Schedule(A.shape[0], row, col, lower)
-    cache[lower] = (a, b, sched)
-    return sched
+    result = analyse(A.shape[0], row, col)
+    cache[key] = (a, b, result)
+    return result
+
+
+def schedule(A, lower):
+    """The level schedule of ``A``'s triangle, cached on A."""
+    return pattern_analysis(A, "_cache_triangular", lower,
+                            lambda n, row, col: _Schedule(n, row, col, lower))
 
 
 def diagonal(sched, data):
