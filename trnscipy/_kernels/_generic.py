@@ -139,3 +139,15 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand):
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors) as a callable: eager devices run it as it is."""
     return fn
+
+
+
+@register("device_loop", "generic")
+def device_loop(body, carry, start, stop):
+    """``for j in range(start, stop): carry = body(carry, j)``, a Python loop (``start``
+    and ``stop`` device integers; ``j`` a device integer)."""
+    j = torch.as_tensor(start).to(torch.int64)
+    for _ in range(int(start), int(stop)):
+        carry = tuple(body(tuple(carry), j))
+        j = j + 1
+    return tuple(carry)

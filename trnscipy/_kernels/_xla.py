@@ -262,3 +262,56 @@ def _device_data(tensors):
     if pending:
         xlac._xla_sync_multi(pending, devices=[], wait=True, sync_xla_data=True)
     return tensors
+
+
+
+@register("device_loop", "xla")
+def device_loop(body, carry, start, stop):
+    """``for j in range(start, stop): carry = body(carry, j)`` as one XLA ``While`` in the
+    lazy graph (``start``, ``stop``: 0-d int64 device tensors, so the graph does not depend
+    on them).  ``body`` is traced once on placeholders and compiles once, however many
+    steps run: an unrolled loop of m steps compiles m bodies.  ``body`` must be pure
+    tensor code (no host reads, no graph cuts) keeping the carry's shapes and dtypes;
+    tensors it reads from its closure (a matrix) become loop inputs.  The construction
+    is torch-xla's ``scan`` (experimental/scan.py) with the bounds as data."""
+    import torch_xla.core.xla_builder as xb
+    from torch_xla.experimental.scan import Builder
+
+    carry = list(carry)
+    fakes = [xb.create_placeholder_tensor(t.shape, t.dtype) for t in carry]
+    fake_j = xb.create_placeholder_tensor((), torch.int64)
+    out = list(body(tuple(fakes), fake_j))
+    for t, o in zip(carry, out, strict=True):
+        if (tuple(t.shape), t.dtype) != (tuple(o.shape), o.dtype):
+            raise ValueError("device_loop: the body changed the carry's shape or dtype")
+    ctx = torch_xla._XLAC.lowering.LoweringContext("LoopBody")
+    ctx.build(out)
+    computation = xb.computation_from_module_proto("loop_body", ctx.hlo())
+
+    builder = Builder("device_loop")
+    to_loop = {}  # body parameter id -> While parameter index
+    for value, fake in zip([start.to(torch.int64), stop.to(torch.int64)] + carry,
+                           [fake_j, None] + fakes, strict=True):
+        index = builder.add_param(value)
+        param = ctx.tensor_parameter_id(fake) if fake is not None else -1
+        if param != -1:
+            to_loop[param] = index
+    for param, tensor in ctx.device_parameter_id_tensor_mapping().items():
+        if param not in to_loop:  # tensors of the closure
+            to_loop[param] = builder.add_param(tensor)
+    n_carry = len(carry)
+
+    def cond(j, stop, *rest):
+        return j < stop
+
+    def step(j, stop, *rest):
+        result = xb.Op.call(computation, [(j, stop, *rest)[to_loop[i]]
+                                          for i in range(len(to_loop))])
+        new = [result.get_tuple_element(i) for i in range(n_carry)]
+        one = xb.Op.scalar(j.builder(), 1, dtype=xb.Type.S64)
+        return (j + one, stop, *new, *rest[n_carry:])
+
+    loop = xb.Op.mkwhile(builder.params(), cond, step).build("device_loop")
+    results = torch_xla._XLAC._xla_user_computation("xla::device_loop",
+                                                    builder.param_tensors(), loop)
+    return tuple(results[2:2 + n_carry])

@@ -48,6 +48,11 @@ def _is_sparse(A):
     return getattr(A, "_trnscipy_device_object", False) and not _is_linear_operator(A)
 
 
+def _is_matrix(A):
+    """None, a sparse container or a dense tensor (not a LinearOperator)."""
+    return A is None or _is_sparse(A) or is_torch_array(A)
+
+
 def _device_of(*xs):
     for x in xs:
         device = getattr(x, "device", None)
@@ -233,8 +238,11 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     else:
         v0 = torch.as_tensor(v0, device=device).to(dtype).reshape(-1).clone()
     which_ = {"LR": "LA", "SR": "SA"}.get(which, which)
+    # OP as pure tensor code (matrices, no inner solve) runs its steps in a device loop
+    traceable = sigma is None and all(_is_matrix(x) for x in (A, M, Minv)) and (
+        M is None or Minv is not None)
     theta, X, nconv, cycles = _lanczos(op, B, n, k, ncv, which_, v0, int(maxiter), tol,
-                                       arpack_mode != 1 and B is not None)
+                                       arpack_mode != 1 and B is not None, traceable)
     lam = _transform(theta, arpack_mode, shift)
     # The k results are ordered on the host (k numbers, read with the convergence flag):
     # torch-xla 2.9 aborted ("Check failed: buffer != nullptr") sorting them on the device
@@ -301,71 +309,70 @@ def _wanted_order(theta, which):
 
 
 def _pseudo_random(n, j, dtype, device):
-    """A fixed direction to continue from after a breakdown (no host randomness in graphs)."""
-    t = torch.arange(n, device=device, dtype=real_dtype(dtype))
+    """A fixed direction to continue from after a breakdown at step ``j`` (a device
+    integer: no host randomness in graphs)."""
+    rdtype = real_dtype(dtype)
+    t = torch.arange(n, device=device, dtype=rdtype)
+    j = j.to(rdtype)
     return torch.cos(t * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j).to(dtype)
 
 
-def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op):
+def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     """Thick-restart Lanczos for the k wanted eigenpairs of OP (self-adjoint in <.,.>_B).
 
     Returns (theta, X, nconv, cycles): the k wanted Ritz values (most wanted first) with
     their B-orthonormal Ritz vectors as columns, the number converged (host int) and the
     number of restart cycles.  Ritz pairs are ordered: converged ones first.
+
+    A Lanczos step is a function of the basis and a device step index (rows written by
+    masks), so a cycle's expansion is the ``device_loop`` kernel over the step indices:
+    on XLA one ``While`` whose body compiles once, not ``ncv`` unrolled steps.  A cycle
+    (expansion and restart) is a ``graph_function``: traced once, one execution per
+    cycle.  ``traceable=False`` (an OP with graph cuts or host reads: shift-invert's
+    solves, inner Krylov solves, user operators) runs the steps as a Python loop.
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
     eps = torch.finfo(rdtype).eps
     tol = eps if tol == 0 else float(tol)
     p = min(k + (ncv - k) // 2, ncv - 1)  # Ritz vectors kept at a restart
+    loop = kernel("device_loop", device if traceable else torch.device("cpu"))
 
     def bnorm(w, Bw):
         return dot(w, Bw).real.abs().sqrt()
 
-    v = op(v0) if getv0_op else v0
-    Bv = B(v) if B is not None else v
-    nrm = bnorm(v, Bv)
-    V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
-    V[0] = v / nrm
-    BV = None
-    if B is not None:
-        BV = torch.zeros_like(V)
-        BV[0] = Bv / nrm
-    T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
+    def step(state, j):
+        """Lanczos step ``j``: row j + 1 of the basis, column j of T (masked writes)."""
+        V, T, beta, *BV = state
+        rows = torch.arange(ncv + 1, device=device)
+        w = op(V.index_select(0, j.reshape(1))[0])
+        Q = BV[0] if BV else V
+        upto = (rows <= j).to(dtype)
+        w0 = bnorm(w, w)
+        h1 = (Q.conj() @ w) * upto
+        w = w - h1 @ V
+        tiny = bnorm(w, w) <= 10 * eps * w0
+        w = torch.where(tiny, _pseudo_random(n, j, dtype, device), w)
+        h2 = (Q.conj() @ w) * upto
+        w = w - h2 @ V
+        h = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
+        Bw = B(w) if B is not None else w
+        beta = bnorm(w, Bw)
+        safe = torch.where(beta > 0, beta, torch.ones_like(beta))
+        at = (rows == j + 1)[:, None]
+        V = torch.where(at, (w / safe)[None, :], V)
+        BV = [torch.where(at, (Bw / safe)[None, :], X) for X in BV]
+        beta = torch.where(tiny, torch.zeros_like(beta), beta)
+        # T is tridiagonal plus the restart's arrow, as ARPACK's H: the other
+        # reorthogonalization coefficients are rounding and stay out of T
+        r, c = rows[:ncv, None], rows[None, :ncv]
+        hj = (h * (rows == j).to(dtype)).sum().real.to(dtype)
+        T = torch.where((r == j) & (c == j), hj, T)
+        T = torch.where(((r == j + 1) & (c == j)) | ((r == j) & (c == j + 1)),
+                        beta.to(dtype), T)
+        return (V, T, beta, *BV)
 
-    def expand(V, BV, T, start, arrow):
-        beta = None
-        for j in range(start, ncv):
-            w = op(V[j])
-            P = V[:j + 1]
-            Q = BV[:j + 1] if BV is not None else P
-            w0 = bnorm(w, w)
-            h1 = Q.conj() @ w
-            w = w - h1 @ P
-            tiny = bnorm(w, w) <= 10 * eps * w0
-            w = torch.where(tiny, _pseudo_random(n, j, dtype, device), w)
-            h2 = Q.conj() @ w
-            w = w - h2 @ P
-            h = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
-            Bw = B(w) if B is not None else w
-            beta = bnorm(w, Bw)
-            safe = torch.where(beta > 0, beta, torch.ones_like(beta))
-            V[j + 1] = w / safe
-            if BV is not None:
-                BV[j + 1] = Bw / safe
-            beta = torch.where(tiny, torch.zeros_like(beta), beta)
-            # T is tridiagonal plus the restart's arrow, as ARPACK's H: the other
-            # reorthogonalization coefficients are rounding and stay out of T
-            T[j, j] = h[j].real.to(dtype)
-            if j == start and arrow is not None:
-                T[:j, j] = arrow.conj()
-                T[j, :j] = arrow
-            if j + 1 < ncv:
-                T[j + 1, j] = beta.to(dtype)
-                T[j, j + 1] = beta.to(dtype)
-        return beta
-
-    def restart(V, BV, T, beta):
+    def restart(V, T, beta, BV):
         theta, S = small_eigh(T)
         order = _wanted_order(theta, which)
         pos = torch.argsort(order).to(theta.dtype)  # place of each Ritz value in `order`
@@ -375,27 +382,50 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op):
         # converged wanted pairs first (ARPACK's nconv counts them), then the other wanted
         keep = torch.argsort(pos - ncv * wanted.to(pos.dtype) - ncv * conv.to(pos.dtype))[:p]
         Sk = S.index_select(1, keep)
-        V[:p] = Sk.transpose(0, 1) @ V[:ncv]
-        V[p] = V[ncv]
-        if BV is not None:
-            BV[:p] = Sk.transpose(0, 1) @ BV[:ncv]
-            BV[p] = BV[ncv]
-        T.zero_()
-        T[:p, :p] = torch.diag(theta.index_select(0, keep)).to(T.dtype)
+
+        def rotate(X):  # rows: the p kept Ritz vectors, the residual direction, the rest
+            return torch.cat([Sk.transpose(0, 1) @ X[:ncv], X[ncv:], X[p + 1:]])
+
         arrow = beta * Sk[ncv - 1]
         # deflation, as ARPACK's dstqrb splits its tridiagonal: a coupling below
         # eps * ||T|| is zero, and that Ritz pair's residual estimate is then exactly 0
-        arrow = torch.where(arrow.abs() <= eps * theta.abs().max(), 0, arrow).to(T.dtype)
-        return theta.index_select(0, keep[:k]), conv.sum(), arrow
+        arrow = torch.where(arrow.abs() <= eps * theta.abs().max(), 0, arrow).to(dtype)
+        T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
+        T[:p, :p] = torch.diag(theta.index_select(0, keep)).to(dtype)
+        T[:p, p] = arrow.conj()
+        T[p, :p] = arrow
+        return rotate(V), T, [rotate(X) for X in BV], theta.index_select(0, keep[:k]), \
+            conv.sum()
 
-    start, cycles, arrow = 0, 0, None
+    def cycle(V, T, *rest):
+        """One restart cycle: steps ``start`` to ``ncv - 1`` (the last two arguments:
+        device integers), then the restart."""
+        *BV, start, stop = rest
+        beta = torch.zeros((), dtype=rdtype, device=device)
+        V, T, beta, *BV = loop(step, (V, T, beta, *BV), start, stop)
+        V, T, BV, theta, nconv = restart(V, T, beta, BV)
+        return (V, T, *BV, theta, nconv)
+
+    v = op(v0) if getv0_op else v0
+    Bv = B(v) if B is not None else v
+    nrm = bnorm(v, Bv)
+    V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
+    V[0] = v / nrm
+    BV = []
+    if B is not None:
+        BV = [torch.zeros_like(V)]
+        BV[0][0] = Bv / nrm
+    T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
+    materialize = kernel("materialize", device)
+    # one graph for every cycle: the first starts at step 0, the later ones at p
+    run = kernel("graph_function", device)(cycle) if traceable else cycle
+    bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
+    cycles = 0
     while True:
-        beta = expand(V, BV, T, start, arrow)
-        theta, nconv, arrow = restart(V, BV, T, beta)
+        *state, theta, nconv = run(V, T, *BV, bounds[0 if cycles == 0 else 1], bounds[2])
+        V, T, *BV = state
+        materialize([V, T, *BV, theta, nconv])
         cycles += 1
-        start = p
-        kernel("materialize", device)([t for t in (V, BV, T, arrow, theta, nconv)
-                                       if t is not None])
         nconv = int(nconv)
         if nconv >= k or cycles >= maxiter:
             break
