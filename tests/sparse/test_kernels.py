@@ -342,3 +342,16 @@ def test_cpu_spmm_kernel_choice(case, monkeypatch):
     np.testing.assert_allclose((dev @ torch.from_numpy(X)).numpy(), host @ X, rtol=1e-12,
                                atol=1e-12)
     assert bool(used) == (case in ("bsr16", "csr_dense_rows")), case
+
+
+def test_sum_keeps_indices_of_large_matrices(device):
+    """Entries of a sum of 10^4 x 10^4 matrices keep their rows: torch-xla 2.9 divides int64
+    tensors through float32 (99999998 // 10000 gave 10000), so row = key // n is exact only
+    through ``_sputils.divmod_index``."""
+    n = 10000
+    A = sp.diags_array([1.0, 2.0], offsets=[0, 1], shape=(n, n), format="csr")
+    B = sp.eye_array(n, format="csr")
+    got = trnscipy.to_device(A, device) - 0.0 * trnscipy.to_device(B, device)
+    ref = (A - 0.0 * B).tocsr()
+    for name in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(trnscipy.to_host(getattr(got, name)), getattr(ref, name))

@@ -235,8 +235,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         keys, data = su.compact(flat != 0, keys, flat)
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo_cls = _CLASSES["coo", cls._is_array]
-        coo = coo_cls._construct((m, n), row=(keys // max(n, 1)).to(idx),
-                                 col=(keys % max(n, 1)).to(idx), data=data.clone(),
+        row, col = su.divmod_index(keys, max(n, 1))
+        coo = coo_cls._construct((m, n), row=row.to(idx), col=col.to(idx), data=data.clone(),
                                  _canonical=True)
         if one_d:
             return _CLASSES1D[cls.format]._from_2d(coo)
@@ -714,7 +714,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 data = torch.where(nxt, paired, red(data, zero))
                 keep = ~prv
             key, data = su.compact(keep, key, data)
-            row, col = key // n, key % n
+            row, col = su.divmod_index(key, n)
         row, col, data = su.compact(data != 0, row, col, data)
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo = self._container("coo")._construct((m, n), row=row.to(idx), col=col.to(idx),

@@ -82,8 +82,9 @@ def bsr_from_coo(coo, blocksize, cls):
         ukey = torch.zeros(0, dtype=torch.int64, device=dev)
         blocks = torch.zeros((0, r, c), dtype=data.dtype, device=dev)
     idx = su.index_dtype(max(nbc, nb, nbr), (coo.row, coo.col))
-    indptr = su.compress(ukey // nbc, nbr, idx)
-    return cls._construct(coo.shape, data=blocks, indices=(ukey % nbc).to(idx), indptr=indptr,
+    major, minor = su.divmod_index(ukey, nbc)
+    indptr = su.compress(major, nbr, idx)
+    return cls._construct(coo.shape, data=blocks, indices=minor.to(idx), indptr=indptr,
                           _sorted=True, _canonical=True)
 
 

@@ -143,6 +143,17 @@ def segment_sum(data, seg, n):
     return out.index_add(0, seg, data)
 
 
+def divmod_index(key, n):
+    """(key // n, key % n) for non-negative integer tensors ``key`` and an int ``n``, exact
+    on every device: torch-xla 2.9 divides int64 tensors through float32 (99999998 // 10000
+    gave 10000), so the quotient is corrected from the exact integer remainder."""
+    q = torch.div(key, n, rounding_mode="floor")
+    for _ in range(2):  # float32 quotients of indices below 2**24 are off by at most 1
+        r = key - q * n
+        q = q - (r < 0).to(q.dtype) + (r >= n).to(q.dtype)
+    return q, key - q * n
+
+
 def coalesce(major, minor, data, n_minor):
     """Sort entries by (major, minor) and sum duplicates (explicit zeros are kept).
 
@@ -162,7 +173,8 @@ def coalesce(major, minor, data, n_minor):
         return major[order], minor[order], data
     summed = segment_sum(data, seg, nnz)[:count]
     keys = torch.zeros(nnz, dtype=torch.int64, device=key.device).scatter(0, seg, key)[:count]
-    return ((keys // n_minor).to(major.dtype), (keys % n_minor).to(minor.dtype), summed)
+    major_, minor_ = divmod_index(keys, n_minor)
+    return major_.to(major.dtype), minor_.to(minor.dtype), summed
 
 
 def result_dtype(func, *dtypes, scalars=()):
