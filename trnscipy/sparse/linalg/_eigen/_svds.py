@@ -16,7 +16,12 @@ import scipy.sparse.linalg as _scipy
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, small_eigh
-from trnscipy.sparse.linalg._eigen.arpack.arpack import _device_of, _operand_dtype, eigsh
+from trnscipy.sparse.linalg._eigen.arpack.arpack import (
+    _device_of,
+    _is_matrix,
+    _operand_dtype,
+    eigsh,
+)
 
 __all__ = ["svds"]
 
@@ -73,6 +78,7 @@ def svds(A, k=6, ncv=None, tol=0, which="LM", v0=None, maxiter=None,
     small = min(op.shape)
     XH_X = LinearOperator((small, small), matvec=lambda x: XH_vec(X_vec(x)),
                           matmat=lambda x: XH_mat(X_mat(x)), dtype=op.dtype)
+    XH_X.pure_tensor_code = _is_matrix(A)  # eigsh may trace it into a device loop
     if v0 is None or solver == "propack":
         host = np.random.default_rng(rng if rng is not None else random_state)
         v0 = torch.as_tensor(host.standard_normal(size=(small,))).to(device=device, dtype=dtype)

@@ -49,8 +49,10 @@ def _is_sparse(A):
 
 
 def _is_matrix(A):
-    """None, a sparse container or a dense tensor (not a LinearOperator)."""
-    return A is None or _is_sparse(A) or is_torch_array(A)
+    """None, a sparse container, a dense tensor, or an operator marked as pure tensor code
+    (``pure_tensor_code``: svds' X^H X of a matrix), so traceable into a device loop."""
+    return A is None or _is_sparse(A) or is_torch_array(A) or getattr(A, "pure_tensor_code",
+                                                                      False)
 
 
 def _device_of(*xs):
