@@ -7,7 +7,7 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import host_operand
 
-__all__ = ["eigen_kernel", "operator", "real_dtype", "small_eigh"]
+__all__ = ["eigen_kernel", "operator", "pseudo_random", "real_dtype", "small_eigh"]
 
 
 def eigen_kernel(scipy_func):
@@ -35,6 +35,15 @@ def operator(A, device):
 
 def real_dtype(dtype):
     return torch.empty((), dtype=dtype).real.dtype if dtype.is_complex else dtype
+
+
+def pseudo_random(n, j, dtype, device):
+    """A fixed direction to continue a Krylov basis from after a breakdown at step ``j``
+    (a device integer: no host randomness in graphs)."""
+    rdtype = real_dtype(dtype)
+    t = torch.arange(n, device=device, dtype=rdtype)
+    j = j.to(rdtype)
+    return torch.cos(t * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j).to(dtype)
 
 
 def small_eigh(T, steps=3):

@@ -16,7 +16,7 @@ import numpy as np
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
-from trnscipy.sparse.linalg._eigen._common import real_dtype
+from trnscipy.sparse.linalg._eigen._common import pseudo_random, real_dtype
 
 __all__ = ["krylov_schur", "wanted_order"]
 
@@ -39,41 +39,58 @@ def _keep(theta, order, p, real):
     return order[:p]
 
 
-def _pseudo_random(n, j, dtype, device):
-    t = torch.arange(n, device=device, dtype=real_dtype(dtype))
-    return torch.cos(t * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j).to(dtype)
-
-
-def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real):
+def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
     """(theta, X, nconv, cycles): the k wanted Ritz values of ``op`` (host complex array,
     most wanted first, converged first), their unit Ritz vectors (device, complex columns),
-    the number converged and the restart cycles."""
+    the number converged and the restart cycles.  The Arnoldi steps of a cycle run in the
+    ``device_loop`` kernel (on XLA one ``While``, compiled once for every cycle) when
+    ``op`` is pure tensor code (``traceable``), else in a Python loop."""
     device, dtype = v0.device, v0.dtype
     eps = torch.finfo(real_dtype(dtype)).eps
     tol = eps if tol == 0 else float(tol)
     materialize = kernel("materialize", device)
     eig_pairs = kernel("linalg._eig_pairs", device)
     qr = kernel("linalg.qr", device)
+    loop = kernel("device_loop", device if traceable else torch.device("cpu"))
     V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
     V[0] = v0 / torch.sqrt((v0.conj() * v0).real.sum())
     H = torch.zeros((ncv + 1, ncv), dtype=dtype, device=device)
     p0 = k + (ncv - k) // 2
+
+    def norm(w):
+        return torch.sqrt((w.conj() * w).real.sum())
+
+    def step(state, j):
+        """Arnoldi step ``j`` (a device integer): row j + 1 of V, column j of H."""
+        V, H = state
+        rows = torch.arange(ncv + 1, device=device)
+        w = op(V.index_select(0, j.reshape(1))[0])
+        upto = (rows <= j).to(dtype)
+        w0 = norm(w)
+        h1 = (V.conj() @ w) * upto
+        w = w - h1 @ V
+        tiny = norm(w) <= 10 * eps * w0
+        w = torch.where(tiny, pseudo_random(n, j, dtype, device), w)
+        h2 = (V.conj() @ w) * upto
+        w = w - h2 @ V
+        beta = norm(w)
+        V = torch.where((rows == j + 1)[:, None],
+                        (w / torch.where(beta > 0, beta, torch.ones_like(beta)))[None, :], V)
+        column = (h1 + torch.where(tiny, torch.zeros_like(h2), h2)
+                  + (rows == j + 1).to(dtype) * torch.where(tiny, 0, beta).to(dtype))
+        H = torch.where(rows[None, :ncv] == j, column[:, None], H)
+        return V, H
+
+    step_at = {}  # step indices as device integers (data: one graph for every start)
+
+    def at(i):
+        if i not in step_at:
+            step_at[i] = torch.tensor(i, dtype=torch.int64, device=device)
+        return step_at[i]
+
     start, cycles = 0, 0
     while True:
-        for j in range(start, ncv):
-            w = op(V[j])
-            P = V[:j + 1]
-            w0 = torch.sqrt((w.conj() * w).real.sum())
-            h1 = P.conj() @ w
-            w = w - h1 @ P
-            tiny = torch.sqrt((w.conj() * w).real.sum()) <= 10 * eps * w0
-            w = torch.where(tiny, _pseudo_random(n, j, dtype, device), w)
-            h2 = P.conj() @ w
-            w = w - h2 @ P
-            beta = torch.sqrt((w.conj() * w).real.sum())
-            V[j + 1] = w / torch.where(beta > 0, beta, torch.ones_like(beta))
-            H[:j + 1, j] = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
-            H[j + 1, j] = torch.where(tiny, torch.zeros_like(beta), beta).to(dtype)
+        V, H = loop(step, (V, H), at(start), at(ncv))
         materialize([V, H])
         # the small eigenproblem as real (re, im) pairs: complex XLA tensors did not survive
         # a later transfer to the host (torch-xla 2.9)

@@ -31,7 +31,13 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
-from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_dtype, small_eigh
+from trnscipy.sparse.linalg._eigen._common import (
+    eigen_kernel,
+    operator,
+    pseudo_random,
+    real_dtype,
+    small_eigh,
+)
 from trnscipy.sparse.linalg._isolve.utils import dot
 
 __all__ = ["eigs", "eigsh", "ArpackError", "ArpackNoConvergence"]
@@ -310,15 +316,6 @@ def _wanted_order(theta, which):
     return torch.argsort(key, descending=True)
 
 
-def _pseudo_random(n, j, dtype, device):
-    """A fixed direction to continue from after a breakdown at step ``j`` (a device
-    integer: no host randomness in graphs)."""
-    rdtype = real_dtype(dtype)
-    t = torch.arange(n, device=device, dtype=rdtype)
-    j = j.to(rdtype)
-    return torch.cos(t * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j).to(dtype)
-
-
 def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     """Thick-restart Lanczos for the k wanted eigenpairs of OP (self-adjoint in <.,.>_B).
 
@@ -354,7 +351,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
         h1 = (Q.conj() @ w) * upto
         w = w - h1 @ V
         tiny = bnorm(w, w) <= 10 * eps * w0
-        w = torch.where(tiny, _pseudo_random(n, j, dtype, device), w)
+        w = torch.where(tiny, pseudo_random(n, j, dtype, device), w)
         h2 = (Q.conj() @ w) * upto
         w = w - h2 @ V
         h = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
@@ -508,8 +505,10 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
         v0 = torch.as_tensor(host).to(device=device, dtype=dtype)
     else:
         v0 = torch.as_tensor(v0, device=device).to(dtype).reshape(-1).clone()
+    traceable = sigma is None and all(_is_matrix(x) for x in (A, M, Minv)) and (
+        M is None or Minv is not None)
     theta, X, nconv, cycles = krylov_schur(op, n, k, ncv, which, v0, int(maxiter), tol,
-                                           real)
+                                           real, traceable)
     lam = theta if sigma is None else sigma + 1 / theta
     cdtype = X.dtype
     if nconv < k:
