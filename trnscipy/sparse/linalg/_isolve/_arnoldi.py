@@ -13,9 +13,8 @@ A step costs O(capacity * n) (classical Gram-Schmidt twice against all of V, zer
 included, and the masked row writes): O(m n) per Arnoldi step, as SciPy's.
 """
 
-import torch
-
 from trnscipy._kernels import kernel
+from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import dot, inner, norm
 
 __all__ = ["Arnoldi", "back_substitute", "givens_column", "inner_stop", "lartg"]
