@@ -19,9 +19,11 @@ from trnscipy.linalg._basic import (  # noqa: F401
 )
 from trnscipy.linalg._decomp import (  # noqa: F401
     eig,
+    eig_banded,
     eigh,
     eigh_tridiagonal,
     eigvals,
+    eigvals_banded,
     eigvalsh,
     eigvalsh_tridiagonal,
 )
