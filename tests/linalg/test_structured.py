@@ -250,3 +250,27 @@ def test_null_space_orth_polar(dlane, dtype):
     assert not host
     with pytest.raises(ValueError, match="side"):
         tl.polar(tensor(sq, dlane), side="up")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cdf2rdf(dlane, dtype):
+    """The real block-diagonal form as SciPy's, from eig's complex pairs (and a batch)."""
+    _xla_budget(dlane, dtype == np.float64)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, N, N)).astype(dtype)
+    w, v = np.linalg.eig(a)  # complex conjugate pairs, consecutive
+    assert np.iscomplex(w).any()
+    for args in ((w[0], v[0]), (w, v)):
+        wr_ref, vr_ref = sl.cdf2rdf(*args)
+        with aten_fallbacks(dlane) as host:
+            wr, vr = (to_np(t) for t in tl.cdf2rdf(*(tensor(x, dlane) for x in args)))
+        assert not host
+        assert wr.dtype == wr_ref.dtype and vr.dtype == vr_ref.dtype
+        np.testing.assert_allclose(wr, wr_ref, rtol=1e-6, atol=0)
+        np.testing.assert_allclose(vr, vr_ref, rtol=1e-6, atol=1e-7)
+    for args in ((w[0][:-1], v[0]), (w[0], v[0][:, :-1]), (w[0][:1] + 1j, v[0][:1, :1])):
+        with pytest.raises(ValueError) as expected:
+            sl.cdf2rdf(*args)
+        with pytest.raises(ValueError) as actual:
+            tl.cdf2rdf(*(tensor(x, dlane) for x in args))
+        assert str(actual.value) == str(expected.value)

@@ -18,6 +18,7 @@ from trnscipy.linalg._basic import (  # noqa: F401
     solveh_banded,
 )
 from trnscipy.linalg._decomp import (  # noqa: F401
+    cdf2rdf,
     eig,
     eig_banded,
     eigh,

@@ -15,7 +15,7 @@ from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device
 from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["eigh", "eigvalsh", "eig", "eigvals", "eigh_tridiagonal", "eigvalsh_tridiagonal",
-           "eig_banded", "eigvals_banded"]
+           "eig_banded", "eigvals_banded", "cdf2rdf"]
 
 _DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
@@ -190,3 +190,46 @@ def eigvals_banded(a_band, lower=False, overwrite_a_band=False, select="a",
     return eig_banded(a_band, lower=lower, eigvals_only=True,
                       overwrite_a_band=overwrite_a_band, select=select,
                       select_range=select_range, check_finite=check_finite)
+
+
+@dispatch(_sl.cdf2rdf)
+def cdf2rdf(w, v):
+    """Complex eigenpairs to the real block-diagonal form, on the device: one host read of
+    which eigenvalues are complex (the pairing, as SciPy: consecutive complex ones, not
+    interleaved); the blocks and ``v @ u`` are device arithmetic.  As SciPy, ``vr`` is
+    float64 whatever the input precision (its ``u`` is complex128)."""
+    device = device_of(w, v)
+    w, v = as_tensor(w, device), as_tensor(v, device)
+    if w.ndim < 1:
+        raise ValueError("expected w to be at least 1D")
+    if v.ndim < 2:
+        raise ValueError("expected v to be at least 2D")
+    if v.ndim != w.ndim + 1:
+        raise ValueError("expected eigenvectors array to have exactly one dimension more "
+                         "than eigenvalues array")
+    n = w.shape[-1]
+    if v.shape[-2] != v.shape[-1]:
+        raise ValueError("expected v to be a square matrix or stacked square matrices: "
+                         "v.shape[-2] = v.shape[-1]")
+    if v.shape[-1] != n:
+        raise ValueError("expected the same number of eigenvalues as eigenvectors")
+    imag = w.imag if w.is_complex() else torch.zeros_like(w)
+    mask = np.asarray(kernel("linalg._fetch", device)(imag != 0), dtype=bool)
+    if not (mask.sum(axis=-1) % 2 == 0).all():
+        raise ValueError("expected complex-conjugate pairs of eigenvalues")
+    *stack, elem = np.nonzero(mask)
+    j, k = elem[0::2], elem[1::2]
+    at = tuple(torch.as_tensor(i[0::2], device=device) for i in stack)
+    j, k = torch.as_tensor(j, device=device), torch.as_tensor(k, device=device)
+    real = w.real if w.is_complex() else w
+    eye = torch.eye(n, dtype=real.dtype, device=device)
+    wr = torch.diag_embed(real).clone()
+    wr[at + (j, k)] = imag[at + (j,)]
+    wr[at + (k, j)] = imag[at + (k,)]
+    u = (eye.to(torch.complex128) * torch.ones(w.shape[:-1] + (1, 1), dtype=torch.complex128,
+                                                device=device))
+    u[at + (j, j)] = 0.5j
+    u[at + (j, k)] = 0.5
+    u[at + (k, j)] = -0.5j
+    u[at + (k, k)] = 0.5
+    return wr, (v.to(torch.complex128) @ u).real
