@@ -33,8 +33,14 @@ def device_factor(A):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
-    levels, singular = _blocklu.factor(sym, data)  # computed level by level
-    if int(to_host(singular)[0]):  # one read: the singularity test
+    # without pivoting inside the blocks where the device has a cheaper inverse for that
+    # (checked; once more with pivoting where the check fails)
+    levels, flags = _blocklu.factor(sym, data, pivoting=False)  # computed level by level
+    singular, unstable = to_host(flags).tolist()  # one read
+    if unstable:
+        levels, flags = _blocklu.factor(sym, data, pivoting=True)
+        singular = to_host(flags)[0]
+    if singular:
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
 
