@@ -276,6 +276,8 @@ def unpivoted_inverse(D):
     from torch_xla.experimental.fori_loop import _xla_while_loop_wrapper
 
     w = D.shape[-1]
+    if w == 1:  # (a loop count of 1 would be traced as a constant: torch-xla's special scalars)
+        return 1 / D
     shape = D.shape
     M0 = D.reshape(-1, w, w)
 

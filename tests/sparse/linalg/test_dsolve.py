@@ -357,6 +357,52 @@ def test_xla_spsolve_and_triangular(xla_device):
 
 
 @pytest.mark.xla
+def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch):
+    """XLA inverts the blocks by Gauss-Jordan without pivoting (one device loop), checked:
+    a diagonally dominant matrix factorizes once that way, one that needs pivoting inside
+    a block and a singular one factorize again with pivoting (SciPy's results and errors);
+    no aten CPU fallback, no compilation when the same pattern comes again."""
+    import torch_xla.debug.metrics as met
+
+    from trnscipy._kernels import _IMPLS
+    from trnscipy._metrics import xla_counts
+
+    key = ("sparse.linalg.block_inverse", "xla")
+    inverse, calls = _IMPLS[key], []
+
+    def spy(D, pivoting):
+        calls.append(pivoting)
+        return inverse(D, pivoting)
+
+    monkeypatch.setitem(_IMPLS, key, spy)
+
+    def aten():
+        return sum(met.counter_value(n) or 0 for n in met.counter_names()
+                   if n.startswith("aten::") and n != "aten::_local_scalar_dense")
+
+    before = aten()
+    a = convdiff(4)
+    b = _rhs(16, np.float64)
+    x = tsl.spsolve(trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device))
+    _check(x, spla.spsolve(a, b), a, b, xla_device)
+    assert calls and not any(calls)
+    with xla_counts() as again:
+        tsl.splu(trnscipy.to_device(a * 2, xla_device))
+    assert again.compilations == 0
+    calls.clear()
+    # levels {0}, {1, 2}: block {1, 2} is [[0, 1], [1, 1]] after eliminating 0
+    a = sp.csc_array(np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 2.0], [1.0, 2.0, 2.0]]))
+    b = _rhs(3, np.float64)
+    x = tsl.spsolve(trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device))
+    _check(x, spla.spsolve(a, b), a, b, xla_device)
+    assert calls[0] is False and calls[-1] is True
+    a = sp.csc_array(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    with pytest.raises(RuntimeError, match="Factor is exactly singular"):
+        tsl.splu(trnscipy.to_device(a, xla_device))
+    assert aten() == before
+
+
+@pytest.mark.xla
 @pytest.mark.slow  # XLA compiles of the 10^4-unknown factorization dominate
 def test_xla_strict_must_show(xla_device, monkeypatch):
     """TRNSCIPY_STRICT=1: spsolve on a 2-D Poisson matrix with 10^4 unknowns and on a
