@@ -266,13 +266,31 @@ def _device_data(tensors):
 
 @register("unpivoted_inverse", "xla")
 def unpivoted_inverse(D):
-    """Inverses of a batch of square blocks (..., w, w) by Gauss-Jordan elimination
-    without pivoting, in place, as one XLA ``While`` loop of ``w`` steps: the loop body
-    (one rank-1 update) is compiled once and the loop runs on the device.  torch-xla
-    lowers ``inv_ex`` to a QR custom call that XLA CPU compiles for 5-20 s per shape and
-    runs slowly (about 200 ms for 16 blocks of 100 x 100, this loop 36 ms).  Only safe
-    where no pivoting is needed (diagonally dominant, SPD): the caller checks the result.
-    A zero pivot gives non-finite entries."""
+    """Inverses of a batch of square blocks (..., w, w) without pivoting: the 2 x 2 block
+    inverse through the Schur complement of the leading half (matrix products), down to
+    blocks of at most ``GJ_BLOCK``, which Gauss-Jordan elimination inverts in one XLA
+    ``While`` loop (``_gauss_jordan``).  torch-xla lowers ``inv_ex`` to a QR custom call
+    that XLA CPU compiles for 5-20 s per shape and runs slowly.  Only safe where no
+    pivoting is needed (diagonally dominant, SPD): the caller checks the result.  A zero
+    pivot gives non-finite entries."""
+    w = D.shape[-1]
+    if w <= GJ_BLOCK:
+        return _gauss_jordan(D)
+    h = w // 2
+    A, B, C, E = D[..., :h, :h], D[..., :h, h:], D[..., h:, :h], D[..., h:, h:]
+    Ai = unpivoted_inverse(A)
+    AiB, CAi = Ai @ B, C @ Ai
+    Si = unpivoted_inverse(E - C @ AiB)
+    X12, X21 = -(AiB @ Si), -(Si @ CAi)
+    return torch.cat([torch.cat([Ai - X12 @ CAi, X12], -1), torch.cat([X21, Si], -1)], -2)
+
+
+GJ_BLOCK = 32  # blocks inverted by the Gauss-Jordan loop (rank-1 updates: memory-bound)
+
+
+def _gauss_jordan(D):
+    """Gauss-Jordan inversion without pivoting, in place, as one XLA ``While`` loop of
+    ``w`` rank-1 updates (the body compiled once, the loop run on the device)."""
     from torch_xla.experimental.fori_loop import _xla_while_loop_wrapper
 
     w = D.shape[-1]

@@ -364,7 +364,7 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
     no aten CPU fallback, no compilation when the same pattern comes again."""
     import torch_xla.debug.metrics as met
 
-    from trnscipy._kernels import _IMPLS
+    from trnscipy._kernels import _IMPLS, kernel
     from trnscipy._metrics import xla_counts
 
     key = ("sparse.linalg.block_inverse", "xla")
@@ -381,6 +381,10 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
                    if n.startswith("aten::") and n != "aten::_local_scalar_dense")
 
     before = aten()
+    # 40 x 40: one 2 x 2 block step (Schur complement) above the Gauss-Jordan loops
+    d = np.random.default_rng(0).standard_normal((3, 40, 40)) + 40 * np.eye(40)
+    inv = kernel("unpivoted_inverse", xla_device)(torch.from_numpy(d).to(xla_device))
+    np.testing.assert_allclose(inv.cpu().numpy(), np.linalg.inv(d), rtol=0, atol=1e-15)
     a = convdiff(4)
     b = _rhs(16, np.float64)
     x = tsl.spsolve(trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device))
