@@ -11,10 +11,13 @@ tridiagonal.  Consecutive levels are merged into blocks no wider than the widest
 
 Numeric factorization (device, one graph per pattern): block cyclic reduction, the
 nested dissection of that chain of blocks.  At each of its ``log2(blocks)`` levels the
-even blocks are inverted together (``torch.linalg.inv_ex``: LU with partial pivoting
-inside each block, which lowers on XLA), and their Schur complements update the odd
-blocks, which form the next level's block tridiagonal matrix (``bmm``).  A block whose
-inverse is not finite makes the factor exactly singular.
+even blocks are inverted together, and their Schur complements update the odd blocks,
+which form the next level's block tridiagonal matrix (``bmm``).  The inverses: first
+without pivoting where the device has a cheaper inverse for that (XLA: the
+``unpivoted_inverse`` kernel), each checked on two probe columns; where a check fails
+the whole factorization runs again with partial pivoting inside each block
+(``torch.linalg.inv_ex``; CPU and CUDA always use it).  A block whose pivoted inverse is
+not finite makes the factor exactly singular.
 
 Solves (device): forward and back through the levels with ``bmm`` only, batched over
 blocks and right-hand sides (one graph per right-hand side shape, reused by each of the

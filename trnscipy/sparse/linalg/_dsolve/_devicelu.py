@@ -2,7 +2,8 @@
 
 What differs from SciPy's SuperLU: the factors are those of ``_blocklu`` (a block
 cyclic reduction over the Cuthill-McKee levels, static pivoting by a structural row
-matching, partial pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
+matching, block inverses without pivoting where they pass a check, else with partial
+pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
 satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
 SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
 the host on first access (warned off the CPU kind).  ``solve`` runs on the device and
