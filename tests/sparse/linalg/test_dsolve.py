@@ -513,6 +513,40 @@ def test_spilu_is_ilu_on_its_pattern():
                 assert np.linalg.norm(m @ x - b) <= 1e-10 * np.linalg.norm(b)
 
 
+def _levels_of_fill(a, kmax):
+    """Textbook level of fill (IKJ on a dense level array): the reference pattern."""
+    n = a.shape[0]
+    c = sp.coo_array(a)
+    lev = np.full((n, n), kmax + 1)
+    lev[c.row, c.col] = 0  # the stored pattern (explicit zeros too)
+    np.fill_diagonal(lev, 0)
+    for i in range(n):
+        for k in range(i):
+            if lev[i, k] <= kmax:
+                lev[i, k + 1:] = np.minimum(lev[i, k + 1:], lev[i, k] + lev[k, k + 1:] + 1)
+    return lev
+
+
+def test_spilu_pattern_is_the_level_of_fill():
+    """The symbolic pass (sparse products, one level each) gives the textbook ILU(k)
+    pattern, k the largest within the budget (fill_factor * nnz)."""
+    from trnscipy.sparse.linalg._dsolve import _ilu
+
+    for a in (poisson2d(5), unsymmetric(40, seed=1), needs_pivoting(12)):
+        c = sp.coo_array(a)
+        lev = _levels_of_fill(a, _ilu.KMAX)
+        for ff in (1, 2, 4, 30):
+            row, col, k = _ilu._pattern(a.shape[0], c.row.astype(np.int64),
+                                        c.col.astype(np.int64), int(ff * a.nnz))
+            counts = [(lev <= j).sum() for j in range(_ilu.KMAX + 1)]
+            want = max([0] + [j for j in range(_ilu.KMAX + 1) if counts[j] <= ff * a.nnz])
+            if counts[-1] == counts[want] and counts[want] <= ff * a.nnz:
+                want = _ilu.KMAX  # the pattern stops growing: every level fits
+            assert k == want
+            np.testing.assert_array_equal(row * a.shape[0] + col,
+                                          np.flatnonzero((lev <= want).ravel()))
+
+
 def test_spilu_options_drop_tol_and_errors(route):
     a = convdiff(8)
     da = trnscipy.to_device(a, "cpu")
