@@ -259,15 +259,16 @@ def _pad(t, m, fill):
 
 
 def _inverses(De, materialize, also, pivoting, probe):
-    """Inverses of the stack ``De`` and a 2-element count: [blocks with non-finite
-    entries, unpivoted inverses that fail the check], CHUNK blocks at a time: every
+    """Inverses of the stack ``De`` and a 2-element count: [non-finite entries of
+    pivoted inverses (a singular factor), non-finite entries or failed checks of
+    unpivoted ones (factorize again with pivoting)], CHUNK blocks at a time: every
     chunk is the same graph (one compilation of the inverse per block width, however
     many blocks and levels).  The chunks are computed in one graph with the tensors
     ``also`` (the level's blocks: later graphs start from them instead of tracing the
     earlier levels again).  An inverse computed without pivoting is checked on the
-    ``probe`` columns V: max |D (X V) - V| <= sqrt(eps) max |V| (GJ without pivoting is
-    accurate for the diagonally dominant and SPD blocks it is meant for; a block that
-    needs pivoting or a zero pivot fails)."""
+    ``probe`` columns V: max |D X V - V| <= sqrt(eps) max |D| |X| |V| (a stable inverse
+    has a residual of about w eps |D| |X|, however ill-conditioned D is; a block that
+    needed pivoting, a tiny or zero pivot, or non-finite entries fail)."""
     chunks = [_pad(De[s:s + CHUNK], CHUNK, "eye") for s in range(0, De.shape[0], CHUNK)]
     materialize([*chunks, De, *also])
     inverses, counts = [], []
@@ -277,11 +278,14 @@ def _inverses(De, materialize, also, pivoting, probe):
         parts = (inv.real, inv.imag) if inv.is_complex() else (inv,)
         bad = sum((~torch.isfinite(p)).sum() for p in parts).reshape(1)
         if pivoted:
-            unstable = torch.zeros_like(bad)
-        else:
-            r = (chunk @ (inv @ probe.to(inv.dtype)) - probe).abs()
-            unstable = (~(r <= tol)).sum().reshape(1)
-        count = torch.cat([bad, unstable])
+            count = torch.cat([bad, torch.zeros_like(bad)])
+        else:  # non-finite entries or a failed check: factorize again, with pivoting
+            # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
+            v = probe.to(inv.dtype)
+            r = (chunk @ (inv @ v) - v).abs().real.amax((1, 2))
+            scale = (chunk.abs().real @ (inv.abs().real @ probe.abs().to(r.dtype))).amax((1, 2))
+            failed = (~(r <= tol * scale)).sum().reshape(1)
+            count = torch.cat([torch.zeros_like(bad), bad + failed])
         materialize([inv, count])
         inverses.append(inv)
         counts.append(count)
