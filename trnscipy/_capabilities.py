@@ -41,9 +41,10 @@ class Capability:
 # trnscipy/linalg/_xla_dense.py, eig/eigvals: trnscipy/linalg/_francis.py, from ops that
 # lower (linalg_lu*, linalg_qr, geqrf, linalg_eig, linalg_matrix_exp do not).
 # On Neuron eig/eigvals, rsf2csf and eigs stay on the host: their results are complex
-# whatever the input's dtype (the dtype check sees only the real input).
+# whatever the input's dtype (the dtype check sees only the real input); cdf2rdf computes
+# with complex128 whatever its input.
 _NEURON_HOST_EIG = frozenset(f"scipy.linalg.{name}" for name in (
-    "_decomp.eig", "_decomp.eigvals", "_decomp_schur.rsf2csf")) | {
+    "_decomp.eig", "_decomp.eigvals", "_decomp_schur.rsf2csf", "_decomp.cdf2rdf")) | {
     "scipy.sparse.linalg._eigen.arpack.arpack.eigs"}
 
 # Complex Schur routes (sqrtm, logm, funm, solve_sylvester): complex arithmetic.

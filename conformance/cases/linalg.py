@@ -66,13 +66,13 @@ def _table():
         ("det", lambda I: ((I["gen"],), {}), None, True),
         ("diagsvd", lambda I: ((I["vec"][:3], 5, 3), {}), None, False),
         ("eig", lambda I: ((I["gen"],), {}), eig_judge, False),
-        ("eig_banded", lambda I: ((I["band_u"],), {}), None, False),
+        ("eig_banded", lambda I: ((I["band_u"],), {}), banded_eigh_judge, False),
         ("eigh", lambda I: ((I["spd"],), {}), judges.eigh, True),
         ("eigh", lambda I: ((I["sym"],), {"eigvals_only": True}), judges.eigh, False),
         ("eigh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), tridiagonal_judge,
          False),
         ("eigvals", lambda I: ((I["gen"],), {}), eig_judge, False),
-        ("eigvals_banded", lambda I: ((I["band_u"],), {}), None, False),
+        ("eigvals_banded", lambda I: ((I["band_u"],), {}), banded_eigh_judge, False),
         ("eigvalsh", lambda I: ((I["sym"],), {}), judges.eigvalsh, True),
         ("eigvalsh_tridiagonal", lambda I: ((I["vec"], I["vec"][:3]), {}), tridiagonal_judge,
          False),
@@ -239,6 +239,21 @@ def tridiagonal_judge(case, expected, actual):
 
     d, e = (np.asarray(x) for x in case.args[:2])
     dense = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    return judges.eigh(dataclasses.replace(case, args=(dense,)), expected, actual)
+
+
+def banded_eigh_judge(case, expected, actual):
+    """eig_banded/eigvals_banded (upper band form): judges.eigh on the dense Hermitian
+    matrix of the band."""
+    import dataclasses
+
+    ab = np.asarray(case.args[0])
+    u, n = ab.shape[0] - 1, ab.shape[1]
+    dense = np.zeros((n, n), dtype=ab.dtype)
+    for j in range(n):
+        for i in range(max(0, j - u), j + 1):
+            dense[i, j] = ab[u + i - j, j]
+    dense = np.triu(dense) + np.triu(dense, 1).conj().T
     return judges.eigh(dataclasses.replace(case, args=(dense,)), expected, actual)
 
 

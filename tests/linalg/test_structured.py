@@ -156,6 +156,53 @@ def test_eigh_tridiagonal_bad_input(dlane):
         assert str(actual.value) == str(expected.value)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lower", [False, True])
+def test_eig_banded(dlane, dtype, lower):
+    """Eigenvalues as SciPy's, eigenvectors by residual and orthonormality, all selections."""
+    _xla_budget(dlane, dtype == np.float32 and not lower)
+    rng = np.random.default_rng(7)
+    h = random(N, dtype, rng)
+    a = np.triu(np.tril(h + h.conj().T, 2), -2)  # Hermitian, bandwidth 2
+    ab = _band(a, 2, 0) if lower else _band(a, 0, 2)
+    tol = 1e-10 if np.dtype(dtype).itemsize * (1 if np.dtype(dtype).kind == "c" else 2) >= 16 \
+        else 200 * N * eps(dtype)
+    scale = np.abs(a).max()
+    with aten_fallbacks(dlane) as host:
+        for kwargs in ({}, {"select": "v", "select_range": (-1.0, 2.0)},
+                       {"select": "i", "select_range": (1, 3)}):
+            wref, vref = sl.eig_banded(ab, lower=lower, **kwargs)
+            w, v = (to_np(t) for t in tl.eig_banded(tensor(ab, dlane), lower=lower, **kwargs))
+            assert w.dtype == wref.dtype and v.dtype == vref.dtype and v.shape == vref.shape
+            np.testing.assert_allclose(w, wref, atol=tol * scale * 10)
+            assert np.linalg.norm(a @ v - v * w) <= tol * N * scale
+            assert np.linalg.norm(v.conj().T @ v - np.eye(v.shape[1])) <= tol * N
+            w2 = tl.eigvals_banded(tensor(ab, dlane), lower=lower, **kwargs)
+            np.testing.assert_allclose(to_np(w2), wref, atol=tol * scale * 10)
+            if dlane.type == "xla":
+                break  # one graph is enough on XLA
+    assert not host
+
+
+def test_eig_banded_bad_input(dlane):
+    ab = np.array([[0.0, 1, 1, 1], [4, 4, 4, 4]])
+    cases = [((np.ones(3),), {}), ((ab,), {"select": "x"}),
+             ((ab,), {"select": "i", "select_range": (0, 9)}),
+             ((ab,), {"select": "i", "select_range": (0.5, 2.0)}),
+             ((ab,), {"select": "v", "select_range": (2.0, 1.0)}),
+             ((np.where(ab == 4, np.nan, ab),), {"check_finite": False})]
+    for args, kwargs in cases:
+        with pytest.raises(Exception) as expected:
+            sl.eig_banded(*args, **kwargs)
+        with pytest.raises(expected.type) as actual:
+            tl.eig_banded(*(tensor(x, dlane) for x in args), **kwargs)
+        assert str(actual.value) == str(expected.value)
+    with pytest.raises(ValueError, match="max_ev"):  # SciPy writes past its arrays here
+        tl.eig_banded(tensor(ab, dlane), select="v", select_range=(0, 10), max_ev=1)
+    w = tl.eigvals_banded(tensor(np.zeros((2, 0)), dlane))
+    assert tuple(w.shape) == (0,)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
 def test_pinvh(dlane, dtype):
     _xla_budget(dlane, dtype == np.float32)
@@ -203,3 +250,27 @@ def test_null_space_orth_polar(dlane, dtype):
     assert not host
     with pytest.raises(ValueError, match="side"):
         tl.polar(tensor(sq, dlane), side="up")
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cdf2rdf(dlane, dtype):
+    """The real block-diagonal form as SciPy's, from eig's complex pairs (and a batch)."""
+    _xla_budget(dlane, dtype == np.float64)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, N, N)).astype(dtype)
+    w, v = np.linalg.eig(a)  # complex conjugate pairs, consecutive
+    assert np.iscomplex(w).any()
+    for args in ((w[0], v[0]), (w, v)):
+        wr_ref, vr_ref = sl.cdf2rdf(*args)
+        with aten_fallbacks(dlane) as host:
+            wr, vr = (to_np(t) for t in tl.cdf2rdf(*(tensor(x, dlane) for x in args)))
+        assert not host
+        assert wr.dtype == wr_ref.dtype and vr.dtype == vr_ref.dtype
+        np.testing.assert_allclose(wr, wr_ref, rtol=1e-6, atol=0)
+        np.testing.assert_allclose(vr, vr_ref, rtol=1e-6, atol=1e-7)
+    for args in ((w[0][:-1], v[0]), (w[0], v[0][:, :-1]), (w[0][:1] + 1j, v[0][:1, :1])):
+        with pytest.raises(ValueError) as expected:
+            sl.cdf2rdf(*args)
+        with pytest.raises(ValueError) as actual:
+            tl.cdf2rdf(*(tensor(x, dlane) for x in args))
+        assert str(actual.value) == str(expected.value)

@@ -141,7 +141,6 @@ def graph_function(fn):
     return fn
 
 
-
 @register("device_loop", "generic")
 def device_loop(body, carry, start, stop):
     """``for j in range(start, stop): carry = body(carry, j)``, a Python loop (``start``
@@ -151,3 +150,9 @@ def device_loop(body, carry, start, stop):
         carry = tuple(body(tuple(carry), j))
         j = j + 1
     return tuple(carry)
+
+
+@register("inner", "generic")
+def inner(a, b):
+    """conj(a) . b along the last axis (``a`` a vector or a stack of them, ``b`` a vector)."""
+    return a.conj() @ b if a.is_complex() else a @ b

@@ -169,6 +169,15 @@ def _block_product(A, x, slot_map):
     return out[:, 0].clone() if x.ndim == 1 else out
 
 
+@register("inner", "xla")
+def inner(a, b):
+    """conj(a) . b along the last axis, as a product and a sum: XLA CPU accumulates a
+    ``dot`` in order (float32 relative error 9e-7 at 10^4 entries, 3e-5 at 10^6,
+    measured) and a reduction pairwise (7e-9, 4e-8), the accuracy of NumPy's dot.
+    Krylov solvers lose convergence to the sequential sum."""
+    return (a.conj() * b).sum(-1)
+
+
 @register("graph_function", "xla")
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors, no in-place writes to its arguments) traced
@@ -318,3 +327,59 @@ def device_loop(body, carry, start, stop):
     results = torch_xla._XLAC._xla_user_computation("xla::device_loop",
                                                     builder.param_tensors(), loop)
     return tuple(results[2:2 + n_carry])
+
+
+@register("unpivoted_inverse", "xla")
+def unpivoted_inverse(D):
+    """Inverses of a batch of square blocks (..., w, w) without pivoting: the 2 x 2 block
+    inverse through the Schur complement of the leading half (matrix products), down to
+    blocks of at most ``GJ_BLOCK``, which Gauss-Jordan elimination inverts in one XLA
+    ``While`` loop (``_gauss_jordan``).  torch-xla lowers ``inv_ex`` to a QR custom call
+    that XLA CPU compiles for 5-20 s per shape and runs slowly.  Only safe where no
+    pivoting is needed (diagonally dominant, SPD): the caller checks the result.  A zero
+    pivot gives non-finite entries."""
+    w = D.shape[-1]
+    if w <= GJ_BLOCK:
+        return _gauss_jordan(D)
+    h = w // 2
+    A, B, C, E = D[..., :h, :h], D[..., :h, h:], D[..., h:, :h], D[..., h:, h:]
+    Ai = unpivoted_inverse(A)
+    AiB, CAi = Ai @ B, C @ Ai
+    Si = unpivoted_inverse(E - C @ AiB)
+    X12, X21 = -(AiB @ Si), -(Si @ CAi)
+    return torch.cat([torch.cat([Ai - X12 @ CAi, X12], -1), torch.cat([X21, Si], -1)], -2)
+
+
+GJ_BLOCK = 32  # blocks inverted by the Gauss-Jordan loop (rank-1 updates: memory-bound)
+
+
+def _gauss_jordan(D):
+    """Gauss-Jordan inversion without pivoting, in place, as one XLA ``While`` loop of
+    ``w`` rank-1 updates (the body compiled once, the loop run on the device)."""
+    from torch_xla.experimental.fori_loop import _xla_while_loop_wrapper
+
+    w = D.shape[-1]
+    if w == 1:  # (a loop count of 1 would be traced as a constant: torch-xla's special scalars)
+        return 1 / D
+    shape = D.shape
+    M0 = D.reshape(-1, w, w)
+
+    def cond(steps, k, M):
+        return steps > 0
+
+    def body(steps, k, M):
+        ek = (torch.arange(w, device=M.device, dtype=M.dtype) == k).to(M.dtype)
+        keep = 1 - ek
+        row = (ek[None, :, None] * M).sum(1)  # row k
+        col = (M * ek[None, None, :]).sum(2)  # column k
+        p = (row * ek).sum(1, keepdim=True)  # the pivot
+        M = M - (col - ek)[:, :, None] * (row / p)[:, None, :]
+        new_col = keep * (-col / p) + ek / p
+        M = M * keep[None, None, :] + new_col[:, :, None] * ek[None, None, :]
+        return steps - 1, k + 1, M
+
+    # k is a 1-element tensor: a 0-d one would be traced as a constant of the loop body
+    steps = torch.tensor(w, dtype=torch.int64, device=D.device)
+    k = torch.zeros(1, dtype=D.dtype, device=D.device)
+    out = _xla_while_loop_wrapper(cond, body, (steps, k, M0), (), fake_tensor=True)
+    return out[-1].reshape(shape)

@@ -18,10 +18,13 @@ from trnscipy.linalg._basic import (  # noqa: F401
     solveh_banded,
 )
 from trnscipy.linalg._decomp import (  # noqa: F401
+    cdf2rdf,
     eig,
+    eig_banded,
     eigh,
     eigh_tridiagonal,
     eigvals,
+    eigvals_banded,
     eigvalsh,
     eigvalsh_tridiagonal,
 )

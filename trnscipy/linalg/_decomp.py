@@ -14,7 +14,8 @@ from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers 
 from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 
-__all__ = ["eigh", "eigvalsh", "eig", "eigvals", "eigh_tridiagonal", "eigvalsh_tridiagonal"]
+__all__ = ["eigh", "eigvalsh", "eig", "eigvals", "eigh_tridiagonal", "eigvalsh_tridiagonal",
+           "eig_banded", "eigvals_banded", "cdf2rdf"]
 
 _DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
@@ -149,3 +150,86 @@ def eigvalsh_tridiagonal(d, e, select="a", select_range=None, check_finite=True,
                          lapack_driver="auto"):
     return eigh_tridiagonal(d, e, eigvals_only=True, select=select, select_range=select_range,
                             check_finite=check_finite, tol=tol, lapack_driver=lapack_driver)
+
+
+@dispatch(_sl.eig_banded)
+def eig_banded(a_band, lower=False, eigvals_only=False, overwrite_a_band=False, select="a",
+               select_range=None, max_ev=0, check_finite=True):
+    """Off the CPU: the eigh kernel on the dense Hermitian matrix the band holds (O(n^2)
+    memory and O(n^3) work, not LAPACK's band reduction), then SciPy's selection (one
+    host read for ``select='v'``).  Differs from SciPy: more eigenvalues in
+    ``select_range`` than a given ``max_ev`` is a ValueError (SciPy's LAPACK call
+    writes past its arrays)."""
+    from scipy.linalg._decomp import _check_select
+
+    device = device_of(a_band)
+    # SciPy checks finiteness whatever check_finite says unless eigvals_only/overwrite
+    a = as_tensor(a_band, device, check_finite or not (eigvals_only or overwrite_a_band))
+    if a.ndim < 2:
+        raise ValueError("expected a 2-D array")
+    n = a.shape[-1]
+    rng = None if select_range is None else np.asarray(
+        select_range.cpu() if hasattr(select_range, "cpu") else select_range)
+    select, vl, vu, il, iu, max_ev = _check_select(select, rng, max_ev, n)
+    if a.numel() == 0:
+        w = empty(a.shape[:-2] + (0,), a, _real_dtype(a))
+        return w if eigvals_only else (w, empty(a.shape[:-2] + (0, 0), a, a.dtype))
+    out = kernel("linalg.eig_banded", device)(
+        a, lower=lower, eigvals_only=eigvals_only, select=select,
+        select_range=None if select == 0 else ((vl, vu) if select == 1 else (il - 1, iu - 1)))
+    w = out if eigvals_only else out[0]
+    if select == 1 and not eigvals_only and w.shape[-1] > max_ev:
+        raise ValueError(f"select_range holds {w.shape[-1]} eigenvalues, more than "
+                         f"max_ev={max_ev}")
+    return out
+
+
+@dispatch(_sl.eigvals_banded)
+def eigvals_banded(a_band, lower=False, overwrite_a_band=False, select="a",
+                   select_range=None, check_finite=True):
+    return eig_banded(a_band, lower=lower, eigvals_only=True,
+                      overwrite_a_band=overwrite_a_band, select=select,
+                      select_range=select_range, check_finite=check_finite)
+
+
+@dispatch(_sl.cdf2rdf)
+def cdf2rdf(w, v):
+    """Complex eigenpairs to the real block-diagonal form, on the device: one host read of
+    which eigenvalues are complex (the pairing, as SciPy: consecutive complex ones, not
+    interleaved); the blocks and ``v @ u`` are device arithmetic.  As SciPy, ``vr`` is
+    float64 whatever the input precision (its ``u`` is complex128)."""
+    device = device_of(w, v)
+    w, v = as_tensor(w, device), as_tensor(v, device)
+    if w.ndim < 1:
+        raise ValueError("expected w to be at least 1D")
+    if v.ndim < 2:
+        raise ValueError("expected v to be at least 2D")
+    if v.ndim != w.ndim + 1:
+        raise ValueError("expected eigenvectors array to have exactly one dimension more "
+                         "than eigenvalues array")
+    n = w.shape[-1]
+    if v.shape[-2] != v.shape[-1]:
+        raise ValueError("expected v to be a square matrix or stacked square matrices: "
+                         "v.shape[-2] = v.shape[-1]")
+    if v.shape[-1] != n:
+        raise ValueError("expected the same number of eigenvalues as eigenvectors")
+    imag = w.imag if w.is_complex() else torch.zeros_like(w)
+    mask = np.asarray(kernel("linalg._fetch", device)(imag != 0), dtype=bool)
+    if not (mask.sum(axis=-1) % 2 == 0).all():
+        raise ValueError("expected complex-conjugate pairs of eigenvalues")
+    *stack, elem = np.nonzero(mask)
+    j, k = elem[0::2], elem[1::2]
+    at = tuple(torch.as_tensor(i[0::2], device=device) for i in stack)
+    j, k = torch.as_tensor(j, device=device), torch.as_tensor(k, device=device)
+    real = w.real if w.is_complex() else w
+    eye = torch.eye(n, dtype=real.dtype, device=device)
+    wr = torch.diag_embed(real).clone()
+    wr[at + (j, k)] = imag[at + (j,)]
+    wr[at + (k, j)] = imag[at + (k,)]
+    u = (eye.to(torch.complex128) * torch.ones(w.shape[:-1] + (1, 1), dtype=torch.complex128,
+                                                device=device))
+    u[at + (j, j)] = 0.5j
+    u[at + (j, k)] = 0.5
+    u[at + (k, j)] = -0.5j
+    u[at + (k, k)] = 0.5
+    return wr, (v.to(torch.complex128) @ u).real

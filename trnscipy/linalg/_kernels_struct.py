@@ -134,6 +134,24 @@ def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None, to
     return w if eigvals_only else (w, v)
 
 
+@register("linalg.eig_banded", "generic")
+def eig_banded(a_band, lower=False, eigvals_only=False, select=0, select_range=None):
+    """The eigh kernel on the dense Hermitian matrix of the band (upper form: row u + i - j
+    of column j holds a[i, j]; lower form: row i - j), selection as eigh's subsets."""
+    rows = a_band.shape[-2]
+    a = band_to_dense(a_band, rows - 1, 0) if lower else band_to_dense(a_band, 0, rows - 1)
+    subset = {"subset_by_value": select_range} if select == 1 else (
+        {"subset_by_index": select_range} if select == 2 else {})
+    return _k("linalg.eigh", a)(a, lower=lower, eigvals_only=eigvals_only, **subset)
+
+
+@register("linalg.eig_banded", "cpu")
+def eig_banded_cpu(a_band, lower=False, eigvals_only=False, select=0, select_range=None):
+    """SciPy's eig_banded on a view (its selection codes back to SciPy's letters)."""
+    return _on_views(_sl.eig_banded)(a_band, lower=lower, eigvals_only=eigvals_only,
+                                     select="avi"[select], select_range=select_range)
+
+
 @register("linalg.pinvh", "generic")
 def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
     s, u = _k("linalg.eigh", a)(a, lower=lower)

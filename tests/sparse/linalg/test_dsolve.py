@@ -357,6 +357,56 @@ def test_xla_spsolve_and_triangular(xla_device):
 
 
 @pytest.mark.xla
+def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch):
+    """XLA inverts the blocks by Gauss-Jordan without pivoting (one device loop), checked:
+    a diagonally dominant matrix factorizes once that way, one that needs pivoting inside
+    a block and a singular one factorize again with pivoting (SciPy's results and errors);
+    no aten CPU fallback, no compilation when the same pattern comes again."""
+    import torch_xla.debug.metrics as met
+
+    from trnscipy._kernels import _IMPLS, kernel
+    from trnscipy._metrics import xla_counts
+
+    key = ("sparse.linalg.block_inverse", "xla")
+    inverse, calls = _IMPLS[key], []
+
+    def spy(D, pivoting):
+        calls.append(pivoting)
+        return inverse(D, pivoting)
+
+    monkeypatch.setitem(_IMPLS, key, spy)
+
+    def aten():
+        return sum(met.counter_value(n) or 0 for n in met.counter_names()
+                   if n.startswith("aten::") and n != "aten::_local_scalar_dense")
+
+    before = aten()
+    # 40 x 40: one 2 x 2 block step (Schur complement) above the Gauss-Jordan loops
+    d = np.random.default_rng(0).standard_normal((3, 40, 40)) + 40 * np.eye(40)
+    inv = kernel("unpivoted_inverse", xla_device)(torch.from_numpy(d).to(xla_device))
+    np.testing.assert_allclose(inv.cpu().numpy(), np.linalg.inv(d), rtol=0, atol=1e-15)
+    a = convdiff(4)
+    b = _rhs(16, np.float64)
+    x = tsl.spsolve(trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device))
+    _check(x, spla.spsolve(a, b), a, b, xla_device)
+    assert calls and not any(calls)
+    with xla_counts() as again:
+        tsl.splu(trnscipy.to_device(a * 2, xla_device))
+    assert again.compilations == 0
+    calls.clear()
+    # levels {0}, {1, 2}: block {1, 2} is [[0, 1], [1, 1]] after eliminating 0
+    a = sp.csc_array(np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 2.0], [1.0, 2.0, 2.0]]))
+    b = _rhs(3, np.float64)
+    x = tsl.spsolve(trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device))
+    _check(x, spla.spsolve(a, b), a, b, xla_device)
+    assert calls[0] is False and calls[-1] is True
+    a = sp.csc_array(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    with pytest.raises(RuntimeError, match="Factor is exactly singular"):
+        tsl.splu(trnscipy.to_device(a, xla_device))
+    assert aten() == before
+
+
+@pytest.mark.xla
 @pytest.mark.slow  # XLA compiles of the 10^4-unknown factorization dominate
 def test_xla_strict_must_show(xla_device, monkeypatch):
     """TRNSCIPY_STRICT=1: spsolve on a 2-D Poisson matrix with 10^4 unknowns and on a
@@ -461,6 +511,40 @@ def test_spilu_is_ilu_on_its_pattern():
             for trans, m in (("N", op), ("T", op.T), ("H", op.conj().T)):
                 x = trnscipy.to_host(ilu.solve(torch.from_numpy(b), trans))
                 assert np.linalg.norm(m @ x - b) <= 1e-10 * np.linalg.norm(b)
+
+
+def _levels_of_fill(a, kmax):
+    """Textbook level of fill (IKJ on a dense level array): the reference pattern."""
+    n = a.shape[0]
+    c = sp.coo_array(a)
+    lev = np.full((n, n), kmax + 1)
+    lev[c.row, c.col] = 0  # the stored pattern (explicit zeros too)
+    np.fill_diagonal(lev, 0)
+    for i in range(n):
+        for k in range(i):
+            if lev[i, k] <= kmax:
+                lev[i, k + 1:] = np.minimum(lev[i, k + 1:], lev[i, k] + lev[k, k + 1:] + 1)
+    return lev
+
+
+def test_spilu_pattern_is_the_level_of_fill():
+    """The symbolic pass (sparse products, one level each) gives the textbook ILU(k)
+    pattern, k the largest within the budget (fill_factor * nnz)."""
+    from trnscipy.sparse.linalg._dsolve import _ilu
+
+    for a in (poisson2d(5), unsymmetric(40, seed=1), needs_pivoting(12)):
+        c = sp.coo_array(a)
+        lev = _levels_of_fill(a, _ilu.KMAX)
+        for ff in (1, 2, 4, 30):
+            row, col, k = _ilu._pattern(a.shape[0], c.row.astype(np.int64),
+                                        c.col.astype(np.int64), int(ff * a.nnz))
+            counts = [(lev <= j).sum() for j in range(_ilu.KMAX + 1)]
+            want = max([0] + [j for j in range(_ilu.KMAX + 1) if counts[j] <= ff * a.nnz])
+            if counts[-1] == counts[want] and counts[want] <= ff * a.nnz:
+                want = _ilu.KMAX  # the pattern stops growing: every level fits
+            assert k == want
+            np.testing.assert_array_equal(row * a.shape[0] + col,
+                                          np.flatnonzero((lev <= want).ravel()))
 
 
 def test_spilu_options_drop_tol_and_errors(route):

@@ -11,10 +11,13 @@ tridiagonal.  Consecutive levels are merged into blocks no wider than the widest
 
 Numeric factorization (device, one graph per pattern): block cyclic reduction, the
 nested dissection of that chain of blocks.  At each of its ``log2(blocks)`` levels the
-even blocks are inverted together (``torch.linalg.inv_ex``: LU with partial pivoting
-inside each block, which lowers on XLA), and their Schur complements update the odd
-blocks, which form the next level's block tridiagonal matrix (``bmm``).  A block whose
-inverse is not finite makes the factor exactly singular.
+even blocks are inverted together, and their Schur complements update the odd blocks,
+which form the next level's block tridiagonal matrix (``bmm``).  The inverses: first
+without pivoting where the device has a cheaper inverse for that (XLA: the
+``unpivoted_inverse`` kernel), each checked on two probe columns; where a check fails
+the whole factorization runs again with partial pivoting inside each block
+(``torch.linalg.inv_ex``; CPU and CUDA always use it).  A block whose pivoted inverse is
+not finite makes the factor exactly singular.
 
 Solves (device): forward and back through the levels with ``bmm`` only, batched over
 blocks and right-hand sides (one graph per right-hand side shape, reused by each of the
@@ -95,6 +98,8 @@ class Symbolic:
         pad = np.flatnonzero(self.rowsrc == n)
         self.pad_index = (pad // w) * ww + (pad % w) * (w + 1)
         self.schedule = _schedule(nblocks)
+        # two fixed columns that check the inverses computed without pivoting
+        self.probe = np.random.default_rng(0).uniform(-1, 1, (w, 2))
         self.device_cache = {}
 
     def on_device(self, name, device):
@@ -196,23 +201,42 @@ def symbolic(A):
 # ---- dense batched kernels (device) -----------------------------------------------------------
 
 @register("sparse.linalg.block_inverse", "generic")
-def block_inverse(D):
-    """Inverses of a batch of blocks: LU with partial pivoting inside each block
-    (``torch.linalg.inv_ex``, which lowers on XLA)."""
-    return torch.linalg.inv_ex(D).inverse
+def block_inverse(D, pivoting):
+    """(inverses, pivoted) of a batch of blocks: LU with partial pivoting inside each
+    block (``torch.linalg.inv_ex``) whatever ``pivoting`` says."""
+    return torch.linalg.inv_ex(D).inverse, True
 
 
 @register("sparse.linalg.block_inverse", "xla")
-def block_inverse_xla(D):
-    """torch-xla 2.9's complex inverse is wrong (docs/design.md): a complex block
-    A + iB is inverted through its real form [[A, -B], [B, A]]."""
-    if not D.is_complex():
-        return block_inverse(D)
-    w = D.shape[-1]
-    a, b = D.real, D.imag
-    big = torch.cat([torch.cat([a, -b], -1), torch.cat([b, a], -1)], -2)
-    inv = block_inverse(big)
-    return torch.complex(inv[..., :w, :w], inv[..., w:, :w])
+def block_inverse_xla(D, pivoting):
+    """Without ``pivoting``: Gauss-Jordan without pivoting in one device loop (the
+    ``unpivoted_inverse`` kernel: cheap to compile and to run), which the caller checks;
+    with it, ``inv_ex`` (a QR custom call on XLA: slow to compile and to run).
+    torch-xla 2.9's complex inverse is wrong (docs/design.md): a complex block A + iB
+    is inverted through its real form [[A, -B], [B, A]]."""
+    if D.is_complex():
+        w = D.shape[-1]
+        a, b = D.real, D.imag
+        big = torch.cat([torch.cat([a, -b], -1), torch.cat([b, a], -1)], -2)
+        inv, pivoted = block_inverse_xla(big, pivoting)
+        return torch.complex(inv[..., :w, :w], inv[..., w:, :w]), pivoted
+    if pivoting:
+        return torch.linalg.inv_ex(D).inverse, True
+    return kernel("unpivoted_inverse", D.device)(D), False
+
+
+@register("sparse.linalg.solve_columns", "generic")
+def solve_columns(k):
+    """Right-hand sides the substitution works on for ``k`` given: ``k``."""
+    return k
+
+
+@register("sparse.linalg.solve_columns", "xla")
+def solve_columns_xla(k):
+    """At least 2: XLA CPU emits a batched matrix-vector product as LLVM loops, slow to
+    compile (10 s for the substitution of 10^4 unknowns), and a matrix product as a
+    library call (6 s with the zero column)."""
+    return max(k, 2)
 
 
 def _pad_odd(m, t, fill):
@@ -234,37 +258,54 @@ def _pad(t, m, fill):
     return torch.cat([t, block])
 
 
-def _inverses(De, materialize, also):
-    """Inverses of the stack ``De`` and a count of non-finite entries (1-element tensor),
-    CHUNK blocks at a time: every chunk is the same graph (one compilation of the
-    inverse per block width, however many blocks and levels).  The chunks are computed
-    in one graph with the tensors ``also`` (the level's blocks: later graphs start from
-    them instead of tracing the earlier levels again)."""
+def _inverses(De, materialize, also, pivoting, probe):
+    """Inverses of the stack ``De`` and a 2-element count: [non-finite entries of
+    pivoted inverses (a singular factor), non-finite entries or failed checks of
+    unpivoted ones (factorize again with pivoting)], CHUNK blocks at a time: every
+    chunk is the same graph (one compilation of the inverse per block width, however
+    many blocks and levels).  The chunks are computed in one graph with the tensors
+    ``also`` (the level's blocks: later graphs start from them instead of tracing the
+    earlier levels again).  An inverse computed without pivoting is checked on the
+    ``probe`` columns V: max |D X V - V| <= sqrt(eps) max |D| |X| |V| (a stable inverse
+    has a residual of about w eps |D| |X|, however ill-conditioned D is; a block that
+    needed pivoting, a tiny or zero pivot, or non-finite entries fail)."""
     chunks = [_pad(De[s:s + CHUNK], CHUNK, "eye") for s in range(0, De.shape[0], CHUNK)]
     materialize([*chunks, De, *also])
-    inverses, bad = [], []
+    inverses, counts = [], []
+    tol = float(np.sqrt(torch.finfo(De.dtype).eps))
     for chunk in chunks:
-        inv = kernel("sparse.linalg.block_inverse", De.device)(chunk)
+        inv, pivoted = kernel("sparse.linalg.block_inverse", De.device)(chunk, pivoting)
         parts = (inv.real, inv.imag) if inv.is_complex() else (inv,)
-        count = sum((~torch.isfinite(p)).sum() for p in parts).reshape(1)
+        bad = sum((~torch.isfinite(p)).sum() for p in parts).reshape(1)
+        if pivoted:
+            count = torch.cat([bad, torch.zeros_like(bad)])
+        else:  # non-finite entries or a failed check: factorize again, with pivoting
+            # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
+            v = probe.to(inv.dtype)
+            r = (chunk @ (inv @ v) - v).abs().real.amax((1, 2))
+            scale = (chunk.abs().real @ (inv.abs().real @ probe.abs().to(r.dtype))).amax((1, 2))
+            failed = (~(r <= tol * scale)).sum().reshape(1)
+            count = torch.cat([torch.zeros_like(bad), bad + failed])
         materialize([inv, count])
         inverses.append(inv)
-        bad.append(count)
-    return torch.cat(inverses)[:De.shape[0]], sum(bad)
+        counts.append(count)
+    return torch.cat(inverses)[:De.shape[0]], sum(counts)
 
 
-def factor(sym, data):
+def factor(sym, data, pivoting=True):
     """Numeric factorization of the matrix with values ``data`` (in the pattern's storage
-    order) on data's device.  Returns (levels, singular): levels a list of per-level
-    tuples (D, Dinv, El, Er, Cu, Cd) of the blocks eliminated there (the Schur-updated
-    diagonal blocks, their inverses, the row couplings A[e, e-1], A[e, e+1] and the
-    column couplings A[e-1, e], A[e+1, e]); singular a 1-element tensor, nonzero when a
-    diagonal block was singular.  Graphs per level: the Schur updates (bmm) and the
-    inverses of the eliminated blocks, CHUNK at a time (``_inverses``)."""
+    order) on data's device.  Returns (levels, flags): levels a list of per-level tuples
+    (D, Dinv, El, Er, Cu, Cd) of the blocks eliminated there (the Schur-updated diagonal
+    blocks, their inverses, the row couplings A[e, e-1], A[e, e+1] and the column
+    couplings A[e-1, e], A[e+1, e]); flags a 2-element tensor: [nonzero when a diagonal
+    block was singular, nonzero when an inverse computed without ``pivoting`` failed its
+    check (factorize again with pivoting)].  Graphs per level: the Schur updates (bmm)
+    and the inverses of the eliminated blocks, CHUNK at a time (``_inverses``)."""
     w, nb = sym.w, sym.nblocks
     dev, dtype = data.device, data.dtype
     ww = w * w
     materialize = kernel("materialize", dev)
+    probe = sym.on_device("probe", dev)
     idx = torch.cat([sym.on_device("value_index", dev), sym.on_device("pad_index", dev)])
     vals = torch.cat([data, torch.ones(sym.pad_index.shape[0], dtype=dtype, device=dev)])
     flat = torch.zeros(3 * nb * ww, dtype=dtype, device=dev).index_add(0, idx, vals)
@@ -281,17 +322,17 @@ def factor(sym, data):
         Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
         El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
         De = D[0::2]
-        Dinv, bad = _inverses(De, materialize, (D, R, Lw, El, Er, Cu, Cd))
-        flags.append(bad)
+        Dinv, count = _inverses(De, materialize, (D, R, Lw, El, Er, Cu, Cd), pivoting, probe)
+        flags.append(count)
         X = Dinv @ torch.cat([El, Er], -1)
         Xl, Xr = X[..., :w], X[..., w:]
         levels.append((De, Dinv, El, Er, Cu, Cd))
         D = D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
         R = -(Cu[1:-1] @ Xr[1:-1])
         Lw = -(Cd[1:-1] @ Xl[1:-1])
-    singular = sum(flags)
-    materialize([singular, *(t for lvl in levels for t in lvl)])
-    return levels, singular
+    flags = sum(flags)
+    materialize([flags, *(t for lvl in levels for t in lvl)])
+    return levels, flags
 
 
 def _solve_permuted(sym, levels, B, trans):
@@ -343,6 +384,10 @@ def solve(sym, levels, data, b, trans, refine=REFINE):
     t = trans == "T"
     dev = b.device
     n, k = b.shape
+    width = kernel("sparse.linalg.solve_columns", dev)(k)
+    if width > k:
+        return solve(sym, levels, data, torch.cat(
+            [b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1), trans, refine)[:, :k]
     gather = sym.on_device("colsrc" if t else "rowsrc", dev)
     scatter = sym.on_device("rowslot" if t else "colslot", dev)
     zero_row = torch.zeros((1, k), dtype=b.dtype, device=dev)

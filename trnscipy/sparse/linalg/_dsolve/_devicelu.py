@@ -2,7 +2,8 @@
 
 What differs from SciPy's SuperLU: the factors are those of ``_blocklu`` (a block
 cyclic reduction over the Cuthill-McKee levels, static pivoting by a structural row
-matching, partial pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
+matching, block inverses without pivoting where they pass a check, else with partial
+pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
 satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
 SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
 the host on first access (warned off the CPU kind).  ``solve`` runs on the device and
@@ -33,8 +34,14 @@ def device_factor(A):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
-    levels, singular = _blocklu.factor(sym, data)  # computed level by level
-    if int(to_host(singular)[0]):  # one read: the singularity test
+    # without pivoting inside the blocks where the device has a cheaper inverse for that
+    # (checked; once more with pivoting where the check fails)
+    levels, flags = _blocklu.factor(sym, data, pivoting=False)  # computed level by level
+    singular, unstable = to_host(flags).tolist()  # one read
+    if unstable:
+        levels, flags = _blocklu.factor(sym, data, pivoting=True)
+        singular = to_host(flags)[0]
+    if singular:
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
 

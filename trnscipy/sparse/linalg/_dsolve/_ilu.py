@@ -25,8 +25,6 @@ Solves (device, one graph per right-hand side shape): the level-scheduled triang
 solves of ``_triangular`` with L (unit diagonal) and U, their transposes for 'T'/'H'.
 """
 
-import heapq
-
 import numpy as np
 import scipy.sparse as _sp
 
@@ -63,11 +61,11 @@ class IluSymbolic:
         self.lower = srow > scol
         self.pivot = self.diagpos[scol]  # U's diagonal entry of each entry's column
         self.p1, self.p2, self.target = _pairs(n, srow, scol, keys, self.diagpos)
+        self.device_cache = {}
+        self.schedules = {}
         depth = _depth(self)
         self.exact = depth is not None
         self.sweeps = depth + 1 if self.exact else SWEEPS
-        self.device_cache = {}
-        self.schedules = {}
 
     def on_device(self, name, device):
         """An index array of the analysis as a tensor on ``device`` (cached)."""
@@ -89,51 +87,47 @@ class IluSymbolic:
 def _pattern(n, row, col, budget):
     """The level-of-fill pattern (row-major sorted rows and columns) of the largest
     k <= KMAX whose entries number at most ``budget`` (k = 0 always: A's pattern and the
-    diagonal).  Rows are processed in order; once the entries of some level exceed the
-    budget, later rows drop that level and beyond (levels below stay exact)."""
-    pat = _sp.csr_array((np.ones(row.shape[0]), (row, col)), shape=(n, n))
-    pat = _sp.csr_array(pat + _sp.eye_array(n))
-    pat.sort_indices()
-    indptr, indices = pat.indptr, pat.indices
-    K = KMAX
-    counts = np.zeros(KMAX + 2, dtype=np.int64)
-    lev = np.full(n, KMAX + 1, dtype=np.int64)
-    urows = [None] * n
-    rows = []
-    for i in range(n):
-        cols0 = indices[indptr[i]:indptr[i + 1]]
-        lev[cols0] = 0
-        touched = [cols0]
-        heap = [c for c in cols0.tolist() if c < i]  # sorted: a heap
-        seen = set(heap)
-        while heap:
-            k = heapq.heappop(heap)
-            uc, ul = urows[k]
-            cand = lev[k] + ul + 1
-            old = lev[uc]
-            better = (cand < old) & (cand <= K)
-            if better.any():
-                cj = uc[better]
-                lev[cj] = cand[better]
-                touched.append(cj)
-                for j in cj[(old[better] > K) & (cj < i)].tolist():
-                    if j not in seen:
-                        seen.add(j)
-                        heapq.heappush(heap, j)
-        t = np.unique(np.concatenate(touched))
-        lv = lev[t]
-        lev[t] = KMAX + 1
-        rows.append((t, lv))
-        up = t >= i
-        urows[i] = (t[up], lv[up])
-        counts += np.bincount(lv, minlength=KMAX + 2)
-        while K > 0 and counts[:K + 1].sum() > budget:
-            K -= 1
-    row = np.repeat(np.arange(n), [r[0].shape[0] for r in rows])
-    col = np.concatenate([r[0] for r in rows]) if n else np.zeros(0, dtype=np.int64)
-    lv = np.concatenate([r[1] for r in rows]) if n else np.zeros(0, dtype=np.int64)
-    keep = lv <= K
-    return row[keep].astype(np.int64), col[keep].astype(np.int64), K
+    diagonal).  Entry (i, j) has level min over m < min(i, j) of lev(i, m) + lev(m, j) + 1:
+    the min-plus product of the strict lower and strict upper parts.  Levels up to t are
+    exact after t such products, so the pattern grows one level per product (sparse
+    matrix products in SciPy; no loop over rows)."""
+    lev = _sp.csr_array((np.ones(row.shape[0]), (row, col)), shape=(n, n))
+    lev = _sp.csr_array(lev + _sp.eye_array(n))
+    lev.data[:] = 1.0  # level + 1
+    K = 0
+    for t in range(1, KMAX + 1):
+        new = _fill(lev, t)
+        if lev.nnz + new.nnz > budget:
+            break
+        K = t
+        if new.nnz == 0:
+            K = KMAX
+            break
+        lev = _sp.csr_array(lev + new)
+    lev = _sp.csr_array(lev)
+    lev.sort_indices()
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(lev.indptr))
+    return rows, lev.indices.astype(np.int64), K
+
+
+_BASE = 2.0 ** -50  # a level l is stored as _BASE ** l: sums of fewer than 2^25 terms
+
+
+def _fill(lev, t):
+    """The entries of level t (a CSR matrix, values t + 1) given all entries of levels
+    below t in ``lev`` (values level + 1): lev(i, j) = min_m lev(i, m) + lev(m, j) + 1 by
+    one product of the strict lower and upper parts, each level l coded as _BASE ** l
+    (the smallest exponent of a sum of fewer than 2^25 terms dominates it)."""
+    coded = lev.copy()
+    coded.data = _BASE ** (coded.data - 1)
+    prod = _sp.csr_array(_sp.tril(coded, -1, format="csr") @ _sp.triu(coded, 1, format="csr"))
+    prod.data = np.floor(np.log2(prod.data) / -50.0 + 0.75) + 1  # level of the fill
+    known = _sp.csr_array(lev.astype(bool).astype(np.float64))
+    prod = _sp.csr_array(prod - prod.multiply(known))  # entries not in lev yet
+    prod.data[prod.data != t] = 0
+    prod.eliminate_zeros()
+    prod.data[:] = t + 1
+    return prod
 
 
 def _ranges(starts, stops):
@@ -160,12 +154,25 @@ def _pairs(n, row, col, keys, diagpos):
 
 def _depth(sym):
     """The depth of the dependency graph of the pattern's ILU equations when it is below
-    EXACT, else None (host relaxation of the levels, at most EXACT passes)."""
+    EXACT, else None.  A symmetric pattern's depth is at least twice the depth of L's
+    triangular schedule (l_ik needs u_kk, which needs l_km): deep ones stop there;
+    otherwise a host relaxation of the levels, at most EXACT passes."""
+    keys = sym.row * sym.n + sym.col
+    mirror = np.sort(sym.col * sym.n + sym.row)
+    if np.array_equal(keys, mirror):
+        chain = sym.schedule("L").row_ptr.shape[0] - 2  # edges of L's longest chain
+        if 2 * chain >= EXACT:
+            return None
+    order = np.argsort(sym.target, kind="stable")
+    p1, p2, target = sym.p1[order], sym.p2[order], sym.target[order]
+    starts = np.flatnonzero(np.concatenate([[True], target[1:] != target[:-1]]))
+    targets = target[starts]
     level = np.zeros(sym.row.shape[0], dtype=np.int64)
     low = np.flatnonzero(sym.lower)
     for s in range(EXACT):  # after pass s the levels up to s are final
         new = np.zeros_like(level)
-        np.maximum.at(new, sym.target, np.maximum(level[sym.p1], level[sym.p2]) + 1)
+        if starts.shape[0]:
+            new[targets] = np.maximum.reduceat(np.maximum(level[p1], level[p2]), starts) + 1
         new[low] = np.maximum(new[low], level[sym.pivot[low]] + 1)
         if (new == level).all():
             return s

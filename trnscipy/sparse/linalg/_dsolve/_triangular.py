@@ -26,15 +26,7 @@ class _Schedule:
         order = np.argsort(row[ent], kind="stable")
         ent = ent[order]
         erow, ecol = row[ent], col[ent]
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(ptr, erow + 1, 1)
-        ptr = np.cumsum(ptr)
-        level = np.zeros(n, dtype=np.int64)
-        rows = range(n) if lower else range(n - 1, -1, -1)
-        for i in rows:
-            deps = ecol[ptr[i]:ptr[i + 1]]
-            if deps.shape[0]:
-                level[i] = level[deps].max() + 1
+        level = _levels(n, erow, ecol)
         nlev = int(level.max()) + 1 if n else 0
         by_level = np.argsort(level, kind="stable")
         self.rows = by_level  # unknowns, level by level
@@ -55,6 +47,26 @@ class _Schedule:
         if key not in self.cache:
             self.cache[key] = torch.from_numpy(np.ascontiguousarray(getattr(self, name))).to(device)
         return self.cache[key]
+
+
+def _levels(n, erow, ecol):
+    """Level of every unknown: 0 without dependencies, else one more than the highest
+    level of the unknowns ``ecol`` its entries depend on (Kahn's peeling, one NumPy step
+    per level: the unknowns whose dependencies are all placed)."""
+    waiting = np.bincount(erow, minlength=n)
+    by_col = np.argsort(ecol, kind="stable")
+    dependent = erow[by_col]  # the rows depending on each column, column by column
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(ecol, minlength=n))])
+    level = np.zeros(n, dtype=np.int64)
+    front, lev = np.flatnonzero(waiting == 0), 0
+    while front.shape[0]:
+        level[front] = lev
+        lengths = ptr[front + 1] - ptr[front]
+        take = np.repeat(ptr[front + 1] - lengths.cumsum(), lengths) + np.arange(lengths.sum())
+        hit, count = np.unique(dependent[take], return_counts=True)
+        waiting[hit] -= count
+        front, lev = hit[waiting[hit] == 0], lev + 1
+    return level
 
 
 def pattern_analysis(A, name, key, analyse):
