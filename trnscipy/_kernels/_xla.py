@@ -354,32 +354,22 @@ GJ_BLOCK = 32  # blocks inverted by the Gauss-Jordan loop (rank-1 updates: memor
 
 
 def _gauss_jordan(D):
-    """Gauss-Jordan inversion without pivoting, in place, as one XLA ``While`` loop of
-    ``w`` rank-1 updates (the body compiled once, the loop run on the device)."""
-    from torch_xla.experimental.fori_loop import _xla_while_loop_wrapper
-
+    """Gauss-Jordan inversion without pivoting: ``w`` rank-1 updates in ``device_loop``
+    (one XLA ``While``, its body compiled once)."""
     w = D.shape[-1]
-    if w == 1:  # (a loop count of 1 would be traced as a constant: torch-xla's special scalars)
-        return 1 / D
     shape = D.shape
-    M0 = D.reshape(-1, w, w)
 
-    def cond(steps, k, M):
-        return steps > 0
-
-    def body(steps, k, M):
-        ek = (torch.arange(w, device=M.device, dtype=M.dtype) == k).to(M.dtype)
+    def body(carry, k):
+        (M,) = carry
+        ek = (torch.arange(w, device=M.device) == k).to(M.dtype)
         keep = 1 - ek
         row = (ek[None, :, None] * M).sum(1)  # row k
         col = (M * ek[None, None, :]).sum(2)  # column k
         p = (row * ek).sum(1, keepdim=True)  # the pivot
         M = M - (col - ek)[:, :, None] * (row / p)[:, None, :]
         new_col = keep * (-col / p) + ek / p
-        M = M * keep[None, None, :] + new_col[:, :, None] * ek[None, None, :]
-        return steps - 1, k + 1, M
+        return (M * keep[None, None, :] + new_col[:, :, None] * ek[None, None, :],)
 
-    # k is a 1-element tensor: a 0-d one would be traced as a constant of the loop body
-    steps = torch.tensor(w, dtype=torch.int64, device=D.device)
-    k = torch.zeros(1, dtype=D.dtype, device=D.device)
-    out = _xla_while_loop_wrapper(cond, body, (steps, k, M0), (), fake_tensor=True)
-    return out[-1].reshape(shape)
+    bounds = [torch.tensor(i, dtype=torch.int64, device=D.device) for i in (0, w)]
+    (M,) = device_loop(body, (D.reshape(-1, w, w),), *bounds)
+    return M.reshape(shape)
