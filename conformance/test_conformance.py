@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")  # see tests/conftest.py
 
 from conformance.harness import run_case  # noqa: E402
 from conformance.lanes import LANES, available_lanes  # noqa: E402
