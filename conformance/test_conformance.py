@@ -27,8 +27,8 @@ def baseline():
     return data
 
 
-# the XLA lanes first: they take minutes, and the CI run (pyproject's testpaths start with
-# conformance, --no-loadscope-reorder) then hands them to its two xdist workers first
+# the XLA lanes first (minutes each): under an xdist mode that splits this file, the first
+# two tests go to different workers
 @pytest.mark.parametrize("lane", sorted(LANES, key=lambda name: not name.startswith("xla")))
 def test_no_regression_from_baseline(lane, baseline):
     """One lane per test, so that pytest-xdist runs the two XLA lanes side by side."""

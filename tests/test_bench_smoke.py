@@ -14,8 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 STATUSES = {"ok", "n/a", "cut", "wrong", "error"}
-# under pytest-xdist (`--dist loadgroup`) one worker runs all of them: one smoke run
-pytestmark = pytest.mark.xdist_group("bench_smoke")
 
 
 @pytest.fixture(scope="module")
