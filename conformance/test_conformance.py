@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")  # see tests/conftest.py
 
 from conformance.harness import run_case  # noqa: E402
-from conformance.lanes import LANES, available_lanes  # noqa: E402
+from conformance.lanes import LANES  # noqa: E402
 from conformance.registry import PROFILES, Case, all_cases, public_names  # noqa: E402
 from conformance.report import compare_to_baseline, load_baseline, run  # noqa: E402
 
@@ -26,14 +27,14 @@ def baseline():
     return data
 
 
-@pytest.fixture(scope="module")
-def fast_run(baseline):
-    lanes = [lane.name for lane in available_lanes() if lane.name in baseline["lanes"]]
-    return run("fast", lanes)
-
-
-def test_no_regression_from_baseline(fast_run, baseline):
-    regressions, changes = compare_to_baseline(fast_run, baseline)
+# the XLA lanes first (minutes each): under an xdist mode that splits this file, the first
+# two tests go to different workers
+@pytest.mark.parametrize("lane", sorted(LANES, key=lambda name: not name.startswith("xla")))
+def test_no_regression_from_baseline(lane, baseline):
+    """One lane per test, so that pytest-xdist runs the two XLA lanes side by side."""
+    if lane not in baseline["lanes"] or not LANES[lane].available():
+        pytest.skip(f"lane {lane}: not available here or not in the baseline")
+    regressions, changes = compare_to_baseline(run("fast", [lane]), baseline)
     if changes:
         warnings.warn("conformance statuses changed without regressing; regenerate the table "
                       "with `python -m conformance --write`:\n" + "\n".join(changes),

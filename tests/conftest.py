@@ -11,6 +11,11 @@ import os
 import pytest
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+# Every compiled XLA CPU executable holds ~50 memory maps (its JIT code) until torch-xla's
+# compilation cache (default 2048 graphs) evicts it; past vm.max_map_count (65530) LLVM's
+# JIT fails ("Cannot allocate memory") and the process segfaults.  256 keeps a process far
+# below that; tests only rely on a graph being cached within one test.
+os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_XLA = HAVE_TORCH and importlib.util.find_spec("torch_xla") is not None
