@@ -120,16 +120,20 @@ def _cho32(L):
 
 def _approx_solver(a32, kind):
     """A float32 solver for a32 (the refinement's preconditioner) and its deferred
-    singularity check (or None).  General matrices: the float32 inverse (it lowers on
-    XLA, and a refinement step is then one GEMV; the blocked device LU costs a graph
-    execution per few columns), singular as the float32 solve judges it."""
+    singularity check (or None).  General matrices (``gen``): the float32 inverse (it
+    lowers on XLA, and a refinement step is then one GEMV; the blocked device LU, ``lu``,
+    costs a graph execution per few columns), singular as the float32 solve judges it."""
     if kind == "pos":
         return _cho32(_k.potrf(a32, lower=True)), None
     if kind in ("upper", "lower"):
         _k.solve_triangular(a32, a32[..., :1], lower=kind == "lower")  # singularity check
         return (lambda r: _trsm(a32, r, upper=kind == "upper")), None
-    ainv, info = kernel("linalg._inv", a32.device)(a32)
-    return (lambda r: ainv @ r), (lambda: _k._singular(info, a32))
+    if kind == "gen":
+        ainv, info = kernel("linalg._inv", a32.device)(a32)
+        return (lambda r: ainv @ r), (lambda: _k._singular(info, a32))
+    lu, piv, perm, info = _xla_dense.getrf(a32)
+    _k._singular(info, a32)
+    return _lu32(lu, perm), None
 
 
 def _lu32(lu, perm, trans=0):
@@ -185,7 +189,15 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
     elif kind == "tridiagonal":
         A = (A[0].triu(-1).tril(1), A[1].triu(-1).tril(1))
     approx, check = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
-    return _refine(lambda x: _mm(A, x), B, approx, check)
+    try:
+        return _refine(lambda x: _mm(A, x), B, approx, check)
+    except _k.LinAlgError:
+        if check is None:
+            raise
+    # the float32 inverse looks singular: the float32 device LU tells an exactly singular
+    # matrix (a zero pivot: LinAlgError) from an ill-conditioned one (refined, warned)
+    approx, _ = _approx_solver(A[0], "lu")
+    return _refine(lambda x: _mm(A, x), B, approx)
 
 
 @register("linalg.cholesky", "neuron")
