@@ -124,7 +124,10 @@ def _krylov_case(name, problem, k, how, monkeypatch):
     err, err_scipy = (np.linalg.norm(v - exact) / np.linalg.norm(exact) for v in (x, xs))
     assert err <= max(10 * err_scipy, 1e-12)
     agree = np.linalg.norm(x - xs) / np.linalg.norm(xs)
-    assert agree <= 1e-8
+    # SciPy's minres stops on its estimate rtol * ||A|| ||x||, not on ||b||: its x is
+    # 5e-7 from the exact solution at 10^4 unknowns (ours 1e-13, asserted above), and no
+    # answer can agree with it closer than that
+    assert agree <= max(1e-8, 1.5 * err_scipy)
     c = COUNTS[0]
     print(f"\n{name} {problem.__name__} n={A.shape[0]} {how}: relres {relres:.1e} "
           f"vs SciPy {agree:.1e} error {err:.1e} (SciPy {err_scipy:.1e}) "

@@ -71,18 +71,27 @@ class _DFOperator:
         self.shape = tuple(A.shape)
         self.graphs = None  # the double-float CG's graph functions (``_CG``)
         if isinstance(A, torch.Tensor) and A.ndim == 2:
-            self.parts = _parts(A)
+            self.parts = self._computed(_parts(A))
             self.float32 = self.parts[0]
             self.product = lambda x: _df.gemv(self.parts, x)
         elif getattr(A, "format", None) in ("csr", "csc", "coo", "bsr", "dia"):
             layout = _layout(A)
-            self.parts = _parts(A.data)
-            flat = (self.parts[0].reshape(-1), self.parts[1].reshape(-1))
+            flat = self._computed([p.reshape(-1) for p in _parts(A.data)])
+            self.parts = tuple(p.reshape(A.data.shape) for p in flat)
+            kernel("materialize", flat[0].device)([*flat, *self.parts])  # (the views too)
             self.float32 = A._with_data(self.parts[0], copy=False)
             self.product = lambda x: _df.spmv(layout, flat, x)
         else:
             raise TypeError(type(A).__name__)
-        kernel("materialize", self.parts[0].device)(list(self.parts))
+
+    @staticmethod
+    def _computed(parts):
+        """The parts as device data of their own, before any view of them is taken (a
+        view of a pending result traced differently in the first solve's graphs than in
+        later ones: two more compilations in the second solve, measured)."""
+        parts = tuple(p.clone() for p in parts)
+        kernel("materialize", parts[0].device)(list(parts))
+        return parts
 
     def residual(self, b, x, shift=0.0):
         """b - (A - shift I) x in double-float."""
@@ -399,3 +408,4 @@ def _cg(device_solver, op, params):
         if stalled >= _STALLED_BLOCKS:
             rest = dict(params, x0=_transfer.df_tensor(xh, xl), maxiter=int(iters_left))
             return _refine("cg", device_solver, op, rest)
+
