@@ -139,3 +139,9 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand):
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors) as a callable: eager devices run it as it is."""
     return fn
+
+
+@register("inner", "generic")
+def inner(a, b):
+    """conj(a) . b along the last axis (``a`` a vector or a stack of them, ``b`` a vector)."""
+    return a.conj() @ b if a.is_complex() else a @ b

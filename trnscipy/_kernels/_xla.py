@@ -169,6 +169,15 @@ def _block_product(A, x, slot_map):
     return out[:, 0].clone() if x.ndim == 1 else out
 
 
+@register("inner", "xla")
+def inner(a, b):
+    """conj(a) . b along the last axis, as a product and a sum: XLA CPU accumulates a
+    ``dot`` in order (float32 relative error 9e-7 at 10^4 entries, 3e-5 at 10^6,
+    measured) and a reduction pairwise (7e-9, 4e-8), the accuracy of NumPy's dot.
+    Krylov solvers lose convergence to the sequential sum."""
+    return (a.conj() * b).sum(-1)
+
+
 @register("graph_function", "xla")
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors, no in-place writes to its arguments) traced

@@ -16,7 +16,7 @@ import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.iterative import _back_substitute
+from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute
 from trnscipy.sparse.linalg._isolve.lgmres import _fgmres
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
@@ -66,6 +66,12 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             x = x + yc * u
             r = r - yc * c
     host = host_reads_free(device)
+    # room for the most C vectors and Arnoldi steps there will be (zero vectors fill the
+    # C, U slots not in use), so that shapes and graphs stay the same as CU fills up
+    n_cs = max(k, len(CU))
+    arnoldi = Arnoldi(matvec, m + n_cs, eps, dtype, device, rpsolve=psolve, flexible=True,
+                      n_cs=n_cs, breakdown="fgmres")
+    fillers = [torch.zeros_like(bvec) for _ in range(n_cs)]
     pending = None  # (failed, step_ok, (cx, ux), truncated CU) of the last outer step
     j_outer = -1
     converged = False
@@ -89,13 +95,13 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             converged = True
             break
         ml = m + max(k - len(CU), 0)
-        cs = [c for c, _ in CU]
-        y, zs, vs, H, B, R, steps, _, bad = _fgmres(matvec, r / beta, ml, tol / beta, host, eps,
-                                                    dtype, rpsolve=psolve, cs=cs)
+        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, r / beta, ml, tol / beta, host,
+                                                    cs=[c for c, _ in CU])
         y = y * beta
         ux = y @ zs
         if CU:
-            ux = ux - (B @ y) @ torch.stack([u for _, u in CU])
+            us = [u for _, u in CU]
+            ux = ux - (B @ y) @ torch.stack(us + fillers[len(us):B.shape[0]])
         cx = (y @ H) @ vs
         alpha = 1 / norm(cx)
         ok = ~bad & torch.isfinite(alpha)
@@ -106,7 +112,7 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
         x = torch.where(ok, x + gamma * ux, x)
         smallest = None
         if truncate == "smallest" and len(CU) >= k and CU:
-            smallest = _smallest(CU, R, B, k)
+            smallest = _smallest(CU, R, B[:len(CU)], k)
         pending = (bad, ok, (cx, ux), smallest)
     else:
         sync(device)
@@ -136,7 +142,7 @@ def _apply_pending(pending, CU, k, truncate):
 
 def _smallest(CU, R, B, k):
     """SciPy's 'smallest' truncation: keep the k-1 directions of CU that matter most."""
-    Rinv = _back_substitute(R, torch.eye(R.shape[0], dtype=R.dtype, device=R.device))
+    Rinv = back_substitute(R, torch.eye(R.shape[0], dtype=R.dtype, device=R.device))
     D = B @ Rinv
     W = torch.linalg.svd(D)[0]
     new_CU = []

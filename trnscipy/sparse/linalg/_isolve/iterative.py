@@ -12,6 +12,7 @@ import scipy.sparse.linalg as _scipy
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import utils
+from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
     dot,
@@ -91,54 +92,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     return state[0], info
 
 
-def _lartg(f, g):
-    """LAPACK's ?lartg on 0-d tensors: c (real), s, r with [c s; -conj(s) c] @ [f; g] = [r; 0]."""
-    af, ag = f.abs(), g.abs()
-    d = torch.sqrt(af * af + ag * ag)
-    f0, g0 = af == 0, ag == 0
-    safe_af = torch.where(f0, torch.ones_like(af), af)
-    safe_d = torch.where(d == 0, torch.ones_like(d), d)
-    safe_ag = torch.where(g0, torch.ones_like(ag), ag)
-    phase = f / safe_af
-    gc = g.conj() if g.is_complex() else g
-    c = torch.where(g0, torch.ones_like(af), torch.where(f0, torch.zeros_like(af), af / safe_d))
-    s = torch.where(g0, torch.zeros_like(g),
-                    torch.where(f0, gc / safe_ag, phase * gc / safe_d))
-    r = torch.where(g0, f, torch.where(f0, ag.to(f.dtype), phase * d))
-    return c.to(f.dtype), s, r
-
-
-def _givens_column(hcol, j, Q):
-    """Rotate a new Hessenberg column: apply the rotations so far (accumulated in the
-    unitary Q) and the one that zeroes ``hcol[j + 1]``.  Returns the rotated column and
-    the new Q; the residual vector of the small least-squares problem is
-    ``beta * Q[:, 0]`` (|entry j + 1|: the residual estimate after step j).
-
-    ``j`` may be a device integer: every op is a whole-array select, reduction or
-    product of the same shape at each step, so an unrolled graph repeats identical
-    kernels (no element writes, no per-step slices, no chain of scalar updates that a
-    compiler would fuse and duplicate)."""
-    rows = torch.arange(Q.shape[0], device=Q.device)
-    at_j, at_j1 = rows == j, rows == j + 1
-    hcol = Q @ hcol
-    c, s, r = _lartg(_entry(hcol, at_j), _entry(hcol, at_j1))
-    hcol = torch.where(at_j, r, torch.where(at_j1, 0, hcol))
-    rows_j, rows_j1 = at_j[:, None], at_j1[:, None]
-    cols_j, cols_j1 = at_j[None, :], at_j1[None, :]
-    eye = torch.eye(Q.shape[0], dtype=Q.dtype, device=Q.device)
-    G = torch.where(rows_j | rows_j1, 0, eye)
-    G = G + torch.where((rows_j & cols_j) | (rows_j1 & cols_j1), c, 0)
-    G = G + torch.where(rows_j & cols_j1, s, 0) + torch.where(rows_j1 & cols_j, -_conj(s), 0)
-    return hcol, G @ Q
-
-
-def _entry(v, at):
-    """v[i] for the one-hot mask ``at`` (exact: a sum of v[i] and zeros)."""
-    return torch.where(at, v, 0).sum()
-
-
 def _lartg_host(f, g):
-    """_lartg on Python numbers."""
+    """LAPACK's ?lartg on Python numbers (``_arnoldi.lartg`` on 0-d tensors)."""
     af, ag = abs(f), abs(g)
     if ag == 0:
         return 1.0, 0.0, f
@@ -234,43 +189,19 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         dx = torch.tensor(y, dtype=dtype).to(device) @ V[:k]
         return s.keep(x + dx, x), presid, brk
 
+    arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve)
+
     def arnoldi_lazy(x, r, ptol, s):
-        """One restart cycle as a fixed-shape graph: all ``m`` steps run, the inner stop
-        (first step whose residual estimate meets ``ptol``, or a breakdown) is found by a
-        reduction afterwards and the steps after it are masked out."""
-        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
-        Q = torch.eye(m + 1, dtype=dtype, device=device)
-        rows = torch.arange(m + 1, device=device)
+        """One restart cycle on fixed shapes (graph devices): all ``m`` steps run (replayed
+        step graphs), the inner stop (first step whose residual estimate meets ``ptol``,
+        or a breakdown) is found by a reduction afterwards and later steps masked out."""
         v0 = psolve(r)
         beta = norm(v0)
-        v = v0 * (1 / beta)
-        V[0] = v
-        j = torch.zeros((), dtype=torch.int64, device=device)
-        cols, res, brks = [], [], []
-        for col in range(m):
-            # classical Gram-Schmidt twice against all of V (rows not yet filled are zero)
-            w = psolve(matvec(v))
-            h0 = norm(w)
-            h = V.conj() @ w
-            w = w - h @ V
-            h2 = V.conj() @ w
-            w = w - h2 @ V
-            h1 = norm(w)
-            brk = h1 <= eps * h0
-            v = torch.where(brk, w, w * (1 / h1))
-            V[col + 1] = v  # (an in-place slice update: a select here would be fused,
-            at_j1 = rows == j + 1  # chain and all, into every later product with V)
-            hcol = torch.where(at_j1, torch.where(brk, 0, h1).to(dtype), h + h2)
-            hcol, Q = _givens_column(hcol, j, Q)
-            cols.append(hcol)
-            # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
-            res.append(_entry(Q[:, 0], at_j1).abs().real * beta)
-            brks.append(brk)
-            j = j + 1
-        res, brks = torch.stack(res), torch.stack(brks)
-        steps, (presid, breakdown) = _inner_stop(res <= ptol, brks, res, brks)
-        S = Q[:, 0] * beta.to(dtype)
-        return _gmres_update(x, V, torch.stack(cols), S, steps, m, s), presid, breakdown
+        basis, _ = arnoldi.steps(arnoldi.start(v0 * (1 / beta)), m)
+        res, brks = basis["res"] * beta, basis["brk"]
+        steps, (presid, breakdown) = inner_stop(res <= ptol, brks, res, brks)
+        S = basis["Q"][:, 0] * beta.to(dtype)
+        return _gmres_update(x, basis["V"], basis["R"], S, steps, m, s), presid, breakdown
 
     def cycle(state, s, first):
         x, r, ptol, pfac = state
@@ -305,9 +236,10 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     if bool(converged):
         return system.x, 0
     state = (system.x, r, ptol, pfac)
-    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); one cycle per graph
+    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); the Arnoldi steps
+    # are replayed graphs of their own, so the cycle is traced, not replayed
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1)
+                      block=max(1, utils.CHECK_EVERY // m), peel=None, host_effects=True)
     return state[0], info
 
 
@@ -324,31 +256,8 @@ def _gmres_update(x, V, H, S, steps, m, s):
     zero_last = (idx == last) & (diag == 0)
     R = R + torch.diag(torch.where(~active | zero_last, 1, 0).to(R.dtype))
     rhs = torch.where(active & ~zero_last, S[:m], 0)
-    y = _back_substitute(R, rhs)
+    y = back_substitute(R, rhs)
     return s.keep(x + y @ torch.where(active[:, None], V[:m], 0), x)
-
-
-def _inner_stop(done, brk, *values):
-    """Steps of a masked inner loop that stops after the first step where ``done | brk``
-    (all steps if none), and each of ``values`` (one entry per step) at its last step.
-    A reduction, so the graph has no chain of per-step flags."""
-    stop = (done | brk).to(torch.int64)
-    steps = (torch.cumsum(stop, 0) - stop == 0).sum()
-    last = torch.arange(stop.shape[0], device=stop.device) == steps - 1
-    return steps, tuple(torch.where(last, v, torch.zeros_like(v)).sum().to(v.dtype)
-                        if v.dtype != torch.bool else (last & v).any() for v in values)
-
-
-def _back_substitute(R, rhs):
-    """Solve the small upper-triangular R y = rhs (rhs a vector or a matrix) with the
-    device's triangular-solve kernel (one op; on XLA ``torch.triangular_solve``, which
-    lowers, unlike ``torch.linalg.solve_triangular``)."""
-    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
-    from trnscipy._kernels import kernel
-
-    b = rhs[:, None] if rhs.dim() == 1 else rhs
-    y = kernel("linalg._trsm", R.device)(R, b, upper=True)
-    return y[:, 0] if rhs.dim() == 1 else y
 
 
 def _tiny(system, power):

@@ -1,15 +1,15 @@
 """lgmres on device data: SciPy 1.17's LGMRES (flexible inner GMRES augmented with
 the last ``outer_k`` corrections), its options and return codes.
 
-One graph execution per outer iteration: the inner Arnoldi steps run masked on
-graph devices (host checks on the CPU) and the host reads the outer flags once
-per outer iteration.  On graph devices the outer vectors take ``outer_k`` fixed
-slots (the inner loop stops before the empty ones), so one graph serves every
-outer iteration as ``outer_v`` fills up (with the default ``prepend_outer_v``
-and ``store_outer_Av``).  Differs from SciPy: the Arnoldi basis is orthogonalised by
-classical Gram-Schmidt applied twice (SciPy: modified Gram-Schmidt) and the
-small least-squares problem is solved by Givens rotations and a triangular solve
-(SciPy: qr_insert and lstsq); equal in exact arithmetic.  ``outer_v`` receives
+The host reads the outer flags once per outer iteration; the inner Arnoldi steps
+are replayed step graphs (``_arnoldi``) on graph devices, all ``inner_m +
+len(outer_v)`` of them run and the steps past the inner stop are masked (host
+checks on the CPU).  The basis has room for ``outer_k`` outer vectors from the start,
+so its shapes and graphs stay the same as ``outer_v`` fills up.  Differs from SciPy:
+the Arnoldi basis is orthogonalised by classical Gram-Schmidt applied twice (SciPy:
+modified Gram-Schmidt) and the small least-squares problem is solved by Givens
+rotations and a triangular solve (SciPy: qr_insert and lstsq); equal in exact
+arithmetic.  ``outer_v`` receives
 device tensors.
 """
 
@@ -17,14 +17,9 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.iterative import (
-    _back_substitute,
-    _givens_column,
-    _inner_stop,
-)
+from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
-    dot,
     host_reads_free,
     host_value,
     make_system,
@@ -57,10 +52,10 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
     host = host_reads_free(device)
     x = system.x
     pfac = torch.ones((), dtype=b_norm.dtype, device=device)
-    # graph devices: the outer vectors take ``outer_k`` fixed slots (distinct zero vectors
-    # fill the empty ones, the inner loop stops before them), so every outer iteration
-    # runs one graph whatever len(outer_v) is
-    fillers = [torch.zeros_like(bvec) for _ in range(2 * outer_k)]
+    # the basis has room for the most outer vectors there will be, so that its shapes,
+    # and the graphs, stay the same as ``outer_v`` fills up
+    arnoldi = Arnoldi(matvec, inner_m + max(outer_k, len(outer_v)), eps, dtype, device,
+                      lpsolve=psolve, flexible=True, breakdown="fgmres")
     pending = None  # (bad y, nx > 0, new outer vector) of the previous outer iteration
 
     for k_outer in range(maxiter):
@@ -87,13 +82,8 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
                                f"|v| ~ {float(r_norm):.1g}, |M v| = 0")
         v0 = v0 * (1.0 / inner_res_0)
         ptol = torch.minimum(pfac, tol / r_norm)
-        slots = None
-        if (not host and not prepend_outer_v and store_outer_Av and len(outer_v) <= outer_k
-                and all(w is not None for _, w in outer_v)):
-            slots = fillers
-        y, zs, vs, H, _, _, _, pres, bad = _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype,
-                                                   lpsolve=psolve, outer_v=outer_v,
-                                                   prepend=prepend_outer_v, fillers=slots)
+        y, zs, vs, H, _, _, _, pres, bad = _fgmres(arnoldi, v0, inner_m + len(outer_v), ptol,
+                                                   host, outer_v, prepend_outer_v)
         y = y * inner_res_0
         bad = bad | ~torch.isfinite(y).all()
         pfac = torch.where(pres > ptol, torch.clamp(1.5 * pfac, max=1.0),
@@ -115,97 +105,54 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
     return x, maxiter
 
 
-def _fgmres(matvec, v0, inner_m, ptol, host, eps, dtype, lpsolve=None, rpsolve=None, cs=(),
-            outer_v=(), prepend=False, fillers=None):
-    """SciPy's _fgmres.  Returns y, Z (used rows), V, the unrotated Hessenberg columns,
-    B (projections on ``cs``), the triangular factor R of the Hessenberg matrix, the
-    number of steps, the residual estimate and a 'not finite' flag; rows past the last
-    step are masked (graph devices; R gets a unit diagonal there).  ``fillers`` (graph
-    devices, appended outer vectors): pairs of them fill the outer slots past
-    ``len(outer_v)`` and the loop stops before the first filled one."""
-    lpsolve = lpsolve or _identity
-    rpsolve = rpsolve or _identity
+def _fgmres(arnoldi, v0, total, ptol, host, outer_v=(), prepend=False, cs=()):
+    """SciPy's _fgmres: ``total`` steps of the flexible ``arnoldi`` from the unit ``v0``,
+    the outer vectors ``outer_v`` (pairs z, A z or z, None) appended (or prepended)
+    to the new directions, the vectors ``cs`` projected out.  Returns y, Z, V, the
+    unrotated Hessenberg columns, B (projections on the C vectors), the triangular
+    factor R, the number of steps, the residual estimate and a 'not finite' flag.  On
+    the host (``host``) the loop stops at SciPy's inner stop; on graph devices all
+    ``total`` steps run and the rows past the inner stop are masked (R gets a unit
+    diagonal there)."""
     n_outer = len(outer_v)
-    if fillers is not None:
-        pairs = list(zip(fillers[::2], fillers[1::2], strict=True))
-        outer_v = list(outer_v) + pairs[n_outer:]
-        n_real = torch.tensor([inner_m + n_outer], dtype=torch.int64, device=v0.device)
-        n_outer = len(outer_v)
-    m = inner_m + n_outer
-    device = v0.device
-    V = torch.zeros((m + 1, v0.shape[0]), dtype=dtype, device=device)
-    V[0] = v = v0
-    zs = []
-    B = torch.zeros((len(cs), m), dtype=dtype, device=device)
-    Hraw = torch.zeros((m, m + 1), dtype=dtype, device=device)
-    R = torch.zeros((m, m + 1), dtype=dtype, device=device)
-    Q = torch.eye(m + 1, dtype=dtype, device=device)
-    res_all, brk_all = [], []
-    for j in range(m):
-        w = None
-        if prepend and j < n_outer:
-            z, w = outer_v[j]
-        elif prepend and j == n_outer:
-            z = rpsolve(v0)
-        elif not prepend and j >= m - n_outer:
-            z, w = outer_v[j - (m - n_outer)]
+    plan = ([("outer", z, w) for z, w in outer_v] + [("outer", arnoldi.rpsolve(v0), None)]
+            + [("plain", total - n_outer - 1)] if prepend else
+            [("plain", total - n_outer)] + [("outer", z, w) for z, w in outer_v])
+    state = arnoldi.start(v0, cs)
+
+    def host_stop(state):
+        j = int(state["j"][0]) - 1
+        return bool((state["res"][j] < ptol) | state["brk"][j])
+
+    for kind, *what in plan:
+        if kind == "plain":
+            state, stopped = arnoldi.steps(state, what[0], host_stop=host_stop if host else None)
         else:
-            z = rpsolve(v)
-        w = lpsolve(matvec(z)) if w is None else w.clone()
-        w_norm = norm(w)
-        for i, c in enumerate(cs):  # GCROT: project out the C space
-            alpha = dot(c, w)
-            B[i, j] = alpha
-            w = w - alpha * c
-        # classical Gram-Schmidt twice against all of V (rows not yet filled are zero:
-        # the same shapes at every step)
-        h = V.conj() @ w
-        w = w - h @ V
-        h2 = V.conj() @ w
-        w = w - h2 @ V
-        h = h + h2
-        hlast = norm(w)
-        alpha = 1 / hlast
-        v = torch.where(torch.isfinite(alpha), w * alpha, w)
-        brk = ~(hlast > eps * w_norm)
-        V[j + 1] = v
-        zs.append(z)
-        hcur = torch.where(torch.arange(m + 1, device=device) == j + 1, hlast.to(dtype), h)
-        Hraw[j] = hcur
-        R[j], Q = _givens_column(hcur, j, Q)
-        res_j = Q[j + 1, 0].abs()
-        if host:
-            steps, res = j + 1, res_j
-            if bool((res_j < ptol) | brk):
-                break
-        else:
-            res_all.append(res_j)
-            brk_all.append(brk)
+            state = arnoldi.given_step(state, *what)
+            stopped = host and host_stop(state)
+        if stopped:
+            break
+    Q, R, res_all, brk_all = state["Q"], state["R"], state["res"], state["brk"]
+    V, H, B = state["V"], state["H"], state.get("B")
+    Z = state["Z"]
     S = Q[:, 0]
-    if not host:
-        res_all = torch.stack(res_all)
-        done = res_all < ptol
-        if fillers is not None:
-            done = done | (torch.arange(m, device=device) + 1 == n_real)
-        steps, (res,) = _inner_stop(done, torch.stack(brk_all), res_all)
-    Z = torch.stack(zs)
     if host:
-        k = steps
-        y = _back_substitute(R[:k, :k].T, S[:k])
+        k = int(state["j"][0])
+        y = back_substitute(R[:k, :k].T, S[:k])
         bad = ~torch.isfinite(R[k - 1, k - 1])
-        return y, Z[:k], V[:k + 1], Hraw[:k, :k + 1], B[:, :k], R[:k, :k].T, steps, res, bad
+        return (y, Z[:k], V[:k + 1], H[:k, :k + 1], None if B is None else B[:, :k],
+                R[:k, :k].T, k, res_all[k - 1], bad)
+    m = arnoldi.capacity
+    device = v0.device
     idx = torch.arange(m, device=device)
+    last = torch.tensor([total - 1], dtype=torch.int64, device=device)  # data, not a constant
+    steps, (res,) = inner_stop((res_all < ptol) | (idx == last), brk_all, res_all)
     active = idx < steps
     both = active[:, None] & active[None, :]
-    Rm = torch.where(both, R[:, :m].T, 0) + torch.diag(torch.where(active, 0, 1).to(dtype))
-    y = _back_substitute(Rm, torch.where(active, S[:m], 0))
+    Rm = torch.where(both, R[:, :m].T, 0) + torch.diag(torch.where(active, 0, 1).to(R.dtype))
+    y = back_substitute(Rm, torch.where(active, S[:m], 0))
     bad = (~torch.isfinite(torch.diagonal(R[:, :m])) & (idx == steps - 1)).any()
     rows = torch.arange(m + 1, device=device) <= steps
-    Hm = torch.where(active[:, None] & (torch.arange(m + 1, device=device) <= steps)[None, :],
-                     Hraw, 0)
+    Hm = torch.where(active[:, None] & rows[None, :], H, 0)
     return (y, torch.where(active[:, None], Z, 0), torch.where(rows[:, None], V, 0), Hm,
-            torch.where(active[None, :], B, 0), Rm, steps, res, bad)
-
-
-def _identity(x):
-    return x
+            None if B is None else torch.where(active[None, :], B, 0), Rm, steps, res, bad)

@@ -27,7 +27,7 @@ from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
 __all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "run", "sync",
-           "host_reads_free"]
+           "host_reads_free", "dot", "inner", "norm"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -226,16 +226,19 @@ def stop_tolerance(atol, rtol, bnrm2):
 
 def norm(x):
     """2-norm as NumPy's np.linalg.norm computes it for vectors: sqrt(x.x) (complex: the
-    real part of x^H x; torch-xla's vector_norm rejects complex input anyway)."""
-    if x.is_complex():
-        return x.conj().dot(x).real.sqrt()
-    return x.dot(x).sqrt()
+    real part of x^H x), the sum through the device's ``inner`` kernel."""
+    return inner(x, x).real.sqrt() if x.is_complex() else inner(x, x).sqrt()
 
 
 def dot(a, b):
-    """np.vdot for complex, np.dot for real.  (torch-xla 2.9's vdot and conj_physical
-    drop imaginary parts; a conj view then dot is right everywhere.)"""
-    return a.conj().dot(b) if a.is_complex() else a.dot(b)
+    """np.vdot for complex, np.dot for real (the device's ``inner`` kernel)."""
+    return inner(a, b)
+
+
+def inner(a, b):
+    """conj(a) . b along the last axis: the device's ``inner`` kernel (on XLA a sum of
+    products, accurate where XLA's ``dot`` is not)."""
+    return kernel("inner", a.device)(a, b)
 
 
 def _fast_matvec(op, dtype):

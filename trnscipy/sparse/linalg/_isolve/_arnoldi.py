@@ -1,0 +1,236 @@
+"""The Arnoldi process of gmres, lgmres and gcrotmk on fixed-shape device state, and the
+small least-squares problem it builds (Givens rotations, back substitution).
+
+The basis lives in preallocated tensors (``V`` with ``capacity + 1`` rows, rows not yet
+filled are zero) and a step writes its row with a masked select, the step index ``j``
+being device data.  Every step is therefore the same computation on the same shapes:
+on graph devices a step (``STEPS_PER_GRAPH`` of them) is traced once and replayed with
+the new state (the ``graph_function`` kernel), so the compile time does not grow with
+the restart length and a solve compiles a handful of small graphs.  On eager devices
+the same code runs op by op.
+
+A step costs O(capacity * n) (classical Gram-Schmidt twice against all of V, zero rows
+included, and the masked row writes): O(m n) per Arnoldi step, as SciPy's.
+"""
+
+import torch
+
+from trnscipy._kernels import kernel
+from trnscipy.sparse.linalg._isolve.utils import dot, inner, norm
+
+__all__ = ["Arnoldi", "back_substitute", "givens_column", "inner_stop", "lartg"]
+
+# Arnoldi steps per replayed graph.  One graph execution costs 1-3 ms of dispatch on
+# Trainium, so a few steps per graph; the XLA compile time grows with the graph's
+# length (measured on PJRT CPU, docs/design.md).
+STEPS_PER_GRAPH = 5
+
+
+class Arnoldi:
+    """Arnoldi steps ``w = lpsolve(A z)``, ``z = rpsolve(v)`` (``flexible``: the z are
+    kept, as in flexible GMRES) against a basis of ``capacity + 1`` rows, with GCROT's C
+    vectors (at most ``n_cs`` of them, given to ``start``) projected out first.
+
+    ``breakdown`` picks SciPy's rule: "gmres" (a new vector with ||w|| <= eps ||A v||
+    is a breakdown: zero subdiagonal, w kept unnormalised) or "fgmres" (not
+    ||w|| > eps ||A v||: a breakdown; w normalised where 1/||w|| is finite).
+    """
+
+    def __init__(self, matvec, capacity, eps, dtype, device, *, lpsolve=None,
+                 rpsolve=None, flexible=False, n_cs=0, breakdown="gmres"):
+        self.matvec, self.eps, self.dtype, self.device = matvec, eps, dtype, device
+        self.lpsolve = lpsolve or _identity
+        self.rpsolve = rpsolve or _identity
+        self.capacity, self.flexible, self.breakdown = capacity, flexible, breakdown
+        self.n_cs = n_cs
+        self.graphs = {}
+
+    def start(self, v, cs=()):
+        """The state with ``v`` (unit norm) as the first basis vector and the C vectors
+        ``cs`` (at most ``n_cs``; zero rows fill the others, whose projections are 0)."""
+        m, dtype, device = self.capacity, self.dtype, self.device
+        n = v.shape[0]
+        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
+        V = torch.where(torch.arange(m + 1, device=device)[:, None] == 0, v, V)
+        state = {
+            "V": V, "v": v,
+            "H": torch.zeros((m, m + 1), dtype=dtype, device=device),  # raw columns
+            "R": torch.zeros((m, m + 1), dtype=dtype, device=device),  # rotated
+            "Q": torch.eye(m + 1, dtype=dtype, device=device),
+            "res": torch.zeros(m, dtype=v.real.dtype, device=device),
+            "brk": torch.zeros(m, dtype=torch.bool, device=device),
+            "j": torch.zeros((1,), dtype=torch.int64, device=device),
+        }
+        if self.flexible:
+            state["Z"] = torch.zeros((m, n), dtype=dtype, device=device)
+        if self.n_cs:
+            state["B"] = torch.zeros((self.n_cs, m), dtype=dtype, device=device)
+            C = torch.zeros((self.n_cs, n), dtype=dtype, device=device)
+            for i, c in enumerate(cs):
+                C = torch.where(torch.arange(self.n_cs, device=device)[:, None] == i, c, C)
+            state["C"] = C
+        return state
+
+    def steps(self, state, count, *, host_stop=None):
+        """``count`` plain steps; returns (state, stopped).  ``host_stop(state)`` (eager
+        use, host reads free) is asked after each step: True stops the loop."""
+        if host_stop is not None:
+            for _ in range(count):
+                state = self._step(state)
+                if host_stop(state):
+                    return state, True
+            return state, False
+        whole, rest = divmod(count, STEPS_PER_GRAPH)
+        for _ in range(whole):
+            state = self._replayed(STEPS_PER_GRAPH)(state)
+        if rest:
+            state = self._replayed(rest)(state)
+        return state, False
+
+    def given_step(self, state, z, w=None):
+        """One step whose z (and A z, when ``w`` is given) come from outside (lgmres's
+        outer vectors, its first prepended step)."""
+        extra = {"z_in": z} if w is None else {"z_in": z, "w_in": w}
+        return self._replayed(1, given=tuple(extra))({**state, **extra})
+
+    def _replayed(self, count, given=()):
+        """The function state -> state of ``count`` steps, replayed on graph devices."""
+        key = (count, given)
+        if key not in self.graphs:
+            names = ("V", "v", "H", "R", "Q", "res", "brk", "j") + (
+                ("Z",) if self.flexible else ()) + (("B", "C") if self.n_cs else ())
+
+            def flat_steps(*flat):
+                state = dict(zip(names + given, flat, strict=True))
+                for _ in range(count):
+                    state = self._step(state, **{g: state.pop(g) for g in given})
+                return tuple(state[k] for k in names)
+
+            graph = kernel("graph_function", self.device)(flat_steps)
+
+            def call(state):
+                out = graph(*(state[k] for k in names + given))
+                return dict(zip(names, out, strict=True))
+
+            self.graphs[key] = call
+        return self.graphs[key]
+
+    def _step(self, state, z_in=None, w_in=None):
+        V, Q, j = state["V"], state["Q"], state["j"]
+        device = V.device
+        rows = torch.arange(V.shape[0], device=device)
+        cols = rows[:-1]
+        z = self.rpsolve(state["v"]) if z_in is None else z_in
+        w = self.lpsolve(self.matvec(z)) if w_in is None else w_in
+        w_norm = norm(w)
+        out = dict(state)
+        if self.n_cs:  # GCROT: project out C, one vector after the other (as SciPy)
+            C, b = state["C"], []
+            for i in range(self.n_cs):
+                alpha = dot(C[i], w)
+                w = w - alpha * C[i]
+                b.append(alpha)
+            out["B"] = torch.where(cols[None, :] == j, torch.stack(b)[:, None], state["B"])
+        # classical Gram-Schmidt twice against all of V (SciPy: modified Gram-Schmidt;
+        # equal in exact arithmetic)
+        h = inner(V, w)
+        w = w - h @ V
+        h2 = inner(V, w)
+        w = w - h2 @ V
+        hlast = norm(w)
+        if self.breakdown == "gmres":
+            brk = hlast <= self.eps * w_norm
+            v = torch.where(brk, w, w * (1 / hlast))
+            sub = torch.where(brk, 0, hlast)
+        else:
+            inv = 1 / hlast
+            v = torch.where(torch.isfinite(inv), w * inv, w)
+            brk = ~(hlast > self.eps * w_norm)
+            sub = hlast
+        at_j1 = rows == j + 1
+        hcol = torch.where(at_j1, sub.to(V.dtype), h + h2)
+        rcol, Q = givens_column(hcol, j, Q)
+        at_j = cols == j
+        out.update(
+            V=torch.where(at_j1[:, None], v, V), v=v, Q=Q,
+            H=torch.where(at_j[:, None], hcol, state["H"]),
+            R=torch.where(at_j[:, None], rcol, state["R"]),
+            # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
+            res=torch.where(at_j, _entry(Q[:, 0], at_j1).abs().real, state["res"]),
+            brk=torch.where(at_j, brk, state["brk"]),
+            j=j + 1)
+        if self.flexible:
+            out["Z"] = torch.where(at_j[:, None], z, state["Z"])
+        return out
+
+
+def _identity(x):
+    return x
+
+
+def lartg(f, g):
+    """LAPACK's ?lartg on 0-d tensors: c (real), s, r with [c s; -conj(s) c] @ [f; g] = [r; 0]."""
+    af, ag = f.abs(), g.abs()
+    d = torch.sqrt(af * af + ag * ag)
+    f0, g0 = af == 0, ag == 0
+    safe_af = torch.where(f0, torch.ones_like(af), af)
+    safe_d = torch.where(d == 0, torch.ones_like(d), d)
+    safe_ag = torch.where(g0, torch.ones_like(ag), ag)
+    phase = f / safe_af
+    gc = g.conj() if g.is_complex() else g
+    c = torch.where(g0, torch.ones_like(af), torch.where(f0, torch.zeros_like(af), af / safe_d))
+    s = torch.where(g0, torch.zeros_like(g),
+                    torch.where(f0, gc / safe_ag, phase * gc / safe_d))
+    r = torch.where(g0, f, torch.where(f0, ag.to(f.dtype), phase * d))
+    return c.to(f.dtype), s, r
+
+
+def givens_column(hcol, j, Q):
+    """Rotate a new Hessenberg column: apply the rotations so far (accumulated in the
+    unitary Q) and the one that zeroes ``hcol[j + 1]``.  Returns the rotated column and
+    the new Q; the residual vector of the small least-squares problem is
+    ``beta * Q[:, 0]`` (|entry j + 1|: the residual estimate after step j).  ``j`` may be
+    a device integer: every op is a whole-array select, reduction or product."""
+    rows = torch.arange(Q.shape[0], device=Q.device)
+    at_j, at_j1 = rows == j, rows == j + 1
+    hcol = Q @ hcol
+    c, s, r = lartg(_entry(hcol, at_j), _entry(hcol, at_j1))
+    hcol = torch.where(at_j, r, torch.where(at_j1, 0, hcol))
+    rows_j, rows_j1 = at_j[:, None], at_j1[:, None]
+    cols_j, cols_j1 = at_j[None, :], at_j1[None, :]
+    eye = torch.eye(Q.shape[0], dtype=Q.dtype, device=Q.device)
+    G = torch.where(rows_j | rows_j1, 0, eye)
+    G = G + torch.where((rows_j & cols_j) | (rows_j1 & cols_j1), c, 0)
+    G = G + torch.where(rows_j & cols_j1, s, 0) + torch.where(rows_j1 & cols_j, -_conj(s), 0)
+    return hcol, G @ Q
+
+
+def _conj(t):
+    return t.conj() if t.is_complex() else t
+
+
+def _entry(v, at):
+    """v[i] for the one-hot mask ``at`` (exact: a sum of v[i] and zeros)."""
+    return torch.where(at, v, 0).sum()
+
+
+def inner_stop(done, brk, *values):
+    """Steps of a masked inner loop that stops after the first step where ``done | brk``
+    (all steps if none), and each of ``values`` (one entry per step) at its last step.
+    A reduction, so the graph has no chain of per-step flags."""
+    stop = (done | brk).to(torch.int64)
+    steps = (torch.cumsum(stop, 0) - stop == 0).sum()
+    last = torch.arange(stop.shape[0], device=stop.device) == steps - 1
+    return steps, tuple(torch.where(last, v, torch.zeros_like(v)).sum().to(v.dtype)
+                        if v.dtype != torch.bool else (last & v).any() for v in values)
+
+
+def back_substitute(R, rhs):
+    """Solve the small upper-triangular R y = rhs (rhs a vector or a matrix) with the
+    device's triangular-solve kernel (one op; on XLA ``torch.triangular_solve``, which
+    lowers, unlike ``torch.linalg.solve_triangular``)."""
+    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
+
+    b = rhs[:, None] if rhs.dim() == 1 else rhs
+    y = kernel("linalg._trsm", R.device)(R, b, upper=True)
+    return y[:, 0] if rhs.dim() == 1 else y
