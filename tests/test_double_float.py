@@ -124,7 +124,10 @@ def _krylov_case(name, problem, k, how, monkeypatch):
     err, err_scipy = (np.linalg.norm(v - exact) / np.linalg.norm(exact) for v in (x, xs))
     assert err <= max(10 * err_scipy, 1e-12)
     agree = np.linalg.norm(x - xs) / np.linalg.norm(xs)
-    assert agree <= 1e-8
+    # SciPy's minres stops on its estimate rtol * ||A|| ||x||, not on ||b||: its x is
+    # 5e-7 from the exact solution at 10^4 unknowns (ours 1e-13, asserted above), and no
+    # answer can agree with it closer than that
+    assert agree <= max(1e-8, 1.5 * err_scipy)
     c = COUNTS[0]
     print(f"\n{name} {problem.__name__} n={A.shape[0]} {how}: relres {relres:.1e} "
           f"vs SciPy {agree:.1e} error {err:.1e} (SciPy {err_scipy:.1e}) "
@@ -230,3 +233,52 @@ def test_eigh_float64(n, emulate_neuron, monkeypatch):
     # vectors: not yet to float64 level (n = 256: residual 2079 n eps64, orthogonality
     # 65 n eps64, measured; close eigenvalues keep their float32 mixing)
     assert max(errors[1:]) <= 1e-9
+
+
+def _cg_system():
+    A = (_poisson(8) + sp.diags_array(np.linspace(0.0, 3.0, 64))).tocsr()
+    return A, np.random.default_rng(1).standard_normal(64)
+
+
+def _cg_solve(A, b, **kw):
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    x, info = tsl.cg(trnscipy.to_device(A, "xla"), trnscipy.to_device(b, "xla"), rtol=1e-11,
+                     **kw)
+    return trnscipy.to_host(x), info
+
+
+def _relres(A, x, b):
+    return np.linalg.norm(b - A @ x) / np.linalg.norm(b)
+
+
+@pytest.mark.xla
+def test_cg_float64_preconditioner_maxiter(emulate_neuron, monkeypatch):
+    """The double-float cg (residual replacement): a matrix preconditioner, and SciPy's
+    maxiter/info."""
+    import trnscipy
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A, b = _cg_system()
+    M = trnscipy.to_device(sp.diags_array(1 / A.diagonal()).tocsr(), "xla")
+    (x, info), ops = _recorded(lambda: _cg_solve(A, b, M=M))
+    assert ops == [] and info == 0 and _relres(A, x, b) <= 1e-11
+    assert np.linalg.norm(x - sl.solve(A.toarray(), b)) <= 1e-10 * np.linalg.norm(x)
+    (x, info), ops = _recorded(lambda: _cg_solve(A, b, maxiter=3))
+    xs, info_s = spl.cg(A, b, rtol=1e-11, maxiter=3)
+    assert ops == [] and info == info_s == 3
+    assert np.linalg.norm(x - xs) <= 1e-5 * np.linalg.norm(xs)  # 3 float32 iterations
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # the general refinement's graphs compile (about a minute here)
+def test_cg_float64_handover(emulate_neuron, monkeypatch):
+    """A stalled double-float cg hands its iterate over to the general refinement."""
+    from trnscipy.sparse.linalg._isolve import _refine
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    monkeypatch.setattr(_refine, "_STALLED_BLOCKS", 0)  # hand over after the first block
+    A, b = _cg_system()
+    (x, info), ops = _recorded(lambda: _cg_solve(A, b))
+    assert ops == [] and info == 0 and _relres(A, x, b) <= 1e-11

@@ -278,9 +278,15 @@ def host_value(t):
     from trnscipy._kernels import kernel
 
     with torch._C.DisableTorchFunctionSubclass():
-        parts = [p.detach().resolve_conj().resolve_neg()
-                 for p in (t.to(_narrow_of(t.dtype)), *t._low)]
-        kernel("materialize", t.device)(parts)
+        # real: the float64 values themselves (float32 values on the device, read back
+        # exactly), no conversion graph after the result's own
+        parts = [p.detach().resolve_conj().resolve_neg() for p in t._low]
+        if t.is_complex():
+            parts.insert(0, t.to(_narrow_of(t.dtype)).detach().resolve_conj().resolve_neg())
+        else:
+            parts.insert(0, t.detach())
+        kernel("materialize", t.device)([t, *t._low, *parts])  # t too: a view (a
+        # transposed factor) would otherwise stay pending and run its graph again
         parts = [p.cpu() for p in parts]
         return _exact(parts, t.dtype).numpy()
 

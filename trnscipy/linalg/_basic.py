@@ -12,6 +12,7 @@ from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
@@ -73,10 +74,16 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
 
 def _wide(t):
-    """SciPy's det computes in (and returns) double precision, where the device has it."""
+    """Double precision where the device has it (SciPy's expm_frechet computes in it)."""
     if not capability(device_kind(t.device)).float64:
         return t
     return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
+def _wide_result(t):
+    """``t`` in double precision, SciPy's result dtype: a device without float64 holds its
+    (float32-computed) values exactly, as double-float."""
+    return tensor_on(t, t.device, torch.complex128 if t.is_complex() else torch.float64)
 
 
 @dispatch(_sl.det)
@@ -84,8 +91,8 @@ def det(a, overwrite_a=False, check_finite=True):
     """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
     a = as_square(a, device_of(a), check_finite)
     if a.shape[-1] == 0:
-        return _wide(torch.ones(a.shape[:-2], dtype=a.dtype, device=a.device))
-    return _wide(kernel("linalg.det", a.device)(a))
+        return _wide_result(torch.ones(a.shape[:-2], dtype=a.dtype, device=a.device))
+    return _wide_result(kernel("linalg.det", a.device)(a))
 
 
 @dispatch(_sl.pinv)

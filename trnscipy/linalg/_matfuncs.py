@@ -10,6 +10,8 @@ import warnings
 
 import scipy.linalg as _sl
 
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
@@ -103,7 +105,7 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     """Both methods take the block route: expm([[A, E], [0, A]]) through trnscipy's expm
     (SciPy's 'SPS' is the Al-Mohy-Higham recurrence, in double precision: so is this
     route for 'SPS' where the device has float64; the results agree to rounding)."""
-    from trnscipy.linalg._basic import _wide
+    from trnscipy.linalg._basic import _wide, _wide_result
 
     device = device_of(A, E)
     a = as_tensor(A, device, check_finite, small_ints=torch.float64)
@@ -124,6 +126,8 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     big = torch.cat([torch.cat([a, e], 1), torch.cat([torch.zeros_like(a), a], 1)], 0)
     m = expm(big)
     out = m[:n, :n].clone(), m[:n, n:].clone()
+    if method in (None, "SPS"):  # SciPy's dtype (exact double-float where no float64)
+        out = tuple(_wide_result(o) for o in out)
     return out if compute_expm else out[1]
 
 
@@ -212,11 +216,17 @@ register("linalg.expm_cond", "cpu")(_on_views(_sl.expm_cond))
 
 @register("linalg.expm_cond", "generic")
 def _expm_cond(a):
+    from trnscipy.linalg._basic import _wide_result
+
     n = a.shape[0]
-    # E in float64 (SciPy's np.identity) where the device has it
-    eye = torch.eye(n, dtype=torch.promote_types(a.dtype, torch.float64), device=a.device)
+    # E in float64 (SciPy's np.identity) where the device has it; else float32 work and
+    # a float64 result holding its values exactly (double-float)
+    wide = capability(device_kind(a.device)).float64
+    dtype = torch.promote_types(a.dtype, torch.float64) if wide else a.dtype
+    eye = torch.eye(n, dtype=dtype, device=a.device)
     cols = [expm_frechet(a, torch.outer(eye[i], eye[j]), compute_expm=False,
+                         method=None if wide else "blockEnlarge",
                          check_finite=False).mT.reshape(-1)
             for i in range(n) for j in range(n)]
     k = torch.stack(cols).mT
-    return (norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro")
+    return _wide_result((norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro"))

@@ -5,7 +5,7 @@ A float64 matrix there is held exactly as double-float pairs
 (``trnscipy._transfer.df_parts``); all arithmetic is float32 (``trnscipy._kernels._df``).
 
 - ``solve``: the float32 approximate solver (Cholesky for ``assume_a='pos'``,
-  triangular solves for triangular kinds, else the float32 device LU) and LAPACK
+  triangular solves for triangular kinds, else the float32 inverse) and LAPACK
   DSGESV/DSPOSV-style refinement: r = b - A x in double-float, x += S(r), until the
   correction is below 2**-48 of x or stops shrinking below 2**-36 of x (at most 30
   steps; a LinAlgWarning if that is not reached).
@@ -13,7 +13,7 @@ A float64 matrix there is held exactly as double-float pairs
   factors by Newton steps on P A = L U: E = P A - L U by Ozaki GEMMs,
   F = L0^-1 E U0^-1 by float32 triangular solves, L += L0 tril(F, -1), U += triu(F) U0.
 - ``lu_solve``: refinement with the double-float factors' products (no A needed);
-  ``inv``: refinement of A X = I from the float32 LU, A X by Ozaki GEMMs.
+  ``inv``: refinement of A X = I from the float32 inverse, A X by Ozaki GEMMs.
 - ``cholesky``: the float32 factor refined to double-float by two Newton steps,
   L += L0 Phi(L0^-1 (A - L L^T) L0^-T) (Phi: the lower triangle, half diagonal),
   A - L L^T by Ozaki GEMMs.
@@ -34,6 +34,7 @@ from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _xla_dense
 
 _MAX_STEPS = 30
+_BLIND = 4  # refinement steps before the first host read (errors 1e-5 -> noise at cond 100)
 _EPS_DF = 2.0 ** -48
 _NOISE = 2.0 ** -36
 _EIGH_STEPS = 6
@@ -69,29 +70,44 @@ def _all_finite(*tensors):
                             for t in tensors))
 
 
-def _refine(product, b, approx):
-    """x with A x = b to double-float accuracy: ``product(x)`` = A x on pairs, b a 2-D
-    pair, ``approx`` a float32 approximate solver.  Returns the pair x."""
+def _refine(product, b, approx, check=None):
+    """x with A x = b to double-float accuracy, as a float64 tensor (``df_tensor``):
+    ``product(x)`` = A x on pairs, b a 2-D pair, ``approx`` a float32 approximate solver.
+
+    The first ``_BLIND`` steps run without a host read, in the graph of the approximate
+    solver's setup, which also computes the result: one graph execution where a
+    well-conditioned system needs no more.  ``check()`` (the approximate solver's
+    singularity check, a host read) runs after it.  Then one graph and one read per step
+    until the correction is small."""
     x = (approx(b[0]), torch.zeros_like(b[0]))
-    kernel("materialize", b[0].device)([*b, *x])  # every step then runs one executable
-    prev = float("inf")
-    for _ in range(_MAX_STEPS):
+    sizes = []
+    for _ in range(_BLIND):
         r = _df.sub(b, product(x))
         d = approx(r[0])
         x = _df.add_f(x, d)
-        # max(), not amax(): torch-xla 2.9's amax() with no dim does not reduce
-        dn, xn = _fetch(torch.stack([d.abs().max(), x[0].abs().max()]))
+        sizes.append(d.abs().max())  # max(), not amax(): torch-xla 2.9's amax() with no
+        # dim does not reduce
+    result = _transfer.df_tensor(*x)  # computed in the graph of the read that accepts it
+    prev, dn, xn = _fetch(torch.stack([*sizes[-2:], x[0].abs().max()]))
+    if check is not None:
+        check()
+    for _ in range(_MAX_STEPS):
         # converged: the correction is at double-float rounding level, or it stopped
         # shrinking near it (the residual is then rounding noise)
         if dn <= _EPS_DF * xn or (dn > 0.5 * prev and dn <= _NOISE * xn):
-            return x
+            return result
         if dn != dn or xn != xn:  # NaN
             break
         prev = dn
+        r = _df.sub(b, product(x))
+        d = approx(r[0])
+        x = _df.add_f(x, d)
+        result = _transfer.df_tensor(*x)
+        dn, xn = _fetch(torch.stack([d.abs().max(), x[0].abs().max()]))
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned matrix)", _k._sl.LinAlgWarning,
                   stacklevel=6)
-    return x
+    return result
 
 
 def _trsm(a, b, upper, trans=0, unit=False):
@@ -103,15 +119,21 @@ def _cho32(L):
 
 
 def _approx_solver(a32, kind):
-    """A float32 solver for a32 (the refinement's preconditioner)."""
+    """A float32 solver for a32 (the refinement's preconditioner) and its deferred
+    singularity check (or None).  General matrices (``gen``): the float32 inverse (it
+    lowers on XLA, and a refinement step is then one GEMV; the blocked device LU, ``lu``,
+    costs a graph execution per few columns), singular as the float32 solve judges it."""
     if kind == "pos":
-        return _cho32(_k.potrf(a32, lower=True))
+        return _cho32(_k.potrf(a32, lower=True)), None
     if kind in ("upper", "lower"):
         _k.solve_triangular(a32, a32[..., :1], lower=kind == "lower")  # singularity check
-        return lambda r: _trsm(a32, r, upper=kind == "upper")
+        return (lambda r: _trsm(a32, r, upper=kind == "upper")), None
+    if kind == "gen":
+        ainv, info = kernel("linalg._inv", a32.device)(a32)
+        return (lambda r: ainv @ r), (lambda: _k._singular(info, a32))
     lu, piv, perm, info = _xla_dense.getrf(a32)
     _k._singular(info, a32)
-    return _lu32(lu, perm)
+    return _lu32(lu, perm), None
 
 
 def _lu32(lu, perm, trans=0):
@@ -166,8 +188,16 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
         A = (torch.diag_embed(A[0].diagonal()), torch.diag_embed(A[1].diagonal()))
     elif kind == "tridiagonal":
         A = (A[0].triu(-1).tril(1), A[1].triu(-1).tril(1))
-    approx = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
-    return _transfer.df_tensor(*_refine(lambda x: _mm(A, x), B, approx))
+    approx, check = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
+    try:
+        return _refine(lambda x: _mm(A, x), B, approx, check)
+    except _k.LinAlgError:
+        if check is None:
+            raise
+    # the float32 inverse looks singular: the float32 device LU tells an exactly singular
+    # matrix (a zero pivot: LinAlgError) from an ill-conditioned one (refined, warned)
+    approx, _ = _approx_solver(A[0], "lu")
+    return _refine(lambda x: _mm(A, x), B, approx)
 
 
 @register("linalg.cholesky", "neuron")
@@ -201,8 +231,7 @@ def cho_solve(c_and_lower, b):
     L = (C[0].tril(), C[1].tril()) if lower else _t((C[0].triu(), C[1].triu()))
     Lt = _t(L)
 
-    x = _refine(lambda x: _df.gemv(L, _df.gemv(Lt, x)), _parts(b), _cho32(L[0]))
-    return _transfer.df_tensor(*x)
+    return _refine(lambda x: _df.gemv(L, _df.gemv(Lt, x)), _parts(b), _cho32(L[0]))
 
 
 _LU_STEPS = 10
@@ -321,8 +350,7 @@ def lu_solve(lu_and_piv, b, trans=0):
         product = lambda x: _rows(_mm(L, _mm(U, x)), iperm)  # noqa: E731
     else:  # real: trans 2 is trans 1
         product = lambda x: _mm(_t(U), _mm(_t(L), _rows(x, perm)))  # noqa: E731
-    x = _refine(product, _parts(b), _lu32(LU[0], perm, trans))
-    return _transfer.df_tensor(*x)
+    return _refine(product, _parts(b), _lu32(LU[0], perm, trans))
 
 
 @register("linalg.inv", "neuron")

@@ -13,6 +13,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 
 __all__ = ["onenormest"]
 
@@ -145,6 +146,10 @@ def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
         est, v, w = col_abs_sums[j], _elementary(n, j, device), E[:, j]
     else:
         est, v, w = _core(A, t, itmax)
+    # SciPy's float64 (complex128); a device without float64 holds the float32 values
+    # exactly (double-float)
+    est, v, w = (tensor_on(x, device, torch.complex128 if x.is_complex() else torch.float64)
+                 for x in (est, v, w))
     if compute_v or compute_w:
         result = (est,)
         if compute_v:

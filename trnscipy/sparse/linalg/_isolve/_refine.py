@@ -45,27 +45,53 @@ def _parts(t):
     return _transfer.df_parts(t)
 
 
+def _df_operator(A):
+    """The ``_DFOperator`` of ``A``, cached on a sparse container while its data tensor
+    is the same, unchanged (the float32 copy, its product plans and the double-float
+    layout are then built once, not per call or refinement step)."""
+    from trnscipy.sparse.linalg._interface import MatrixLinearOperator
+
+    if type(A) is MatrixLinearOperator:
+        A = A.A
+    if getattr(A, "format", None) not in ("csr", "csc", "coo", "bsr", "dia"):
+        return _DFOperator(A)
+    with torch._C.DisableTorchFunctionSubclass():
+        key = (id(A.data), A.data._version)
+    cached = A.__dict__.get("_cache_df_operator")
+    if cached is None or cached[0] != key:
+        cached = A.__dict__["_cache_df_operator"] = (key, _DFOperator(A))
+    return cached[1]
+
+
 class _DFOperator:
-    """A float64 matrix on the device as double-float products and a float32 copy."""
+    """A float64 matrix on the device as double-float products and a float32 copy (its
+    parts computed once, as device data)."""
 
     def __init__(self, A):
-        from trnscipy.sparse.linalg._interface import MatrixLinearOperator
-
-        if type(A) is MatrixLinearOperator:
-            A = A.A
         self.shape = tuple(A.shape)
+        self.graphs = None  # the double-float CG's graph functions (``_CG``)
         if isinstance(A, torch.Tensor) and A.ndim == 2:
-            self.parts = _parts(A)
+            self.parts = self._computed(_parts(A))
             self.float32 = self.parts[0]
             self.product = lambda x: _df.gemv(self.parts, x)
         elif getattr(A, "format", None) in ("csr", "csc", "coo", "bsr", "dia"):
             layout = _layout(A)
-            self.parts = _parts(A.data)
-            flat = (self.parts[0].reshape(-1), self.parts[1].reshape(-1))
+            flat = self._computed([p.reshape(-1) for p in _parts(A.data)])
+            self.parts = tuple(p.reshape(A.data.shape) for p in flat)
+            kernel("materialize", flat[0].device)([*flat, *self.parts])  # (the views too)
             self.float32 = A._with_data(self.parts[0], copy=False)
             self.product = lambda x: _df.spmv(layout, flat, x)
         else:
             raise TypeError(type(A).__name__)
+
+    @staticmethod
+    def _computed(parts):
+        """The parts as device data of their own, before any view of them is taken (a
+        view of a pending result traced differently in the first solve's graphs than in
+        later ones: two more compilations in the second solve, measured)."""
+        parts = tuple(p.clone() for p in parts)
+        kernel("materialize", parts[0].device)(list(parts))
+        return parts
 
     def residual(self, b, x, shift=0.0):
         """b - (A - shift I) x in double-float."""
@@ -98,7 +124,7 @@ def _float32_operator(M):
     if M is None:
         return None
     try:
-        return _DFOperator(M).float32
+        return _df_operator(M).float32
     except TypeError:
         pass
     from trnscipy.sparse.linalg._interface import LinearOperator
@@ -130,10 +156,12 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None):
     if not (_is_float64(b) or getattr(A, "dtype", None) in (torch.float64, np.float64)):
         return device_solver(*args, **kwargs)
     try:
-        op = _DFOperator(A)
+        op = _df_operator(A)
     except TypeError:
         return _on_host(scipy_solver, name, params,
                         f"a {type(A).__name__} operator has no double-float product")
+    if name == "cg" and params.get("callback") is None and _cg_preconditioner(params):
+        return _cg(device_solver, op, params)
     return _refine(name, device_solver, op, params)
 
 
@@ -247,3 +275,137 @@ def _gmres_ir(op):
         return loop(A, rhs, rtol=_INNER_RTOL, atol=0.0, maxiter=maxiter, M=M)
 
     return solve
+
+
+# ---- cg: one Krylov space, double-float iterate, residual replacement --------------------
+#
+# Restarting cg at each refinement step loses its Krylov space: on 2-D Poisson 10^4 to
+# rtol 1e-10, three inner solves of about 230 iterations each, where float64 cg needs 347
+# (float32 cg's attainable residual there is about 1e-5, so two steps are not enough).
+# Here cg runs once, in float32, with x kept in double-float (x += alpha p by TwoSum),
+# and the recursive residual is replaced by the true one (b - A x in double-float,
+# rounded) at the end of every block of iterations ("reliable updates", as mixed-precision
+# cg in lattice QCD does): about 390 iterations, and SciPy's test on the true residual
+# once per block, in the block's last graph (measured, docs/design.md).
+
+
+def _cg_preconditioner(params):
+    """True when M is absent or a matrix (its float32 copy runs in the graphs)."""
+    M = params.get("M")
+    return M is None or isinstance(M, torch.Tensor) or getattr(M, "format", None) in (
+        "csr", "csc", "coo", "bsr", "dia") or type(M).__name__ == "MatrixLinearOperator"
+
+
+class _CG:
+    """The graph functions of the double-float cg for one operator and preconditioner:
+    ``steps`` (``UNROLL`` float32 iterations) and ``last`` (the same, then the true
+    residual replaces the recursive one; the status ``[||b - A x||, iterations left]``).
+    Replayed graphs (``graph_function``): cached on the operator, so that repeated
+    solves with it neither trace nor compile again."""
+
+    def __init__(self, op, M, device):
+        from trnscipy.sparse.linalg._isolve import utils
+
+        A32 = op.float32
+
+        def iterations(xh, xl, r, p, rho, left, rref, tol):
+            for _ in range(utils.UNROLL):
+                rn = utils.norm(r)
+                live = (left > 0) & (rn >= tol) & (rn >= _REPLACE * rref)
+                z = r if M is None else M @ r
+                rho_new = utils.dot(r, z)
+                p_new = z + (rho_new / rho) * p
+                q = A32 @ p_new
+                alpha = rho_new / utils.dot(p_new, q)
+                x = _df.add_f((xh, xl), alpha * p_new)
+                xh, xl = torch.where(live, x[0], xh), torch.where(live, x[1], xl)
+                r = torch.where(live, r - alpha * q, r)
+                p, rho = torch.where(live, p_new, p), torch.where(live, rho_new, rho)
+                left = left - live.to(left.dtype)
+            return xh, xl, r, p, rho, left, rref
+
+        def last(xh, xl, r, p, rho, left, rref, tol, bh, bl):
+            xh, xl, r, p, rho, left, rref = iterations(xh, xl, r, p, rho, left, rref, tol)
+            true = op.residual((bh, bl), (xh, xl))
+            rref = _df.norm(true)[0].reshape(1)
+            return xh, xl, true[0], p, rho, left, rref, torch.cat([rref, left.to(rref.dtype)])
+
+        graph = kernel("graph_function", device)
+        self.steps, self.last = graph(iterations), graph(last)
+
+
+_STALLED_BLOCKS = 10  # blocks without a new smallest true residual: hand over
+# A block's iterations stop once the recursive residual is this far below the true one
+# it started from: the recursive residual drifts from the true one (float32 products),
+# and a replacement far below the drift breaks cg's recurrences (measured: stalls at
+# 1e-8 on a 64-unknown Poisson problem that cg solves within one block).
+_REPLACE = 1e-2
+
+
+def _cg(device_solver, op, params):
+    """cg to SciPy's test on the true residual (see above).  If the true residual stops
+    decreasing (float32 cg makes no progress: condition beyond about 1e7), the general
+    refinement (GMRES-based where it stagnates) goes on from the iterate."""
+    from trnscipy.sparse.linalg._isolve import utils
+
+    n = op.shape[0]
+    b = params["b"]
+    device = op.parts[0].device
+    if not isinstance(b, torch.Tensor):
+        b = torch.as_tensor(np.asarray(b), device=device)
+    if tuple(b.shape) not in ((n,), (n, 1)) or op.shape[0] != op.shape[1]:
+        return device_solver(**params)  # the solver's own shape errors
+    bh, bl = (p.reshape(-1) for p in _parts(b))
+    rtol = float(params.get("rtol", 1e-5))
+    atol = check_atol("cg", params.get("atol", 0.0))
+    maxiter = params.get("maxiter")
+    maxiter = n * 10 if maxiter is None else int(maxiter)
+    x0 = params.get("x0")
+    check_x0(x0)
+    M = _float32_operator(params.get("M"))
+    if x0 is None:
+        xh = torch.zeros(n, dtype=bh.dtype).to(device)
+        xl = torch.zeros(n, dtype=bh.dtype).to(device)
+    elif isinstance(x0, str):  # 'Mb'
+        xh = (bh if M is None else M @ bh).reshape(-1)
+        xl = torch.zeros_like(xh)
+    else:
+        xh, xl = (p.reshape(-1) for p in _parts(x0))
+    r = op.residual((bh, bl), (xh, xl))
+    norms = torch.stack([_df.norm((bh, bl))[0], _df.norm(r)[0]])
+    r, p = r[0], torch.zeros_like(r[0])
+    kernel("materialize", device)([norms, xh, xl, r, p])
+    bnrm, rnorm = (float(v) for v in norms.cpu())
+    if bnrm == 0:
+        return _transfer.df_tensor(bh, bl), 0
+    tol = max(atol, rtol * bnrm)
+    if rnorm < tol:
+        return _transfer.df_tensor(xh, xl), 0
+    graphs = op.graphs if M is None else None
+    if graphs is None:
+        graphs = _CG(op, M, device)
+        if M is None:
+            op.graphs = graphs
+    # host values as data, shape (1,) (torch-xla makes a 0-d 0 or 1 a graph constant even
+    # when uploaded): one graph whatever tol and maxiter
+    rho = torch.ones(1, dtype=bh.dtype).to(device)  # p = 0: the first p is z
+    left = torch.tensor([maxiter], dtype=torch.int32).to(device)
+    tol_t = torch.tensor([tol], dtype=bh.dtype).to(device)
+    rref = torch.tensor([rnorm], dtype=bh.dtype).to(device)
+    blocks = max(1, utils.CHECK_EVERY // utils.UNROLL)
+    best, stalled = rnorm, 0
+    while True:
+        state = (xh, xl, r, p, rho, left, rref)
+        for _ in range(blocks):
+            state = graphs.steps(*state, tol_t)
+        xh, xl, r, p, rho, left, rref, status = graphs.last(*state, tol_t, bh, bl)
+        rnorm, iters_left = (float(v) for v in status.cpu())
+        if rnorm < tol:
+            return _transfer.df_tensor(xh, xl), 0
+        if iters_left <= 0 or not np.isfinite(rnorm):
+            return _transfer.df_tensor(xh, xl), maxiter
+        best, stalled = (rnorm, 0) if rnorm < best else (best, stalled + 1)
+        if stalled >= _STALLED_BLOCKS:
+            rest = dict(params, x0=_transfer.df_tensor(xh, xl), maxiter=int(iters_left))
+            return _refine("cg", device_solver, op, rest)
+

@@ -158,10 +158,12 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
                 minrbar, out)
 
     itn0 = torch.zeros((1,), dtype=torch.int64, device=device)
+    # minrbar starts at SciPy's 1e100, float32's largest in float32 scalars (an inf would
+    # make settle's product with the identity NaN: every scalar NaN, measured on Neuron)
     out = (itn0, beta, alpha * beta, alpha.abs(), one, zero, itn0)
     state = (x, u, v, v.clone(), torch.zeros_like(v), itn0, alpha, alpha.clone(), one, one, one,
              zero, alpha * beta, beta.clone(), zero, one, zero, zero, zero, zero, alpha * alpha,
-             zero, scalar(1e100), out)
+             zero, scalar(min(1e100, torch.finfo(system.real).max)), out)
     state, _ = run(step, state, maxiter, device, block=block_length(show), peel=None,
                    host_effects=show)
     x, out = state[0], state[-1]

@@ -6,8 +6,8 @@ once per block (``utils.run``); after the stop the returned values are masked.  
 setup reads one value on the host (SciPy's early return when A^H b = 0).  Differs
 from SciPy: the norms come back as Python floats, ``var`` as a tensor; the iteration
 runs in the operands' precision (float32 stays float32; SciPy mixes in float64
-scalars), and ``x`` is promoted to float64/complex128 as SciPy's is, where the
-device has float64.
+scalars), and ``x`` and ``var`` are promoted to float64/complex128 as SciPy's are (a
+device without float64 holds the float32 values exactly, as double-float).
 """
 
 import numpy as np
@@ -17,6 +17,7 @@ from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 from trnscipy.sparse.linalg._isolve.utils import (
     _coerce,
     _fast_matvec,
@@ -108,17 +109,21 @@ class LeastSquares:
     def scalar(self, value):
         return torch.tensor(value, dtype=self.real, device=self.device)
 
-    def out_dtype(self, dtype):
+    @staticmethod
+    def out_dtype(dtype):
         """SciPy's dtype for what starts as float64 zeros (x without x0, var)."""
-        if not self.float64:
-            return dtype
         return torch.complex128 if dtype.is_complex else torch.float64
 
     def result(self, x):
-        """x in SciPy's dtype: x0's promoted with the iteration's, or as ``out_dtype``."""
+        """x in SciPy's dtype: x0's promoted with the iteration's, or as ``out_dtype``.
+        A device without float64 holds the float32 values exactly (double-float)."""
         if self.x0_dtype is None:
-            return x.to(self.out_dtype(x.dtype))
-        return x.to(torch.promote_types(self.x0_dtype, x.dtype))
+            return self.cast(x, self.out_dtype(x.dtype))
+        return self.cast(x, torch.promote_types(self.x0_dtype, x.dtype))
+
+    @staticmethod
+    def cast(t, dtype):
+        return tensor_on(t, t.device, dtype)
 
 
 def sym_ortho(a, b):
@@ -190,9 +195,10 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     if alfa_h * beta_h == 0:  # SciPy's early return (its x is then x0 or zeros)
         if show:
             print(_MSG[0])
-        x = system.result(x) if x0 is not None else x.real.to(system.out_dtype(system.real))
+        x = system.result(x) if x0 is not None else system.cast(
+            x.real, system.out_dtype(system.real))
         return (x, 0, 0, beta_h, beta_h, 0, 0, alfa_h * beta_h, 0,
-                var.to(system.out_dtype(var.dtype)))
+                system.cast(var, system.out_dtype(var.dtype)))
     if show:
         print(" ")
         print("   Itn      x[0]       r1norm     r2norm ", " Compatible    LS      Norm A   Cond A")
@@ -299,7 +305,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
               + f"acond ={acond:8.1e}   xnorm  ={xnorm:8.1e}")
         print(" ")
     return (system.result(x), istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm,
-            var.to(system.out_dtype(var.dtype)))
+            system.cast(var, system.out_dtype(var.dtype)))
 
 
 def _show_line(itn, x, r1norm, r2norm, test1, test2, test3, anorm, acond, rtol, ctol, atol,
