@@ -283,7 +283,7 @@ def _inverses(De, materialize, also, pivoting, probe):
             # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
             v = probe.to(inv.dtype)
             r = (chunk @ (inv @ v) - v).abs().real.amax((1, 2))
-            scale = (chunk.abs().real @ (inv.abs().real @ probe.abs().to(r.dtype))).amax((1, 2))
+            scale = (chunk.abs().real @ (inv.abs().real @ probe.to(r.dtype).abs())).amax((1, 2))
             failed = (~(r <= tol * scale)).sum().reshape(1)
             count = torch.cat([torch.zeros_like(bad), bad + failed])
         materialize([inv, count])
