@@ -36,6 +36,16 @@ def _close(x, ref, dtype, scale=1.0):
     np.testing.assert_allclose(to_np(x), ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
+def _raise_as_scipy(name, cases, dlane):
+    """Each (args, kwargs) raises SciPy's exception type and message on the lane."""
+    for args, kwargs in cases:
+        with pytest.raises(Exception) as expected:
+            getattr(sl, name)(*args, **kwargs)
+        with pytest.raises(expected.type) as actual:
+            getattr(tl, name)(*(tensor(x, dlane) for x in args), **kwargs)
+        assert str(actual.value) == str(expected.value)
+
+
 def _xla_budget(dlane, keep):
     """The XLA lane runs one representative case per function (each new graph compiles
     for seconds; the torch code is the one the generic lane runs on every case)."""
@@ -148,12 +158,7 @@ def test_eigh_tridiagonal_bad_input(dlane):
         ((d, e), {"lapack_driver": "stev", "select": "i", "select_range": (0, 1)}),
         ((d[:2].reshape(2, 1), e), {}),
     ]
-    for args, kwargs in cases:
-        with pytest.raises(Exception) as expected:
-            sl.eigh_tridiagonal(*args, **kwargs)
-        with pytest.raises(expected.type) as actual:
-            tl.eigh_tridiagonal(*(tensor(x, dlane) for x in args), **kwargs)
-        assert str(actual.value) == str(expected.value)
+    _raise_as_scipy("eigh_tridiagonal", cases, dlane)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -191,12 +196,7 @@ def test_eig_banded_bad_input(dlane):
              ((ab,), {"select": "i", "select_range": (0.5, 2.0)}),
              ((ab,), {"select": "v", "select_range": (2.0, 1.0)}),
              ((np.where(ab == 4, np.nan, ab),), {"check_finite": False})]
-    for args, kwargs in cases:
-        with pytest.raises(Exception) as expected:
-            sl.eig_banded(*args, **kwargs)
-        with pytest.raises(expected.type) as actual:
-            tl.eig_banded(*(tensor(x, dlane) for x in args), **kwargs)
-        assert str(actual.value) == str(expected.value)
+    _raise_as_scipy("eig_banded", cases, dlane)
     with pytest.raises(ValueError, match="max_ev"):  # SciPy writes past its arrays here
         tl.eig_banded(tensor(ab, dlane), select="v", select_range=(0, 10), max_ev=1)
     w = tl.eigvals_banded(tensor(np.zeros((2, 0)), dlane))
@@ -268,9 +268,5 @@ def test_cdf2rdf(dlane, dtype):
         assert wr.dtype == wr_ref.dtype and vr.dtype == vr_ref.dtype
         np.testing.assert_allclose(wr, wr_ref, rtol=1e-6, atol=0)
         np.testing.assert_allclose(vr, vr_ref, rtol=1e-6, atol=1e-7)
-    for args in ((w[0][:-1], v[0]), (w[0], v[0][:, :-1]), (w[0][:1] + 1j, v[0][:1, :1])):
-        with pytest.raises(ValueError) as expected:
-            sl.cdf2rdf(*args)
-        with pytest.raises(ValueError) as actual:
-            tl.cdf2rdf(*(tensor(x, dlane) for x in args))
-        assert str(actual.value) == str(expected.value)
+    _raise_as_scipy("cdf2rdf", [((w[0][:-1], v[0]), {}), ((w[0], v[0][:, :-1]), {}),
+                                ((w[0][:1] + 1j, v[0][:1, :1]), {})], dlane)
