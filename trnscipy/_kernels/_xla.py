@@ -195,7 +195,8 @@ class _Replay:
     replay is one C++ call and one graph execution.  Tensors the function reads
     without taking them as arguments (a matrix, constants) are bound at the first call;
     so a ``_Replay`` lives for one solve, whose operands do not change meanwhile.
-    Arguments of other shapes or dtypes trace again.
+    Arguments of other shapes or dtypes trace again, and so does a graph that torch-xla's
+    compilation cache (an LRU of ``XLA_COMPILATION_CACHE_SIZE`` graphs) has dropped.
     """
 
     def __init__(self, fn):
@@ -208,14 +209,24 @@ class _Replay:
             args, self.plans[signature] = self._trace(args)
         else:
             args = _device_data(args)
-        graph_hash, sources, outputs = self.plans[signature]
-        inputs = [args[s] if isinstance(s, int) else s for s in sources]
-        results = (torch_xla._XLAC._run_cached_graph(graph_hash, inputs)
-                   if graph_hash is not None else [])
+        try:
+            results = self._run(signature, args)
+        except RuntimeError as err:  # the compiled graph left torch-xla's LRU cache
+            if "Failed to get computation by hash" not in str(err):
+                raise
+            args, self.plans[signature] = self._trace(args)
+            results = self._run(signature, args)
+        outputs = self.plans[signature][2]
         if len(results) != sum(kind == "graph" for kind, _ in dict.fromkeys(outputs)):
             raise RuntimeError("a replayed graph returned an unexpected number of results")
         return tuple(results[i] if kind == "graph" else args[i] if kind == "arg" else i
                      for kind, i in outputs)
+
+    def _run(self, signature, args):
+        graph_hash, sources, _ = self.plans[signature]
+        inputs = [args[s] if isinstance(s, int) else s for s in sources]
+        return (torch_xla._XLAC._run_cached_graph(graph_hash, inputs)
+                if graph_hash is not None else [])
 
     def _trace(self, args):
         """Trace ``fn``; returns the arguments to run with and the plan: graph hash, each
