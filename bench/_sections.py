@@ -9,6 +9,8 @@ trnscipy.linalg.*.  A route that is missing, or that falls back to the host
 (DeviceFallbackWarning), is reported as n/a.
 """
 
+import inspect
+
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
@@ -316,8 +318,10 @@ def _cupy_solver_builder(name, A, b, kwargs):
         import cupyx.scipy.sparse.linalg as cspla
 
         Ac, bc = csp.csr_matrix(A), cupy.asarray(b)
-        kw = {"tol" if k == "rtol" else k: v for k, v in kwargs.items()}
         solver = getattr(cspla, name)
+        # CuPy before 14 calls SciPy's rtol "tol"
+        rtol = "rtol" if "rtol" in inspect.signature(solver).parameters else "tol"
+        kw = {rtol if k == "rtol" else k: v for k, v in kwargs.items()}
         return lambda: solver(Ac, bc, **kw)
 
     return build

@@ -48,7 +48,8 @@ def resolve_device(device=None):
     if name == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r}: CUDA is not available on this machine")
-        return torch.device(device)
+        # Indexed, as the tensors on it report their device.
+        return torch.device("cuda", int(index) if index else torch.cuda.current_device())
     if name == "xla":
         return _xla_device(int(index) if index else None)
     raise ValueError(f"unknown device {device!r}; valid devices: {', '.join(VALID_DEVICES)}")
@@ -62,7 +63,7 @@ def default_device():
     if _neuron_present() and torch_xla_available():
         return _xla_device()
     if torch.cuda.is_available():
-        return torch.device("cuda")
+        return resolve_device("cuda")
     return torch.device("cpu")
 
 

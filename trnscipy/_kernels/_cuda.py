@@ -17,7 +17,9 @@ _DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 @register("spmv", "cuda")
 @register("spmm", "cuda")
 def spmm(A, x):
+    # cuSPARSE refuses more stored entries than the shape holds (duplicates): generic then.
     usable = (A.format in ("csr", "csc") and A.data.dtype in _DTYPES
+              and A.nnz <= A.shape[0] * A.shape[1]
               and not (A.data.requires_grad or x.requires_grad))
     if not usable:
         return _generic_spmm(A, x)
@@ -27,3 +29,56 @@ def spmm(A, x):
         warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
         mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
     return mat @ x
+
+
+@register("graph_function", "cuda")
+def graph_function(fn):
+    """``fn`` (tensors -> tuple of tensors, no host reads, no writes to its arguments) as
+    a CUDA graph: see ``_CudaGraph``."""
+    return _CudaGraph(fn)
+
+
+class _CudaGraph:
+    """A function of CUDA tensors captured as a CUDA graph on its second call and
+    replayed from then on: a Krylov block is dozens of small kernels per iteration, whose
+    launches cost more than their work at 10^4 unknowns.
+
+    The first call with given shapes runs eagerly (it creates the cuBLAS/cuSPARSE
+    handles and workspaces a capture must not create).  A replay copies the arguments
+    into the graph's input buffers and returns copies of its outputs, so results never
+    alias buffers a later replay overwrites.  Tensors ``fn`` reads without taking them as
+    arguments are bound at capture: a ``_CudaGraph`` lives for one solve (or one cached
+    operator), as the XLA kernel's ``_Replay`` does.  A function that cannot be captured
+    (it reads a value on the host) keeps running eagerly."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.plans = {}  # signature -> None (ran once), False (eager), (inputs, outputs, graph)
+        self.failure = None  # why a capture failed
+
+    def __call__(self, *args):
+        signature = tuple((a.dtype, tuple(a.shape), a.device) for a in args)
+        if signature not in self.plans:
+            self.plans[signature] = None
+            return tuple(self.fn(*args))
+        if self.plans[signature] is None:
+            self.plans[signature] = self._capture(args)
+        plan = self.plans[signature]
+        if plan is False:
+            return tuple(self.fn(*args))
+        inputs, outputs, graph = plan
+        torch._foreach_copy_(inputs, list(args))
+        graph.replay()
+        return tuple(t.clone() for t in outputs)
+
+    def _capture(self, args):
+        inputs = [a.clone() for a in args]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                outputs = tuple(self.fn(*inputs))
+        except RuntimeError as err:  # a host read or sync inside: not capturable
+            self.failure = f"{type(err).__name__}: {err}"
+            torch.cuda.synchronize()
+            return False
+        return inputs, outputs, graph

@@ -288,10 +288,17 @@ def _binomials(rows, dtype, device):
     power = (i[:, None] > i[None, :]).to(dtype)
     cols = torch.ones((rows, 1), dtype=dtype, device=device)
     while cols.shape[1] < rows:
-        cols = torch.cat([cols, power @ cols], 1)
+        cols = torch.cat([cols, _matmul(power, cols)], 1)
         if cols.shape[1] < rows:
-            power = power @ power
+            power = _matmul(power, power)
     return cols[:, :rows]
+
+
+def _matmul(a, b):
+    """a @ b; integer products as a broadcast sum (CUDA has no integer matmul)."""
+    if a.is_floating_point() or a.is_complex():
+        return a @ b
+    return (a[:, :, None] * b[None, :, :]).sum(1)
 
 
 def _check_size(n):
@@ -304,7 +311,8 @@ def _check_size(n):
 def hadamard(n, dtype=int, *, device):
     lg2 = int(math.log(n, 2)) if n >= 1 else 0
     if 2 ** lg2 != n:
-        raise ValueError("n must be an positive integer, and n must be a power of 2")
+        _sl.hadamard(n)  # raises SciPy's ValueError (its wording differs between versions)
+        raise ValueError(f"n must be a power of 2, got {n}")
     h = torch.ones((1, 1), dtype=to_torch_dtype(np.dtype(dtype)), device=device)
     for _ in range(lg2):
         h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)

@@ -577,3 +577,31 @@ def test_lgmres_outer_v_reaches_the_caller_as_scipy():
     spla.lgmres(A, b, inner_m=4, outer_k=3, outer_v=outer_ref)
     tsl.lgmres(_to(A, "cpu"), _to(b, "cpu"), inner_m=4, outer_k=3, outer_v=outer)
     assert len(outer) == len(outer_ref) > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_cuda_blocks_replay_as_cuda_graphs(solver, monkeypatch):
+    """On CUDA the solvers' replayed blocks are captured as CUDA graphs (none falls back
+    to eager launches) and the solve still matches SciPy's."""
+    from trnscipy._kernels import _cuda
+
+    captured = []
+    capture = _cuda._CudaGraph._capture
+
+    def recording(self, args):
+        plan = capture(self, args)
+        captured.append(self.failure)
+        return plan
+
+    monkeypatch.setattr(_cuda._CudaGraph, "_capture", recording)
+    A = sp.csr_array(_poisson(30) if solver in SYMMETRIC_ONLY else _convdiff(30))
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+    x_ref, info_ref = getattr(spla, solver)(A, b, rtol=1e-8, maxiter=2000)
+    cuda = torch.device("cuda")
+    x, info = getattr(tsl, solver)(trnscipy.to_device(A, cuda),
+                                   torch.from_numpy(b).to(cuda), rtol=1e-8, maxiter=2000)
+    assert info == info_ref == 0
+    assert captured and not any(captured), captured
+    np.testing.assert_allclose(x.cpu().numpy(), x_ref, rtol=1e-5, atol=1e-7)
