@@ -78,7 +78,8 @@ class _CudaGraph:
             with torch.cuda.graph(graph):
                 outputs = tuple(self.fn(*inputs))
         except RuntimeError as err:  # a host read or sync inside: not capturable
-            self.failure = f"{type(err).__name__}: {err}"
+            first = err.__context__ or err  # ending a broken capture raises again
+            self.failure = f"{type(first).__name__}: {first}"
             torch.cuda.synchronize()
             return False
         return inputs, outputs, graph
