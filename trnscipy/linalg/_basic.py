@@ -15,12 +15,20 @@ from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
-from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
+from trnscipy.linalg._validate import (
+    as_matrix,
+    as_rhs,
+    as_square,
+    as_tensor,
+    common_dtype,
+    device_of,
+    empty,
+)
 from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_banded",
            "solve_toeplitz", "matmul_toeplitz",
-           "solveh_banded", "pinvh"]
+           "solveh_banded", "pinvh", "solve_circulant"]
 
 
 @dispatch(_sl.solve)
@@ -217,3 +225,37 @@ def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
 
     c, r, x = _toeplitz_args(c_or_cr, x, check_finite, square=False)
     return toeplitz(c, r) @ x
+
+
+def _axis_len(name, a, axis):
+    ax = axis + a.ndim if axis < 0 else axis
+    if 0 <= ax < a.ndim:
+        return a.shape[ax]
+    raise ValueError(f"'{name}axis' entry is out of bounds")
+
+
+@dispatch(_sl.solve_circulant)
+def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis=0):
+    """The DFTs are products with the DFT matrix (torch.fft does not lower on XLA), in
+    (real, imaginary) pairs of real tensors: real input computes in real arithmetic only.
+    One host read (the near-singularity test)."""
+    device = device_of(c, b)
+    c, b = as_tensor(c, device, False), as_tensor(b, device, False)
+    c, b = c.reshape(1) if c.ndim == 0 else c, b.reshape(1) if b.ndim == 0 else b
+    nc, nb = _axis_len("c", c, caxis), _axis_len("b", b, baxis)
+    if nc != nb:
+        raise ValueError(f"Shapes of c {tuple(c.shape)} and b {tuple(b.shape)} are "
+                         "incompatible")
+    dtype = common_dtype(c, b, small_ints=torch.float64)
+    if b.numel() == 0:
+        return torch.empty(b.shape, dtype=dtype, device=device)
+    shape_c = c.movedim(caxis, -1).shape
+    shape_b = b.movedim(baxis, -1).shape
+    try:
+        torch.broadcast_shapes(shape_b, shape_c)
+    except RuntimeError:
+        raise ValueError("operands could not be broadcast together with shapes "
+                         f"{tuple(shape_b)} {tuple(shape_c)}") from None
+    return kernel("linalg.solve_circulant", device)(
+        c.to(dtype), b.to(dtype), singular=singular, tol=tol, caxis=caxis, baxis=baxis,
+        outaxis=outaxis)

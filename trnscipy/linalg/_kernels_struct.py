@@ -8,6 +8,8 @@
   a gather (O(n^2) memory, O(n^3) work: a dense factorization, not LAPACK's banded one).
 """
 
+import warnings
+
 import numpy as np
 import scipy.linalg as _sl
 
@@ -21,6 +23,8 @@ from trnscipy.linalg._kernels import (
     _cpu,
     _k,
     _on_views,
+    _tensor,
+    _view,
     cho_solve,
     hermitian,
 )
@@ -347,3 +351,262 @@ def solve_sylvester(a, b, q):
         cols.append(_shifted_solve(r, s[j, j], rhs)[:, 0])
     x = u @ torch.stack(cols, 1) @ v.mH
     return x if q.is_complex() else x.real.contiguous()
+
+
+# ----------------------------------------------------------------------------------------
+# solve_circulant: DFTs as products with the DFT matrix, complex numbers as (real,
+# imaginary) pairs of real tensors (torch.fft and complex division do not lower on XLA)
+
+register("linalg.solve_circulant", "cpu")(_on_views(_sl.solve_circulant, finite_kw=False))
+
+
+def _dft_parts(n, dtype, device):
+    """cos and sin of 2 pi jk / n (the DFT matrix is cos - i sin), angles reduced mod n
+    in integers, computed in double precision where the device has it."""
+    i = torch.arange(n, device=device)
+    wide = torch.float64 if capability(device_kind(device)).float64 else torch.float32
+    angle = (2 * np.pi / n) * ((i[:, None] * i[None, :]) % n).to(wide)
+    return torch.cos(angle).to(dtype), torch.sin(angle).to(dtype)
+
+
+def _parts(x):
+    return (x.real, x.imag) if x.is_complex() else (x, None)
+
+
+def _dft(x, cos, sin, inverse=False):
+    """x @ F (inverse: x @ conj(F) / n) for x as a (real, imaginary-or-None) pair."""
+    re, im = x
+    s = sin if inverse else -sin
+    out_re = re @ cos - (im @ s if im is not None else 0)
+    out_im = re @ s + (im @ cos if im is not None else 0)
+    if inverse:
+        n = cos.shape[0]
+        out_re, out_im = out_re / n, out_im / n
+    return out_re, out_im
+
+
+@register("linalg.solve_circulant", "generic")
+def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis=0):
+    cm, bm = c.movedim(caxis, -1), b.movedim(baxis, -1)
+    n = cm.shape[-1]
+    real = cm.real.dtype if cm.is_complex() else cm.dtype
+    cos, sin = _dft_parts(n, real, c.device)
+    fc_re, fc_im = _dft(_parts(cm), cos, sin)
+    abs_fc = torch.sqrt(fc_re ** 2 + fc_im ** 2)
+    if tol is None:
+        tol = abs_fc.max(-1, keepdim=True).values * (n * np.finfo(np.float64).eps)
+    elif torch.is_tensor(tol):
+        tol = tol.to(abs_fc.dtype)
+        tol = tol.reshape(tol.shape + (1,)) if tol.ndim else tol
+    near = abs_fc <= tol
+    flag = near.any()
+    is_near_singular = bool(_k("linalg._fetch", flag)(flag))
+    if is_near_singular:
+        if singular == "raise":
+            raise LinAlgError("near singular circulant matrix.")
+        fc_re = torch.where(near, torch.ones_like(fc_re), fc_re)
+        fc_im = torch.where(near, torch.zeros_like(fc_im), fc_im)
+    fb_re, fb_im = _dft(_parts(bm), cos, sin)
+    den = fc_re ** 2 + fc_im ** 2
+    q_re = (fb_re * fc_re + fb_im * fc_im) / den
+    q_im = (fb_im * fc_re - fb_re * fc_im) / den
+    if is_near_singular:
+        mask = near.expand(q_re.shape)
+        q_re = torch.where(mask, torch.zeros_like(q_re), q_re)
+        q_im = torch.where(mask, torch.zeros_like(q_im), q_im)
+    x_re, x_im = _dft((q_re, q_im), cos, sin, inverse=True)
+    if c.is_complex() or b.is_complex():
+        # scaled parts combined through view_as_complex (torch.complex does not lower)
+        x = torch.view_as_complex(torch.stack([x_re, x_im], -1).contiguous())
+    else:
+        x = x_re
+    return x if outaxis == -1 else x.movedim(-1, outaxis)
+
+
+# ----------------------------------------------------------------------------------------
+# signm and fractional_matrix_power: SciPy's algorithms through trnscipy's routed funm,
+# schur, rsf2csf, svdvals, inv and norm; the triangular work on the device
+
+register("linalg.fractional_matrix_power", "cpu")(
+    _on_views(_sl.fractional_matrix_power, finite_kw=False))
+
+
+@register("linalg.signm", "cpu")
+def _signm_cpu(a, disp=True):
+    if disp:
+        return _tensor(_sl.signm(_view(a)))
+    with warnings.catch_warnings():  # (the caller has given the deprecation warning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _tensor(_sl.signm(_view(a), disp=False))
+
+
+def _fetch_all(*values):
+    """Several 0-d device values in one host read (as Python floats)."""
+    first = values[0]
+    return _k("linalg._fetch", first)(torch.stack(
+        [v.reshape(()).to(first.real.dtype if first.is_complex() else first.dtype)
+         for v in values]))
+
+
+def _low_precision(dtype):
+    return dtype in (torch.float32, torch.complex64)
+
+
+@register("linalg.signm", "generic")
+def signm(a, disp=True):
+    """SciPy's route: funm with the rounded sign of the eigenvalues' real parts, then (where
+    its error estimate is too large) the Newton iteration S <- (S + S^-1) / 2 from A + c I
+    (one host read per iteration)."""
+    from trnscipy.linalg import funm, inv, norm, svdvals
+
+    def rounded_sign(x):
+        rx = x.real if x.is_complex() else x
+        # NumPy's amax of complex eigenvalues orders by real part first
+        c = 1e3 * torch.finfo(rx.dtype).eps * rx.max()
+        return torch.sign((rx.abs() > c).to(rx.dtype) * rx)
+
+    result, errest = funm(a, rounded_sign, disp=False)
+    errtol = 1e3 * torch.finfo(torch.float32 if _low_precision(result.dtype)
+                               else torch.float64).eps
+    if errest < errtol:
+        return result if disp else (result, errest)
+    vals = svdvals(a, check_finite=False)
+    c = 0.5 / vals.max()
+    dtype = torch.promote_types(a.dtype, torch.float64)  # SciPy adds np.identity
+    s0 = a.to(dtype) + c * torch.eye(a.shape[0], dtype=dtype, device=a.device)
+    prev = errest
+    for _ in range(100):
+        s0 = 0.5 * (s0 + inv(s0, check_finite=False))
+        pp = 0.5 * (s0 @ s0 + s0)
+        errest = float(_fetch_all(norm(pp @ pp - pp, 1, check_finite=False))[0])
+        if errest < errtol or prev == errest:
+            break
+        prev = errest
+    if disp:
+        if not np.isfinite(errest) or errest >= errtol:
+            print("signm result may be inaccurate, approximate err =", errest)
+        return s0
+    return s0, errest
+
+
+def _matrix_power(a, p):
+    """np.linalg.matrix_power: binary powering (the inverse for p < 0)."""
+    from trnscipy.linalg import inv
+
+    if p < 0:
+        a, p = inv(a, check_finite=False), -p
+    result = None
+    while p:
+        if p & 1:
+            result = a if result is None else result @ a
+        p >>= 1
+        if p:
+            a = a @ a
+    return result if result is not None else \
+        torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+
+
+def _cpow(w, p):
+    """w ** p (principal branch) for a complex tensor, in real pairs (complex pow and log
+    do not lower on XLA)."""
+    re, im = w.real, w.imag
+    r = torch.exp(p * 0.5 * torch.log(re ** 2 + im ** 2))
+    th = p * torch.atan2(im, re)
+    return torch.view_as_complex(torch.stack([r * torch.cos(th), r * torch.sin(th)], -1))
+
+
+# Higham and Lin's bounds on ||T - I||_1 for the [m/m] Pade approximant of (I + X)^p
+_PADE_THETA = (1.51e-5, 2.24e-3, 1.88e-2, 6.04e-2, 1.24e-1, 2.00e-1, 2.79e-1)
+
+
+def _pade_constant(i, p):
+    if i == 1:
+        return -p
+    j = i // 2
+    return (-j + p) / (2 * (2 * j - 1)) if i % 2 == 0 else (-j - p) / (2 * (2 * j + 1))
+
+
+def _remainder_power_triu(t, p):
+    """T^p for upper triangular T with no eigenvalue on the closed negative real axis
+    (real T: positive diagonal), -1 < p < 1: Higham and Lin's Schur-Pade method (square
+    roots until ||T - I||_1 <= theta_7, the [m/m] Pade approximant by its continued
+    fraction, squaring back with the diagonal recomputed exactly); SciPy also recomputes
+    the superdiagonal, this does not (differences at rounding level)."""
+    n = t.shape[-1]
+    eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    d0 = t.diagonal()
+    power = (lambda w, q: _cpow(w, q)) if t.is_complex() else (lambda w, q: w ** q)
+    r, s = t, 0
+    while True:
+        gap = float(_fetch_all(_cabs(r - eye).sum(0).max())[0])
+        if gap <= _PADE_THETA[-1] or s >= 64:
+            break
+        r, s = sqrtm_triu(r), s + 1
+    m = next(k for k, theta in enumerate(_PADE_THETA, 1) if gap <= theta or k == 7)
+    x = eye - r  # the continued fraction of (1 - x)^p
+    trsm = _k("linalg._trsm", t)
+    y = x * _pade_constant(2 * m, p)
+    for j in range(2 * m - 1, 0, -1):
+        y = trsm(eye + y, x * _pade_constant(j, p), upper=True)
+    u = eye + y
+    for i in range(s, -1, -1):
+        if i < s:
+            u = u @ u
+        u = u - torch.diag_embed(u.diagonal()) + torch.diag_embed(power(d0, p * 2.0 ** -i))
+    return u
+
+
+@register("linalg.fractional_matrix_power", "generic")
+def fractional_matrix_power(a, p):
+    """SciPy's algorithm (integer p: matrix_power; else A^floor/ceil(p) times the Schur-Pade
+    remainder power, chosen by the condition number from trnscipy's svdvals; singular A:
+    funm of x^b, or NaN for p < 0), in double precision as SciPy's result."""
+    from trnscipy.linalg import funm, rsf2csf, schur, svdvals
+    from trnscipy.linalg._basic import _wide
+
+    if p == int(p):
+        return _matrix_power(a, int(p))
+    a = _wide(a)
+    s = svdvals(a, check_finite=False)
+    smax, smin = _fetch_all(s[0], s[-1])
+    if smin:
+        k2 = smax / smin
+        p1, p2 = p - np.floor(p), p - np.ceil(p)
+        if p1 * k2 ** (1 - p1) <= -p2 * k2:
+            ia, b = int(np.floor(p)), p1
+        else:
+            ia, b = int(np.ceil(p)), p2
+        r = _remainder_power(a, b, schur, rsf2csf)
+        if r is not None:
+            q = _matrix_power(a, ia)
+            return q.to(r.dtype) @ r
+    if p < 0:
+        return torch.full_like(a, float("nan"))
+    ia, b = int(np.floor(p)), p - np.floor(p)
+    r, _ = funm(a, lambda w: _cpow(w, b) if w.is_complex() else w ** b, disp=False)
+    return _matrix_power(a, ia).to(r.dtype) @ r
+
+
+def _remainder_power(a, p, schur, rsf2csf):
+    """SciPy's _remainder_matrix_power, or None where it raises (a zero eigenvalue)."""
+    triu = torch.equal(a, a.triu()) if a.device.type == "cpu" else \
+        bool(_fetch_all((a.tril(-1) == 0).all())[0])
+    z = None
+    t = a
+    if not triu:
+        if a.is_complex():
+            t, z = schur(a, output="complex", check_finite=False)
+        else:
+            t, z = schur(a, check_finite=False)
+            if not bool(_fetch_all((t.diagonal(-1) == 0).all())[0]):
+                t, z = rsf2csf(t, z, check_finite=False)
+    d = t.diagonal()
+    zero = (d == 0).any()
+    negative = d.min() < 0 if not t.is_complex() else zero
+    zero, negative = _fetch_all(zero, negative)
+    if zero:
+        return None
+    if negative:
+        t = t.to(_complex(t.dtype))
+    u = _remainder_power_triu(t, p)
+    return u if z is None else z.to(u.dtype) @ u @ z.to(u.dtype).mH

@@ -8,11 +8,13 @@ recurrences on the device; CPU tensors run SciPy on zero-copy views.
 import functools
 import warnings
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
@@ -21,7 +23,7 @@ from trnscipy.linalg._misc import norm
 from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
 
 __all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tanm", "coshm",
-           "sinhm", "tanhm", "expm_cond"]
+           "sinhm", "tanhm", "expm_cond", "signm", "fractional_matrix_power"]
 
 
 @dispatch(_sl.expm)
@@ -230,3 +232,39 @@ def _expm_cond(a):
             for i in range(n) for j in range(n)]
     k = torch.stack(cols).mT
     return _wide_result((norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro"))
+
+
+def _batched_tuples(fn, a, *args):
+    """``fn`` over a batch where it may return a tuple (each part stacked)."""
+    if a.ndim == 2:
+        return fn(a, *args)
+    out = [fn(m, *args) for m in a.reshape(-1, *a.shape[-2:])]
+    if not isinstance(out[0], tuple):
+        return _batched(fn, a, *args)
+    return tuple(torch.stack([torch.as_tensor(o[i]).to(a.device) for o in out]).reshape(
+        a.shape[:-2] + torch.as_tensor(out[0][i]).shape) for i in range(len(out[0])))
+
+
+@dispatch(_sl.signm)
+def signm(A, disp=_NO):
+    if disp is _NO:
+        disp = True
+    else:
+        warnings.warn("The `disp` argument is deprecated and will be removed in SciPy "
+                      "1.18.0.", DeprecationWarning, stacklevel=3)
+    a = _square(A, "expected square array_like input")
+    a = a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
+    return _batched_tuples(lambda m: kernel("linalg.signm", a.device)(m, disp=disp), a)
+
+
+@dispatch(_sl.fractional_matrix_power)
+def fractional_matrix_power(A, t):
+    """Integer ``t`` keeps integer input integer (np.linalg.matrix_power); otherwise the
+    result is double precision, as SciPy's."""
+    a = _square(A, "expected square array_like input")
+    dtype = to_torch_dtype(A.dtype if hasattr(A, "dtype") else np.asarray(A).dtype)
+    if t == int(t) and not (dtype.is_floating_point or dtype.is_complex):
+        a = as_tensor(A, a.device, False, dtype=dtype)
+    if a.numel() == 0:
+        return a.clone()
+    return _batched(kernel("linalg.fractional_matrix_power", a.device), a, t)
