@@ -9,6 +9,7 @@ from trnscipy.linalg._basic import (  # noqa: F401
     inv,
     lstsq,
     matmul_toeplitz,
+    matrix_balance,
     pinv,
     pinvh,
     solve,

@@ -28,7 +28,7 @@ from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_banded",
            "solve_toeplitz", "matmul_toeplitz",
-           "solveh_banded", "pinvh", "solve_circulant"]
+           "solveh_banded", "pinvh", "solve_circulant", "matrix_balance"]
 
 
 @dispatch(_sl.solve)
@@ -259,3 +259,34 @@ def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis
     return kernel("linalg.solve_circulant", device)(
         c.to(dtype), b.to(dtype), singular=singular, tol=tol, caxis=caxis, baxis=baxis,
         outaxis=outaxis)
+
+
+@dispatch(_sl.matrix_balance)
+def matrix_balance(A, permute=True, scale=True, separate=False, overwrite_a=False):
+    """LAPACK's gebal: the zero pattern is read on the host once (the permutation search),
+    then one host read of four norms per row in each scaling sweep; the scaling by powers
+    of 2 runs on the device.  Batches are looped over."""
+    a = as_tensor(A, device_of(A), True)
+    a = a.reshape(1, 1) if a.ndim == 0 else a.reshape(1, -1) if a.ndim == 1 else a
+    if a.shape[-1] != a.shape[-2]:
+        raise ValueError("The data matrix for balancing should be square.")
+    if a.ndim > 2:
+        outs = [matrix_balance(m, permute, scale, separate) for m in
+                a.reshape(-1, *a.shape[-2:])]
+        lead = a.shape[:-2]
+
+        def stack(parts):
+            return torch.stack(parts).reshape(lead + parts[0].shape)
+
+        b = stack([o[0] for o in outs])
+        if separate:
+            return b, (stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs]))
+        return b, stack([o[1] for o in outs])
+    n = a.shape[0]
+    if n == 0:
+        if separate:
+            return a.clone(), (torch.ones(0, dtype=torch.float64, device=a.device),
+                               torch.arange(0, device=a.device))
+        return a.clone(), torch.empty((0, 0), dtype=torch.float64, device=a.device)
+    return kernel("linalg.matrix_balance", a.device)(a, permute=bool(permute),
+                                                    scale=bool(scale), separate=separate)

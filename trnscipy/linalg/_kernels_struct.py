@@ -17,6 +17,7 @@ from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._kernels import register
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 from trnscipy.linalg._kernels import (
     _bad_slices,
     _broadcast,
@@ -610,3 +611,142 @@ def _remainder_power(a, p, schur, rsf2csf):
         t = t.to(_complex(t.dtype))
     u = _remainder_power_triu(t, p)
     return u if z is None else z.to(u.dtype) @ u @ z.to(u.dtype).mH
+
+
+# ----------------------------------------------------------------------------------------
+# matrix_balance: LAPACK's ?gebal (3.12).  The permutation depends only on the zero pattern:
+# read once and searched on the host as gebal does, then applied on the device by a
+# gather.  The scaling sweeps read the four norms of row/column i (one host read per i),
+# choose gebal's power of 2 on the host in the matrix's precision, and scale on the device.
+
+register("linalg.matrix_balance", "cpu")(_on_views(_sl.matrix_balance, finite_kw=False))
+
+
+def _gebal_permutation(nz):
+    """gebal's search for rows and columns isolating eigenvalues on the pattern ``nz``
+    (n x n bool ndarray): (k, l, ps, order), 0-based k..l, ps gebal's SCALE entries for
+    the isolated positions (1-based indices), order the permuted positions' original
+    indices."""
+    n = nz.shape[0]
+    nz = nz.copy()
+    np.fill_diagonal(nz, False)
+    order, ps = np.arange(n), np.ones(n)
+
+    def swap(i, j):
+        nz[[i, j]] = nz[[j, i]]
+        nz[:, [i, j]] = nz[:, [j, i]]
+        order[[i, j]] = order[[j, i]]
+
+    k, l = 0, n - 1
+    noconv = True
+    while noconv:
+        noconv = False
+        for i in range(l, -1, -1):
+            if not nz[i, :l + 1].any():
+                ps[l] = i + 1
+                if i != l:
+                    swap(i, l)
+                noconv = True
+                if l == 0:
+                    return 0, 0, ps, order
+                l -= 1
+    noconv = True
+    while noconv:
+        noconv = False
+        for j in range(k, l + 1):
+            if not nz[k:l + 1, j].any():
+                ps[k] = j + 1
+                if j != k:
+                    swap(j, k)
+                noconv = True
+                k += 1
+    return k, l, ps, order
+
+
+def _gebal_factor(c, r, ca, ra, scale, real):
+    """gebal's power of 2 for one row/column (None: leave it), in ``real`` arithmetic."""
+    one, two = real(1), real(2)
+    info = np.finfo(real)
+    sfmin1 = real(info.tiny) / real(info.eps)
+    sfmax1 = one / sfmin1
+    sfmin2 = sfmin1 * two
+    sfmax2 = one / sfmin2
+    c, r, ca, ra = real(c), real(r), real(ca), real(ra)
+    if c == 0 or r == 0:
+        return None
+    if np.isnan(c + ca + r + ra):
+        raise ValueError('xGEBAL exited with the internal error "illegal value in argument '
+                         'number 3.". See LAPACK documentation for the xGEBAL error codes.')
+    g, f, s = r / two, one, c + r
+    while c < g and max(f, c, ca) < sfmax2 and min(r, g, ra) > sfmin2:
+        f, c, ca, r, g, ra = f * two, c * two, ca * two, r / two, g / two, ra / two
+    g = c / two
+    while g >= r and max(r, ra) < sfmax2 and min(f, c, g, ca) > sfmin2:
+        f, c, g, ca, r, ra = f / two, c / two, g / two, ca / two, r * two, ra * two
+    if c + r >= real(0.95) * s:
+        return None
+    if f < one and scale < one and f * scale <= sfmin1:
+        return None
+    if f > one and scale > one and scale >= sfmax1 / f:
+        return None
+    return f
+
+
+def _amax_entry(x, mask):
+    """|x[i]| at gebal's i?amax over ``mask`` (complex: largest |re| + |im|, first)."""
+    key = (x.real.abs() + x.imag.abs()) if x.is_complex() else x.abs()
+    idx = torch.where(mask, key, torch.full_like(key, -1.0)).argmax()
+    return _cabs(x[idx])
+
+
+@register("linalg.matrix_balance", "generic")
+def matrix_balance(a, permute=True, scale=True, separate=False):
+    n = a.shape[0]
+    real_t = a.real.dtype if a.is_complex() else a.dtype
+    real = np.float32 if real_t == torch.float32 else np.float64
+    k, l, ps, order = 0, n - 1, np.ones(n), np.arange(n)
+    if permute:
+        k, l, ps, order = _gebal_permutation(np.asarray(_k("linalg._fetch", a)(a != 0)))
+        index = torch.as_tensor(order, device=a.device)
+        a = a.index_select(0, index).index_select(1, index)
+    ps[k:l + 1] = 1.0
+    if scale and l > k:
+        pos = torch.arange(n, device=a.device)
+        inner = (pos >= k) & (pos <= l)
+        upto_l, from_k = pos <= l, pos >= k
+        noconv = True
+        while noconv:
+            noconv = False
+            for i in range(k, l + 1):
+                hot = pos == i
+                col = torch.where(hot[None, :], a, torch.zeros_like(a)).sum(1)
+                row = torch.where(hot[:, None], a, torch.zeros_like(a)).sum(0)
+                norms = torch.stack([
+                    torch.sqrt((torch.where(inner, _cabs(col), 0) ** 2).sum()),
+                    torch.sqrt((torch.where(inner, _cabs(row), 0) ** 2).sum()),
+                    _amax_entry(col, upto_l), _amax_entry(row, from_k)])
+                c, r, ca, ra = _k("linalg._fetch", norms)(norms)
+                f = _gebal_factor(c, r, ca, ra, real(ps[i]), real)
+                if f is None:
+                    continue
+                ps[i] = real(ps[i]) * f
+                noconv = True
+                fs = torch.where(hot, torch.as_tensor(float(f), dtype=real_t, device=a.device),
+                                 torch.ones((), dtype=real_t, device=a.device))
+                a = a / fs[:, None] * fs[None, :]
+    # SciPy's conversion of gebal's (lo, hi, scale) into its scaling and permutation
+    scaling = np.ones(n)
+    scaling[k:l + 1] = ps[k:l + 1]
+    perm = np.arange(n)
+    lapack_ps = ps.astype(int) - 1
+    for ind, x in enumerate(lapack_ps[l + 1:][::-1], 1):
+        if n - ind != x:
+            perm[[x, n - ind]] = perm[[n - ind, x]]
+    for ind, x in enumerate(lapack_ps[:k]):
+        if ind != x:
+            perm[[x, ind]] = perm[[ind, x]]
+    if separate:
+        return a, (tensor_on(scaling, a.device), torch.as_tensor(perm, device=a.device))
+    iperm = np.empty_like(perm)
+    iperm[perm] = np.arange(n)
+    return a, tensor_on(np.diag(scaling)[iperm, :], a.device)
