@@ -47,9 +47,11 @@ _NEURON_HOST_EIG = frozenset(f"scipy.linalg.{name}" for name in (
     "_decomp.eig", "_decomp.eigvals", "_decomp_schur.rsf2csf", "_decomp.cdf2rdf")) | {
     "scipy.sparse.linalg._eigen.arpack.arpack.eigs"}
 
-# Complex Schur routes (sqrtm, logm, funm, solve_sylvester): complex arithmetic.
+# Complex Schur routes (sqrtm, logm, funm, solve_sylvester, signm,
+# fractional_matrix_power): complex arithmetic.
 _COMPLEX_SCHUR = frozenset(f"scipy.linalg.{name}" for name in (
-    "_matfuncs.sqrtm", "_matfuncs.logm", "_matfuncs.funm", "_solvers.solve_sylvester"))
+    "_matfuncs.sqrtm", "_matfuncs.logm", "_matfuncs.funm", "_solvers.solve_sylvester",
+    "_matfuncs.signm", "_matfuncs.fractional_matrix_power"))
 
 # SciPy's SuperLU object (to_device of one, or the host factorization of a dtype the
 # device lacks): its solves run on the host, warned.  splu/spilu/spsolve factorize on the

@@ -470,7 +470,7 @@ def signm(a, disp=True):
     errtol = 1e3 * torch.finfo(torch.float32 if _low_precision(result.dtype)
                                else torch.float64).eps
     if errest < errtol:
-        return result if disp else (result, errest)
+        return result  # (SciPy returns no error estimate here, whatever disp says)
     vals = svdvals(a, check_finite=False)
     c = 0.5 / vals.max()
     dtype = torch.promote_types(a.dtype, torch.float64)  # SciPy adds np.identity

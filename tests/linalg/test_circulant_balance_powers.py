@@ -1,0 +1,231 @@
+"""solve_circulant, signm, fractional_matrix_power, matrix_balance: paired with SciPy on
+the cpu (SciPy on views), generic (the torch kernels on CPU tensors) and xla lanes, with
+no aten CPU fallback and no DeviceFallbackWarning on XLA (their schur/svd/funm/inv
+building blocks run there too)."""
+
+import contextlib
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import trnscipy.linalg as tl
+from tests.linalg._dense_helpers import eps, random, tensor, to_np
+from tests.linalg._fallbacks import aten_fallbacks
+from trnscipy import DeviceFallbackWarning
+
+torch = pytest.importorskip("torch")
+
+
+_COMPLEX_SCHUR = "the complex Schur form of a complex matrix is not on the device"
+
+
+@contextlib.contextmanager
+def on_device(device, complex_input=False):
+    """Zero aten fallbacks and no DeviceFallbackWarning inside the block, except the
+    announced host schur of complex input (no device schur of complex matrices yet)."""
+    with warnings.catch_warnings(record=True) as caught, aten_fallbacks(device) as host:
+        warnings.simplefilter("always")
+        yield
+    others = [str(w.message) for w in caught if issubclass(w.category, DeviceFallbackWarning)
+              and not (complex_input and _COMPLEX_SCHUR in str(w.message))]
+    assert not others and not host, (others, host)
+
+
+def _xla_only(dlane, dtype, allowed=(np.float32,)):
+    if dlane.type == "xla" and dtype not in allowed:
+        pytest.skip("XLA lane: fewer dtypes (compile budget; the generic lane runs the "
+                    "same torch code in every dtype)")
+
+
+DTYPES = [np.float32, np.float64, np.complex128]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_solve_circulant(dlane, dtype):
+    _xla_only(dlane, dtype, (np.float32, np.complex128))
+    rng = np.random.default_rng(60)
+    n = 7
+    c = random(n, dtype, rng, m=1)[0]
+    c[0] += 4  # well conditioned
+    cases = [((c, random(1, dtype, rng, m=n)[:, 0]), {}),
+             ((c, random(3, dtype, rng, m=n)), {}),
+             ((np.stack([c, 2 * c]), random(n, dtype, rng, m=2)), {"baxis": -1}),
+             ((np.stack([c, 2 * c]), random(n, dtype, rng, m=2)),
+              {"baxis": -1, "outaxis": -1}),
+             ((np.array([1, 1, 1, 1], dtype), np.arange(4).astype(dtype)),
+              {"singular": "lstsq"}),
+             ((c, random(1, dtype, rng, m=n)[:, 0]), {"tol": 1e-3})]
+    with on_device(dlane):
+        for (cc, b), kwargs in cases:
+            ref = sl.solve_circulant(cc, b, **kwargs)
+            x = tl.solve_circulant(tensor(cc, dlane), tensor(b, dlane), **kwargs)
+            xn = to_np(x)
+            assert x.device.type == dlane.type
+            assert xn.dtype == ref.dtype and xn.shape == ref.shape, kwargs
+            tol = 50 * n * eps(dtype)
+            assert np.linalg.norm(xn - ref) <= tol * np.linalg.norm(ref), kwargs
+    if dtype != np.float32:  # backward error: C x = b
+        x = to_np(tl.solve_circulant(tensor(c, dlane), tensor(cases[1][0][1], dlane)))
+        resid = sl.circulant(c) @ x - cases[1][0][1]
+        assert np.linalg.norm(resid) <= 10 * n * eps(dtype) * np.linalg.norm(
+            sl.circulant(c)) * np.linalg.norm(x)
+
+
+def test_solve_circulant_xla_counts(xla_device):
+    """A repeat with new values of the same shapes: no compilation, one execution for the
+    singularity read and one for the result."""
+    from trnscipy._metrics import xla_counts
+
+    rng = np.random.default_rng(61)
+    c, b = rng.standard_normal(9).astype(np.float32), rng.standard_normal(9).astype(np.float32)
+    c[0] += 5
+    with on_device(xla_device):
+        tl.solve_circulant(tensor(c, xla_device), tensor(b, xla_device)).cpu()
+        c2, b2 = tensor(c * 2, xla_device), tensor(b + 1, xla_device)
+        with xla_counts() as again:
+            x = tl.solve_circulant(c2, b2)
+            xn = x.cpu().numpy()
+    assert again.compilations == 0 and again.executions <= 2, again
+    ref = sl.solve_circulant(c * 2, b + 1)
+    assert np.linalg.norm(xn - ref) <= 1e-5 * np.linalg.norm(ref)
+
+
+def _matrices(n, dtype, rng):
+    a = random(n, dtype, rng)
+    spd = (a @ a.conj().T + np.eye(n)).astype(dtype)
+    return {"general": a, "spd": spd, "negative": (-spd).astype(dtype)}
+
+
+def _wide(dtype):
+    return np.complex128 if np.dtype(dtype).kind == "c" else np.float64
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_signm(dlane, dtype):
+    _xla_only(dlane, dtype)
+    rng = np.random.default_rng(62)
+    n = 4 if dlane.type == "xla" else 6
+    mats = _matrices(n, dtype, rng)
+    if dlane.type != "xla":  # SciPy's Newton iteration (funm's error estimate too large)
+        mats["defective"] = np.array([[2, 1], [0, 2]], dtype)
+        mats["near"] = np.array([[0, 1], [1e-12, 0]], dtype)
+    with on_device(dlane, complex_input=dtype == np.complex128):
+        for name, m in mats.items():
+            if dlane.type == "xla" and name != "general":
+                continue
+            ref = sl.signm(m)
+            out = tl.signm(tensor(m, dlane))
+            on = to_np(out)
+            assert on.dtype == ref.dtype, (name, on.dtype, ref.dtype)
+            # SciPy's own result in float32 is float32-accurate: compare with its float64
+            # result where the input is float32
+            exact = sl.signm(m.astype(_wide(dtype))) if dtype == np.float32 else ref
+            tol = 1e-4 if dtype == np.float32 else 1e-10
+            assert np.linalg.norm(on - exact) <= tol * np.linalg.norm(exact), name
+    if dlane.type != "xla":
+        with pytest.warns(DeprecationWarning):
+            s, err = tl.signm(tensor(mats["defective"], dlane), disp=False)
+        assert err < 1e3 * eps(dtype if dtype != np.complex128 else np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fractional_matrix_power(dlane, dtype):
+    _xla_only(dlane, dtype)
+    rng = np.random.default_rng(63)
+    n = 4 if dlane.type == "xla" else 6
+    mats = _matrices(n, dtype, rng)
+    powers = (0.5, -1.3, 2, 2.7)
+    if dlane.type == "xla":
+        mats, powers = {"general": mats["general"]}, (0.5, 2)
+    elif dtype != np.float32:  # (SciPy's float32 funm route is 4e-4 off here)
+        mats["singular"] = np.array([[0, 1, 0], [0, 1, 1], [0, 0, 4]], dtype)
+    with on_device(dlane, complex_input=dtype == np.complex128):
+        for name, m in mats.items():
+            for p in powers:
+                if name == "singular" and p == 2.7:
+                    continue  # SciPy's funm route prints its error estimate
+                ref = sl.fractional_matrix_power(m, p)
+                out = tl.fractional_matrix_power(tensor(m, dlane), p)
+                on = to_np(out)
+                assert on.dtype == ref.dtype, (name, p, on.dtype, ref.dtype)
+                if np.isnan(ref).all():
+                    assert np.isnan(on).all()
+                    continue
+                # the result is double precision whatever the input: compare float32 input
+                # with SciPy's result from the same values in double precision
+                exact = sl.fractional_matrix_power(m.astype(_wide(dtype)), p) \
+                    if dtype == np.float32 and p != int(p) else ref
+                # (the cpu lane runs SciPy itself: float32 Schur forms, float32 accuracy)
+                tol = 1e-5 if dtype == np.float32 else 1e-10
+                assert np.linalg.norm(on - exact) <= tol * np.linalg.norm(exact), (name, p)
+    ints = np.array([[1, 2], [3, 4]])
+    assert to_np(tl.fractional_matrix_power(torch.as_tensor(ints).to(dlane), 2)).dtype == \
+        sl.fractional_matrix_power(ints, 2).dtype
+
+
+def _balance_cases(dtype, rng, small):
+    x = np.array([[1, 100, 0], [0.01, 1, 0], [0, 0, 3.]])
+    a = rng.standard_normal((6, 6)) * np.exp2(rng.integers(-8, 8, (6, 1)))
+    b = a.copy()
+    b[2, [0, 1, 3, 4, 5]] = 0  # row 2 and column 4 isolate eigenvalues
+    b[[0, 1, 3, 4, 5], 4] = 0
+    graded = rng.standard_normal((5, 5)) * np.logspace(-6, 6, 5)[None, :]
+    cases = [b, graded] if small else [x, a, b, np.triu(a), graded]
+    out = []
+    for m in cases:
+        m = m.astype(dtype)
+        if np.dtype(dtype).kind == "c":
+            m = m + 1j * (m != 0) * rng.standard_normal(m.shape)
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matrix_balance(dlane, dtype):
+    """Equal to SciPy's (LAPACK gebal's) balanced matrix, scaling and permutation."""
+    _xla_only(dlane, dtype)
+    rng = np.random.default_rng(64)
+    small = dlane.type == "xla"
+    kwargs_list = ({}, {"separate": True}) if small else \
+        ({}, {"permute": False}, {"scale": False}, {"separate": True},
+         {"permute": False, "scale": False})
+    with on_device(dlane):
+        for m in _balance_cases(dtype, rng, small):
+            for kwargs in kwargs_list:
+                ref = sl.matrix_balance(m, **kwargs)
+                out = tl.matrix_balance(tensor(m, dlane), **kwargs)
+                flat_ref = (ref[0],) + (ref[1] if kwargs.get("separate") else (ref[1],))
+                flat = (out[0],) + (out[1] if kwargs.get("separate") else (out[1],))
+                for o, r in zip(flat, flat_ref, strict=True):
+                    assert to_np(o).dtype == r.dtype and o.device.type == dlane.type
+                    np.testing.assert_array_equal(to_np(o), r, err_msg=str(kwargs))
+    if not small:  # batches and empty input as SciPy
+        batch = np.stack(_balance_cases(dtype, rng, False)[1:3])
+        for o, r in zip(tl.matrix_balance(tensor(batch, dlane)), sl.matrix_balance(batch),
+                        strict=True):
+            np.testing.assert_array_equal(to_np(o), r)
+        e = tl.matrix_balance(tensor(np.zeros((0, 0), dtype), dlane))
+        r = sl.matrix_balance(np.zeros((0, 0), dtype))
+        assert [tuple(x.shape) for x in e] == [x.shape for x in r]
+
+
+def test_bad_input_as_scipy(dlane):
+    sq, rect = np.eye(3), np.ones((3, 2))
+    cases = [
+        ("solve_circulant", (np.ones(3), np.ones(2)), {}),
+        ("solve_circulant", (np.ones((2, 2)), np.ones(2)), {"caxis": 3}),
+        ("solve_circulant", (np.ones(2), np.ones(2)), {"baxis": -3}),
+        ("solve_circulant", (np.ones(2), np.ones(2)), {}),  # singular: LinAlgError
+        ("solve_circulant", (np.ones((3, 4)) + np.eye(3, 4), np.ones((2, 4))),
+         {"baxis": -1}),
+        ("signm", (rect,), {}), ("signm", (np.ones(3),), {}),
+        ("fractional_matrix_power", (rect, 0.5), {}),
+        ("matrix_balance", (rect,), {}), ("matrix_balance", (sq * np.nan,), {}),
+    ]
+    for name, args, kwargs in cases:
+        with pytest.raises(Exception) as expected:
+            getattr(sl, name)(*args, **kwargs)
+        with pytest.raises(expected.type):
+            getattr(tl, name)(*(tensor(x, dlane) for x in args), **kwargs)
