@@ -74,20 +74,22 @@ def test_solve_circulant(dlane, dtype):
 
 
 def test_solve_circulant_xla_counts(xla_device):
-    """A repeat with new values of the same shapes: no compilation, one execution for the
-    singularity read and one for the result."""
+    """Repeats with new values of the same shapes: no compilation, three executions (the
+    singularity read, the result, the final flush)."""
     from trnscipy._metrics import xla_counts
 
     rng = np.random.default_rng(61)
     c, b = rng.standard_normal(9).astype(np.float32), rng.standard_normal(9).astype(np.float32)
     c[0] += 5
+    counts = []
     with on_device(xla_device):
-        tl.solve_circulant(tensor(c, xla_device), tensor(b, xla_device)).cpu()
-        c2, b2 = tensor(c * 2, xla_device), tensor(b + 1, xla_device)
-        with xla_counts() as again:
-            x = tl.solve_circulant(c2, b2)
-            xn = x.cpu().numpy()
-    assert again.compilations == 0 and again.executions <= 2, again
+        for k in range(2):
+            c2, b2 = tensor(c * (k + 1), xla_device), tensor(b + k, xla_device)
+            with xla_counts() as seen:
+                xn = tl.solve_circulant(c2, b2).cpu().numpy()
+            counts.append(seen)
+    assert counts[0].compilations >= 1, counts
+    assert counts[1].compilations == 0 and counts[1].executions <= 3, counts
     ref = sl.solve_circulant(c * 2, b + 1)
     assert np.linalg.norm(xn - ref) <= 1e-5 * np.linalg.norm(ref)
 
@@ -106,7 +108,7 @@ def _wide(dtype):
 def test_signm(dlane, dtype):
     _xla_only(dlane, dtype)
     rng = np.random.default_rng(62)
-    n = 4 if dlane.type == "xla" else 6
+    n = 3 if dlane.type == "xla" else 6
     mats = _matrices(n, dtype, rng)
     if dlane.type != "xla":  # SciPy's Newton iteration (funm's error estimate too large)
         mats["defective"] = np.array([[2, 1], [0, 2]], dtype)
@@ -134,7 +136,7 @@ def test_signm(dlane, dtype):
 def test_fractional_matrix_power(dlane, dtype):
     _xla_only(dlane, dtype)
     rng = np.random.default_rng(63)
-    n = 4 if dlane.type == "xla" else 6
+    n = 3 if dlane.type == "xla" else 6
     mats = _matrices(n, dtype, rng)
     powers = (0.5, -1.3, 2, 2.7)
     if dlane.type == "xla":
