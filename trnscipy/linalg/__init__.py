@@ -70,7 +70,9 @@ from trnscipy.linalg._misc import norm  # noqa: F401
 from trnscipy.linalg._procrustes import orthogonal_procrustes  # noqa: F401
 from trnscipy.linalg._sketches import clarkson_woodruff_transform  # noqa: F401
 from trnscipy.linalg._solvers import (  # noqa: F401
+    solve_continuous_are,
     solve_continuous_lyapunov,
+    solve_discrete_are,
     solve_discrete_lyapunov,
     solve_lyapunov,
     solve_sylvester,

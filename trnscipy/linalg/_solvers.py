@@ -2,16 +2,18 @@
 trnscipy.linalg.schur (the host's SciPy, announced, where the device has no schur of its
 own), the triangular Sylvester equation solved on the device column by column."""
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of
 
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
-           "solve_discrete_lyapunov"]
+           "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
 
 
 @dispatch(_sl.solve_sylvester)
@@ -58,3 +60,200 @@ def solve_discrete_lyapunov(a, q, method=None):
         c = 2 * (inv(a + eye) @ q) @ ah_inv
         return solve_continuous_lyapunov(b.mH, -c)
     raise ValueError(f"Unknown solver {method}")
+
+
+def _at_least_2d(x, device):
+    t = as_tensor(x, device, True)
+    return t.reshape(1, 1) if t.ndim == 0 else t.reshape(1, -1) if t.ndim == 1 else t
+
+
+def _are_args(a, b, q, r, e, s, eq_type):
+    """SciPy's _are_validate_args on device tensors (its checks, types and messages; the
+    symmetry and singularity tests read a few norms on the host at once)."""
+    from trnscipy.linalg import norm, svdvals
+
+    device = device_of(a, b, q, r, e, s)
+    a, b, q, r = (_at_least_2d(x, device) for x in (a, b, q, r))
+    for name, mat in zip("aqr", (a, q, r), strict=True):
+        if mat.shape[0] != mat.shape[1]:
+            raise ValueError(f"Matrix {name} should be square.")
+    m, n = b.shape
+    if m != a.shape[0]:
+        raise ValueError("Matrix a and b should have the same number of rows.")
+    if m != q.shape[0]:
+        raise ValueError("Matrix a and q should have the same shape.")
+    if n != r.shape[0]:
+        raise ValueError("Matrix b and r should have the same number of cols.")
+    checks = [norm(q - q.mH, 1, check_finite=False), norm(q, 1, check_finite=False),
+              norm(r - r.mH, 1, check_finite=False), norm(r, 1, check_finite=False)]
+    if eq_type == "care":
+        checks.append(svdvals(r, check_finite=False)[-1])
+    if e is not None:
+        e = _at_least_2d(e, device)
+        if e.shape[0] != e.shape[1]:
+            raise ValueError("Matrix e should be square.")
+        if m != e.shape[0]:
+            raise ValueError("Matrix a and e should have the same shape.")
+        checks += [svdvals(e, check_finite=False)[-1], norm(e, 1, check_finite=False)]
+    if s is not None:
+        s = _at_least_2d(s, device)
+        if s.shape != b.shape:
+            raise ValueError("Matrix b and s should have the same shape.")
+    values = _fetch(torch.stack([c.reshape(()).to(_double(torch.float64, device))
+                                 for c in checks]))
+    for name, (asym, size) in zip("qr", (values[0:2], values[2:4]), strict=True):
+        if asym > np.spacing(size) * 100:
+            raise ValueError(f"Matrix {name} should be symmetric/hermitian.")
+    rest = values[4:]
+    if eq_type == "care":
+        min_sv, rest = rest[0], rest[1:]
+        if min_sv == 0.0 or min_sv < np.spacing(1.0) * values[3]:
+            raise ValueError("Matrix r is numerically singular.")
+    if e is not None and (rest[0] == 0.0 or rest[0] < np.spacing(1.0) * rest[1]):
+        raise ValueError("Matrix e is numerically singular.")
+    ops = [x for x in (a, b, q, r, e, s) if x is not None]
+    dtype = torch.complex128 if any(x.is_complex() for x in ops) else torch.float64
+    dtype = _double(dtype, device)
+    return tuple(None if x is None else x.to(dtype) for x in (a, b, q, r, e, s))
+
+
+def _double(dtype, device):
+    """SciPy's float64/complex128 (float32/complex64 work where the device has no float64;
+    the table keeps float64 off such devices)."""
+    from trnscipy._capabilities import capability
+    from trnscipy._device import device_kind
+
+    if capability(device_kind(device)).float64:
+        return dtype
+    return torch.complex64 if dtype.is_complex else torch.float32
+
+
+def _standard_form(a, b, q, r, e, s):
+    """The equivalent equation without e and s: A E^-1, E^-H S, E^-H Q E^-1, then the
+    cross term folded in: A - B R^-1 S^H, Q - S R^-1 S^H; and G = B R^-1 B^H."""
+    from trnscipy.linalg import solve
+
+    if e is not None:
+        a = solve(e.mT, a.mT, check_finite=False).mT  # A E^-1
+        q = solve(e.mH, solve(e.mH, q, check_finite=False).mH, check_finite=False).mH
+        s = None if s is None else solve(e.mH, s, check_finite=False)
+    rinv_bh = solve(r, b.mH, check_finite=False)
+    g = b @ rinv_bh
+    if s is not None:
+        rinv_sh = solve(r, s.mH, check_finite=False)
+        a = a - b @ rinv_sh
+        q = q - s @ rinv_sh
+    return a, (g + g.mH) / 2, (q + q.mH) / 2
+
+
+def _fetch(t):
+    from trnscipy._kernels import kernel
+
+    return kernel("linalg._fetch", t.device)(t)
+
+
+def _failed():
+    from trnscipy.linalg._validate import LinAlgError
+
+    return LinAlgError("Failed to find a finite solution.")
+
+
+@dispatch(_sl.solve_continuous_are)
+def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
+    args = _are_args(a, b, q, r, e, s, "care")
+    return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
+
+
+@dispatch(_sl.solve_discrete_are)
+def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
+    args = _are_args(a, b, q, r, e, s, "dare")
+    return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
+
+
+for _name in ("solve_continuous_are", "solve_discrete_are"):
+    register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
+
+
+@register("linalg.solve_continuous_are", "generic")
+def _care(a, b, q, r, e=None, s=None, balanced=True):
+    """The matrix sign function of the Hamiltonian [[A, -G], [-Q, -A^H]] by the Newton
+    iteration with determinant scaling (trnscipy's inv and slogdet; one host read per
+    iteration), X from its stable invariant subspace by least squares, then two
+    Newton-Kleinman steps (trnscipy's solve_continuous_lyapunov) to SciPy's accuracy.
+    SciPy's ordered QZ is not used; ``balanced`` is accepted and has no effect."""
+    from trnscipy.linalg import inv, lstsq
+
+    a, g, q = _standard_form(a, b, q, r, e, s)
+    n = a.shape[0]
+    ham = torch.cat([torch.cat([a, -g], 1), torch.cat([-q, -a.mH], 1)], 0)
+    z = ham
+    real = z.real.dtype if z.is_complex() else z.dtype
+    tol = 100 * n * torch.finfo(real).eps
+    for _ in range(100):
+        _, logdet = torch.linalg.slogdet(z)
+        c = torch.exp(logdet / (2 * n))
+        z_new = 0.5 * (z / c + c * inv(z, check_finite=False))
+        change = torch.stack([(z_new - z).abs().sum(0).max(), z_new.abs().sum(0).max()])
+        z = z_new
+        delta, size = _fetch(change)
+        if not np.isfinite(delta):
+            raise _failed()
+        if delta <= tol * size:
+            break
+    else:
+        raise _failed()
+    eye = torch.eye(n, dtype=z.dtype, device=z.device)
+    lhs = torch.cat([z[:n, n:], z[n:, n:] + eye], 0)
+    rhs = -torch.cat([z[:n, :n] + eye, z[n:, :n]], 0)
+    x = lstsq(lhs, rhs, check_finite=False)[0]
+    x = (x + x.mH) / 2
+    for _ in range(2):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
+        closed = a - g @ x
+        x = solve_continuous_lyapunov(closed.mH, -(q + x @ g @ x))
+        x = (x + x.mH) / 2
+    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
+        raise _failed()
+    return x
+
+
+@register("linalg.solve_discrete_are", "generic")
+def _dare(a, b, q, r, e=None, s=None, balanced=True):
+    """The structure-preserving doubling algorithm (SDA: X = A^H X (I + G X)^-1 A + Q
+    by A <- A W^-1 A, G <- G + A W^-1 G A^H, Q <- Q + A^H Q W^-1 A, W = I + G Q; one
+    trnscipy solve and one host read per doubling), then one Newton (Hewer) step
+    through trnscipy's solve_discrete_lyapunov.  Needs R invertible (SciPy's QZ route
+    does not).  ``balanced`` is accepted and has no effect."""
+    from trnscipy.linalg import solve
+
+    a0, g0, q0 = _standard_form(a, b, q, r, e, s)
+    n = a0.shape[0]
+    eye = torch.eye(n, dtype=a0.dtype, device=a0.device)
+    ak, gk, hk = a0, g0, q0
+    real = a0.real.dtype if a0.is_complex() else a0.dtype
+    tol = 10 * n * torch.finfo(real).eps
+    for _ in range(60):
+        w = solve(eye + gk @ hk, torch.cat([ak, gk], 1), check_finite=False)
+        wa, wg = w[:, :n], w[:, n:]
+        h_new = hk + ak.mH @ hk @ wa
+        gk = gk + ak @ wg @ ak.mH
+        ak = ak @ wa
+        change = torch.stack([(h_new - hk).abs().sum(0).max(), h_new.abs().sum(0).max()])
+        hk = (h_new + h_new.mH) / 2
+        gk = (gk + gk.mH) / 2
+        delta, size = _fetch(change)
+        if not np.isfinite(delta):
+            raise _failed()
+        if delta <= tol * size:
+            break
+    else:
+        raise _failed()
+    x = hk
+    # one Newton (Hewer) step on the standard form: K = (R + B^H X B)^-1 B^H X A0,
+    # X+ = A_K^H X+ A_K + Q0 + K^H R K with A_K = A0 - B K (cross term folded into A0, Q0)
+    k = solve(r + b.mH @ x @ b, b.mH @ x @ a0, check_finite=False)
+    closed = a0 - b @ k
+    x = solve_discrete_lyapunov(closed.mH, q0 + k.mH @ r @ k)
+    x = (x + x.mH) / 2
+    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
+        raise _failed()
+    return x
