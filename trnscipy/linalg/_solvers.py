@@ -178,10 +178,10 @@ for _name in ("solve_continuous_are", "solve_discrete_are"):
 def _care(a, b, q, r, e=None, s=None, balanced=True):
     """The matrix sign function of the Hamiltonian [[A, -G], [-Q, -A^H]] by the Newton
     iteration with determinant scaling (trnscipy's inv and slogdet; one host read per
-    iteration), X from its stable invariant subspace by least squares, then two
+    iteration), X from its stable invariant subspace (normal equations), then two
     Newton-Kleinman steps (trnscipy's solve_continuous_lyapunov) to SciPy's accuracy.
     SciPy's ordered QZ is not used; ``balanced`` is accepted and has no effect."""
-    from trnscipy.linalg import inv, lstsq
+    from trnscipy.linalg import inv, solve
 
     a, g, q = _standard_form(a, b, q, r, e, s)
     n = a.shape[0]
@@ -205,7 +205,9 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
     eye = torch.eye(n, dtype=z.dtype, device=z.device)
     lhs = torch.cat([z[:n, n:], z[n:, n:] + eye], 0)
     rhs = -torch.cat([z[:n, :n] + eye, z[n:, :n]], 0)
-    x = lstsq(lhs, rhs, check_finite=False)[0]
+    # least squares by the normal equations (consistent system; the Newton-Kleinman steps
+    # below restore full accuracy)
+    x = solve(lhs.mH @ lhs, lhs.mH @ rhs, check_finite=False)
     x = (x + x.mH) / 2
     for _ in range(2):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
         closed = a - g @ x
