@@ -48,10 +48,12 @@ _NEURON_HOST_EIG = frozenset(f"scipy.linalg.{name}" for name in (
     "scipy.sparse.linalg._eigen.arpack.arpack.eigs"}
 
 # Complex Schur routes (sqrtm, logm, funm, solve_sylvester, signm,
-# fractional_matrix_power): complex arithmetic.
+# fractional_matrix_power, and the Riccati solvers through solve_sylvester): complex
+# arithmetic.
 _COMPLEX_SCHUR = frozenset(f"scipy.linalg.{name}" for name in (
     "_matfuncs.sqrtm", "_matfuncs.logm", "_matfuncs.funm", "_solvers.solve_sylvester",
-    "_matfuncs.signm", "_matfuncs.fractional_matrix_power"))
+    "_matfuncs.signm", "_matfuncs.fractional_matrix_power", "_solvers.solve_continuous_are",
+    "_solvers.solve_discrete_are"))
 
 # SciPy's SuperLU object (to_device of one, or the host factorization of a dtype the
 # device lacks): its solves run on the host, warned.  splu/spilu/spsolve factorize on the

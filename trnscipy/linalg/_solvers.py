@@ -99,8 +99,7 @@ def _are_args(a, b, q, r, e, s, eq_type):
         s = _at_least_2d(s, device)
         if s.shape != b.shape:
             raise ValueError("Matrix b and s should have the same shape.")
-    values = _fetch(torch.stack([c.reshape(()).to(_double(torch.float64, device))
-                                 for c in checks]))
+    values = _fetch(torch.stack([c.reshape(()).to(torch.float64) for c in checks]))
     for name, (asym, size) in zip("qr", (values[0:2], values[2:4]), strict=True):
         if asym > np.spacing(size) * 100:
             raise ValueError(f"Matrix {name} should be symmetric/hermitian.")
@@ -113,19 +112,7 @@ def _are_args(a, b, q, r, e, s, eq_type):
         raise ValueError("Matrix e is numerically singular.")
     ops = [x for x in (a, b, q, r, e, s) if x is not None]
     dtype = torch.complex128 if any(x.is_complex() for x in ops) else torch.float64
-    dtype = _double(dtype, device)
     return tuple(None if x is None else x.to(dtype) for x in (a, b, q, r, e, s))
-
-
-def _double(dtype, device):
-    """SciPy's float64/complex128 (float32/complex64 work where the device has no float64;
-    the table keeps float64 off such devices)."""
-    from trnscipy._capabilities import capability
-    from trnscipy._device import device_kind
-
-    if capability(device_kind(device)).float64:
-        return dtype
-    return torch.complex64 if dtype.is_complex else torch.float32
 
 
 def _standard_form(a, b, q, r, e, s):
