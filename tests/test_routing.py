@@ -58,26 +58,29 @@ def test_host_operand_moves_to_device_operand():
 
 def test_host_only_function_warns_and_returns_to_device():
     t = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
+    b = torch.eye(2, dtype=torch.float64)
     with pytest.warns(trnscipy.DeviceFallbackWarning, match="has no device implementation"):
-        r = trnscipy.linalg.signm(t)
-    assert isinstance(r, torch.Tensor)
-    np.testing.assert_allclose(r.numpy(), scipy.linalg.signm(t.numpy()))
+        r = trnscipy.linalg.qz(t, b)
+    assert all(isinstance(x, torch.Tensor) for x in r)
+    for x, ref in zip(r, scipy.linalg.qz(t.numpy(), b.numpy()), strict=True):
+        np.testing.assert_allclose(x.numpy(), ref)
 
 
 def test_strict_mode_turns_fallback_into_error(monkeypatch):
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     t = torch.eye(2, dtype=torch.float64)
-    with pytest.raises(trnscipy.DeviceUnsupportedError, match="signm"):
-        trnscipy.linalg.signm(t)
+    with pytest.raises(trnscipy.DeviceUnsupportedError, match="qz"):
+        trnscipy.linalg.qz(t, t)
 
 
 def test_offload_host_only_function_warns_and_returns_numpy():
     a = np.array([[4.0, 1.0], [1.0, 3.0]])
     with trnscipy.offload("cpu"):
         with pytest.warns(trnscipy.DeviceFallbackWarning):
-            r = trnscipy.linalg.signm(a)
-    assert type(r) is np.ndarray
-    np.testing.assert_array_equal(r, scipy.linalg.signm(a))
+            r = trnscipy.linalg.qz(a, np.eye(2))
+    assert all(type(x) is np.ndarray for x in r)
+    for x, ref in zip(r, scipy.linalg.qz(a, np.eye(2)), strict=True):
+        np.testing.assert_array_equal(x, ref)
 
 
 def test_offload_rejects_unknown_device():
