@@ -396,9 +396,13 @@ def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis
     abs_fc = torch.sqrt(fc_re ** 2 + fc_im ** 2)
     if tol is None:
         tol = abs_fc.max(-1, keepdim=True).values * (n * np.finfo(np.float64).eps)
-    elif torch.is_tensor(tol):
-        tol = tol.to(abs_fc.dtype)
-        tol = tol.reshape(tol.shape + (1,)) if tol.ndim else tol
+    elif torch.is_tensor(tol):  # as given (SciPy adds no axis to a given tol)
+        tol = tol.to(abs_fc.device, abs_fc.dtype)
+        try:
+            torch.broadcast_shapes(abs_fc.shape, tol.shape)
+        except RuntimeError:
+            raise ValueError("operands could not be broadcast together with shapes "
+                             f"{tuple(abs_fc.shape)} {tuple(tol.shape)}") from None
     near = abs_fc <= tol
     flag = near.any()
     is_near_singular = bool(_k("linalg._fetch", flag)(flag))
