@@ -130,7 +130,7 @@ def _standard_form(a, b, q, r, e, s):
         rinv_sh = solve(r, s.mH, check_finite=False)
         a = a - b @ rinv_sh
         q = q - s @ rinv_sh
-    return a, (g + g.mH) / 2, (q + q.mH) / 2
+    return a, 0.5 * (g + g.mH), 0.5 * (q + q.mH)
 
 
 def _fetch(t):
@@ -195,11 +195,11 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
     # least squares by the normal equations (consistent system; the Newton-Kleinman steps
     # below restore full accuracy)
     x = solve(lhs.mH @ lhs, lhs.mH @ rhs, check_finite=False)
-    x = (x + x.mH) / 2
+    x = 0.5 * (x + x.mH)
     for _ in range(2):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
         closed = a - g @ x
         x = solve_continuous_lyapunov(closed.mH, -(q + x @ g @ x))
-        x = (x + x.mH) / 2
+        x = 0.5 * (x + x.mH)
     if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
         raise _failed()
     return x
@@ -227,8 +227,8 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
         gk = gk + ak @ wg @ ak.mH
         ak = ak @ wa
         change = torch.stack([(h_new - hk).abs().sum(0).max(), h_new.abs().sum(0).max()])
-        hk = (h_new + h_new.mH) / 2
-        gk = (gk + gk.mH) / 2
+        hk = 0.5 * (h_new + h_new.mH)
+        gk = 0.5 * (gk + gk.mH)
         delta, size = _fetch(change)
         if not np.isfinite(delta):
             raise _failed()
@@ -242,7 +242,7 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
     k = solve(r + b.mH @ x @ b, b.mH @ x @ a0, check_finite=False)
     closed = a0 - b @ k
     x = solve_discrete_lyapunov(closed.mH, q0 + k.mH @ r @ k)
-    x = (x + x.mH) / 2
+    x = 0.5 * (x + x.mH)
     if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
         raise _failed()
     return x
