@@ -240,7 +240,8 @@ def _batched_tuples(fn, a, *args):
         return fn(a, *args)
     out = [fn(m, *args) for m in a.reshape(-1, *a.shape[-2:])]
     if not isinstance(out[0], tuple):
-        return _batched(fn, a, *args)
+        dtype = functools.reduce(torch.promote_types, (o.dtype for o in out))
+        return torch.stack([o.to(dtype) for o in out]).reshape(a.shape)
     return tuple(torch.stack([torch.as_tensor(o[i]).to(a.device) for o in out]).reshape(
         a.shape[:-2] + torch.as_tensor(out[0][i]).shape) for i in range(len(out[0])))
 
@@ -253,7 +254,6 @@ def signm(A, disp=_NO):
         warnings.warn("The `disp` argument is deprecated and will be removed in SciPy "
                       "1.18.0.", DeprecationWarning, stacklevel=3)
     a = _square(A, "expected square array_like input")
-    a = a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
     return _batched_tuples(lambda m: kernel("linalg.signm", a.device)(m, disp=disp), a)
 
 
