@@ -13,7 +13,8 @@ XLA (no ``linalg.eig``, no LAPACK), in fixed-shape graph steps.
   does, all at once (the rotations act on disjoint rows: one block-diagonal GEMM).
 * ``rsf2csf``: SciPy's rsf2csf, all 2x2 blocks at once (disjoint rotations again).
 * ``trevc``: eigenvectors of the complex triangular form by back substitution, one row per
-  micro-step (all in one ``device_loop``), complex numbers as (real, imaginary) pairs of real tensors.
+  micro-step (all in one ``device_loop``), complex numbers as (real, imaginary) pairs of
+  real tensors.
 """
 
 from trnscipy._torch import torch
