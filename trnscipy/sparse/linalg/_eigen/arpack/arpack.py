@@ -14,7 +14,8 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
 What differs on devices: shift-invert factorizes ``A - sigma M`` on the device as
-SciPy does (``splu``: block cyclic reduction; a dense LU for dense tensors); only an
+SciPy does (``splu``: block cyclic reduction, its substitutions inside the cycle graph;
+a dense LU for dense tensors); only an
 operator given as functions is inverted with ``trnscipy.sparse.linalg.minres`` (SciPy:
 gmres) to ``eps**0.75`` relative residual, and generalized mode 2 without ``Minv`` uses
 ``cg``; the iteration count (``ArpackNoConvergence``'s) counts restart cycles.
@@ -321,8 +322,9 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     masks), so a cycle's expansion is the ``device_loop`` kernel over the step indices:
     on XLA one ``While`` whose body compiles once, not ``ncv`` unrolled steps.  A cycle
     (expansion and restart) is a ``graph_function``: traced once, one execution per
-    cycle.  ``traceable=False`` (an OP with graph cuts or host reads: shift-invert's
-    solves, inner Krylov solves, user operators) runs the steps as a Python loop.
+    cycle.  ``traceable=False`` (an OP with graph cuts or host reads: inner Krylov solves,
+    SciPy's SuperLU, dense LU solves, user operators) runs the steps as a Python loop;
+    the device LU's substitutions (shift-invert of sparse containers) are traceable.
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
