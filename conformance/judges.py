@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from conformance.compare import RTOL, values_diff
 
 __all__ = ["solve", "solve_for", "cholesky", "eigh", "eigvalsh", "qr", "svd", "lu", "lu_factor",
-           "inverse", "krylov", "cond_rtol", "C_SOLVE"]
+           "inverse", "krylov", "cond_rtol", "C_SOLVE", "angles"]
 
 C_SOLVE = 10
 
@@ -255,4 +255,19 @@ def krylov(case, expected, actual):
     floor = C_SOLVE * a.shape[0] * _eps(case) * (_norm(a) * _norm(x) + _norm(b))
     if res > max(target, floor):
         return f"residual ||b - Ax|| = {res:.3g} > max(atol, rtol ||b||) = {target:.3g}"
+    return None
+
+
+def angles(case, expected, actual):
+    """subspace_angles: SciPy takes the arccos of a cosine near 1 for some angles, whose
+    value is then known only to sqrt(2 eps) (an angle of 0 comes out as about 1.5e-8 in
+    float64); compare at 4 sqrt(eps) absolute, plus the dtype's relative tolerance."""
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if expected.shape != actual.shape:
+        return f"result: shape {actual.shape}, expected {expected.shape}"
+    atol = 4 * np.sqrt(_eps(case))
+    rtol = RTOL.get(np.dtype(case.dtype), 1e-10)
+    err = np.abs(actual - expected)
+    if np.any(err > atol + rtol * np.abs(expected)):
+        return f"result: max |trn - scipy| = {err.max():.3g} > {atol:.2g} + {rtol:g} |scipy|"
     return None

@@ -149,7 +149,7 @@ def _table():
         ("solveh_banded", lambda I: ((I["band_u"], I["vec"]), {}), None, False),
         ("sqrtm", lambda I: ((I["spd"],), {}), None, False),
         # two different subspaces (angles of a subspace with itself are rounding noise)
-        ("subspace_angles", lambda I: ((I["rect"], I["rect"] ** 2), {}), None, False),
+        ("subspace_angles", lambda I: ((I["rect"], I["rect"] ** 2), {}), judges.angles, False),
         ("svd", lambda I: ((I["gen"],), {}), judges.svd, True),
         ("svd", lambda I: ((I["rect"],), {"full_matrices": False}), judges.svd, False),
         ("svdvals", lambda I: ((I["rect"],), {}), judges.svd, False),

@@ -4,6 +4,7 @@ Used when no gradient is needed; with autograd (or other formats) the generic
 kernels run, whose gradients torch derives itself.
 """
 
+import gc
 import warnings
 
 import torch
@@ -74,12 +75,19 @@ class _CudaGraph:
     def _capture(self, args):
         inputs = [a.clone() for a in args]
         graph = torch.cuda.CUDAGraph()
+        # torch.cuda.graph collects garbage before capturing; a collection during the
+        # capture could destroy an earlier solve's graph, which a capture forbids
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 outputs = tuple(self.fn(*inputs))
         except RuntimeError as err:  # a host read or sync inside: not capturable
             first = err.__context__ or err  # ending a broken capture raises again
             self.failure = f"{type(first).__name__}: {first}"
             torch.cuda.synchronize()
             return False
+        finally:
+            if collecting:
+                gc.enable()
         return inputs, outputs, graph

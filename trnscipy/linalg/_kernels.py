@@ -345,17 +345,23 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
             w, v = torch.linalg.eigh(a)
     if v is not None and back is not None:
         v = back(v)
-    lo, hi = 0, a.shape[-1]
+    return select_eigh(w, v, subset_by_index, subset_by_value)
+
+
+def select_eigh(w, v, subset_by_index, subset_by_value):
+    """SciPy's eigh result from all ascending eigenvalues ``w`` (and vectors ``v``, None
+    for eigvals_only): the subset by index or by value."""
+    lo, hi = 0, w.shape[-1]
     if subset_by_index is not None:
         lo, hi = int(subset_by_index[0]), int(subset_by_index[1]) + 1
     elif subset_by_value is not None:
         vlo, vhi = subset_by_value
         counts = _k("linalg._fetch", w)(torch.stack([(w <= vlo).sum(-1), (w <= vhi).sum(-1)]))
         lo, hi = int(np.min(counts[0])), int(np.max(counts[1]))
-    if (lo, hi) != (0, a.shape[-1]):
+    if (lo, hi) != (0, w.shape[-1]):
         w = w[..., lo:hi]
         v = v[..., lo:hi] if v is not None else None
-    return w if eigvals_only else (w, v)
+    return w if v is None else (w, v)
 
 
 _SOLVE_KINDS = {None: "gen", "general": "gen", "gen": "gen", "diagonal": "diagonal",
