@@ -2,18 +2,19 @@
 XLA (no ``linalg.eig``, no LAPACK), in fixed-shape graph steps.
 
 * ``gehrd``: Householder reduction to Hessenberg form, LAPACK's reflectors (dlarfg), one
-  reflector per step, ``STEPS`` steps per graph (the step index is device data, so every
-  graph is the same executable).
+  reflector per step, all steps in one ``device_loop`` (on XLA one ``While``: its body
+  compiles once, the step index is device data).
 * ``hseqr``: Francis double-shift QR (dlahqr's algorithm, real arithmetic) as a state
   machine: each micro-step applies one 3x3 reflector of the bulge chase; a micro-step that
   finds the previous sweep finished first deflates negligible subdiagonals, picks the
   lowest unreduced block of size >= 3 and its shifts (exceptional shifts every 10 sweeps
-  without deflation).  ``STEPS`` micro-steps per graph, the host reads the "done" flag
-  once per graph.  The remaining 2x2 blocks are standardized as dlanv2 does, all at once
-  (the rotations act on disjoint rows: one block-diagonal GEMM).
+  without deflation).  ``STEPS * n`` micro-steps per ``device_loop`` graph, the host reads
+  the "done" flag once per graph.  The remaining 2x2 blocks are standardized as dlanv2
+  does, all at once (the rotations act on disjoint rows: one block-diagonal GEMM).
 * ``rsf2csf``: SciPy's rsf2csf, all 2x2 blocks at once (disjoint rotations again).
 * ``trevc``: eigenvectors of the complex triangular form by back substitution, one row per
-  micro-step, complex numbers as (real, imaginary) pairs of real tensors.
+  micro-step (all in one ``device_loop``), complex numbers as (real, imaginary) pairs of
+  real tensors.
 """
 
 from trnscipy._torch import torch
@@ -21,7 +22,7 @@ from trnscipy.linalg._xla_dense import _counter, _sync
 
 __all__ = ["gehrd", "hseqr", "standardize", "rsf2csf", "eig_from_schur"]
 
-STEPS = 4  # steps per graph (XLA compile time grows fast with the steps in a graph)
+STEPS = 4  # Francis micro-steps per graph, per row of the matrix
 
 
 def _flat_get(h, i, j):
@@ -61,11 +62,19 @@ def gehrd(a, calc_q=True):
     j = _counter(0, a.device)
     h = a.clone()
     _sync(h, q, j)
-    for _ in range(-(-max(n - 2, 0) // STEPS)):
-        for _ in range(STEPS):
-            h, q, j = _gehrd_step(h, q, j, calc_q)
-        _sync(h, q, j)
+    h, q, j = _loop(lambda carry: _gehrd_step(*carry, calc_q), (h, q, j), max(n - 2, 0))
+    _sync(h, q, j)
     return h, (q if calc_q else None)
+
+
+def _loop(step, carry, count):
+    """``count`` applications of ``step`` (carry -> carry, pure tensor code) in the
+    ``device_loop`` kernel: on XLA one ``While`` whose body compiles once."""
+    from trnscipy._kernels import kernel
+
+    dev = carry[0].device
+    bounds = [torch.tensor(i, dtype=torch.int64, device=dev) for i in (0, count)]
+    return kernel("device_loop", dev)(lambda c, _: tuple(step(c)), tuple(carry), *bounds)
 
 
 def _gehrd_step(h, q, j, calc_q):
@@ -114,11 +123,13 @@ def hseqr(h, z, max_sweeps=None):
     fetch = kernel("linalg._fetch", dev)
     limit = max_sweeps if max_sweeps is not None else 30 * max(10, n) * max(n, 1)
     steps, done = 0, n < 3
+    chunk = STEPS * max(n, 1)  # micro-steps per graph (about a sweep's worth: a finished
+    # iteration's extra micro-steps change nothing)
     while not done and steps < limit:
-        for _ in range(STEPS):
-            hp, zp, state = _francis_step(hp, zp, state, eps)
+        hp, zp, *state = _loop(lambda c: (lambda h, z, st: (h, z, *st))(
+            *_francis_step(c[0], c[1], list(c[2:]), eps)), (hp, zp, *state), chunk)
         _sync(hp, zp, *state)
-        steps += STEPS
+        steps += chunk
         done = bool(fetch(state[2])[0] < 0)  # hi < 0: no unreduced block of size >= 3
     h, z = hp[:n, :n], zp[:n, :n]
     h, z = standardize(h, z)
@@ -333,10 +344,8 @@ def trevc(tr, ti):
     xi = torch.zeros_like(xr)
     i = _counter(n - 1, dev)
     _sync(xr, xi, i)
-    for _ in range(-(-n // STEPS)):
-        for _ in range(STEPS):
-            xr, xi, i = _trevc_step(tr, ti, xr, xi, i, eps, tiny)
-        _sync(xr, xi, i)
+    xr, xi, i = _loop(lambda c: _trevc_step(tr, ti, *c, eps, tiny), (xr, xi, i), n)
+    _sync(xr, xi, i)
     return xr, xi
 
 

@@ -309,24 +309,59 @@ def test_eigsh_shift_invert_factorizes(monkeypatch, dense):
     _check_pairs(A, None, w, X, w_ref, np.float64)
 
 
-@pytest.mark.xla
-@pytest.mark.slow
-def test_eigsh_shift_invert_xla_uses_the_device_factorization(xla_device, monkeypatch):
-    """sigma on a sparse matrix: splu on the device (no Krylov inner solve), no fallback
-    (about 4 minutes on the loaded 2-core machine: the block-LU solve graph's compile)."""
+def _count_factorizations(monkeypatch):
+    """A list that receives the graph counts (XlaCounts) of each shift-invert setup
+    (A - sigma M built on the device, its device LU factorization); asserts that the
+    device factorization is used."""
+    from trnscipy._metrics import xla_counts
     from trnscipy.sparse.linalg import _dsolve
+    from trnscipy.sparse.linalg._eigen.arpack import arpack
+
+    factored = []
+    real, real_factor = arpack._shift_invert, _dsolve.linsolve.device_factor
+    used = []
+    monkeypatch.setattr(_dsolve.linsolve, "device_factor",
+                        lambda A: (used.append(A.shape), real_factor(A))[1])
+
+    def counted(*args):
+        with xla_counts() as counts:
+            out = real(*args)
+        assert len(used) == 1 and out[1], (used, out)  # the device LU, traced solves
+        used.clear()
+        factored.append(counts)
+        return out
+
+    monkeypatch.setattr(arpack, "_shift_invert", counted)
+    return factored
+
+
+@pytest.mark.xla
+def test_eigsh_shift_invert_xla_graph_counts(xla_device, monkeypatch):
+    """sigma on a sparse matrix: splu on the device (no Krylov inner solve), its
+    substitutions inside the Lanczos loop: after the shifted matrix's factorization, one
+    execution per restart cycle (+3), no compilation on a repeat, no fallback."""
+    from trnscipy._metrics import xla_counts
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
-    factored = []
-    real = _dsolve.linsolve.device_factor
-    monkeypatch.setattr(_dsolve.linsolve, "device_factor",
-                        lambda A: (factored.append(A.shape), real(A))[1])
+    factored = _count_factorizations(monkeypatch)
+    cycles = _count_cycles(monkeypatch)
     A = _poisson(6)
     w_ref = spla.eigsh(A, 3, sigma=0.0)[0]
+    Ad = _dev(A, xla_device)
     fallbacks = _aten_fallbacks()
-    w, X = tsl.eigsh(_dev(A, xla_device), 3, sigma=0.0, ncv=8)
-    assert _aten_fallbacks() == fallbacks and factored == [(36, 36)]
+    with xla_counts() as first:
+        w, X = tsl.eigsh(Ad, 3, sigma=0.0, ncv=8)
     _check_pairs(A, None, w, X, w_ref, np.float64)
+    assert len(factored) == 1 and sum(cycles) > 1, (factored, cycles)
+    assert first.executions <= factored[0].executions + sum(cycles) + 3, (first, factored)
+    factored.clear()
+    cycles.clear()
+    with xla_counts() as again:
+        w, X = tsl.eigsh(Ad, 3, sigma=0.0, ncv=8)
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+    assert again.compilations == 0, again
+    assert again.executions <= factored[0].executions + sum(cycles) + 3, (again, factored)
+    assert _aten_fallbacks() == fallbacks
 
 
 # -- must show: 2-D Poisson, 10^4 unknowns, strict mode on XLA ----------------------------------
@@ -334,31 +369,30 @@ def test_eigsh_shift_invert_xla_uses_the_device_factorization(xla_device, monkey
 @pytest.mark.xla
 @pytest.mark.slow
 @pytest.mark.parametrize("which, dtype", [("LA", np.float64), ("SA", np.float64),
-                                          ("sigma", np.float64)])
+                                          ("sigma", np.float64), ("LA", np.float32)])
 def test_eigsh_poisson_1e4_strict_xla(xla_device, monkeypatch, which, dtype):
     """k=6 on 2-D Poisson, 10^4 unknowns, no host fallback: SciPy's eigenvalues to 1e-8
     (float32: 1e-4 relative), one graph execution per restart cycle (+3), the cycle graph
     compiled once (a device loop over the Lanczos steps), no compilation on a repeat.
-    Shift-invert factorizes A on the device (splu) and runs each solve as its own graph.
-    Prints the counts and the compile time of the first call."""
+    Shift-invert factorizes A on the device (splu; its graphs are counted apart) and runs
+    the substitutions inside the cycle graph.  Prints the counts and the compile time of
+    the first call."""
     import time
 
     import torch_xla.debug.metrics as met
 
     from trnscipy._metrics import xla_counts
-    from trnscipy.sparse.linalg._eigen.arpack import arpack
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     cycles = _count_cycles(monkeypatch)
-    solves = []
-    real = arpack._own_graph
-
-    def counted(solve, device):
-        apply = real(solve, device)
-        return lambda x: (solves.append(1), apply(x))[1]
-
-    monkeypatch.setattr(arpack, "_own_graph", counted)
+    factored = _count_factorizations(monkeypatch)
     kw = {"sigma": 0.0} if which == "sigma" else {"which": which}
+    if dtype == np.float32:
+        # a fixed start: single-vector Lanczos sees the second copy of a double eigenvalue
+        # only once rounding errors have grown it, and float32 can converge first. With
+        # random starts our LA run missed one copy of 7.99033 for 3 of 25 seeds, SciPy's
+        # float32 ARPACK for 2 of 40 (docs/design.md); rng=0 finds both
+        kw["rng"] = 0
     A = _poisson(100).astype(dtype)
     w_ref = spla.eigsh(A.astype(np.float64), 6, **kw)[0]
     Ad = _dev(A, xla_device)
@@ -370,8 +404,9 @@ def test_eigsh_poisson_1e4_strict_xla(xla_device, monkeypatch, which, dtype):
     wall = time.perf_counter() - start
     compile_s = ((met.metric_data("CompileTime") or [0, 0])[1] - compile_s) / 1e9
     _check_pairs(A, None, w, X, w_ref, dtype)
-    n_cycles, n_solves = sum(cycles), len(solves)
+    n_cycles, factor = sum(cycles), sum(c.executions for c in factored)
     cycles.clear()
+    factored.clear()
     start = time.perf_counter()
     with xla_counts() as again:
         w, X = tsl.eigsh(Ad, 6, **kw)
@@ -379,13 +414,12 @@ def test_eigsh_poisson_1e4_strict_xla(xla_device, monkeypatch, which, dtype):
     _check_pairs(A, None, w, X, w_ref, dtype)
     assert _aten_fallbacks() == fallbacks
     print(f"eigsh {which} {np.dtype(dtype)}: {n_cycles} cycles, first {first} ({wall:.1f} s, "
-          f"compiling {compile_s:.1f} s), repeat {again} ({warm:.1f} s, {sum(cycles)} cycles)")
-    if which == "sigma":  # the LU's level graphs, then about 6 per solve (the solve cuts
-        # graphs: substitution, residual, refined substitution, the step), a read per cycle
-        assert first.executions <= 30 + 7 * n_solves + n_cycles + 3, (first, n_solves)
-    else:
-        assert first.compilations <= 3 and first.executions <= n_cycles + 3, first
-        assert again.executions <= sum(cycles) + 3, again
+          f"compiling {compile_s:.1f} s, factorization {factor} executions), repeat {again} "
+          f"({warm:.1f} s, {sum(cycles)} cycles)")
+    assert first.executions <= factor + n_cycles + 3, first
+    assert again.executions <= sum(c.executions for c in factored) + sum(cycles) + 3, again
+    if which != "sigma":
+        assert first.compilations <= 3, first
     assert again.compilations == 0, again
 
 

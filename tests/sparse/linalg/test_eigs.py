@@ -157,3 +157,41 @@ def test_eigs_xla_device(xla_device):
     with _on_device(xla_device):
         w, X = tsl.eigs(_dev(A, xla_device), 2, which="LM", v0=_dev(v0, xla_device), ncv=8)
     _check(A, w, X, ref[0])
+
+
+@pytest.mark.xla
+def test_eigs_xla_graph_counts(xla_device, monkeypatch):
+    """eigs on XLA under TRNSCIPY_STRICT=1: SciPy's Ritz pairs, no aten fallback, no
+    compilation on a repeat, and per restart cycle one Arnoldi graph (a device loop) plus
+    the small eigenproblem (Hessenberg reduction, Francis QR and eigenvectors in device
+    loops: 21 executions a cycle measured), the converged test read on the host."""
+    from tests.sparse.linalg.test_eigen import _aten_fallbacks
+    from trnscipy._metrics import xla_counts
+    from trnscipy.sparse.linalg._eigen.arpack import _krylov_schur
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    cycles = []
+    real = _krylov_schur.krylov_schur
+    monkeypatch.setattr(_krylov_schur, "krylov_schur",
+                        lambda *a, **k: (lambda out: (cycles.append(out[3]), out)[1])(
+                            real(*a, **k)))
+    A = _nonsymmetric(40, seed=1).tolil()
+    A[3, 3], A[7, 7] = 30.0, 20.0  # two outlying eigenvalues: a few restart cycles
+    A = A.tocsr()
+    v0 = np.ones(40)
+    ref = spla.eigs(A, 2, which="LM", v0=v0, ncv=8)
+    Ad, v0d = _dev(A, xla_device), _dev(v0, xla_device)
+    fallbacks = _aten_fallbacks()
+    with xla_counts() as first:
+        w, X = tsl.eigs(Ad, 2, which="LM", v0=v0d, ncv=8)
+    _check(A, w, X, ref[0])
+    with xla_counts() as again:
+        w, X = tsl.eigs(Ad, 2, which="LM", v0=v0d, ncv=8)
+    _check(A, w, X, ref[0])
+    assert _aten_fallbacks() == fallbacks
+    print(f"eigs n=40 k=2 ncv=8: {cycles[0]} cycles, first {first}, repeat {again}")
+    assert cycles[0] == cycles[1] >= 2, cycles
+    assert again.compilations == 0, again
+    assert first.executions <= 25 * cycles[0] + 10, (first, cycles)
+    assert again.executions <= 25 * cycles[1] + 10, (again, cycles)
+    assert again.transfers_from_device <= 7 * cycles[1] + 5, (again, cycles)

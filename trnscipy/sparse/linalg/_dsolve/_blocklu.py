@@ -374,12 +374,13 @@ def _product(sym, data, x, trans, device):
     return torch.zeros_like(x).index_add(0, row, data.unsqueeze(1) * x.index_select(0, col))
 
 
-def solve(sym, levels, data, b, trans, refine=REFINE):
+def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
     """x with op(A) x = b for a 2-D b (n, k) on the factors' device; ``trans`` in
-    'N', 'T', 'H'; ``refine`` steps of iterative refinement."""
+    'N', 'T', 'H'; ``refine`` steps of iterative refinement.  ``cut=False``: pure tensor
+    code (no graph cuts), for a caller's graph (eigsh's Lanczos loop)."""
     if trans == "H":
         if data.is_complex():
-            return solve(sym, levels, data, b.conj(), "T", refine).conj().resolve_conj()
+            return solve(sym, levels, data, b.conj(), "T", refine, cut).conj().resolve_conj()
         trans = "T"
     t = trans == "T"
     dev = b.device
@@ -387,11 +388,12 @@ def solve(sym, levels, data, b, trans, refine=REFINE):
     width = kernel("sparse.linalg.solve_columns", dev)(k)
     if width > k:
         return solve(sym, levels, data, torch.cat(
-            [b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1), trans, refine)[:, :k]
+            [b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1), trans, refine,
+            cut)[:, :k]
     gather = sym.on_device("colsrc" if t else "rowsrc", dev)
     scatter = sym.on_device("rowslot" if t else "colslot", dev)
     zero_row = torch.zeros((1, k), dtype=b.dtype, device=dev)
-    materialize = kernel("materialize", dev)
+    materialize = kernel("materialize", dev) if cut else (lambda tensors: None)
 
     def apply(r):
         # a graph of its own, from device data: the refinement steps reuse the first

@@ -103,6 +103,14 @@ class DeviceLU:
     def _solve(self, b, trans):
         return _blocklu.solve(self._sym, self._levels, self._data, b, trans)
 
+    def traced_solve(self, b):
+        """A^-1 b for a vector ``b`` of the factors' dtype and device as pure tensor code
+        (no checks, no graph cuts, no host reads): a step of a caller's graph."""
+        return self._traced(b.reshape(-1, 1)).reshape(-1)
+
+    def _traced(self, b):
+        return _blocklu.solve(self._sym, self._levels, self._data, b, "N", cut=False)
+
     def to(self, device):
         return DeviceLU(self._sym, [tuple(t.to(device) for t in lvl) for lvl in self._levels],
                         self._data.to(device))
@@ -169,6 +177,9 @@ class DeviceILU(DeviceLU):
 
     def _solve(self, b, trans):
         return _ilu.solve(self._sym, self._values, self._scale, b, trans)
+
+    def _traced(self, b):
+        return self._solve(b, "N")  # no graph cuts
 
     def to(self, device):
         return DeviceILU(self._sym, self._values.to(device), self._scale.to(device))

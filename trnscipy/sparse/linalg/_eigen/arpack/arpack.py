@@ -14,10 +14,11 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
 What differs on devices: shift-invert factorizes ``A - sigma M`` on the device as
-SciPy does (``splu``: block cyclic reduction; a dense LU for dense tensors); only an
-operator given as functions is inverted with ``trnscipy.sparse.linalg.minres`` (SciPy:
-gmres) to ``eps**0.75`` relative residual, and generalized mode 2 without ``Minv`` uses
-``cg``; the iteration count (``ArpackNoConvergence``'s) counts restart cycles.
+SciPy does (``splu``: block cyclic reduction, its substitutions inside the cycle graph;
+a dense LU for dense tensors); only an operator given as functions is inverted with
+``trnscipy.sparse.linalg.minres`` (SciPy: gmres) to ``eps**0.75`` relative residual, and
+generalized mode 2 without ``Minv`` uses ``cg``; the iteration count
+(``ArpackNoConvergence``'s) counts restart cycles.
 """
 
 import warnings
@@ -95,15 +96,18 @@ def _inner_solver(solver, op, rtol, what, **kw):
 
 
 def _shift_invert(A, M, Aop, Mop, sigma, rtol):
-    """x -> (A - sigma M)^-1 x, as SciPy's get_OPinv_matvec: a sparse LU (``splu``, on the
-    device) when A and M are sparse containers, a dense LU when one is a dense tensor,
-    else ``minres`` on the shifted operator (SciPy: gmres) to ``rtol``."""
+    """(x -> (A - sigma M)^-1 x, pure), as SciPy's get_OPinv_matvec: a sparse LU (``splu``,
+    on the device) when A and M are sparse containers, a dense LU when one is a dense
+    tensor, else ``minres`` on the shifted operator (SciPy: gmres) to ``rtol``.  ``pure``:
+    the solve is tensor code without graph cuts or host reads (the device LU's
+    substitutions), so it runs inside the Lanczos loop's graph."""
     from trnscipy.sparse.linalg import minres
 
     matrices = all(x is None or _is_sparse(x) or is_torch_array(x) for x in (A, M))
     if not matrices:
         op = Aop if M is None else _shifted(Aop, Mop, sigma)
-        return _inner_solver(minres, op, rtol, "M", **({"shift": sigma} if M is None else {}))
+        return _inner_solver(minres, op, rtol, "M",
+                             **({"shift": sigma} if M is None else {})), False
     if _is_sparse(A) and (M is None or _is_sparse(M)):
         from trnscipy.sparse.linalg import splu
 
@@ -115,7 +119,11 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
 
             M = to_device(eye_array(A.shape[0], dtype=to_numpy_dtype(A.data.dtype),
                                     format="csr"), A.data.device)
-        return _own_graph(splu((A - sigma * M).tocsc()).solve, A.data.device)
+        lu = splu((A - sigma * M).tocsc())
+        traced = getattr(lu, "traced_solve", None)  # the device LU (SciPy's SuperLU: none)
+        if traced is not None:
+            return traced, True
+        return lu.solve, False
     from trnscipy.linalg import lu_factor, lu_solve
 
     dense = [x.toarray() if _is_sparse(x) else x for x in (A, M)]
@@ -123,21 +131,7 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
                             else torch.eye(A.shape[0], dtype=dense[0].dtype,
                                            device=dense[0].device))
     factors = lu_factor(S, check_finite=False)
-    return lambda x: lu_solve(factors, x, check_finite=False)
-
-
-def _own_graph(solve, device):
-    """``solve`` as a graph of its own (compiled once, executed per application): unrolled
-    into a restart cycle, 20 block-LU solves compiled for 12 minutes on PJRT CPU at 400
-    unknowns (measured, load 10)."""
-    sync = kernel("sync", device)
-
-    def apply(x):
-        sync()
-        y = solve(x)
-        sync()
-        return y
-    return apply
+    return (lambda x: lu_solve(factors, x, check_finite=False)), False
 
 
 def _shifted(A, M, sigma):
@@ -212,9 +206,9 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
         if mode not in ("normal", "buckling", "cayley"):
             raise ValueError(f"unrecognized mode '{mode}'")
         if OPinv is not None:
-            opinv = operator(OPinv, device).matvec
+            opinv, pure = operator(OPinv, device).matvec, _is_matrix(OPinv)
         else:
-            opinv = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol)
+            opinv, pure = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol)
         if mode == "normal":
             arpack_mode = 3
             if Mop is None:
@@ -246,9 +240,10 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     else:
         v0 = torch.as_tensor(v0, device=device).to(dtype).reshape(-1).clone()
     which_ = {"LR": "LA", "SR": "SA"}.get(which, which)
-    # OP as pure tensor code (matrices, no inner solve) runs its steps in a device loop
-    traceable = sigma is None and all(_is_matrix(x) for x in (A, M, Minv)) and (
-        M is None or Minv is not None)
+    # OP as pure tensor code (matrices, the device LU's substitutions, no inner Krylov
+    # solve) runs its steps in a device loop
+    traceable = all(_is_matrix(x) for x in (A, M, Minv)) and (
+        pure if sigma is not None else M is None or Minv is not None)
     theta, X, nconv, cycles = _lanczos(op, B, n, k, ncv, which_, v0, int(maxiter), tol,
                                        arpack_mode != 1 and B is not None, traceable)
     lam = _transform(theta, arpack_mode, shift)
@@ -327,8 +322,9 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     masks), so a cycle's expansion is the ``device_loop`` kernel over the step indices:
     on XLA one ``While`` whose body compiles once, not ``ncv`` unrolled steps.  A cycle
     (expansion and restart) is a ``graph_function``: traced once, one execution per
-    cycle.  ``traceable=False`` (an OP with graph cuts or host reads: shift-invert's
-    solves, inner Krylov solves, user operators) runs the steps as a Python loop.
+    cycle.  ``traceable=False`` (an OP with graph cuts or host reads: inner Krylov solves,
+    SciPy's SuperLU, dense LU solves, user operators) runs the steps as a Python loop;
+    the device LU's substitutions (shift-invert of sparse containers) are traceable.
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
