@@ -70,8 +70,10 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
     # C, U slots not in use), so that shapes and graphs stay the same as CU fills up
     n_cs = max(k, len(CU))
     arnoldi = Arnoldi(matvec, m + n_cs, eps, dtype, device, rpsolve=psolve, flexible=True,
-                      n_cs=n_cs, breakdown="fgmres")
-    fillers = [torch.zeros_like(bvec) for _ in range(n_cs)]
+                      n_cs=n_cs, breakdown="fgmres", traceable=system.traceable)
+    # zero vectors filling the C and U slots not in use (distinct tensors, so that the
+    # graph's inputs are the same in number whatever len(CU))
+    fillers, c_fillers = ([torch.zeros_like(bvec) for _ in range(n_cs)] for _ in range(2))
     pending = None  # (failed, step_ok, (cx, ux), truncated CU) of the last outer step
     j_outer = -1
     converged = False
@@ -95,11 +97,14 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             converged = True
             break
         ml = m + max(k - len(CU), 0)
+        # (graph devices: zero fillers for the C and U not in use, so that the graph is
+        # the same whatever len(CU); the step count is device-loop data)
+        cs = [c for c, _ in CU] + ([] if host else c_fillers[len(CU):])
         y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, r / beta, ml, tol / beta, host,
-                                                    cs=[c for c, _ in CU])
+                                                    cs=cs)
         y = y * beta
         ux = y @ zs
-        if CU:
+        if CU or not host:
             us = [u for _, u in CU]
             ux = ux - (B @ y) @ torch.stack(us + fillers[len(us):B.shape[0]])
         cx = (y @ H) @ vs

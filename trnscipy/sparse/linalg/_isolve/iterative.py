@@ -189,11 +189,12 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         dx = torch.tensor(y, dtype=dtype).to(device) @ V[:k]
         return s.keep(x + dx, x), presid, brk
 
-    arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve)
+    arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve,
+                      traceable=system.traceable)
 
     def arnoldi_lazy(x, r, ptol, s):
-        """One restart cycle on fixed shapes (graph devices): all ``m`` steps run (replayed
-        step graphs), the inner stop (first step whose residual estimate meets ``ptol``,
+        """One restart cycle on fixed shapes (graph devices): all ``m`` steps run (one
+        device loop), the inner stop (first step whose residual estimate meets ``ptol``,
         or a breakdown) is found by a reduction afterwards and later steps masked out."""
         v0 = psolve(r)
         beta = norm(v0)
@@ -236,10 +237,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     if bool(converged):
         return system.x, 0
     state = (system.x, r, ptol, pfac)
-    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); the Arnoldi steps
-    # are replayed graphs of their own, so the cycle is traced, not replayed
+    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); a cycle (its steps
+    # one device loop) is one replayed graph
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=max(1, utils.CHECK_EVERY // m), peel=None, host_effects=True)
+                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1,
+                      host_effects=not system.traceable)
     return state[0], info
 
 

@@ -113,10 +113,16 @@ def _coerce(a, b):
 
 
 class System:
-    """The device system: operators A and M (as functions on tensors), x, b."""
+    """The device system: operators A and M (as functions on tensors), x, b.  ``traceable``:
+    both are matrices (or marked ``pure_tensor_code``), so their products can be traced
+    into a device loop (a user's operator may cut graphs or read on the host)."""
 
     def __init__(self, A, M, x, b, device):
+        from trnscipy.sparse.linalg._interface import MatrixLinearOperator
+
         self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
+        self.traceable = all(op is None or type(op) is MatrixLinearOperator
+                             or getattr(op, "pure_tensor_code", False) for op in (A, M))
         self.dtype = b.dtype
         self.matvec = _fast_matvec(A, b.dtype)
         self.np_dtype = np.dtype(_torch_to_char(b.dtype))
