@@ -237,12 +237,15 @@ class _Replay:
         buffers of their own (one graph execution, which also computes pending
         arguments): an argument may share its buffer with a tensor the function reads
         as a constant (a clone, the same tensor bound in a closure), and a replay must
-        then feed the new argument to one use and the constant to the other."""
+        then feed the new argument to one use and the constant to the other.  Pending
+        arguments are computed too (as a replay does), lest the caller's next graph
+        compute them again and differ from later calls' graphs."""
         xlac = torch_xla._XLAC
         import torch_xla.core.xla_model as xm
 
+        given = list(args)
         args = tuple(a.clone() for a in args)
-        xlac._xla_sync_multi(list(args), devices=[], wait=True, sync_xla_data=True)
+        xlac._xla_sync_multi(given + list(args), devices=[], wait=True, sync_xla_data=True)
         out = self.fn(*args)
         if any(xlac._check_tensor_need_materialization(list(args))):
             raise RuntimeError("a replayed graph function wrote to its arguments")

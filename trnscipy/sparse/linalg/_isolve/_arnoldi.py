@@ -39,6 +39,7 @@ class Arnoldi:
         self.rpsolve = rpsolve or _identity
         self.capacity, self.flexible, self.breakdown = capacity, flexible, breakdown
         self.n_cs = n_cs
+        self.graphs = {}  # graph functions of the solver's cycle (one solve)
         self.loop = kernel("device_loop", device if traceable else torch.device("cpu"))
         self.names = ("V", "v", "H", "R", "Q", "res", "brk", "j") + (
             ("Z",) if flexible else ()) + (("B", "C") if n_cs else ())

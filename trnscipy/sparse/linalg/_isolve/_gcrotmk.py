@@ -1,7 +1,8 @@
 """gcrotmk on device data: SciPy 1.17's GCROT(m,k), its options and return codes.
 
-One graph per outer iteration (the inner flexible GMRES of ``lgmres`` with the C
-space projected out); the host reads the outer flags once per outer iteration,
+Two graph executions per outer iteration: its read and the inner flexible GMRES of
+``lgmres`` (C projected out; one replayed graph whatever len(CU), its Arnoldi steps a
+device loop); the host reads the outer flags once per outer iteration,
 so the decisions SciPy takes after an outer step (discard a failed step,
 update ``CU``) are applied at the next read.  A given ``CU`` is recycled as SciPy
 does (column-pivoted QR of its C vectors, here Gram-Schmidt with column pivoting
@@ -84,6 +85,8 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             r_true = bvec - matvec(x)
             beta_true = norm(r_true)
             small_true = beta_true <= tol
+        # (computed before the read: the inner solve's inputs are then device data)
+        v0, ptol = r / beta, tol / beta
         sync(device)
         if pending is not None:
             if _apply_pending(pending, CU, k, truncate):
@@ -93,6 +96,7 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             callback(host_value(x))
         if bool(small) and (j_outer > 0 or CU):
             r, beta, small = r_true, beta_true, small_true
+            v0, ptol = r / beta, tol / beta
         if bool(small):
             converged = True
             break
@@ -100,8 +104,7 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
         # (graph devices: zero fillers for the C and U not in use, so that the graph is
         # the same whatever len(CU); the step count is device-loop data)
         cs = [c for c, _ in CU] + ([] if host else c_fillers[len(CU):])
-        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, r / beta, ml, tol / beta, host,
-                                                    cs=cs)
+        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, v0, ml, ptol, host, cs=cs)
         y = y * beta
         ux = y @ zs
         if CU or not host:

@@ -1,8 +1,9 @@
 """lgmres on device data: SciPy 1.17's LGMRES (flexible inner GMRES augmented with
 the last ``outer_k`` corrections), its options and return codes.
 
-The host reads the outer flags once per outer iteration (one graph execution); on
-graph devices the inner Arnoldi steps (``_arnoldi``) are device loops, all ``inner_m +
+The host reads the outer flags once per outer iteration; on graph devices the inner
+solve is one replayed graph (``graph_function``; two executions per outer iteration with
+the read) whose Arnoldi steps (``_arnoldi``) are device loops, all ``inner_m +
 len(outer_v)`` of them run and the steps past the inner stop are masked (host
 checks on the CPU).  The basis has room for ``outer_k`` outer vectors from the start
 and the outer vectors enter as rows of fixed-shape stacks with their count as device
@@ -16,6 +17,7 @@ arithmetic.  ``outer_v`` receives device tensors.
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -51,7 +53,8 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         outer_v = []
     host = host_reads_free(device)
     x = system.x
-    pfac = torch.ones((), dtype=b_norm.dtype, device=device)
+    # (uploaded, shape (1,): graph data from the start, not a constant of the first graph)
+    pfac = torch.tensor([1.0], dtype=b_norm.dtype, device=device)
     # the basis has room for the most outer vectors there will be, so that its shapes,
     # and the graphs, stay the same as ``outer_v`` fills up
     slots = max(outer_k, len(outer_v))
@@ -70,6 +73,9 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         v0 = -psolve(r_outer)
         inner_res_0 = norm(v0)
         converged = r_norm <= tol
+        # (computed before the read: the inner solve's inputs are then device data)
+        v0 = v0 * (1.0 / inner_res_0)
+        ptol = torch.minimum(pfac, tol / r_norm)
         sync(device)
         if pending is not None:
             bad, nx_pos, new = pending
@@ -86,8 +92,6 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         if float(inner_res_0) == 0:
             raise RuntimeError("Preconditioner returned a zero vector; "
                                f"|v| ~ {float(r_norm):.1g}, |M v| = 0")
-        v0 = v0 * (1.0 / inner_res_0)
-        ptol = torch.minimum(pfac, tol / r_norm)
         given = outer_v if host else _slots(outer_v, fillers)
         y, zs, vs, H, _, _, _, pres, bad = _fgmres(arnoldi, v0, inner_m, ptol, host, given,
                                                    prepend_outer_v)
@@ -113,15 +117,15 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
 
 
 def _slots(outer_v, fillers):
-    """The outer vectors as graph devices take them: (Z, AZ or None, count), the rows of
-    Z and AZ the vectors then zero ``fillers`` (two lists), ``count`` (device data) the
+    """The outer vectors as graph devices take them: (Z, AZ or None, count), Z and AZ
+    lists of the vectors then zero ``fillers`` (two lists), ``count`` (device data) the
     vectors in use."""
     n = len(outer_v)
-    zs = torch.stack([z for z, _ in outer_v] + fillers[0][n:])
+    zs = [z for z, _ in outer_v] + fillers[0][n:]
     ws = None
     if all(w is not None for _, w in outer_v):
-        ws = torch.stack([w for _, w in outer_v] + fillers[1][n:])
-    return zs, ws, torch.tensor([n], dtype=torch.int64, device=zs.device)
+        ws = [w for _, w in outer_v] + fillers[1][n:]
+    return zs, ws, torch.tensor([n], dtype=torch.int64, device=zs[0].device)
 
 
 def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
@@ -133,20 +137,9 @@ def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
     residual estimate and a 'not finite' flag.  On the host (``host``) the loop stops at
     SciPy's inner stop; on graph devices all steps run and the rows past the inner stop
     are masked (R gets a unit diagonal there)."""
-    state = arnoldi.start(v0, cs)
     if not host:
-        if outer and prepend:
-            state = arnoldi.outer_steps(state, *outer)
-            state = arnoldi.given_step(state, arnoldi.rpsolve(v0))
-            state, _ = arnoldi.steps(state, inner - 1)
-        else:
-            state, _ = arnoldi.steps(state, inner)
-            if outer:
-                state = arnoldi.outer_steps(state, *outer)
-        # the last step: inner - 1, plus the outer vectors in use (data, not a constant)
-        last = torch.tensor([inner - 1], dtype=torch.int64, device=v0.device)
-        return _masked(arnoldi, state, ptol, last + outer[2] if outer else last)
-
+        return _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs)
+    state = arnoldi.start(v0, cs)
     plan = ([("outer", z, w) for z, w in outer] + [("outer", arnoldi.rpsolve(v0), None)]
             + [("plain", inner - 1)] if prepend else
             [("plain", inner)] + [("outer", z, w) for z, w in outer])
@@ -170,6 +163,37 @@ def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
     bad = ~torch.isfinite(R[k - 1, k - 1])
     return (y, Z[:k], V[:k + 1], H[:k, :k + 1], None if B is None else B[:, :k],
             R[:k, :k].T, k, state["res"][k - 1], bad)
+
+
+def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs):
+    """_fgmres on graph devices as one ``graph_function`` (replayed on XLA, a CUDA graph)
+    of (v0, ptol, *Z, *AZ, count, *cs), cached on ``arnoldi`` (one solve).  ``inner`` is
+    a device loop's bound: graph data on XLA, so every ``inner`` shares one graph."""
+    zs, ws, count = outer or ([], None, None)
+    given = zs + (ws or []) + ([count] if outer else [])
+    key = ("fgmres", inner, prepend, len(zs), ws is None, len(cs))
+    if key not in arnoldi.graphs:
+        def fgmres(v0, ptol, *rest):
+            k = len(zs)
+            zs_t = torch.stack(rest[:k]) if k else None
+            ws_t = torch.stack(rest[k:2 * k]) if k and ws is not None else None
+            count = rest[len(given) - 1] if outer else None
+            state = arnoldi.start(v0, rest[len(given):])
+            if outer and prepend:
+                state = arnoldi.outer_steps(state, zs_t, ws_t, count)
+                state = arnoldi.given_step(state, arnoldi.rpsolve(v0))
+                state, _ = arnoldi.steps(state, inner - 1)
+            else:
+                state, _ = arnoldi.steps(state, inner)
+                if outer:
+                    state = arnoldi.outer_steps(state, zs_t, ws_t, count)
+            # the last step (steps past the outer vectors in use left j as it was)
+            out = _masked(arnoldi, state, ptol, state["j"] - 1)
+            return tuple(t for t in out if t is not None)
+
+        arnoldi.graphs[key] = kernel("graph_function", arnoldi.device)(fgmres)
+    out = arnoldi.graphs[key](v0, ptol, *given, *cs)
+    return out[:4] + (None,) + out[4:] if not cs else out
 
 
 def _masked(arnoldi, state, ptol, last):
