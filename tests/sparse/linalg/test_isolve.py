@@ -610,3 +610,45 @@ def test_cuda_blocks_replay_as_cuda_graphs(solver, monkeypatch):
     assert info == info_ref == 0
     assert captured and not any(captured), captured
     np.testing.assert_allclose(x.cpu().numpy(), x_ref, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("solver", ["gmres", "lgmres", "gcrotmk"])
+def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):
+    """The functions the Arnoldi solvers give ``graph_function`` (a restart cycle, an
+    inner solve with its device loops) read nothing on the host and copy nothing from
+    it (CUDA graphs need that): run on CPU tensors as on a graph device, with
+    ``.item()``, ``int``/``float``/``bool`` of a tensor and ``torch.tensor`` raising
+    inside them; the results still match SciPy's."""
+    import importlib
+
+    from trnscipy import _kernels
+
+    module = {"gmres": "iterative", "lgmres": "lgmres", "gcrotmk": "_gcrotmk"}[solver]
+    for name in ("utils", module):
+        monkeypatch.setattr(importlib.import_module(
+            f"trnscipy.sparse.linalg._isolve.{name}"), "host_reads_free", lambda device: False)
+    calls = []
+
+    def no_host_reads(fn):
+        def call(*args):
+            def refuse(*_, **__):
+                raise AssertionError("a host read or host copy in a graph function")
+
+            calls.append(fn)
+            with pytest.MonkeyPatch.context() as mp:
+                for name in ("item", "__bool__", "__int__", "__float__", "__index__"):
+                    mp.setattr(torch.Tensor, name, refuse)
+                mp.setattr(torch, "tensor", refuse)
+                return fn(*args)
+        return call
+
+    _kernels.kernel("graph_function", torch.device("cpu"))  # (loads the kinds first)
+    monkeypatch.setitem(_kernels._IMPLS, ("graph_function", "cpu"), no_host_reads)
+    A, b = _problem(solver, np.float64, m=5)
+    kw = {"restart": 6} if solver == "gmres" else {"inner_m": 4} if solver == "lgmres" else {
+        "m": 4, "k": 2}
+    x_ref, info_ref = getattr(spla, solver)(A, b, **kw)
+    loop = getattr(tsl, solver)._trnscipy_device_impl.torch_loop
+    x, info = loop(_to(A, "cpu"), _to(b, "cpu"), **kw)
+    assert calls and info == info_ref
+    _compare(x, x_ref, np.float64)
