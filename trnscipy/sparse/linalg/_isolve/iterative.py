@@ -88,7 +88,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
 
     r = _residual(system, x0 is not None)
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -310,7 +310,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one, one, one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -354,7 +354,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -397,7 +397,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     one = torch.ones((), dtype=r.dtype, device=r.device)
     zero = torch.zeros_like(r)
     state = (system.x, r, r.clone(), zero, zero, zero, one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -486,7 +486,7 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
     zero = torch.zeros_like(r)
     state = (system.x, r, vtilde, wtilde, y, z, norm(y), norm(z), real + 1, -one, real,
              one, zero, zero, zero, zero)
-    state, info = run(step, state, system.maxiter, device, callback, _x)
+    state, info = run(step, state, system.maxiter, device, callback, _x, loop=True)
     return state[0], info
 
 
