@@ -388,6 +388,9 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     replayable = (not host_effects and callback is None and maxiter - bool(peel) > block
                   and all(isinstance(leaf, torch.Tensor) for leaf in leaves))
 
+    # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
+    # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
+    loop = loop and not any(leaf.is_complex() for leaf in leaves)
     steps = min(block, unroll or UNROLL) if replayable and not loop else block
     block = -(-block // steps) * steps
     device_loop = kernel("device_loop", device)
