@@ -612,7 +612,8 @@ def test_cuda_blocks_replay_as_cuda_graphs(solver, monkeypatch):
     np.testing.assert_allclose(x.cpu().numpy(), x_ref, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("solver", ["gmres", "lgmres", "gcrotmk"])
+@pytest.mark.parametrize("solver", ["gmres", "lgmres", "gcrotmk", "cg", "bicgstab", "qmr",
+                                    "minres"])
 def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):
     """The functions the Arnoldi solvers give ``graph_function`` (a restart cycle, an
     inner solve with its device loops) read nothing on the host and copy nothing from
@@ -623,7 +624,7 @@ def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):
 
     from trnscipy import _kernels
 
-    module = {"gmres": "iterative", "lgmres": "lgmres", "gcrotmk": "_gcrotmk"}[solver]
+    module = {"lgmres": "lgmres", "gcrotmk": "_gcrotmk"}.get(solver, "iterative")
     for name in ("utils", module):
         monkeypatch.setattr(importlib.import_module(
             f"trnscipy.sparse.linalg._isolve.{name}"), "host_reads_free", lambda device: False)
@@ -645,8 +646,8 @@ def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):
     _kernels.kernel("graph_function", torch.device("cpu"))  # (loads the kinds first)
     monkeypatch.setitem(_kernels._IMPLS, ("graph_function", "cpu"), no_host_reads)
     A, b = _problem(solver, np.float64, m=5)
-    kw = {"restart": 6} if solver == "gmres" else {"inner_m": 4} if solver == "lgmres" else {
-        "m": 4, "k": 2}
+    kw = {"gmres": {"restart": 6}, "lgmres": {"inner_m": 4}, "gcrotmk": {"m": 4, "k": 2}}.get(
+        solver, {})
     x_ref, info_ref = getattr(spla, solver)(A, b, **kw)
     loop = getattr(tsl, solver)._trnscipy_device_impl.torch_loop
     x, info = loop(_to(A, "cpu"), _to(b, "cpu"), **kw)
