@@ -143,13 +143,16 @@ def graph_function(fn):
 
 @register("device_loop", "generic")
 def device_loop(body, carry, start, stop):
-    """``for j in range(start, stop): carry = body(carry, j)``, a Python loop (``start``
-    and ``stop`` device integers; ``j`` a device integer)."""
-    j = torch.as_tensor(start).to(torch.int64)
-    for _ in range(int(start), int(stop)):
-        carry = tuple(body(tuple(carry), j))
-        j = j + 1
-    return tuple(carry)
+    """``for j in range(start, stop): carry = body(carry, j)``, a Python loop, ``j`` a 0-d
+    int64 tensor on the carry's device.  Python-int bounds read nothing on the host (the
+    indices are one ``torch.arange``), so the loop can be captured in a CUDA graph; device
+    bounds are read on the host (not capturable)."""
+    carry = tuple(carry)
+    start, stop = int(start), int(stop)
+    indices = torch.arange(start, max(start, stop), device=carry[0].device)
+    for k in range(indices.shape[0]):
+        carry = tuple(body(carry, indices[k]))
+    return carry
 
 
 @register("inner", "generic")

@@ -237,12 +237,15 @@ class _Replay:
         buffers of their own (one graph execution, which also computes pending
         arguments): an argument may share its buffer with a tensor the function reads
         as a constant (a clone, the same tensor bound in a closure), and a replay must
-        then feed the new argument to one use and the constant to the other."""
+        then feed the new argument to one use and the constant to the other.  Pending
+        arguments are computed too (as a replay does), lest the caller's next graph
+        compute them again and differ from later calls' graphs."""
         xlac = torch_xla._XLAC
         import torch_xla.core.xla_model as xm
 
+        given = list(args)
         args = tuple(a.clone() for a in args)
-        xlac._xla_sync_multi(list(args), devices=[], wait=True, sync_xla_data=True)
+        xlac._xla_sync_multi(given + list(args), devices=[], wait=True, sync_xla_data=True)
         out = self.fn(*args)
         if any(xlac._check_tensor_need_materialization(list(args))):
             raise RuntimeError("a replayed graph function wrote to its arguments")
@@ -288,16 +291,18 @@ def _device_data(tensors):
 @register("device_loop", "xla")
 def device_loop(body, carry, start, stop):
     """``for j in range(start, stop): carry = body(carry, j)`` as one XLA ``While`` in the
-    lazy graph (``start``, ``stop``: 0-d int64 device tensors, so the graph does not depend
-    on them).  ``body`` is traced once on placeholders and compiles once, however many
-    steps run: an unrolled loop of m steps compiles m bodies.  ``body`` must be pure
-    tensor code (no host reads, no graph cuts) keeping the carry's shapes and dtypes;
-    tensors it reads from its closure (a matrix) become loop inputs.  The construction
-    is torch-xla's ``scan`` (experimental/scan.py) with the bounds as data."""
+    lazy graph (``start``, ``stop``: int64 device tensors of one element, or Python ints,
+    uploaded: either way graph data, so the graph does not depend on them).  ``body`` is
+    traced once on placeholders and compiles once, however many steps run: an unrolled
+    loop of m steps compiles m bodies.  ``body`` must be pure tensor code (no host reads,
+    no graph cuts) keeping the carry's shapes and dtypes; tensors it reads from its
+    closure (a matrix) become loop inputs.  The construction is torch-xla's ``scan``
+    (experimental/scan.py) with the bounds as data."""
     import torch_xla.core.xla_builder as xb
     from torch_xla.experimental.scan import Builder
 
     carry = list(carry)
+    start, stop = (_bound(b, carry[0].device) for b in (start, stop))
     fakes = [xb.create_placeholder_tensor(t.shape, t.dtype) for t in carry]
     fake_j = xb.create_placeholder_tensor((), torch.int64)
     out = list(body(tuple(fakes), fake_j))
@@ -310,7 +315,7 @@ def device_loop(body, carry, start, stop):
 
     builder = Builder("device_loop")
     to_loop = {}  # body parameter id -> While parameter index
-    for value, fake in zip([start.to(torch.int64), stop.to(torch.int64)] + carry,
+    for value, fake in zip([start, stop] + carry,
                            [fake_j, None] + fakes, strict=True):
         index = builder.add_param(value)
         param = ctx.tensor_parameter_id(fake) if fake is not None else -1
@@ -338,6 +343,14 @@ def device_loop(body, carry, start, stop):
     results = torch_xla._XLAC._xla_user_computation("xla::device_loop",
                                                     builder.param_tensors(), loop)
     return tuple(results[2:2 + n_carry])
+
+
+def _bound(value, device):
+    """A loop bound as a 0-d int64 tensor of graph data (shape (1,) when uploaded:
+    torch-xla makes a 0-d 0 or 1 a graph constant)."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.tensor([int(value)], dtype=torch.int64, device=device)
+    return value.to(torch.int64).reshape(())
 
 
 @register("unpivoted_inverse", "xla")

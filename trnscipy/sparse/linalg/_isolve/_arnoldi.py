@@ -3,11 +3,11 @@ small least-squares problem it builds (Givens rotations, back substitution).
 
 The basis lives in preallocated tensors (``V`` with ``capacity + 1`` rows, rows not yet
 filled are zero) and a step writes its row with a masked select, the step index ``j``
-being device data.  Every step is therefore the same computation on the same shapes:
-on graph devices a step (``STEPS_PER_GRAPH`` of them) is traced once and replayed with
-the new state (the ``graph_function`` kernel), so the compile time does not grow with
-the restart length and a solve compiles a handful of small graphs.  On eager devices
-the same code runs op by op.
+being device data.  Every step is therefore the same computation on the same shapes,
+and the steps of a cycle are the ``device_loop`` kernel: on XLA one ``While`` whose body
+compiles once (the step count is graph data), so neither the compile time nor the
+graph depends on the restart length or on how many outer vectors are in use; on eager
+devices a Python loop with no host read (capturable as a CUDA graph).
 
 A step costs O(capacity * n) (classical Gram-Schmidt twice against all of V, zero rows
 included, and the masked row writes): O(m n) per Arnoldi step, as SciPy's.
@@ -15,14 +15,9 @@ included, and the masked row writes): O(m n) per Arnoldi step, as SciPy's.
 
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.utils import dot, inner, norm
+from trnscipy.sparse.linalg._isolve.utils import inner, norm
 
 __all__ = ["Arnoldi", "back_substitute", "givens_column", "inner_stop", "lartg"]
-
-# Arnoldi steps per replayed graph.  One graph execution costs 1-3 ms of dispatch on
-# Trainium, so a few steps per graph; the XLA compile time grows with the graph's
-# length (measured on PJRT CPU, docs/design.md).
-STEPS_PER_GRAPH = 5
 
 
 class Arnoldi:
@@ -33,16 +28,21 @@ class Arnoldi:
     ``breakdown`` picks SciPy's rule: "gmres" (a new vector with ||w|| <= eps ||A v||
     is a breakdown: zero subdiagonal, w kept unnormalised) or "fgmres" (not
     ||w|| > eps ||A v||: a breakdown; w normalised where 1/||w|| is finite).
+    ``traceable``: the products are pure tensor code (``System.traceable``), so the steps
+    can be traced into a device loop; otherwise they run as a Python loop.
     """
 
     def __init__(self, matvec, capacity, eps, dtype, device, *, lpsolve=None,
-                 rpsolve=None, flexible=False, n_cs=0, breakdown="gmres"):
+                 rpsolve=None, flexible=False, n_cs=0, breakdown="gmres", traceable=True):
         self.matvec, self.eps, self.dtype, self.device = matvec, eps, dtype, device
         self.lpsolve = lpsolve or _identity
         self.rpsolve = rpsolve or _identity
         self.capacity, self.flexible, self.breakdown = capacity, flexible, breakdown
         self.n_cs = n_cs
-        self.graphs = {}
+        self.graphs = {}  # graph functions of the solver's cycle (one solve)
+        self.loop = kernel("device_loop", device if traceable else torch.device("cpu"))
+        self.names = ("V", "v", "H", "R", "Q", "res", "brk", "j") + (
+            ("Z",) if flexible else ()) + (("B", "C") if n_cs else ())
 
     def start(self, v, cs=()):
         """The state with ``v`` (unit norm) as the first basis vector and the C vectors
@@ -64,55 +64,50 @@ class Arnoldi:
             state["Z"] = torch.zeros((m, n), dtype=dtype, device=device)
         if self.n_cs:
             state["B"] = torch.zeros((self.n_cs, m), dtype=dtype, device=device)
-            C = torch.zeros((self.n_cs, n), dtype=dtype, device=device)
-            for i, c in enumerate(cs):
-                C = torch.where(torch.arange(self.n_cs, device=device)[:, None] == i, c, C)
-            state["C"] = C
+            cs = list(cs) + [torch.zeros_like(v) for _ in range(self.n_cs - len(cs))]
+            state["C"] = torch.stack(cs)
         return state
 
     def steps(self, state, count, *, host_stop=None):
-        """``count`` plain steps; returns (state, stopped).  ``host_stop(state)`` (eager
-        use, host reads free) is asked after each step: True stops the loop."""
+        """``count`` (a Python int) plain steps; returns (state, stopped).
+        ``host_stop(state)`` (eager use, host reads free) is asked after each step: True
+        stops the loop."""
         if host_stop is not None:
             for _ in range(count):
                 state = self._step(state)
                 if host_stop(state):
                     return state, True
             return state, False
-        whole, rest = divmod(count, STEPS_PER_GRAPH)
-        for _ in range(whole):
-            state = self._replayed(STEPS_PER_GRAPH)(state)
-        if rest:
-            state = self._replayed(rest)(state)
-        return state, False
+
+        def body(carry, _):
+            out = self._step(dict(zip(self.names, carry, strict=True)))
+            return tuple(out[k] for k in self.names)
+
+        return self._looped(body, state, count), False
+
+    def outer_steps(self, state, zs, ws, count):
+        """Steps whose z (and A z: the rows of ``ws``; None: computed) are the first
+        ``count`` (a device integer) rows of ``zs``: a loop over all rows, the steps past
+        ``count`` leaving the state as it is, so that the graph is the same whatever the
+        count (lgmres's outer vectors filling up)."""
+        def body(carry, i):
+            old = dict(zip(self.names, carry, strict=True))
+            at = i.reshape(1)
+            out = self._step(old, z_in=zs.index_select(0, at)[0],
+                             w_in=None if ws is None else ws.index_select(0, at)[0])
+            live = at < count
+            return tuple(torch.where(live, out[k], old[k]) for k in self.names)
+
+        return self._looped(body, state, zs.shape[0])
 
     def given_step(self, state, z, w=None):
         """One step whose z (and A z, when ``w`` is given) come from outside (lgmres's
         outer vectors, its first prepended step)."""
-        extra = {"z_in": z} if w is None else {"z_in": z, "w_in": w}
-        return self._replayed(1, given=tuple(extra))({**state, **extra})
+        return self._step(state, z_in=z, w_in=w)
 
-    def _replayed(self, count, given=()):
-        """The function state -> state of ``count`` steps, replayed on graph devices."""
-        key = (count, given)
-        if key not in self.graphs:
-            names = ("V", "v", "H", "R", "Q", "res", "brk", "j") + (
-                ("Z",) if self.flexible else ()) + (("B", "C") if self.n_cs else ())
-
-            def flat_steps(*flat):
-                state = dict(zip(names + given, flat, strict=True))
-                for _ in range(count):
-                    state = self._step(state, **{g: state.pop(g) for g in given})
-                return tuple(state[k] for k in names)
-
-            graph = kernel("graph_function", self.device)(flat_steps)
-
-            def call(state):
-                out = graph(*(state[k] for k in names + given))
-                return dict(zip(names, out, strict=True))
-
-            self.graphs[key] = call
-        return self.graphs[key]
+    def _looped(self, body, state, count):
+        carry = self.loop(body, tuple(state[k] for k in self.names), 0, count)
+        return dict(zip(self.names, carry, strict=True))
 
     def _step(self, state, z_in=None, w_in=None):
         V, Q, j = state["V"], state["Q"], state["j"]
@@ -123,13 +118,12 @@ class Arnoldi:
         w = self.lpsolve(self.matvec(z)) if w_in is None else w_in
         w_norm = norm(w)
         out = dict(state)
-        if self.n_cs:  # GCROT: project out C, one vector after the other (as SciPy)
-            C, b = state["C"], []
-            for i in range(self.n_cs):
-                alpha = dot(C[i], w)
-                w = w - alpha * C[i]
-                b.append(alpha)
-            out["B"] = torch.where(cols[None, :] == j, torch.stack(b)[:, None], state["B"])
+        if self.n_cs:  # GCROT: project out C (classical Gram-Schmidt: all of C at once;
+            # SciPy: one vector after the other; equal in exact arithmetic, C orthonormal)
+            C = state["C"]
+            alpha = inner(C, w)
+            w = w - alpha @ C
+            out["B"] = torch.where(cols[None, :] == j, alpha[:, None], state["B"])
         # classical Gram-Schmidt twice against all of V (SciPy: modified Gram-Schmidt;
         # equal in exact arithmetic)
         h = inner(V, w)

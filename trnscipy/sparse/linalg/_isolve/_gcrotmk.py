@@ -1,7 +1,8 @@
 """gcrotmk on device data: SciPy 1.17's GCROT(m,k), its options and return codes.
 
-One graph per outer iteration (the inner flexible GMRES of ``lgmres`` with the C
-space projected out); the host reads the outer flags once per outer iteration,
+Two graph executions per outer iteration: its read and the inner flexible GMRES of
+``lgmres`` (C projected out; one replayed graph whatever len(CU), its Arnoldi steps a
+device loop); the host reads the outer flags once per outer iteration,
 so the decisions SciPy takes after an outer step (discard a failed step,
 update ``CU``) are applied at the next read.  A given ``CU`` is recycled as SciPy
 does (column-pivoted QR of its C vectors, here Gram-Schmidt with column pivoting
@@ -70,8 +71,10 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
     # C, U slots not in use), so that shapes and graphs stay the same as CU fills up
     n_cs = max(k, len(CU))
     arnoldi = Arnoldi(matvec, m + n_cs, eps, dtype, device, rpsolve=psolve, flexible=True,
-                      n_cs=n_cs, breakdown="fgmres")
-    fillers = [torch.zeros_like(bvec) for _ in range(n_cs)]
+                      n_cs=n_cs, breakdown="fgmres", traceable=system.traceable)
+    # zero vectors filling the C and U slots not in use (distinct tensors, so that the
+    # graph's inputs are the same in number whatever len(CU))
+    fillers, c_fillers = ([torch.zeros_like(bvec) for _ in range(n_cs)] for _ in range(2))
     pending = None  # (failed, step_ok, (cx, ux), truncated CU) of the last outer step
     j_outer = -1
     converged = False
@@ -82,6 +85,8 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             r_true = bvec - matvec(x)
             beta_true = norm(r_true)
             small_true = beta_true <= tol
+        # (computed before the read: the inner solve's inputs are then device data)
+        v0, ptol = r / beta, tol / beta
         sync(device)
         if pending is not None:
             if _apply_pending(pending, CU, k, truncate):
@@ -91,15 +96,18 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             callback(host_value(x))
         if bool(small) and (j_outer > 0 or CU):
             r, beta, small = r_true, beta_true, small_true
+            v0, ptol = r / beta, tol / beta
         if bool(small):
             converged = True
             break
         ml = m + max(k - len(CU), 0)
-        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, r / beta, ml, tol / beta, host,
-                                                    cs=[c for c, _ in CU])
+        # (graph devices: zero fillers for the C and U not in use, so that the graph is
+        # the same whatever len(CU); the step count is device-loop data)
+        cs = [c for c, _ in CU] + ([] if host else c_fillers[len(CU):])
+        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, v0, ml, ptol, host, cs=cs)
         y = y * beta
         ux = y @ zs
-        if CU:
+        if CU or not host:
             us = [u for _, u in CU]
             ux = ux - (B @ y) @ torch.stack(us + fillers[len(us):B.shape[0]])
         cx = (y @ H) @ vs

@@ -269,6 +269,7 @@ def _gmres_ir(op):
         return op.product((v, torch.zeros_like(v)))[0]
 
     A = LinearOperator(op.shape, matvec=matvec, dtype=np.float32)
+    A.pure_tensor_code = True  # (the Arnoldi steps trace it into a device loop)
     loop = gmres._trnscipy_device_impl.torch_loop
 
     def solve(rhs, M, maxiter):

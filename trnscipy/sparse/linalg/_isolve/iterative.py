@@ -88,7 +88,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
 
     r = _residual(system, x0 is not None)
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -189,11 +189,12 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         dx = torch.tensor(y, dtype=dtype).to(device) @ V[:k]
         return s.keep(x + dx, x), presid, brk
 
-    arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve)
+    arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve,
+                      traceable=system.traceable)
 
     def arnoldi_lazy(x, r, ptol, s):
-        """One restart cycle on fixed shapes (graph devices): all ``m`` steps run (replayed
-        step graphs), the inner stop (first step whose residual estimate meets ``ptol``,
+        """One restart cycle on fixed shapes (graph devices): all ``m`` steps run (one
+        device loop), the inner stop (first step whose residual estimate meets ``ptol``,
         or a breakdown) is found by a reduction afterwards and later steps masked out."""
         v0 = psolve(r)
         beta = norm(v0)
@@ -236,10 +237,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     if bool(converged):
         return system.x, 0
     state = (system.x, r, ptol, pfac)
-    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); the Arnoldi steps
-    # are replayed graphs of their own, so the cycle is traced, not replayed
+    # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); a cycle (its steps
+    # one device loop) is one replayed graph
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=max(1, utils.CHECK_EVERY // m), peel=None, host_effects=True)
+                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1,
+                      host_effects=not system.traceable)
     return state[0], info
 
 
@@ -308,7 +310,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one, one, one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -352,7 +354,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -395,7 +397,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     one = torch.ones((), dtype=r.dtype, device=r.device)
     zero = torch.zeros_like(r)
     state = (system.x, r, r.clone(), zero, zero, zero, one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
     return state[0], info
 
 
@@ -484,7 +486,7 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
     zero = torch.zeros_like(r)
     state = (system.x, r, vtilde, wtilde, y, z, norm(y), norm(z), real + 1, -one, real,
              one, zero, zero, zero, zero)
-    state, info = run(step, state, system.maxiter, device, callback, _x)
+    state, info = run(step, state, system.maxiter, device, callback, _x, loop=True)
     return state[0], info
 
 

@@ -1,21 +1,23 @@
 """lgmres on device data: SciPy 1.17's LGMRES (flexible inner GMRES augmented with
 the last ``outer_k`` corrections), its options and return codes.
 
-The host reads the outer flags once per outer iteration; the inner Arnoldi steps
-are replayed step graphs (``_arnoldi``) on graph devices, all ``inner_m +
+The host reads the outer flags once per outer iteration; on graph devices the inner
+solve is one replayed graph (``graph_function``; two executions per outer iteration with
+the read) whose Arnoldi steps (``_arnoldi``) are device loops, all ``inner_m +
 len(outer_v)`` of them run and the steps past the inner stop are masked (host
-checks on the CPU).  The basis has room for ``outer_k`` outer vectors from the start,
-so its shapes and graphs stay the same as ``outer_v`` fills up.  Differs from SciPy:
+checks on the CPU).  The basis has room for ``outer_k`` outer vectors from the start
+and the outer vectors enter as rows of fixed-shape stacks with their count as device
+data, so shapes and graphs stay the same as ``outer_v`` fills up.  Differs from SciPy:
 the Arnoldi basis is orthogonalised by classical Gram-Schmidt applied twice (SciPy:
 modified Gram-Schmidt) and the small least-squares problem is solved by Givens
 rotations and a triangular solve (SciPy: qr_insert and lstsq); equal in exact
-arithmetic.  ``outer_v`` receives
-device tensors.
+arithmetic.  ``outer_v`` receives device tensors.
 """
 
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -51,11 +53,18 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         outer_v = []
     host = host_reads_free(device)
     x = system.x
-    pfac = torch.ones((), dtype=b_norm.dtype, device=device)
+    # (uploaded, shape (1,): graph data from the start, not a constant of the first graph)
+    pfac = torch.tensor([1.0], dtype=b_norm.dtype, device=device)
     # the basis has room for the most outer vectors there will be, so that its shapes,
     # and the graphs, stay the same as ``outer_v`` fills up
-    arnoldi = Arnoldi(matvec, inner_m + max(outer_k, len(outer_v)), eps, dtype, device,
-                      lpsolve=psolve, flexible=True, breakdown="fgmres")
+    slots = max(outer_k, len(outer_v))
+    arnoldi = Arnoldi(matvec, inner_m + slots, eps, dtype, device, lpsolve=psolve,
+                      flexible=True, breakdown="fgmres", traceable=system.traceable)
+    # zero vectors filling the outer slots not in use, for Z and AZ (device data after the
+    # first sync; distinct tensors, so that the graph's inputs are the same in number
+    # whatever len(outer_v))
+    fillers = [[torch.zeros_like(bvec) for _ in range(0 if host else slots)]
+               for _ in range(2)]
     pending = None  # (bad y, nx > 0, new outer vector) of the previous outer iteration
 
     for k_outer in range(maxiter):
@@ -64,6 +73,9 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         v0 = -psolve(r_outer)
         inner_res_0 = norm(v0)
         converged = r_norm <= tol
+        # (computed before the read: the inner solve's inputs are then device data)
+        v0 = v0 * (1.0 / inner_res_0)
+        ptol = torch.minimum(pfac, tol / r_norm)
         sync(device)
         if pending is not None:
             bad, nx_pos, new = pending
@@ -80,10 +92,9 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         if float(inner_res_0) == 0:
             raise RuntimeError("Preconditioner returned a zero vector; "
                                f"|v| ~ {float(r_norm):.1g}, |M v| = 0")
-        v0 = v0 * (1.0 / inner_res_0)
-        ptol = torch.minimum(pfac, tol / r_norm)
-        y, zs, vs, H, _, _, _, pres, bad = _fgmres(arnoldi, v0, inner_m + len(outer_v), ptol,
-                                                   host, outer_v, prepend_outer_v)
+        given = outer_v if host else _slots(outer_v, fillers)
+        y, zs, vs, H, _, _, _, pres, bad = _fgmres(arnoldi, v0, inner_m, ptol, host, given,
+                                                   prepend_outer_v)
         y = y * inner_res_0
         bad = bad | ~torch.isfinite(y).all()
         pfac = torch.where(pres > ptol, torch.clamp(1.5 * pfac, max=1.0),
@@ -105,20 +116,33 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
     return x, maxiter
 
 
-def _fgmres(arnoldi, v0, total, ptol, host, outer_v=(), prepend=False, cs=()):
-    """SciPy's _fgmres: ``total`` steps of the flexible ``arnoldi`` from the unit ``v0``,
-    the outer vectors ``outer_v`` (pairs z, A z or z, None) appended (or prepended)
-    to the new directions, the vectors ``cs`` projected out.  Returns y, Z, V, the
-    unrotated Hessenberg columns, B (projections on the C vectors), the triangular
-    factor R, the number of steps, the residual estimate and a 'not finite' flag.  On
-    the host (``host``) the loop stops at SciPy's inner stop; on graph devices all
-    ``total`` steps run and the rows past the inner stop are masked (R gets a unit
-    diagonal there)."""
-    n_outer = len(outer_v)
-    plan = ([("outer", z, w) for z, w in outer_v] + [("outer", arnoldi.rpsolve(v0), None)]
-            + [("plain", total - n_outer - 1)] if prepend else
-            [("plain", total - n_outer)] + [("outer", z, w) for z, w in outer_v])
+def _slots(outer_v, fillers):
+    """The outer vectors as graph devices take them: (Z, AZ or None, count), Z and AZ
+    lists of the vectors then zero ``fillers`` (two lists), ``count`` (device data) the
+    vectors in use."""
+    n = len(outer_v)
+    zs = [z for z, _ in outer_v] + fillers[0][n:]
+    ws = None
+    if all(w is not None for _, w in outer_v):
+        ws = [w for _, w in outer_v] + fillers[1][n:]
+    return zs, ws, torch.tensor([n], dtype=torch.int64, device=zs[0].device)
+
+
+def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
+    """SciPy's _fgmres: ``inner`` new directions of the flexible ``arnoldi`` from the unit
+    ``v0`` and the outer vectors ``outer`` appended (or prepended), the vectors ``cs``
+    projected out.  ``outer``: on the host a list of pairs (z, A z or z, None), on graph
+    devices ``_slots``.  Returns y, Z, V, the unrotated Hessenberg columns, B
+    (projections on the C vectors), the triangular factor R, the number of steps, the
+    residual estimate and a 'not finite' flag.  On the host (``host``) the loop stops at
+    SciPy's inner stop; on graph devices all steps run and the rows past the inner stop
+    are masked (R gets a unit diagonal there)."""
+    if not host:
+        return _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs)
     state = arnoldi.start(v0, cs)
+    plan = ([("outer", z, w) for z, w in outer] + [("outer", arnoldi.rpsolve(v0), None)]
+            + [("plain", inner - 1)] if prepend else
+            [("plain", inner)] + [("outer", z, w) for z, w in outer])
 
     def host_stop(state):
         j = int(state["j"][0]) - 1
@@ -126,26 +150,60 @@ def _fgmres(arnoldi, v0, total, ptol, host, outer_v=(), prepend=False, cs=()):
 
     for kind, *what in plan:
         if kind == "plain":
-            state, stopped = arnoldi.steps(state, what[0], host_stop=host_stop if host else None)
+            state, stopped = arnoldi.steps(state, what[0], host_stop=host_stop)
         else:
             state = arnoldi.given_step(state, *what)
-            stopped = host and host_stop(state)
+            stopped = host_stop(state)
         if stopped:
             break
-    Q, R, res_all, brk_all = state["Q"], state["R"], state["res"], state["brk"]
-    V, H, B = state["V"], state["H"], state.get("B")
-    Z = state["Z"]
+    Q, R, V, H, B, Z = (state.get(k) for k in ("Q", "R", "V", "H", "B", "Z"))
     S = Q[:, 0]
-    if host:
-        k = int(state["j"][0])
-        y = back_substitute(R[:k, :k].T, S[:k])
-        bad = ~torch.isfinite(R[k - 1, k - 1])
-        return (y, Z[:k], V[:k + 1], H[:k, :k + 1], None if B is None else B[:, :k],
-                R[:k, :k].T, k, res_all[k - 1], bad)
+    k = int(state["j"][0])
+    y = back_substitute(R[:k, :k].T, S[:k])
+    bad = ~torch.isfinite(R[k - 1, k - 1])
+    return (y, Z[:k], V[:k + 1], H[:k, :k + 1], None if B is None else B[:, :k],
+            R[:k, :k].T, k, state["res"][k - 1], bad)
+
+
+def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs):
+    """_fgmres on graph devices as one ``graph_function`` (replayed on XLA, a CUDA graph)
+    of (v0, ptol, *Z, *AZ, count, *cs), cached on ``arnoldi`` (one solve).  ``inner`` is
+    a device loop's bound: graph data on XLA, so every ``inner`` shares one graph."""
+    zs, ws, count = outer or ([], None, None)
+    given = zs + (ws or []) + ([count] if outer else [])
+    key = ("fgmres", inner, prepend, len(zs), ws is None, len(cs))
+    if key not in arnoldi.graphs:
+        def fgmres(v0, ptol, *rest):
+            k = len(zs)
+            zs_t = torch.stack(rest[:k]) if k else None
+            ws_t = torch.stack(rest[k:2 * k]) if k and ws is not None else None
+            count = rest[len(given) - 1] if outer else None
+            state = arnoldi.start(v0, rest[len(given):])
+            if outer and prepend:
+                state = arnoldi.outer_steps(state, zs_t, ws_t, count)
+                state = arnoldi.given_step(state, arnoldi.rpsolve(v0))
+                state, _ = arnoldi.steps(state, inner - 1)
+            else:
+                state, _ = arnoldi.steps(state, inner)
+                if outer:
+                    state = arnoldi.outer_steps(state, zs_t, ws_t, count)
+            # the last step (steps past the outer vectors in use left j as it was)
+            out = _masked(arnoldi, state, ptol, state["j"] - 1)
+            return tuple(t for t in out if t is not None)
+
+        arnoldi.graphs[key] = kernel("graph_function", arnoldi.device)(fgmres)
+    out = arnoldi.graphs[key](v0, ptol, *given, *cs)
+    return out[:4] + (None,) + out[4:] if not cs else out
+
+
+def _masked(arnoldi, state, ptol, last):
+    """_fgmres's results on graph devices: the steps up to the inner stop (or ``last``)."""
+    Q, R, res_all, brk_all = state["Q"], state["R"], state["res"], state["brk"]
+    V, H, B, Z = state["V"], state["H"], state.get("B"), state["Z"]
+    S = Q[:, 0]
     m = arnoldi.capacity
-    device = v0.device
+    device = V.device
     idx = torch.arange(m, device=device)
-    last = torch.tensor([total - 1], dtype=torch.int64, device=device)  # data, not a constant
     steps, (res,) = inner_stop((res_all < ptol) | (idx == last), brk_all, res_all)
     active = idx < steps
     both = active[:, None] & active[None, :]

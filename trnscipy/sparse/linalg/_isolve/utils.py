@@ -113,10 +113,16 @@ def _coerce(a, b):
 
 
 class System:
-    """The device system: operators A and M (as functions on tensors), x, b."""
+    """The device system: operators A and M (as functions on tensors), x, b.  ``traceable``:
+    both are matrices (or marked ``pure_tensor_code``), so their products can be traced
+    into a device loop (a user's operator may cut graphs or read on the host)."""
 
     def __init__(self, A, M, x, b, device):
+        from trnscipy.sparse.linalg._interface import MatrixLinearOperator
+
         self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
+        self.traceable = all(op is None or type(op) is MatrixLinearOperator
+                             or getattr(op, "pure_tensor_code", False) for op in (A, M))
         self.dtype = b.dtype
         self.matvec = _fast_matvec(A, b.dtype)
         self.np_dtype = np.dtype(_torch_to_char(b.dtype))
@@ -328,7 +334,7 @@ class _LazyStep:
 
 
 def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
-        host_effects=False, unroll=None):
+        host_effects=False, unroll=None, loop=False):
     """Drive ``step(state, s, first) -> state`` for at most ``maxiter`` iterations.
 
     On graph devices the host reads the stop flag every ``block`` iterations
@@ -347,6 +353,9 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
     iteration.  Returns (state, info) with info a Python int (maxiter if not stopped).
+    ``loop``: a replayed block is the ``device_loop`` kernel over its iterations (on XLA
+    one ``While``: one execution per block, the body compiled once) instead of ``unroll``
+    iterations traced one after the other.
     """
     if host_reads_free(device):
         for it in range(maxiter):
@@ -379,15 +388,27 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     replayable = (not host_effects and callback is None and maxiter - bool(peel) > block
                   and all(isinstance(leaf, torch.Tensor) for leaf in leaves))
 
-    steps = min(block, unroll or UNROLL) if replayable else block
+    # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
+    # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
+    loop = loop and not any(leaf.is_complex() for leaf in leaves)
+    steps = min(block, unroll or UNROLL) if replayable and not loop else block
     block = -(-block // steps) * steps
+    device_loop = kernel("device_loop", device)
+
+    def flat_iterate(flat, first):
+        state, (done, info, left) = pytree.tree_unflatten(list(flat[:-3]), spec), flat[-3:]
+        state, done, info, left = iterate(state, done, info, left, first)
+        return tuple(pytree.tree_leaves(state)) + (done, info, left)
 
     def steps_of(first):
         def run_steps(*flat):  # ``steps`` iterations as a function of the state's leaves
-            state, (done, info, left) = pytree.tree_unflatten(flat[:-3], spec), flat[-3:]
+            if replayable and loop:
+                flat = flat_iterate(flat, True) if first else flat
+                return device_loop(lambda carry, _: flat_iterate(carry, False), flat,
+                                   int(first), steps)
             for k in range(steps):
-                state, done, info, left = iterate(state, done, info, left, first and k == 0)
-            return tuple(pytree.tree_leaves(state)) + (done, info, left)
+                flat = flat_iterate(flat, first and k == 0)
+            return flat
 
         if replayable:
             return kernel("graph_function", device)(run_steps)
