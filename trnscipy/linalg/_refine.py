@@ -208,7 +208,9 @@ def cholesky(a, lower=False):
         return _on_host("scipy.linalg.cholesky", _BATCHED, lambda x: _k._sl.cholesky(
             x, lower=lower, check_finite=False), a)
     A = _sym(_parts(a), lower)
-    L0 = _k.potrf(A[0], lower=True)
+    # the positive-definiteness check reads info after the Newton steps are traced: the
+    # factorization and its refinement are one graph execution
+    L0, info = kernel("linalg._potrf", a.device)(A[0], False)
     L = (L0, torch.zeros_like(L0))
     for _ in range(2):
         R = _df.sub(A, _df.gemm(L, _t(L)))
@@ -216,7 +218,9 @@ def cholesky(a, lower=False):
         phi = F.tril(-1) + torch.diag_embed(F.diagonal() * 0.5)
         L = _df.add_f(L, L0 @ phi)
     L = (L[0].tril(), L[1].tril())
-    return _transfer.df_tensor(*(L if lower else _t(L)))
+    out = _transfer.df_tensor(*(L if lower else _t(L)))
+    _k.check_potrf(info, A[0])
+    return out
 
 
 @register("linalg.cho_solve", "neuron")
