@@ -18,10 +18,10 @@ A float64 matrix there is held exactly as double-float pairs
   L += L0 Phi(L0^-1 (A - L L^T) L0^-T) (Phi: the lower triangle, half diagonal),
   A - L L^T by Ozaki GEMMs.
 - ``cho_solve``: refinement with the double-float factor's products.
-- ``eigh``: float32 eigh plus Ogita-Aishima refinement (matrix products only, Ozaki
-  GEMMs): eigenvalues and vectors to double-float accuracy for well-separated
-  eigenvalues; clustered eigenvalues keep double-float eigenvalues, their vectors
-  span the cluster's subspace.
+- ``eigh``: float32 eigh, rotation steps X (I + R/2) exp(Theta) (every pair's Jacobi
+  angle; they undo the float32 mixing of close eigenvalues) and Ogita-Aishima steps
+  (matrix products only, Ozaki GEMMs): eigenvalues and vectors to double-float accuracy
+  (exactly equal eigenvalues: the vectors span their subspace).
 """
 
 import warnings
@@ -443,9 +443,14 @@ def _ogita_aishima(A, X, eye, vectors=True):
         return lam
     lh, gap = lam[0], _gaps(lam)
     apart = (gap != 0) & ~eye.bool()
-    E = torch.where(apart, (S[0] + lh[None, :] * R[0]) / torch.where(apart, gap, 1),
-                    R[0] * 0.5)
-    return _df.add(X, _df.gemm(X, (E, torch.zeros_like(E)), bits_b=24)), E.abs().max()
+    # E = R/2 + F with F_ij = (s_ij + (l_i + l_j)/2 r_ij) / (l_j - l_i), Ogita-Aishima's
+    # (s_ij + l_j r_ij) / (l_j - l_i) split so that F is exactly antisymmetric in float32
+    # and E an exact pair: E + E^T = R to double-float, not to float32 (orthogonality)
+    Rs, Ss = (R[0] + R[0].mT) * 0.5, (S[0] + S[0].mT) * 0.5
+    mid = (lh[None, :] + lh[:, None]) * 0.5
+    F = torch.where(apart, (Ss + mid * Rs) / torch.where(apart, gap, 1), 0)
+    E = _df.two_sum(F, Rs * 0.5)
+    return _df.add(X, _df.gemm(X, E)), (F.abs().max() + Rs.abs().max() * 0.5)
 
 
 def _rotation_step(A, X, eye):
