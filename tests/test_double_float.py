@@ -304,3 +304,30 @@ def test_cg_float64_handover(emulate_neuron, monkeypatch):
     A, b = _cg_system()
     (x, info), ops = _recorded(lambda: _cg_solve(A, b))
     assert ops == [] and info == 0 and _relres(A, x, b) <= 1e-11
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # compiles the eigh refinement's graphs (about 35 s here)
+def test_eigh_float64_repeated_eigenvalues(emulate_neuron, monkeypatch):
+    """Exactly repeated eigenvalues (gaps below double-float resolution): no rotation
+    between them (the angle was 45 degrees, every step, and the identity gave NaN)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    n = 16
+    Q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((n, n)))
+    for d in (np.r_[[1.0] * 5, [2.0] * 3, np.linspace(3, 4, 8)], np.ones(n)):
+        S = (Q * d) @ Q.T
+        S = (S + S.T) / 2
+        (w, v), ops = _recorded(lambda S=S: _offload_eigh(trnscipy, tl, S))
+        assert ops == []
+        ws = sl.eigvalsh(S)
+        assert np.max(np.abs(w - ws)) <= 10 * n * EPS * np.max(np.abs(ws))
+        assert np.linalg.norm(S @ v - v * w) <= 10 * n * EPS * np.linalg.norm(S)
+        assert np.linalg.norm(v.T @ v - np.eye(n)) <= 10 * n * EPS
+
+
+def _offload_eigh(trnscipy, tl, S):
+    with trnscipy.offload("xla"):
+        return tl.eigh(S)

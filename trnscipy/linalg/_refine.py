@@ -41,6 +41,7 @@ _EIGH_STEPS = 14
 _EIGH_DONE = 2.0 ** -20  # a correction this small leaves an error near its square
 _ROTATE_UNTIL = 1e-3  # rotation steps while the largest Jacobi angle is above this
 _TAYLOR = 8  # terms of exp(Theta): |Theta| <= pi/4 per entry
+_RESOLVED = 2.0 ** -44  # gaps below this (relative) count as equal eigenvalues
 
 
 def _parts(t):
@@ -427,11 +428,13 @@ def _rayleigh(A, X, eye):
     return R, S, lam
 
 
-def _gaps(lam):
-    """lam_j - lam_i in float32 from the pairs: the high parts' difference is exact for
+def _gaps(lam, eye):
+    """lam_j - lam_i in float32 from the pairs (the high parts' difference is exact for
     close eigenvalues, whose gaps (1e-6 of ||A|| at n = 1024) the float32 estimates alone
-    would give to 25% (their rounding)."""
-    return (lam[0][None, :] - lam[0][:, None]) + (lam[1][None, :] - lam[1][:, None])
+    would give to 25%: their rounding), and the mask of pairs i != j whose gap double-float
+    resolves (above _RESOLVED max |lam|): equal eigenvalues are left alone, as a cluster."""
+    gap = (lam[0][None, :] - lam[0][:, None]) + (lam[1][None, :] - lam[1][:, None])
+    return gap, (gap.abs() > _RESOLVED * lam[0].abs().max()) & ~eye.bool()
 
 
 def _ogita_aishima(A, X, eye, vectors=True):
@@ -441,8 +444,7 @@ def _ogita_aishima(A, X, eye, vectors=True):
     R, S, lam = _rayleigh(A, X, eye)
     if not vectors:
         return lam
-    lh, gap = lam[0], _gaps(lam)
-    apart = (gap != 0) & ~eye.bool()
+    lh, (gap, apart) = lam[0], _gaps(lam, eye)
     # E = R/2 + F with F_ij = (s_ij + (l_i + l_j)/2 r_ij) / (l_j - l_i), Ogita-Aishima's
     # (s_ij + l_j r_ij) / (l_j - l_i) split so that F is exactly antisymmetric in float32
     # and E an exact pair: E + E^T = R to double-float, not to float32 (orthogonality)
@@ -460,12 +462,9 @@ def _rotation_step(A, X, eye):
     corrections of angles near 0.5 do; measured: Ogita-Aishima from XLA's float32 eigh
     at n = 1024 stalled at 4e5 n eps64).  (refined X, largest angle)."""
     R, S, lam = _rayleigh(A, X, eye)
-    gap = _gaps(lam)
-    off = ~eye.bool()
+    gap, apart = _gaps(lam, eye)
     C = (S[0] + S[0].mT) * 0.5
-    tiny = torch.finfo(gap.dtype).tiny
-    ratio = 2 * C / torch.where(gap == 0, torch.full_like(gap, tiny), gap)
-    theta = torch.where(off, 0.5 * torch.atan(ratio), 0)
+    theta = torch.where(apart, 0.5 * torch.atan(2 * C / torch.where(apart, gap, 1)), 0)
     Q, term = eye, eye
     for k in range(1, _TAYLOR + 1):
         term = (term @ theta) * (1.0 / k)
