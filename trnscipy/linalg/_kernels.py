@@ -275,13 +275,19 @@ def hermitian(a, lower):
 def potrf(a, lower):
     """Cholesky factor, numpy LinAlgError when not positive definite."""
     c, info = _k("linalg._potrf", a)(a, not lower)
+    check_potrf(info, a)
+    return c
+
+
+def check_potrf(info, a):
+    """Raise numpy's LinAlgError where ``_potrf``'s info flags a slice of ``a`` (one host
+    read: on XLA it also computes every pending result, in the same graph)."""
     flags, bad = _bad_slices(info, a)
     if bad.size:
         if a.ndim == 2 and flags[0] > 0:
             raise LinAlgError(f"{int(flags[0])}-th leading minor of the array is not "
                               "positive definite")
         raise LinAlgError(f"the matrix is not positive definite (slice(s) {bad.tolist()})")
-    return c
 
 
 @register("linalg.cholesky", "generic")

@@ -18,10 +18,10 @@ A float64 matrix there is held exactly as double-float pairs
   L += L0 Phi(L0^-1 (A - L L^T) L0^-T) (Phi: the lower triangle, half diagonal),
   A - L L^T by Ozaki GEMMs.
 - ``cho_solve``: refinement with the double-float factor's products.
-- ``eigh``: float32 eigh plus Ogita-Aishima refinement (matrix products only, Ozaki
-  GEMMs): eigenvalues and vectors to double-float accuracy for well-separated
-  eigenvalues; clustered eigenvalues keep double-float eigenvalues, their vectors
-  span the cluster's subspace.
+- ``eigh``: float32 eigh, rotation steps X (I + R/2) exp(Theta) (every pair's Jacobi
+  angle; they undo the float32 mixing of close eigenvalues) and Ogita-Aishima steps
+  (matrix products only, Ozaki GEMMs): eigenvalues and vectors to double-float accuracy
+  (exactly equal eigenvalues: the vectors span their subspace).
 """
 
 import warnings
@@ -37,7 +37,11 @@ _MAX_STEPS = 30
 _BLIND = 4  # refinement steps before the first host read (errors 1e-5 -> noise at cond 100)
 _EPS_DF = 2.0 ** -48
 _NOISE = 2.0 ** -36
-_EIGH_STEPS = 6
+_EIGH_STEPS = 14
+_EIGH_DONE = 2.0 ** -20  # a correction this small leaves an error near its square
+_ROTATE_UNTIL = 1e-3  # rotation steps while the largest Jacobi angle is above this
+_TAYLOR = 8  # terms of exp(Theta): |Theta| <= pi/4 per entry
+_RESOLVED = 2.0 ** -44  # gaps below this (relative) count as equal eigenvalues
 
 
 def _parts(t):
@@ -208,7 +212,9 @@ def cholesky(a, lower=False):
         return _on_host("scipy.linalg.cholesky", _BATCHED, lambda x: _k._sl.cholesky(
             x, lower=lower, check_finite=False), a)
     A = _sym(_parts(a), lower)
-    L0 = _k.potrf(A[0], lower=True)
+    # the positive-definiteness check reads info after the Newton steps are traced: the
+    # factorization and its refinement are one graph execution
+    L0, info = kernel("linalg._potrf", a.device)(A[0], False)
     L = (L0, torch.zeros_like(L0))
     for _ in range(2):
         R = _df.sub(A, _df.gemm(L, _t(L)))
@@ -216,7 +222,9 @@ def cholesky(a, lower=False):
         phi = F.tril(-1) + torch.diag_embed(F.diagonal() * 0.5)
         L = _df.add_f(L, L0 @ phi)
     L = (L[0].tril(), L[1].tril())
-    return _transfer.df_tensor(*(L if lower else _t(L)))
+    out = _transfer.df_tensor(*(L if lower else _t(L)))
+    _k.check_potrf(info, A[0])
+    return out
 
 
 @register("linalg.cho_solve", "neuron")
@@ -386,15 +394,18 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
     n = A[0].shape[-1]
     eye = torch.eye(n, dtype=X0.dtype, device=X0.device)
     materialize = kernel("materialize", X0.device)
-    # quadratic convergence once the error is small against the eigenvalue gaps: float32
-    # vectors (1e-7 / gap) take 2 steps for well separated eigenvalues, more for close
-    # ones (2 left n = 256 at 4e-9: measured); stop when the correction is at 2**-44
+    # rotations while float32-level mixing remains (XLA's float32 eigh at n = 1024: pairs
+    # mixed by angles up to 0.5), then Ogita-Aishima steps; stop after a step whose
+    # correction is below _EIGH_DONE (the error is then its square)
+    rotate = True
     for _ in range(_EIGH_STEPS):
-        w, X, size = _ogita_aishima(A, X, eye)
-        materialize([*w, *X, size])
-        if not float(size) > 2.0 ** -44:  # (NaN stops too)
+        X, size = (_rotation_step if rotate else _ogita_aishima)(A, X, eye)
+        materialize([*X, size])
+        size = float(size)
+        if not rotate and not size > _EIGH_DONE:  # (NaN stops too)
             break
-    w, _ = _ogita_aishima(A, X, eye, vectors=False)
+        rotate = rotate and size > _ROTATE_UNTIL
+    w = _ogita_aishima(A, X, eye, vectors=False)
     lo, hi = 0, n
     if subset_by_index is not None:
         lo, hi = int(subset_by_index[0]), int(subset_by_index[1]) + 1
@@ -408,21 +419,55 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
     return w, _transfer.df_tensor(X[0][:, lo:hi].clone(), X[1][:, lo:hi].clone())
 
 
-def _ogita_aishima(A, X, eye, vectors=True):
-    """One step of Ogita & Aishima's refinement (2018): (eigenvalues, refined X), pairs."""
+def _rayleigh(A, X, eye):
+    """R = I - X^T X, S = X^T A X and the eigenvalue estimates s_ii / (1 - r_ii), pairs."""
     R = _df.sub((eye, torch.zeros_like(eye)), _df.gemm(_t(X), X))
     S = _df.gemm(_t(X), _df.gemm(A, X))
     r, s = (R[0].diagonal(), R[1].diagonal()), (S[0].diagonal(), S[1].diagonal())
     lam = _df.div(s, _df.sub((torch.ones_like(r[0]), torch.zeros_like(r[0])), r))
-    if not vectors:
-        return lam, X
-    lh = lam[0]
-    anorm = torch.linalg.matrix_norm(A[0])
-    delta = 2 * (torch.linalg.matrix_norm(S[0] - torch.diag_embed(lh))
-                 + anorm * torch.linalg.matrix_norm(R[0]))
-    gap = lh[None, :] - lh[:, None]
-    far = gap.abs() > delta
-    safe = torch.where(far, gap, torch.ones_like(gap))
-    E = torch.where(far, (S[0] + lh[None, :] * R[0]) / safe, R[0] * 0.5)
-    return lam, _df.add(X, _df.gemm(X, (E, torch.zeros_like(E)))), E.abs().max()
+    return R, S, lam
 
+
+def _gaps(lam, eye):
+    """lam_j - lam_i in float32 from the pairs (the high parts' difference is exact for
+    close eigenvalues, whose gaps (1e-6 of ||A|| at n = 1024) the float32 estimates alone
+    would give to 25%: their rounding), and the mask of pairs i != j whose gap double-float
+    resolves (above _RESOLVED max |lam|): equal eigenvalues are left alone, as a cluster."""
+    gap = (lam[0][None, :] - lam[0][:, None]) + (lam[1][None, :] - lam[1][:, None])
+    return gap, (gap.abs() > _RESOLVED * lam[0].abs().max()) & ~eye.bool()
+
+
+def _ogita_aishima(A, X, eye, vectors=True):
+    """One step of Ogita & Aishima's refinement (2018), every pair with distinct
+    eigenvalue estimates corrected to first order (the rotations before leave no
+    float32-level mixing): (refined X, its largest correction), or the eigenvalues."""
+    R, S, lam = _rayleigh(A, X, eye)
+    if not vectors:
+        return lam
+    lh, (gap, apart) = lam[0], _gaps(lam, eye)
+    # E = R/2 + F with F_ij = (s_ij + (l_i + l_j)/2 r_ij) / (l_j - l_i), Ogita-Aishima's
+    # (s_ij + l_j r_ij) / (l_j - l_i) split so that F is exactly antisymmetric in float32
+    # and E an exact pair: E + E^T = R to double-float, not to float32 (orthogonality)
+    Rs, Ss = (R[0] + R[0].mT) * 0.5, (S[0] + S[0].mT) * 0.5
+    mid = (lh[None, :] + lh[:, None]) * 0.5
+    F = torch.where(apart, (Ss + mid * Rs) / torch.where(apart, gap, 1), 0)
+    E = _df.two_sum(F, Rs * 0.5)
+    return _df.add(X, _df.gemm(X, E)), (F.abs().max() + Rs.abs().max() * 0.5)
+
+
+def _rotation_step(A, X, eye):
+    """X (I + R/2) exp(Theta): Theta_ij = atan(2 s_ij / (l_j - l_i)) / 2, the Jacobi angle
+    of every pair (antisymmetric; exp by its Taylor series in float32), so large float32
+    mixing of close eigenvalues is rotated out without losing orthogonality (first-order
+    corrections of angles near 0.5 do; measured: Ogita-Aishima from XLA's float32 eigh
+    at n = 1024 stalled at 4e5 n eps64).  (refined X, largest angle)."""
+    R, S, lam = _rayleigh(A, X, eye)
+    gap, apart = _gaps(lam, eye)
+    C = (S[0] + S[0].mT) * 0.5
+    theta = torch.where(apart, 0.5 * torch.atan(2 * C / torch.where(apart, gap, 1)), 0)
+    Q, term = eye, eye
+    for k in range(1, _TAYLOR + 1):
+        term = (term @ theta) * (1.0 / k)
+        Q = Q + term
+    Y = _df.add(X, _df.gemm(X, (R[0] * 0.5, torch.zeros_like(eye)), bits_b=24))
+    return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), theta.abs().max()

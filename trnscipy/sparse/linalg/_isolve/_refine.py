@@ -24,6 +24,7 @@ double-float product: it runs on SciPy on the host, announced.
 """
 
 import inspect
+import math
 
 import numpy as np
 
@@ -36,6 +37,12 @@ from trnscipy.sparse.linalg._isolve.utils import check_atol, check_x0, host_valu
 _INNER_RTOL = 1e-5
 _STAGNATION = 0.5
 _MAX_STEPS = 40
+# Krylov iterations of one inner solve: at most max(_INNER_MIN, _INNER_PER_ROOT sqrt(n)).
+# A float32 solve cannot always reach _INNER_RTOL: its attainable residual is about
+# eps32 cond(A), and restarted float32 gmres on the correction equation of a 10^4
+# convection-diffusion problem ran on to its maxiter (10^5 restart cycles: the must-show
+# run that did not finish).  The refinement continues from what the capped solve reached.
+_INNER_MIN, _INNER_PER_ROOT = 200, 5
 
 
 def _parts(t):
@@ -214,7 +221,7 @@ def _refine(name, device_solver, op, params):
     d, s = zeros(), zeros(2)[1:]  # s: as later, a slice of the norms
 
     inner, solver = device_solver, name
-    budget = maxiter
+    budget, cap = maxiter, _inner_cap(name, n, params)
     prev = tol = None
     for _ in range(_MAX_STEPS):
         x = _df.add_f(x, d * s)
@@ -236,8 +243,9 @@ def _refine(name, device_solver, op, params):
             if solver == "gmres-ir":
                 break
             inner, solver = _gmres_ir(op), "gmres-ir"
+            cap = _inner_cap("gmres", n, {})
         prev = rnorm
-        steps = budget
+        steps = min(budget, cap)
         if solver == "gmres-ir":
             d, info = inner(rhs, precond.get("M"), steps)
         else:
@@ -253,6 +261,15 @@ def _refine(name, device_solver, op, params):
     else:  # out of steps: the last correction is still pending
         x = _df.add_f(x, d * s)
     return _transfer.df_tensor(*x), maxiter
+
+
+def _inner_cap(name, n, params):
+    """maxiter of one inner solve, in the solver's unit (restart cycles for the GMRES
+    family)."""
+    iterations = max(_INNER_MIN, _INNER_PER_ROOT * math.isqrt(n))
+    unit = {"gmres": min(params.get("restart") or 20, n), "lgmres": params.get("inner_m", 30),
+            "gcrotmk": params.get("m", 20)}.get(name, 1)
+    return -(-iterations // max(1, int(unit)))
 
 
 def _inner_kw(name):
