@@ -182,10 +182,7 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
         z_new = 0.5 * (z / c + c * inv(z, check_finite=False))
         change = torch.stack([(z_new - z).abs().sum(0).max(), z_new.abs().sum(0).max()])
         z = z_new
-        delta, size = _fetch(change)
-        if not np.isfinite(delta):
-            raise _failed()
-        if delta <= tol * size:
+        if _converged(change, tol):
             break
     else:
         raise _failed()
@@ -203,6 +200,15 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
     if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
         raise _failed()
     return x
+
+
+def _converged(change, tol):
+    """One host read of [step size, iterate size] (1-norms): True below ``tol``
+    relative; a non-finite step is SciPy's LinAlgError."""
+    delta, size = _fetch(change)
+    if not np.isfinite(delta):
+        raise _failed()
+    return delta <= tol * size
 
 
 @register("linalg.solve_discrete_are", "generic")
@@ -229,10 +235,7 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
         change = torch.stack([(h_new - hk).abs().sum(0).max(), h_new.abs().sum(0).max()])
         hk = 0.5 * (h_new + h_new.mH)
         gk = 0.5 * (gk + gk.mH)
-        delta, size = _fetch(change)
-        if not np.isfinite(delta):
-            raise _failed()
-        if delta <= tol * size:
+        if _converged(change, tol):
             break
     else:
         raise _failed()
