@@ -315,16 +315,16 @@ def device_loop(body, carry, start, stop):
 
     builder = Builder("device_loop")
     to_loop = {}  # body parameter id -> While parameter index
+    closure = ctx.device_parameter_id_tensor_mapping()  # body parameter id -> tensor
     for value, fake in zip([start, stop] + carry,
                            [fake_j, None] + fakes, strict=True):
         index = builder.add_param(value)
         param = ctx.tensor_parameter_id(fake) if fake is not None else -1
         if param != -1:
             to_loop[param] = index
-    for tensor in torch_xla._XLAC._get_tensors_xla_device_data_node(out)[1]:
-        param = ctx.tensor_parameter_id(tensor)
-        if param != -1 and param not in to_loop:  # tensors of the closure
-            to_loop[param] = builder.add_param(tensor)
+            closure.pop(param, None)
+    for param, tensor in sorted(closure.items()):  # tensors the body reads from its closure
+        to_loop[param] = builder.add_param(tensor)
     if sorted(to_loop) != list(range(len(to_loop))):
         raise RuntimeError("device_loop: a parameter of the body has no input")
     n_carry = len(carry)
