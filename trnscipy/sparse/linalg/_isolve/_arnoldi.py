@@ -100,6 +100,26 @@ class Arnoldi:
 
         return self._looped(body, state, zs.shape[0])
 
+    def steps_then_outer(self, state, count, zs, ws, n_outer):
+        """``count`` (a Python int) plain steps, then the outer steps of ``outer_steps``
+        (``n_outer`` of the rows of ``zs``, ``ws``): one loop whose body is one step with
+        its z (and A z) selected, so one loop body compiles instead of two (a step body
+        is most of the compile).  The outer steps compute ``A z`` even where ``ws`` gives
+        it (a select runs both sides)."""
+        def body(carry, i):
+            old = dict(zip(self.names, carry, strict=True))
+            is_outer = i >= count
+            at = (i - count).clamp(min=0).reshape(1)
+            z = torch.where(is_outer, zs.index_select(0, at)[0], self.rpsolve(old["v"]))
+            w = self.lpsolve(self.matvec(z))
+            if ws is not None:
+                w = torch.where(is_outer, ws.index_select(0, at)[0], w)
+            out = self._step(old, z_in=z, w_in=w)
+            live = i < count + n_outer
+            return tuple(torch.where(live, out[k], old[k]) for k in self.names)
+
+        return self._looped(body, state, count + zs.shape[0])
+
     def given_step(self, state, z, w=None):
         """One step whose z (and A z, when ``w`` is given) come from outside (lgmres's
         outer vectors, its first prepended step)."""
@@ -149,7 +169,7 @@ class Arnoldi:
             H=torch.where(at_j[:, None], hcol, state["H"]),
             R=torch.where(at_j[:, None], rcol, state["R"]),
             # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
-            res=torch.where(at_j, _entry(Q[:, 0], at_j1).abs().real, state["res"]),
+            res=torch.where(at_j, _at(Q[:, 0], j + 1).abs().real, state["res"]),
             brk=torch.where(at_j, brk, state["brk"]),
             j=j + 1)
         if self.flexible:
@@ -187,7 +207,7 @@ def givens_column(hcol, j, Q):
     rows = torch.arange(Q.shape[0], device=Q.device)
     at_j, at_j1 = rows == j, rows == j + 1
     hcol = Q @ hcol
-    c, s, r = lartg(_entry(hcol, at_j), _entry(hcol, at_j1))
+    c, s, r = lartg(_at(hcol, j), _at(hcol, j + 1))
     hcol = torch.where(at_j, r, torch.where(at_j1, 0, hcol))
     rows_j, rows_j1 = at_j[:, None], at_j1[:, None]
     cols_j, cols_j1 = at_j[None, :], at_j1[None, :]
@@ -202,20 +222,21 @@ def _conj(t):
     return t.conj() if t.is_complex() else t
 
 
-def _entry(v, at):
-    """v[i] for the one-hot mask ``at`` (exact: a sum of v[i] and zeros)."""
-    return torch.where(at, v, 0).sum()
+def _at(v, i):
+    """v[i] for a device index ``i`` (one element) without a host read: a gather, which
+    XLA fuses into its users (a masked sum was a reduction: two kernels to compile)."""
+    return v.index_select(0, i.reshape(1)).reshape(())
 
 
 def inner_stop(done, brk, *values):
     """Steps of a masked inner loop that stops after the first step where ``done | brk``
     (all steps if none), and each of ``values`` (one entry per step) at its last step.
-    A reduction, so the graph has no chain of per-step flags."""
-    stop = (done | brk).to(torch.int64)
-    steps = (torch.cumsum(stop, 0) - stop == 0).sum()
-    last = torch.arange(stop.shape[0], device=stop.device) == steps - 1
-    return steps, tuple(torch.where(last, v, torch.zeros_like(v)).sum().to(v.dtype)
-                        if v.dtype != torch.bool else (last & v).any() for v in values)
+    A reduction, so the graph has no chain of per-step flags (nor a cumsum: XLA CPU
+    splits one into about 18 reduce-window kernels, each compiled on its own)."""
+    stop = done | brk
+    idx = torch.arange(stop.shape[0], device=stop.device)
+    steps = torch.where(stop, idx + 1, stop.shape[0]).min()
+    return steps, tuple(_at(v, steps - 1) for v in values)
 
 
 def back_substitute(R, rhs):

@@ -183,10 +183,10 @@ def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs):
                 state = arnoldi.outer_steps(state, zs_t, ws_t, count)
                 state = arnoldi.given_step(state, arnoldi.rpsolve(v0))
                 state, _ = arnoldi.steps(state, inner - 1)
+            elif outer:
+                state = arnoldi.steps_then_outer(state, inner, zs_t, ws_t, count)
             else:
                 state, _ = arnoldi.steps(state, inner)
-                if outer:
-                    state = arnoldi.outer_steps(state, zs_t, ws_t, count)
             # the last step (steps past the outer vectors in use left j as it was)
             out = _masked(arnoldi, state, ptol, state["j"] - 1)
             return tuple(t for t in out if t is not None)
