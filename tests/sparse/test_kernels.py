@@ -295,6 +295,31 @@ def test_xla_layout_choice_falls_back_beyond_twice_the_padding(xla_device):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.xla
+@pytest.mark.parametrize("fmt", ["csr", "coo"])
+def test_xla_wide_rows_are_summed_in_slices(xla_device, fmt):
+    """Rows of more than _ell.CHUNK entries: the padded axis is summed by slices of at
+    most CHUNK (XLA CPU then fuses the gather and the multiply into the sums: one
+    kernel, no products written out), no scatter; products paired with SciPy."""
+    from trnscipy._kernels import _ell
+
+    host = sp.random_array((24, 300), density=0.25, format=fmt, dtype=np.float32,
+                           rng=np.random.default_rng(8))
+    A = trnscipy.to_device(host, xla_device)
+    x = torch.linspace(-1, 1, 300).to(xla_device)
+    X = torch.linspace(-1, 1, 600).reshape(300, 2).to(xla_device)
+    hlo = _spmv_hlo(A, x)
+    assert "scatter" not in hlo
+    width = A.__dict__["_cache_ell"][2].shape[1]
+    assert width > 2 * _ell.CHUNK
+    sums = [line for line in hlo.splitlines() if " reduce(" in line]
+    assert len(sums) == -(-width // _ell.CHUNK), sums
+    np.testing.assert_allclose(trnscipy.to_host(A @ x), host @ trnscipy.to_host(x),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(trnscipy.to_host(A @ X), host @ trnscipy.to_host(X),
+                               rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 def test_row_padded_layout_matches_scipy_rows(fmt):
     """_ell's slot map puts each row's stored entries (duplicates kept, stored order) in

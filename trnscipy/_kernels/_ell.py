@@ -5,13 +5,32 @@ no scatter, which XLA's CPU backend and Trainium both serialise.  The layout is 
 function of the index structure only: ``slots[i, k]`` is the position (in the stored
 order) of row ``i``'s ``k``-th entry, or ``nnz`` for padding, so values are padded by
 gathering from ``values`` with one zero appended (``pad``).  Plain torch ops, any device.
+
+Sums along the padded axis go by slices of at most ``CHUNK`` slots (``row_sum``): XLA's
+CPU backend rewrites a sum over more than 32 entries as a reduce-window and a reduce,
+and the gather and the multiply then no longer fuse into it (the padded products are
+written out and read back; a reshape into chunks is merged back into one sum).  Random
+5*10^4 rows, 81 slots, float64, warm, load 3-4: 6.8-6.9x SciPy's time as one sum,
+1.7-1.9x summed by slices (one fused kernel).
 """
 
 import torch
 
-__all__ = ["MAX_PADDING", "worth_padding", "slots", "row_slots", "pad"]
+__all__ = ["MAX_PADDING", "CHUNK", "worth_padding", "slots", "row_slots", "pad", "row_sum"]
 
 MAX_PADDING = 2.0  # the layout is used while rows * width <= MAX_PADDING * nnz
+CHUNK = 32  # most slots in one sum (XLA CPU's tree reduction window)
+
+
+def row_sum(prod):
+    """``prod.sum(1)`` (axis 1: the padded axis) as sums of slices of at most CHUNK."""
+    width = prod.shape[1]
+    if width <= CHUNK:
+        return prod.sum(1)
+    out = prod[:, :CHUNK].sum(1)
+    for start in range(CHUNK, width, CHUNK):
+        out = out + prod[:, start:start + CHUNK].sum(1)
+    return out
 
 
 def worth_padding(n_rows, width, nnz):

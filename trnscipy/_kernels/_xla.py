@@ -155,7 +155,7 @@ def spmm(A, x):
         padded = _ell.pad(A.data, slot_map)
     gathered = x.index_select(0, cols.reshape(-1)).reshape(tuple(cols.shape)
                                                            + tuple(x.shape[1:]))
-    return (gathered * (padded.unsqueeze(-1) if x.ndim == 2 else padded)).sum(1)
+    return _ell.row_sum(gathered * (padded.unsqueeze(-1) if x.ndim == 2 else padded))
 
 
 def _block_product(A, x, slot_map):
@@ -165,7 +165,7 @@ def _block_product(A, x, slot_map):
     m, n = A.shape
     k = x.shape[1] if x.ndim == 2 else 1
     prod = torch.bmm(A.data, x.reshape(n // c, c, k).index_select(0, A.indices))
-    out = _ell.pad(prod, slot_map).sum(1).reshape(m, k)
+    out = _ell.row_sum(_ell.pad(prod, slot_map)).reshape(m, k)
     return out[:, 0].clone() if x.ndim == 1 else out
 
 
