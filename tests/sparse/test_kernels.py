@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import scipy.sparse.linalg
 
 import trnscipy
 from tests.sparse.sparse_cases import (
@@ -367,6 +368,36 @@ def test_cpu_spmm_kernel_choice(case, monkeypatch):
     np.testing.assert_allclose((dev @ torch.from_numpy(X)).numpy(), host @ X, rtol=1e-12,
                                atol=1e-12)
     assert bool(used) == (case in ("bsr16", "csr_dense_rows")), case
+
+
+def test_cpu_spmv_kernel_choice(monkeypatch):
+    """CSR vectors with >= 2**15 stored entries go through torch's CSR kernel, except
+    inside SciPy's loops on views (here cg on a LinearOperator's products), where NumPy
+    work interleaves with them; results paired with SciPy either way."""
+    import trnscipy.sparse.linalg as tsl
+    from trnscipy._kernels import _cpu
+
+    rng = np.random.default_rng(4)
+    B = sp.random_array((2000, 2000), density=0.01, format="csr", rng=rng)
+    host = (B + B.T + 40 * sp.eye_array(2000)).tocsr()
+    assert host.nnz >= _cpu._TORCH_SPMV_MIN_NNZ
+    dev = device_case(host, "cpu")
+    used = []
+    monkeypatch.setattr(_cpu, "_torch_csr", lambda A, f=_cpu._torch_csr: used.append(1) or f(A))
+    x = rng.standard_normal(2000)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        np.testing.assert_allclose((dev @ torch.from_numpy(x)).numpy(), host @ x,
+                                   rtol=1e-12, atol=1e-12)
+        assert used
+        used.clear()
+        got, info = tsl.cg(tsl.aslinearoperator(dev), torch.from_numpy(x), rtol=1e-10)
+    finally:
+        torch.set_num_threads(threads)
+    ref, info_ref = scipy.sparse.linalg.cg(host, x, rtol=1e-10)
+    assert not used and info == info_ref == 0
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-8, atol=1e-10)
 
 
 def test_sum_keeps_indices_of_large_matrices(device):

@@ -3,6 +3,7 @@ the CPU tensors (never slower than SciPy itself), wrapped in a
 torch.autograd.Function so gradients reach the dense operand and ``data``; and
 SciPy's Krylov loops on the same views."""
 
+import contextvars
 import inspect
 import warnings
 
@@ -25,25 +26,30 @@ def _view(t):
 
 
 def _stored_views(A, names):
-    """NumPy views of ``A``'s tensors ``names`` (index, index, data), index arrays in one
-    dtype.  Cached on ``A`` while it holds the same tensor objects, so repeated products
-    skip the conversions; copies (non-contiguous, conjugated or mixed index dtypes) are
-    never cached, so cached views always share memory with ``A``'s tensors."""
-    a, b, data = (getattr(A, name) for name in names)
+    """NumPy views of ``A``'s tensors ``names`` (index, index, data; DIA: offsets, data),
+    the two index arrays in one dtype.  Cached on ``A`` while it holds the same tensor
+    objects, so repeated products skip the conversions; copies (non-contiguous,
+    conjugated or mixed index dtypes) are never cached, so cached views always share
+    memory with ``A``'s tensors."""
+    tensors = tuple(getattr(A, name) for name in names)
     cached = A.__dict__.get("_cache_numpy_views")
-    if cached is not None and cached[0] is a and cached[1] is b and cached[2] is data:
-        return cached[3]
-    views = (_view(a), _view(b), _view(data))
-    if views[0].dtype != views[1].dtype:
+    if cached is not None and all(a is b for a, b in zip(cached[0], tensors, strict=True)):
+        return cached[1]
+    views = tuple(_view(t) for t in tensors)
+    if len(views) == 3 and views[0].dtype != views[1].dtype:
         return views[0], views[1].astype(views[0].dtype), views[2]
-    if all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in (a, b, data)):
-        A.__dict__["_cache_numpy_views"] = (a, b, data, views)
+    if all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in tensors):
+        A.__dict__["_cache_numpy_views"] = (tensors, views)
     return views
+
+
+def _operand_view(x):
+    return x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
 
 
 def _product_views(fmt, av, bv, dv, x, m, n):
     """y = A @ x with SciPy's sparsetools on views (a=indptr, b=indices, or COO row, col)."""
-    xv = x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
+    xv = _operand_view(x)
     y = np.zeros((m,) + xv.shape[1:], dtype=dv.dtype)
     if xv.ndim == 1:
         if fmt == "coo":
@@ -103,18 +109,15 @@ class _Product(torch.autograd.Function):
 
 
 _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "data"),
-          "coo": ("row", "col", "data")}
+          "coo": ("row", "col", "data"), "bsr": ("indptr", "indices", "data"),
+          "dia": ("offsets", "data")}
 
 
 @register("spmv", "cpu")
 @register("spmm", "cpu")
 def spmm(A, x):
-    """y = A @ x with SciPy's compiled kernels (same dtype for A and x).
-
-    Not torch's CSR kernel, though alone on 2 quiet cores it took 0.48-0.71x SciPy's
-    time for SpMV: its OpenMP threads spin after each call, and interleaved with NumPy /
-    OpenBLAS work (any solver loop) the two thread pools stalled each other, 18x slower
-    at 9*10^4 rows."""
+    """y = A @ x with SciPy's compiled kernels (same dtype for A and x), or torch's
+    where they are faster (``_torch_spmv_faster``, ``_torch_spmm_faster``)."""
     fmt = A.format
     if A.data.dtype not in _SUPPORTED:
         from trnscipy._kernels._generic import spmm as generic
@@ -123,6 +126,8 @@ def spmm(A, x):
     grad = A.data.requires_grad or x.requires_grad
     if not grad and _torch_spmm_faster(A, x):
         return _torch_spmm(A, x)
+    if not grad and _torch_spmv_faster(A, x):
+        return _torch_csr(A) @ x
     if fmt == "csr" or fmt == "csc" or fmt == "coo":
         if grad:
             a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
@@ -132,19 +137,18 @@ def spmm(A, x):
     if grad:
         return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
     m, n = A.shape
-    xv = _view(x)
+    xv = _operand_view(x)
     y = np.zeros((m,) + xv.shape[1:], dtype=xv.dtype)
-    dv = _view(A.data)
     if A.format == "bsr":
         r, c = A.blocksize
-        ip, ix = _view(A.indptr), _view(A.indices)
+        ip, ix, dv = _stored_views(A, _PARTS["bsr"])
         if xv.ndim == 1:
             _st.bsr_matvec(m // r, n // c, r, c, ip, ix, dv.ravel(), xv, y)
         else:
             _st.bsr_matvecs(m // r, n // c, xv.shape[1], r, c, ip, ix, dv.ravel(), xv.ravel(),
                             y.ravel())
         return torch.from_numpy(y)
-    offsets = _view(A.offsets)
+    offsets, dv = _stored_views(A, _PARTS["dia"])
     if xv.ndim == 1:
         _st.dia_matvec(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv, y)
     else:
@@ -171,6 +175,45 @@ def _torch_spmm_faster(A, x):
             and A.nnz >= _TORCH_CSR_MIN_ROW * A.shape[0])
 
 
+# SpMV (vectors) through torch's CSR kernel on torch's threads: on 2 cores (load 2.2)
+# 0.50-0.75x SciPy's time from 5*10^4 to 5*10^6 stored entries.  Not inside SciPy's
+# loops on views (``krylov``, ``eigen``: a trnscipy LinearOperator's products), where
+# NumPy / OpenBLAS work interleaves: there torch's OpenMP threads, spinning after each
+# call, and OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/design.md).
+_TORCH_SPMV_MIN_NNZ = 2**15
+_HOST_LOOP = contextvars.ContextVar("trnscipy_cpu_host_loop", default=False)
+
+
+def _torch_spmv_faster(A, x):
+    return (x.ndim == 1 and A.format == "csr" and A.data.dtype in _TORCH_DTYPES
+            and A.data.shape[0] >= _TORCH_SPMV_MIN_NNZ
+            and A.indptr.dtype == A.indices.dtype and torch.get_num_threads() > 1
+            and not _HOST_LOOP.get())
+
+
+def _torch_csr(A):
+    """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; cached while ``A``
+    holds the same ones."""
+    parts = (A.indptr, A.indices, A.data)
+    cached = A.__dict__.get("_cache_torch_csr")
+    if cached is not None and all(a is b for a, b in zip(cached[0], parts, strict=True)):
+        return cached[1]
+    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+        mat = torch.sparse_csr_tensor(*parts, size=A.shape)
+    A.__dict__["_cache_torch_csr"] = (parts, mat)
+    return mat
+
+
+def _in_host_loop(fn, kwargs):
+    """``fn(**kwargs)`` (SciPy's loop on views) with the torch SpMV route off."""
+    token = _HOST_LOOP.set(True)
+    try:
+        return fn(**kwargs)
+    finally:
+        _HOST_LOOP.reset(token)
+
+
 def _torch_spmm(A, x):
     """A @ x through torch's CPU kernels on one thread: BSR as batched dense block
     products (bmm) summed per block row, CSR through torch's sparse CSR kernel."""
@@ -179,10 +222,7 @@ def _torch_spmm(A, x):
     try:
         if A.format == "bsr":
             return bsr_product(A, x.contiguous())
-        with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-            warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-            mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
-        return mat @ x
+        return _torch_csr(A) @ x
     finally:
         torch.set_num_threads(threads)
 
@@ -230,7 +270,7 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     if callback is not None and not offloading():
         host["callback"] = lambda xk: callback(
             torch.from_numpy(xk) if isinstance(xk, np.ndarray) else xk)
-    result = scipy_solver(**host)
+    result = _in_host_loop(scipy_solver, host)
     if not isinstance(result, tuple):
         return torch.from_numpy(result) if isinstance(result, np.ndarray) else result
     return tuple(torch.from_numpy(r) if isinstance(r, np.ndarray) else r for r in result)
@@ -257,7 +297,7 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand):
     host = {name: _view(value) if isinstance(value, torch.Tensor) else host_operand(value)
             for name, value in params.items()}
     try:
-        return _to_tensors(scipy_func(**host))
+        return _to_tensors(_in_host_loop(scipy_func, host))
     except ArpackNoConvergence as err:
         err.eigenvalues = _to_tensors(err.eigenvalues)
         err.eigenvectors = _to_tensors(err.eigenvectors)
