@@ -371,9 +371,10 @@ def test_cpu_spmm_kernel_choice(case, monkeypatch):
 
 
 def test_cpu_spmv_kernel_choice(monkeypatch):
-    """CSR vectors with >= 2**15 stored entries go through torch's CSR kernel, except
-    inside SciPy's loops on views (here cg on a LinearOperator's products), where NumPy
-    work interleaves with them; results paired with SciPy either way."""
+    """CSR vectors with >= 2**15 stored entries go through torch's CSR kernel while a
+    core is idle (set here), except inside SciPy's loops on views (here cg on a
+    LinearOperator's products), where NumPy work interleaves with them, or with a busy
+    machine; results paired with SciPy either way."""
     import trnscipy.sparse.linalg as tsl
     from trnscipy._kernels import _cpu
 
@@ -384,6 +385,7 @@ def test_cpu_spmv_kernel_choice(monkeypatch):
     dev = device_case(host, "cpu")
     used = []
     monkeypatch.setattr(_cpu, "_torch_csr", lambda A, f=_cpu._torch_csr: used.append(1) or f(A))
+    monkeypatch.setattr(_cpu, "_idle_core", lambda: True)
     x = rng.standard_normal(2000)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -398,6 +400,10 @@ def test_cpu_spmv_kernel_choice(monkeypatch):
     ref, info_ref = scipy.sparse.linalg.cg(host, x, rtol=1e-10)
     assert not used and info == info_ref == 0
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-8, atol=1e-10)
+    monkeypatch.setattr(_cpu, "_idle_core", lambda: False)
+    np.testing.assert_allclose((dev @ torch.from_numpy(x)).numpy(), host @ x,
+                               rtol=1e-12, atol=1e-12)
+    assert not used
 
 
 def test_sum_keeps_indices_of_large_matrices(device):

@@ -5,6 +5,8 @@ SciPy's Krylov loops on the same views."""
 
 import contextvars
 import inspect
+import os
+import time
 import warnings
 
 import numpy as np
@@ -175,20 +177,32 @@ def _torch_spmm_faster(A, x):
             and A.nnz >= _TORCH_CSR_MIN_ROW * A.shape[0])
 
 
-# SpMV (vectors) through torch's CSR kernel on torch's threads: on 2 cores (load 2.2)
-# 0.50-0.75x SciPy's time from 5*10^4 to 5*10^6 stored entries.  Not inside SciPy's
-# loops on views (``krylov``, ``eigen``: a trnscipy LinearOperator's products), where
-# NumPy / OpenBLAS work interleaves: there torch's OpenMP threads, spinning after each
-# call, and OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/design.md).
+# SpMV (vectors) through torch's CSR kernel on torch's threads: on 2 cores at load 1-2,
+# 0.52-0.61x SciPy's time from 2.5*10^6 to 5*10^6 stored entries, 0.75-0.84x at 5*10^4;
+# at load 3-4 the threads wait for each other (the other processes hold the cores) and
+# the same calls took 1.4-1.6x SciPy's time (50x at 5*10^4).  Hence only while a core is
+# idle by the 1-minute load average (GNU OpenMP's rule for dynamic thread counts), and
+# not inside SciPy's loops on views (``krylov``, ``eigen``: a trnscipy LinearOperator's
+# products), where NumPy / OpenBLAS work interleaves: there torch's OpenMP threads,
+# spinning after each call, and OpenBLAS's stalled each other (18x slower at 9*10^4
+# rows; docs/design.md).
 _TORCH_SPMV_MIN_NNZ = 2**15
 _HOST_LOOP = contextvars.ContextVar("trnscipy_cpu_host_loop", default=False)
+_LOAD = [-1.0, 0.0]  # (when read, 1-minute load average): read at most once a second
+
+
+def _idle_core():
+    now = time.monotonic()
+    if now - _LOAD[0] > 1.0:
+        _LOAD[:] = now, os.getloadavg()[0]
+    return _LOAD[1] <= (os.cpu_count() or 1) - 0.5
 
 
 def _torch_spmv_faster(A, x):
     return (x.ndim == 1 and A.format == "csr" and A.data.dtype in _TORCH_DTYPES
             and A.data.shape[0] >= _TORCH_SPMV_MIN_NNZ
             and A.indptr.dtype == A.indices.dtype and torch.get_num_threads() > 1
-            and not _HOST_LOOP.get())
+            and not _HOST_LOOP.get() and _idle_core())
 
 
 def _torch_csr(A):
