@@ -194,7 +194,10 @@ _LOAD = [-1.0, 0.0]  # (when read, 1-minute load average): read at most once a s
 def _idle_core():
     now = time.monotonic()
     if now - _LOAD[0] > 1.0:
-        _LOAD[:] = now, os.getloadavg()[0]
+        try:
+            _LOAD[:] = now, os.getloadavg()[0]
+        except (AttributeError, OSError):  # no load average here: take the machine as busy
+            _LOAD[:] = now, float("inf")
     return _LOAD[1] <= (os.cpu_count() or 1) - 0.5
 
 
@@ -207,7 +210,7 @@ def _torch_spmv_faster(A, x):
 
 def _torch_csr(A):
     """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; cached while ``A``
-    holds the same ones."""
+    holds the same ones (contiguous: shared, so in-place changes show)."""
     parts = (A.indptr, A.indices, A.data)
     cached = A.__dict__.get("_cache_torch_csr")
     if cached is not None and all(a is b for a, b in zip(cached[0], parts, strict=True)):
@@ -215,7 +218,8 @@ def _torch_csr(A):
     with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
         warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
         mat = torch.sparse_csr_tensor(*parts, size=A.shape)
-    A.__dict__["_cache_torch_csr"] = (parts, mat)
+    if all(t.is_contiguous() for t in parts):
+        A.__dict__["_cache_torch_csr"] = (parts, mat)
     return mat
 
 
