@@ -326,7 +326,9 @@ def factor(sym, data, pivoting=True):
         flags.append(count)
         X = Dinv @ torch.cat([El, Er], -1)
         Xl, Xr = X[..., :w], X[..., w:]
-        levels.append((De, Dinv, El, Er, Cu, Cd))
+        # clones: as views the factors would keep their bases (the padded, concatenated
+        # stacks) alive as pending graphs, computed at any later full sync
+        levels.append(tuple(t.clone() for t in (De, Dinv, El, Er, Cu, Cd)))
         D = D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
         R = -(Cu[1:-1] @ Xr[1:-1])
         Lw = -(Cd[1:-1] @ Xl[1:-1])

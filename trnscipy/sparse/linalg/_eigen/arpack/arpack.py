@@ -160,6 +160,7 @@ def _shifted_csc(A, M, sigma):
     values = torch.cat([A.data.to(dtype), (-sigma) * mdata.to(dtype)])
     data = torch.zeros(unique.shape[0], dtype=dtype, device=device).index_add(
         0, position, values)
+    kernel("materialize", device)([data])  # (else each later graph that reads it computes it)
     return csc_array((data, torch.from_numpy(unique % n).to(device),
                       torch.from_numpy(indptr).to(device)), shape=(n, n))
 
