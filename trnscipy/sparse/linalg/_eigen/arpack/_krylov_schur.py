@@ -16,8 +16,7 @@ import numpy as np
 
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import to_host
-from trnscipy.sparse.linalg._eigen._common import pseudo_random, real_dtype
+from trnscipy.sparse.linalg._eigen._common import pseudo_random, read_small, real_dtype
 
 __all__ = ["krylov_schur", "wanted_order"]
 
@@ -103,7 +102,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
                    at(ncv))
         materialize([V, H])
         cycles += 1
-        Hh = _read(H)  # the only read of the cycle: (ncv + 1) x ncv numbers
+        Hh = read_small(H)  # the only read of the cycle: (ncv + 1) x ncv numbers
         th, Y = np.linalg.eig(Hh[:ncv])
         bounds = np.abs(Hh[ncv] @ Y)
         order = wanted_order(th, which, real)
@@ -148,10 +147,3 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
     materialize([X])
     return th[sel], X, nconv, cycles
 
-
-def _read(H):
-    """H on the host (complex as two real parts in one read)."""
-    if not H.is_complex():
-        return np.asarray(to_host(H), dtype=np.float64)
-    parts = np.asarray(to_host(torch.stack([H.real, H.imag])), dtype=np.float64)
-    return parts[0] + 1j * parts[1]
