@@ -66,8 +66,6 @@ def _impl(lane, route):
 
 @pytest.mark.parametrize("route", ["kernel", "torch"])
 def test_eigs_which(lane, device, route):
-    if lane == "xla":
-        pytest.skip("XLA: test_eigs_xla_device (compile budget)")
     eigs = _impl(lane, route)
     A = _nonsymmetric(60)
     v0 = np.ones(60)
@@ -103,8 +101,6 @@ def test_eigs_shift_invert_and_generalized(lane, device, route):
 
 @pytest.mark.parametrize("route", ["kernel", "torch"])
 def test_eigs_complex(lane, device, route):
-    if lane == "xla":
-        pytest.skip("XLA: complex eigs solve their small eigenproblem on the host")
     eigs = _impl(lane, route)
     rng = np.random.default_rng(6)
     A = rng.standard_normal((50, 50)) + 1j * rng.standard_normal((50, 50))
