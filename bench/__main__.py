@@ -53,7 +53,8 @@ PROFILES = {
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},
-        "eigen": {"eigsh_grid": [100], "lobpcg_grid": [100], "svds": [(3000, 800, 0.005)],
+        "eigen": {"eigsh_grid": [100, 1000], "eigsh_la_max_n": 1e4, "timed_once_above_n": 1e5,
+                  "lobpcg_grid": [100], "svds": [(3000, 800, 0.005)],
                   "xla_max_work": 1e4, "xla_shift_invert_max_n": 1e4, "tol": 1e-6},
         # (gmres at 10^4 and eigh at 1024: minutes of XLA compile each, left out)
         "double_float": {"krylov": [("cg", 100)],
@@ -92,10 +93,12 @@ CUTS = {
         "1e8 for SpMV/SpMM (the N=128 rows of the large CSR matrices), more than "
         "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
         "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
-        "eigsh on Poisson 10^6: ARPACK itself needs about 400 restarts at 10^4 for k=6 LA "
-        "(5.8 s); at 10^6 far beyond the budget. XLA lane: the eigensolvers above 10^4 "
-        "unknowns (the block-LU factorization of shift-invert compiles for about a minute "
-        "at 10^4 on PJRT CPU).",
+        "eigsh k=6 LA on Poisson 10^6: ARPACK itself needs about 400 restarts at 10^4 "
+        "(5.8 s); at 10^6 it had converged none of the 6 after 20 restarts (88 s): far "
+        "beyond the budget. The shift-invert row at 10^6 (SuperLU's factorization: about "
+        "100 s) is one timed call per lane. XLA lane: the eigensolvers above 10^4 unknowns "
+        "(the device LU's dense w x w blocks: w = 1000 at 10^6, 10^3 blocks of 8 MB each "
+        "per stack; beyond PJRT CPU's time and this machine's memory).",
     ],
     "smoke": ["smoke profile: tiny sizes and few cases for CI (no gmres, no eigh); the "
               "figures mean nothing."],

@@ -107,7 +107,8 @@ class Case:
     tol: float = 1e-8
     bytes_moved: float | None = None  # compulsory memory traffic of one call (model, roofline)
     describe: object = None  # lane host result -> extra fields for the row (e.g. solver info)
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # "reps": that many single timed calls, no
+    # memory probe or batch sizing (rows whose call takes minutes)
 
 
 # ---------------------------------------------------------------- host views
@@ -342,7 +343,7 @@ def measure(case, lanes, profile, log=print):
 
     # warm call: under the memory probe (and the XLA counters: a repeated shape)
     estimate = {}
-    for name, (lane, run) in runs.items():
+    for name, (lane, run) in runs.items() if not case.extra.get("reps") else ():
         entry = row["lanes"][name]
         warm = {}
 
@@ -358,9 +359,11 @@ def measure(case, lanes, profile, log=print):
             entry["xla"]["warm"] = warm["counts"]
 
     if runs:
-        number = {n: max(1, min(1000, math.ceil(profile.batch_s / estimate[n]))) for n in runs}
-        per_rep = sum(estimate[n] * number[n] for n in runs)
-        reps = int(min(profile.max_reps, max(profile.min_reps, profile.budget_s // per_rep)))
+        number = {n: max(1, min(1000, math.ceil(profile.batch_s / estimate[n])))
+                  if estimate else 1 for n in runs}
+        per_rep = sum(estimate[n] * number[n] for n in estimate)
+        reps = case.extra.get("reps") or int(
+            min(profile.max_reps, max(profile.min_reps, profile.budget_s // per_rep)))
         samples = {n: [] for n in runs}
         names = list(runs)
         for r in range(reps):

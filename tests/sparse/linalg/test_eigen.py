@@ -339,7 +339,8 @@ def _count_factorizations(monkeypatch):
 def test_eigsh_shift_invert_xla_graph_counts(xla_device, monkeypatch):
     """sigma on a sparse matrix: splu on the device (no Krylov inner solve), its
     substitutions inside the Lanczos loop: after the shifted matrix's factorization, one
-    execution per restart cycle (+3), no compilation on a repeat, no fallback."""
+    execution per restart cycle (+3), the compilations counted, no compilation on a
+    repeat, no fallback."""
     from trnscipy._metrics import xla_counts
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
@@ -354,6 +355,16 @@ def test_eigsh_shift_invert_xla_graph_counts(xla_device, monkeypatch):
     _check_pairs(A, None, w, X, w_ref, np.float64)
     assert len(factored) == 1 and sum(cycles) > 1, (factored, cycles)
     assert first.executions <= factored[0].executions + sum(cycles) + 3, (first, factored)
+    # compilations: the setup (the values of A - sigma I on the host's pattern, one graph
+    # per cyclic-reduction level, the block inverses: one graph for all, the factors, the
+    # flags) and the start vector, the cycle graph (substitutions in its loop), the results
+    from trnscipy.sparse.linalg._dsolve import _blocklu
+
+    coo = A.tocoo()
+    levels = len(_blocklu.Symbolic(A.shape[0], coo.row.astype(np.int64),
+                                   coo.col.astype(np.int64)).schedule)
+    assert factored[0].compilations <= levels + 6, (factored, levels)
+    assert first.compilations - factored[0].compilations <= 4, (first, factored)
     factored.clear()
     cycles.clear()
     with xla_counts() as again:

@@ -66,8 +66,6 @@ def _impl(lane, route):
 
 @pytest.mark.parametrize("route", ["kernel", "torch"])
 def test_eigs_which(lane, device, route):
-    if lane == "xla":
-        pytest.skip("XLA: test_eigs_xla_device (compile budget)")
     eigs = _impl(lane, route)
     A = _nonsymmetric(60)
     v0 = np.ones(60)
@@ -103,8 +101,6 @@ def test_eigs_shift_invert_and_generalized(lane, device, route):
 
 @pytest.mark.parametrize("route", ["kernel", "torch"])
 def test_eigs_complex(lane, device, route):
-    if lane == "xla":
-        pytest.skip("XLA: complex eigs solve their small eigenproblem on the host")
     eigs = _impl(lane, route)
     rng = np.random.default_rng(6)
     A = rng.standard_normal((50, 50)) + 1j * rng.standard_normal((50, 50))
@@ -162,9 +158,9 @@ def test_eigs_xla_device(xla_device):
 @pytest.mark.xla
 def test_eigs_xla_graph_counts(xla_device, monkeypatch):
     """eigs on XLA under TRNSCIPY_STRICT=1: SciPy's Ritz pairs, no aten fallback, no
-    compilation on a repeat, and per restart cycle one Arnoldi graph (a device loop) plus
-    the small eigenproblem (Hessenberg reduction, Francis QR and eigenvectors in device
-    loops: 21 executions a cycle measured), the converged test read on the host."""
+    compilation on a repeat, one graph execution per restart cycle (the restart's rotation
+    and the Arnoldi steps in a device loop: session 6 had about 20, the small eigenproblem's
+    device stages) and one read of H per cycle (the small eigenproblem on the host)."""
     from tests.sparse.linalg.test_eigen import _aten_fallbacks
     from trnscipy._metrics import xla_counts
     from trnscipy.sparse.linalg._eigen.arpack import _krylov_schur
@@ -192,6 +188,7 @@ def test_eigs_xla_graph_counts(xla_device, monkeypatch):
     print(f"eigs n=40 k=2 ncv=8: {cycles[0]} cycles, first {first}, repeat {again}")
     assert cycles[0] == cycles[1] >= 2, cycles
     assert again.compilations == 0, again
-    assert first.executions <= 25 * cycles[0] + 10, (first, cycles)
-    assert again.executions <= 25 * cycles[1] + 10, (again, cycles)
-    assert again.transfers_from_device <= 7 * cycles[1] + 5, (again, cycles)
+    assert first.compilations <= 3, first
+    assert first.executions <= cycles[0] + 3, (first, cycles)
+    assert again.executions <= cycles[1] + 3, (again, cycles)
+    assert again.transfers_from_device <= cycles[1] + 1, (again, cycles)

@@ -321,13 +321,16 @@ def factor(sym, data, pivoting=True):
         Rp, Rq = torch.cat([R, zero]), torch.cat([zero, R])  # A[i, i+1], A[i-1, i]
         Lp, Lq = torch.cat([zero, Lw]), torch.cat([Lw, zero])  # A[i, i-1], A[i+1, i]
         El, Er, Cu, Cd = Lp[0::2], Rp[0::2], Rq[0::2], Lq[0::2]
-        De = D[0::2]
-        Dinv, count = _inverses(De, materialize, (D, R, Lw, El, Er, Cu, Cd), pivoting, probe)
+        De, Do = D[0::2], D[1::2]
+        # (only what the next level reads: fewer outputs, less for XLA to compile)
+        Dinv, count = _inverses(De, materialize, (Do, El, Er, Cu, Cd), pivoting, probe)
         flags.append(count)
         X = Dinv @ torch.cat([El, Er], -1)
         Xl, Xr = X[..., :w], X[..., w:]
-        levels.append((De, Dinv, El, Er, Cu, Cd))
-        D = D[1::2] - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
+        # clones: as views the factors would keep their bases (the padded, concatenated
+        # stacks) alive as pending graphs, computed at any later full sync
+        levels.append(tuple(t.clone() for t in (De, Dinv, El, Er, Cu, Cd)))
+        D = Do - Cd[:-1] @ Xr[:-1] - Cu[1:] @ Xl[1:]
         R = -(Cu[1:-1] @ Xr[1:-1])
         Lw = -(Cd[1:-1] @ Xl[1:-1])
     flags = sum(flags)

@@ -2,12 +2,15 @@
 
 import functools
 
+import numpy as np
+
 from trnscipy._dispatch import find_device
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import host_operand
 
-__all__ = ["eigen_kernel", "operator", "pseudo_random", "real_dtype", "small_eigh"]
+__all__ = ["eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
+           "small_eigh"]
 
 
 def eigen_kernel(scipy_func):
@@ -44,6 +47,17 @@ def pseudo_random(n, j, dtype, device):
     t = torch.arange(n, device=device, dtype=rdtype)
     j = j.to(rdtype)
     return torch.cos(t * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j).to(dtype)
+
+
+def read_small(t):
+    """A small device tensor on the host as a float64/complex128 array, in one read (a
+    complex one as its real and imaginary parts)."""
+    from trnscipy._transfer import to_host
+
+    if not t.is_complex():
+        return np.asarray(to_host(t), dtype=np.float64)
+    parts = np.asarray(to_host(torch.stack([t.real, t.imag])), dtype=np.float64)
+    return parts[0] + 1j * parts[1]
 
 
 def small_eigh(T, steps=3):

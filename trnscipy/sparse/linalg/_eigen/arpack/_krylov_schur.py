@@ -1,22 +1,22 @@
 """eigs' body on device data: restarted Arnoldi in Krylov-Schur form (Stewart).
 
 The basis is a fixed ``(ncv + 1, n)`` tensor (classical Gram-Schmidt twice per step, as
-eigsh's Lanczos); ``H`` the ``(ncv + 1, ncv)`` projection with A V = V_{+1} H.  At a
-restart the small eigenproblem of ``H[:ncv]`` runs on the device (trnscipy's eig: the
-Francis QR on XLA), the host reads its ``ncv`` Ritz values and residual estimates once per
-cycle, keeps the ``p`` most wanted (complex pairs whole), and the basis shrinks to an
-orthonormal basis of their invariant subspace (real for real problems: real and imaginary
-parts of the Ritz vectors, orthonormalized by the device QR):
+eigsh's Lanczos); ``H`` the ``(ncv + 1, ncv)`` projection with A V = V_{+1} H.  A restart
+cycle is one graph (``graph_function``): the previous restart's rotation of the basis, then
+the Arnoldi steps in the ``device_loop`` kernel.  The host reads ``H`` once per cycle and
+solves the small eigenproblem of ``H[:ncv]`` itself, as ARPACK does (LAPACK on at most a
+few hundred numbers: on XLA the device Francis QR cost about 20 graph executions per
+cycle), keeps the ``p`` most wanted Ritz pairs (complex pairs whole) and sends back the
+rotation to an orthonormal basis Q of their invariant subspace (real for real problems:
+real and imaginary parts of the Ritz vectors) with the restarted projection:
 A (V Q) = (V Q)(Q^H H Q) + v_{ncv+1} (h_{ncv}^T Q), the Krylov-Schur decomposition.
-ARPACK's convergence test: ``|h_{ncv}^T y| <= tol * max(eps**(2/3), |theta|)``.
-"""
+ARPACK's convergence test: ``|h_{ncv}^T y| <= tol * max(eps**(2/3), |theta|)``."""
 
 import numpy as np
 
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import to_host
-from trnscipy.sparse.linalg._eigen._common import pseudo_random, real_dtype
+from trnscipy.sparse.linalg._eigen._common import pseudo_random, read_small, real_dtype
 
 __all__ = ["krylov_schur", "wanted_order"]
 
@@ -49,12 +49,9 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
     eps = torch.finfo(real_dtype(dtype)).eps
     tol = eps if tol == 0 else float(tol)
     materialize = kernel("materialize", device)
-    eig_pairs = kernel("linalg._eig_pairs", device)
-    qr = kernel("linalg.qr", device)
     loop = kernel("device_loop", device if traceable else torch.device("cpu"))
     V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
     V[0] = v0 / torch.sqrt((v0.conj() * v0).real.sum())
-    H = torch.zeros((ncv + 1, ncv), dtype=dtype, device=device)
     p0 = k + (ncv - k) // 2
 
     def norm(w):
@@ -81,6 +78,14 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
         H = torch.where(rows[None, :ncv] == j, column[:, None], H)
         return V, H
 
+    def cycle(V, packed, start, stop):
+        """A restart cycle: the restart's rotation of the basis (``packed``: the host's
+        (ncv + 1) x (ncv + 1) rotation G beside the restarted H), then Arnoldi steps
+        ``start`` to ``ncv - 1`` (device integers: one graph for every start)."""
+        V = packed[:, :ncv + 1] @ V
+        return loop(step, (V, packed[:, ncv + 1:]), start, stop)
+
+    run = kernel("graph_function", device)(cycle) if traceable else cycle
     step_at = {}  # step indices as device integers (data: one graph for every start)
 
     def at(i):
@@ -88,22 +93,18 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
             step_at[i] = torch.tensor(i, dtype=torch.int64, device=device)
         return step_at[i]
 
+    hdtype = np.complex128 if dtype.is_complex else np.float64
+    packed = np.zeros((ncv + 1, 2 * ncv + 1), dtype=hdtype)
+    packed[:, :ncv + 1] = np.eye(ncv + 1)
     start, cycles = 0, 0
     while True:
-        V, H = loop(step, (V, H), at(start), at(ncv))
+        V, H = run(V, torch.as_tensor(packed).to(device=device, dtype=dtype), at(start),
+                   at(ncv))
         materialize([V, H])
-        # the small eigenproblem as real (re, im) pairs: complex XLA tensors did not survive
-        # a later transfer to the host (torch-xla 2.9)
-        wr, wi, yr, yi = eig_pairs(H[:ncv].contiguous())
-        h = H[ncv]
-        if real:
-            res = torch.sqrt((h @ yr) ** 2 + (h @ yi) ** 2)
-        else:
-            res = (h @ (yr + 1j * yi)).abs()
-        materialize([wr, wi, yr, yi, res])
         cycles += 1
-        th = np.asarray(to_host(wr)) + 1j * np.asarray(to_host(wi))
-        bounds = np.asarray(to_host(res))
+        Hh = read_small(H)  # the only read of the cycle: (ncv + 1) x ncv numbers
+        th, Y = np.linalg.eig(Hh[:ncv])
+        bounds = np.abs(Hh[ncv] @ Y)
         order = wanted_order(th, which, real)
         conv = bounds <= tol * np.maximum(eps ** (2 / 3), np.abs(th))
         wanted = order[:k]
@@ -111,36 +112,33 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
         if nconv >= k or cycles >= maxiter:
             break
         keep = _keep(th, order, p0, real)
-        p = len(keep)
-        index = torch.as_tensor(keep, device=device)
-        Sr, Si = yr.index_select(1, index), yi.index_select(1, index)
-        if real:
+        if real:  # real and imaginary parts of the kept Ritz vectors (pairs whole)
             cols = []
-            for i, idx in enumerate(keep):
-                if th[idx].imag == 0:
-                    cols.append(Sr[:, i])
-                elif th[idx].imag > 0:
-                    cols += [Sr[:, i], Si[:, i]]
-            S = torch.stack(cols, 1)
+            for i in keep:
+                if th[i].imag == 0:
+                    cols.append(Y[:, i].real)
+                elif th[i].imag > 0:
+                    cols += [Y[:, i].real, Y[:, i].imag]
+            S = np.stack(cols, 1)
         else:
-            S = Sr + 1j * Si
-        Q = qr(S.contiguous(), mode="economic")[0]
-        V[:p] = Q.mT @ V[:ncv]  # the rows of (V^T Q)^T
-        V[p] = V[ncv]
-        Hp = Q.mH @ H[:ncv] @ Q
-        row = H[ncv] @ Q
-        H.zero_()
-        H[:p, :p] = Hp
-        H[p, :p] = row
+            S = Y[:, keep]
+        Q = np.linalg.qr(S)[0]
+        p = Q.shape[1]
+        packed[:] = 0
+        packed[:p, :ncv] = Q.T  # the rows of (V^T Q)^T
+        packed[p, ncv] = 1  # the residual direction
+        packed[:p, ncv + 1 + np.arange(p)] = Q.conj().T @ Hh[:ncv] @ Q
+        packed[p, ncv + 1:ncv + 1 + p] = Hh[ncv] @ Q
         start = p
-        materialize([V, H])
     # the k wanted, converged first
     sel = sorted(wanted, key=lambda i: not conv[i])
-    index = torch.as_tensor(np.asarray(sel), device=device)
-    Yr, Yi = yr.index_select(1, index), yi.index_select(1, index)
+    rdtype = real_dtype(dtype)
+    Yr, Yi = (torch.as_tensor(np.ascontiguousarray(part)).to(device=device, dtype=rdtype)
+              for part in (Y[:, sel].real, Y[:, sel].imag))
     if real:
         Xr, Xi = V[:ncv].mT @ Yr, V[:ncv].mT @ Yi
     else:
+        Yr, Yi = Yr.to(dtype), Yi.to(dtype)
         X = V[:ncv].mT @ (Yr + 1j * Yi)
         Xr, Xi = X.real, X.imag
     nrm = torch.sqrt((Xr * Xr + Xi * Xi).sum(0))
@@ -148,3 +146,4 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
     X = (Xr / nrm).to(cdtype) + 1j * (Xi / nrm).to(cdtype)
     materialize([X])
     return th[sel], X, nconv, cycles
+

@@ -7,9 +7,9 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
   ARPACK's modes), with full reorthogonalization as two GEMVs per step (classical
   Gram-Schmidt, twice); a breakdown (an invariant subspace) continues with a
   deterministic pseudo-random direction, as ARPACK does with a random one;
-* one restart cycle (expand to ``ncv`` vectors, eigh of the ``ncv x ncv`` projected
-  matrix, keep the ``p`` most wanted Ritz vectors) is one graph; the host reads the
-  number of converged wanted Ritz values once per cycle (one graph execution);
+* one restart cycle (rotate the basis to the ``p`` kept Ritz vectors, expand to ``ncv``
+  vectors) is one graph execution; the host reads the ``ncv x ncv`` projected matrix
+  once per cycle and solves its eigenproblem (LAPACK), as ARPACK does;
 * ARPACK's convergence test: ``|beta * s_last| <= tol * max(eps**(2/3), |theta|)``.
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
@@ -29,6 +29,7 @@ from array_api_compat import is_torch_array
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
@@ -36,8 +37,8 @@ from trnscipy.sparse.linalg._eigen._common import (
     eigen_kernel,
     operator,
     pseudo_random,
+    read_small,
     real_dtype,
-    small_eigh,
 )
 from trnscipy.sparse.linalg._isolve.utils import dot
 
@@ -111,15 +112,7 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
     if _is_sparse(A) and (M is None or _is_sparse(M)):
         from trnscipy.sparse.linalg import splu
 
-        if M is None:
-            from scipy.sparse import eye_array
-
-            from trnscipy._dtypes import to_numpy_dtype
-            from trnscipy._transfer import to_device
-
-            M = to_device(eye_array(A.shape[0], dtype=to_numpy_dtype(A.data.dtype),
-                                    format="csr"), A.data.device)
-        lu = splu((A - sigma * M).tocsc())
+        lu = splu(_shifted_csc(A, M, sigma))
         traced = getattr(lu, "traced_solve", None)  # the device LU (SciPy's SuperLU: none)
         if traced is not None:
             return traced, True
@@ -134,6 +127,45 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
     return (lambda x: lu_solve(factors, x, check_finite=False)), False
 
 
+def _shifted_csc(A, M, sigma):
+    """A - sigma M (M None: the identity) as a CSC container on A's device.  The pattern
+    of the sum is found on the host from the index arrays (SciPy's would be the device's
+    sparse sum and conversion: 8 small graphs, with the sort of the values, about a
+    quarter of shift-invert's first compile at 10^4 unknowns); the values are one graph
+    of two scatters.  Entries that cancel stay as explicit zeros."""
+    from trnscipy.sparse import csc_array
+
+    n = A.shape[0]
+    device = A.data.device
+    if A.format not in ("csr", "csc") or (M is not None and M.format not in ("csr", "csc")):
+        A = A.tocsr()
+        M = M.tocsr() if M is not None else None
+
+    def entries(X):  # (row, col) of the stored entries, in storage order
+        ptr, ind = to_host(X.indptr), to_host(X.indices).astype(np.int64)
+        major = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+        return (major, ind) if X.format == "csr" else (ind, major)
+
+    rows, cols = entries(A)
+    if M is None:
+        mrows = mcols = np.arange(n)
+        mdata = torch.ones(n, dtype=A.data.dtype, device=device)
+    else:
+        (mrows, mcols), mdata = entries(M), M.data
+    keys = np.concatenate([cols * n + rows, mcols * n + mrows])  # column-major: CSC order
+    unique, position = np.unique(keys, return_inverse=True)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(unique // n, minlength=n), out=indptr[1:])
+    dtype = torch.promote_types(A.data.dtype, mdata.dtype)
+    position = torch.from_numpy(position).to(device)
+    values = torch.cat([A.data.to(dtype), (-sigma) * mdata.to(dtype)])
+    data = torch.zeros(unique.shape[0], dtype=dtype, device=device).index_add(
+        0, position, values)
+    kernel("materialize", device)([data])  # (else each later graph that reads it computes it)
+    return csc_array((data, torch.from_numpy(unique % n).to(device),
+                      torch.from_numpy(indptr).to(device)), shape=(n, n))
+
+
 def _shifted(A, M, sigma):
     """A - sigma*M as a device LinearOperator."""
     from trnscipy.sparse.linalg._interface import LinearOperator
@@ -145,8 +177,6 @@ def _shifted(A, M, sigma):
 
 
 def _char(dtype):
-    from trnscipy._dtypes import to_numpy_dtype
-
     return to_numpy_dtype(dtype).char.lower()
 
 
@@ -299,16 +329,15 @@ def _transform(nu, mode, sigma):
 
 
 def _wanted_order(theta, which):
-    """Indices of ``theta`` from most to least wanted (ARPACK's ``which``)."""
+    """Indices of the host array ``theta`` from most to least wanted (ARPACK's ``which``)."""
     if which == "BE":
         m = theta.shape[0]
         ends = [i for pair in zip(range(m - 1, -1, -1), range(m), strict=True)
                 for i in pair][:m]
         ends = list(dict.fromkeys(ends))  # high end first, alternating, each once
-        asc = torch.argsort(theta)
-        return asc.index_select(0, torch.tensor(ends, device=theta.device))
-    key = {"LM": theta.abs(), "SM": -theta.abs(), "LA": theta, "SA": -theta}[which]
-    return torch.argsort(key, descending=True)
+        return np.argsort(theta, kind="stable")[ends]
+    key = {"LM": np.abs(theta), "SM": -np.abs(theta), "LA": theta, "SA": -theta}[which]
+    return np.argsort(-key, kind="stable")
 
 
 def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
@@ -321,8 +350,12 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     A Lanczos step is a function of the basis and a device step index (rows written by
     masks), so a cycle's expansion is the ``device_loop`` kernel over the step indices:
     on XLA one ``While`` whose body compiles once, not ``ncv`` unrolled steps.  A cycle
-    (expansion and restart) is a ``graph_function``: traced once, one execution per
-    cycle.  ``traceable=False`` (an OP with graph cuts or host reads: inner Krylov solves,
+    (the previous restart's rotation of the basis, then the expansion) is a
+    ``graph_function``: traced once, one execution per cycle.  The host reads T (ncv x
+    ncv) and beta once per cycle and does the restart's small eigenproblem itself, as
+    ARPACK does (LAPACK's eigh: on XLA the device eigh and its refinement were a third of
+    the cycle graph's compile time), and sends back the rotation and the restarted T.
+    ``traceable=False`` (an OP with graph cuts or host reads: inner Krylov solves,
     SciPy's SuperLU, dense LU solves, user operators) runs the steps as a Python loop;
     the device LU's substitutions (shift-invert of sparse containers) are traceable.
     """
@@ -367,39 +400,17 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
                         beta.to(dtype), T)
         return (V, T, beta, *BV)
 
-    def restart(V, T, beta, BV):
-        theta, S = small_eigh(T)
-        order = _wanted_order(theta, which)
-        pos = torch.argsort(order).to(theta.dtype)  # place of each Ritz value in `order`
-        bounds = beta * S[ncv - 1].abs()
-        wanted = pos < k
-        conv = wanted & (bounds <= tol * torch.clamp(theta.abs(), min=eps ** (2 / 3)))
-        # converged wanted pairs first (ARPACK's nconv counts them), then the other wanted
-        keep = torch.argsort(pos - ncv * wanted.to(pos.dtype) - ncv * conv.to(pos.dtype))[:p]
-        Sk = S.index_select(1, keep)
-
-        def rotate(X):  # rows: the p kept Ritz vectors, the residual direction, the rest
-            return torch.cat([Sk.transpose(0, 1) @ X[:ncv], X[ncv:], X[p + 1:]])
-
-        arrow = beta * Sk[ncv - 1]
-        # deflation, as ARPACK's dstqrb splits its tridiagonal: a coupling below
-        # eps * ||T|| is zero, and that Ritz pair's residual estimate is then exactly 0
-        arrow = torch.where(arrow.abs() <= eps * theta.abs().max(), 0, arrow).to(dtype)
-        T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
-        T[:p, :p] = torch.diag(theta.index_select(0, keep)).to(dtype)
-        T[:p, p] = arrow.conj()
-        T[p, :p] = arrow
-        return rotate(V), T, [rotate(X) for X in BV], theta.index_select(0, keep[:k]), \
-            conv.sum()
-
-    def cycle(V, T, *rest):
-        """One restart cycle: steps ``start`` to ``ncv - 1`` (the last two arguments:
-        device integers), then the restart."""
+    def cycle(V, packed, *rest):
+        """One restart cycle: the previous restart (``packed``: the host's (ncv + 1) x
+        (ncv + 1) rotation G of the basis beside the restarted T), then steps ``start`` to
+        ``ncv - 1`` (the last two arguments: device integers).  Returns the basis, T and
+        beta packed for one read."""
         *BV, start, stop = rest
+        G, T = packed[:, :ncv + 1], packed[:ncv, ncv + 1:]
+        V, BV = G @ V, [G @ X for X in BV]
         beta = torch.zeros((), dtype=rdtype, device=device)
         V, T, beta, *BV = loop(step, (V, T, beta, *BV), start, stop)
-        V, T, BV, theta, nconv = restart(V, T, beta, BV)
-        return (V, T, *BV, theta, nconv)
+        return (V, *BV, torch.cat([T.reshape(-1), beta.to(dtype).reshape(1)]))
 
     v = op(v0) if getv0_op else v0
     Bv = B(v) if B is not None else v
@@ -410,21 +421,51 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     if B is not None:
         BV = [torch.zeros_like(V)]
         BV[0][0] = Bv / nrm
-    T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
     materialize = kernel("materialize", device)
     # one graph for every cycle: the first starts at step 0, the later ones at p
     run = kernel("graph_function", device)(cycle) if traceable else cycle
     bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
+    hdtype = np.complex128 if dtype.is_complex else np.float64
+    working = to_numpy_dtype(dtype)
+    packed = np.zeros((ncv + 1, 2 * ncv + 1), dtype=hdtype)
+    packed[:, :ncv + 1] = np.eye(ncv + 1)
     cycles = 0
     while True:
-        *state, theta, nconv = run(V, T, *BV, bounds[0 if cycles == 0 else 1], bounds[2])
-        V, T, *BV = state
-        materialize([V, T, *BV, theta, nconv])
+        *state, summary = run(V, torch.as_tensor(packed).to(device=device, dtype=dtype),
+                              *BV, bounds[0 if cycles == 0 else 1], bounds[2])
+        V, *BV = state
+        materialize([V, *BV, summary])
         cycles += 1
-        nconv = int(nconv)
+        summary = read_small(summary)  # the cycle's one read: T and beta
+        T, beta = summary[:-1].reshape(ncv, ncv), summary[-1].real
+        # in the working precision, as ARPACK: float32 Lanczos finds a second copy of a
+        # double eigenvalue through rounding, and a float64 eigh here missed it for 4
+        # of 12 starts at 10^4 unknowns (2 of 12 in float32; SciPy's ARPACK 2 of 40)
+        theta, S = np.linalg.eigh(T.astype(working))
+        order = _wanted_order(theta, which)
+        pos = np.argsort(order)  # place of each Ritz value in `order`
+        bounds_ = beta * np.abs(S[ncv - 1])
+        wanted = pos < k
+        conv = wanted & (bounds_ <= tol * np.maximum(np.abs(theta), eps ** (2 / 3)))
+        # converged wanted pairs first (ARPACK's nconv counts them), then the other wanted
+        keep = np.argsort(pos - ncv * wanted - ncv * conv, kind="stable")[:p]
+        Sk = S[:, keep]
+        nconv = int(conv.sum())
         if nconv >= k or cycles >= maxiter:
             break
-    return theta, V[:k].transpose(0, 1).clone(), nconv, cycles
+        # deflation, as ARPACK's dstqrb splits its tridiagonal: a coupling below
+        # eps * ||T|| is zero, and that Ritz pair's residual estimate is then exactly 0
+        arrow = beta * Sk[ncv - 1]
+        arrow = np.where(np.abs(arrow) <= eps * np.abs(theta).max(), 0, arrow)
+        packed[:] = 0
+        packed[:p, :ncv] = Sk.T  # rows: the p kept Ritz vectors, the residual direction
+        packed[p, ncv] = 1
+        packed[np.arange(p), ncv + 1 + np.arange(p)] = theta[keep]
+        packed[:p, ncv + 1 + p] = arrow.conj()
+        packed[p, ncv + 1:ncv + 1 + p] = arrow
+    Sk = torch.as_tensor(np.ascontiguousarray(Sk[:, :k])).to(device=device, dtype=dtype)
+    X = V[:ncv].transpose(0, 1) @ Sk  # (computed with the caller's ordering of the results)
+    return torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype), X, nconv, cycles
 
 
 @dispatch(_scipy.eigs)
