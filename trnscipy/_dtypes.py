@@ -4,7 +4,7 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["divide", "to_numpy_dtype", "to_torch_dtype"]
+__all__ = ["absolute", "divide", "to_numpy_dtype", "to_torch_dtype"]
 
 # uint64: scipy.linalg.pascal's exact results (torch 2.9 stores and moves it; few ops)
 _NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "float32",
@@ -57,3 +57,10 @@ def divide(a, b):
     out = a / b
     dtype = torch.result_type(a, b)
     return out if out.dtype == dtype else out.to(dtype)
+
+
+def absolute(t):
+    """``|t|``, real for complex ``t`` (torch-xla 2.9 labels the absolute value of a
+    complex128 tensor complex128: later reductions then fail to lower)."""
+    out = t.abs()
+    return out.real if out.is_complex() else out

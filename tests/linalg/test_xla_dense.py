@@ -282,7 +282,7 @@ def test_divide_keeps_complex128(device):
     numbers keeps torch's result dtype on every lane (torch-xla 2.9 labels the quotient
     float32; `torch.where` and reads to the host then drop the imaginary part), exact to
     NumPy's rounding."""
-    from trnscipy._dtypes import divide
+    from trnscipy._dtypes import absolute, divide
 
     rng = np.random.default_rng(31)
     x, y = (rng.standard_normal(5) + 1j * rng.standard_normal(5) for _ in range(2))
@@ -295,3 +295,6 @@ def test_divide_keeps_complex128(device):
             assert got.dtype == torch.complex128
             kept = torch.where(tr > 0, got, torch.zeros_like(got))  # no promotion to hide it
             assert np.abs(to_np(kept) - ref).max() <= 4 * eps(np.float64) * np.abs(ref).max()
+        mag = absolute(tx)  # (torch-xla labels complex128 abs complex128: max fails to lower)
+        assert mag.dtype == torch.float64
+        assert abs(float(mag.max()) - np.abs(x).max()) <= eps(np.float64) * np.abs(x).max()
