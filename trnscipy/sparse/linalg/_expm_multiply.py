@@ -238,7 +238,7 @@ def _interval(A, B, start, stop, num, endpoint, traceA):
                 c1 = float(_inf_norm(F))
                 for p in range(1, m_star + 1):
                     if p == len(K):
-                        K.append(h * problem.dot(K[p - 1]) * (1.0 / p))  # (complex128 / number: float32 on XLA)
+                        K.append(h * problem.dot(K[p - 1]) * (1.0 / p))  # (not / p: XLA complex128)
                     coeff = float(pow(k, p))
                     F = F + coeff * K[p]
                     c2 = coeff * float(_inf_norm(K[p]))
