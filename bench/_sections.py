@@ -400,8 +400,9 @@ def _trn_dense_builder(op, args, device, cfg, n):
 
         f = _require_route(getattr(tla, op), f"trnscipy.linalg.{op}", device)
         if device.type == "xla" and n > cfg.get("xla_max_n", {}).get(op, n):
-            raise Cut(f"n={n} above this run's XLA-lane limit for {op} "
-                      "(PJRT CPU too slow for the time budget)")
+            reason = cfg.get("xla_cut_reason", {}).get(op, "PJRT CPU too slow for the "
+                                                               "time budget")
+            raise Cut(f"n={n} above this run's XLA-lane limit for {op} ({reason})")
         targs = tuple(_t(a, device) for a in args)
         return lambda: f(*targs)
 

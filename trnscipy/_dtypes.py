@@ -4,7 +4,7 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["to_numpy_dtype", "to_torch_dtype"]
+__all__ = ["absolute", "divide", "to_numpy_dtype", "to_torch_dtype"]
 
 # uint64: scipy.linalg.pascal's exact results (torch 2.9 stores and moves it; few ops)
 _NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "float32",
@@ -47,3 +47,20 @@ def to_numpy_dtype(dtype):
         except KeyError:
             raise TypeError(f"torch dtype {dtype} has no NumPy equivalent") from None
     return np.dtype(dtype)
+
+
+def divide(a, b):
+    """``a / b`` in torch's result dtype.  torch-xla 2.9 labels a complex128 tensor divided
+    by a complex tensor or a Python number float32 (the device data stay complex128: a later
+    product promotes them back, but ``torch.where``, ``is_complex``, ``.real`` and reads to
+    the host see float32, imaginary part dropped); the cast restores the label."""
+    out = a / b
+    dtype = torch.result_type(a, b)
+    return out if out.dtype == dtype else out.to(dtype)
+
+
+def absolute(t):
+    """``|t|``, real for complex ``t`` (torch-xla 2.9 labels the absolute value of a
+    complex128 tensor complex128: later reductions then fail to lower)."""
+    out = t.abs()
+    return out.real if out.is_complex() else out

@@ -343,7 +343,7 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
     back = None
     if b is not None:
         a, back = _gen_reduce(a, b, lower, type)
-        a = (a + a.mH) / 2
+        a = (a + a.mH) * 0.5
     with linalg_errors():
         if eigvals_only:
             w, v = torch.linalg.eigvalsh(a), None

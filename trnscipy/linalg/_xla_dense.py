@@ -8,6 +8,7 @@ input shape and a repeat compiles nothing.  Loops over columns are unrolled in
 Python; the big work is the GEMM of each block's trailing update.
 """
 
+from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_host, lu_factor_warning
@@ -119,7 +120,7 @@ def _panel_step(panel, order, piv, step, j0):
     d = torch.gather(col, -1, step.expand(*col.shape[:-1], 1))
     d = torch.where(d == 0, torch.ones_like(d), d)  # LAPACK skips a zero pivot
     below = rows > step
-    mult = torch.where(below, col / d, torch.zeros_like(col))
+    mult = torch.where(below, divide(col, d), torch.zeros_like(col))
     pivot_row = torch.gather(panel, -2, step.expand(*panel.shape[:-2], 1, nb))
     right = torch.arange(nb, device=panel.device) > jloc
     pivot_row = torch.where(right, pivot_row, torch.zeros_like(pivot_row))
@@ -294,10 +295,10 @@ def _qr_step(panel, tau, step, j0, m):
     beta = torch.where(ar >= 0, -norm, norm)
     beta = torch.where(keep, ar, beta)
     safe_beta = torch.where(keep, torch.ones_like(beta), beta)
-    t = torch.where(keep, torch.zeros_like(alpha), (beta.to(alpha.dtype) - alpha) / safe_beta)
+    t = torch.where(keep, torch.zeros_like(alpha), divide(beta.to(alpha.dtype) - alpha, safe_beta))
     denom = alpha - beta.to(alpha.dtype)
     denom = torch.where(keep, torch.ones_like(denom), denom)
-    v = torch.where(below, tail / denom, torch.zeros_like(x))
+    v = torch.where(below, divide(tail, denom), torch.zeros_like(x))
     v = torch.where(rows == step, torch.ones_like(v), v)
     tau = tau.scatter(-1, step.expand(*tau.shape[:-1], 1), t)
     # apply H^H = I - conj(tau) v v^H to the panel's columns right of the step
@@ -323,7 +324,7 @@ def _block_reflector(vcols, tau_blk, blk):
     v = torch.where(active, v, torch.zeros_like(v))
     g = (_conj(v).mT @ v).triu(1)
     safe = torch.where(tau_blk != 0, tau_blk, torch.ones_like(tau_blk))
-    tinv = g + torch.diag_embed(1 / safe)
+    tinv = g + torch.diag_embed(divide(1, safe))
     eye = torch.eye(nb, dtype=v.dtype, device=v.device).expand(tinv.shape)
     t = torch.triangular_solve(eye, tinv, upper=True).solution
     return v, t

@@ -114,7 +114,7 @@ def svd_qdwh(a, full_matrices=True, compute_uv=True):
         return (out[2].mT, out[1], out[0].mT) if compute_uv else out
     up = polar_qdwh(a)
     h = up.mT @ a
-    h = (h + h.mT) / 2
+    h = (h + h.mT) * 0.5
     if not compute_uv:
         return torch.sort(torch.linalg.eigvalsh(h).abs(), -1, descending=True).values
     w, v = _refined_eigh(h)
@@ -170,7 +170,7 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
     back = None
     if b is not None:
         full, back = _kernels._gen_reduce(full, b, lower, type)
-        full = (full + full.mH) / 2
+        full = (full + full.mH) * 0.5
     _, v = _kernels.eigh(full, lower=True)
     for _ in range(_EIGH_REFINE_STEPS):
         w, v = _refine_eigh(full, v)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from trnscipy._dtypes import to_torch_dtype
+from trnscipy._dtypes import absolute, to_torch_dtype
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _computes, _spbase
@@ -50,7 +50,7 @@ class _data_matrix(_spbase):
 
     @_computes("abs")
     def __abs__(self):
-        return self._with_data(torch.abs(self._deduped_data()), copy=False)
+        return self._with_data(absolute(self._deduped_data()), copy=False)
 
     @_computes("round")
     def __round__(self, ndigits=0):

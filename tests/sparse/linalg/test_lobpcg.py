@@ -285,3 +285,17 @@ def test_lobpcg_poisson_1e4_strict_xla(xla_device, monkeypatch, dtype):
           f"(SciPy {len(ref[2]) - 1}), first {first} ({wall:.1f} s), repeat {again}")
     _check(A, None, ref[:2], got[:2], dtype, vec_tol=1e-2 if dtype == np.float32 else None)
     assert first.executions <= iterations + 3 and again.compilations == 0
+
+
+def test_lobpcg_complex128_on_xla(xla_device):
+    """complex128 on the XLA lane (torch-xla 2.9 labels complex128 abs complex128 and
+    complex128 quotients float32: the refinement's coupling norm failed to lower)."""
+    rng = np.random.default_rng(4)
+    n = 20
+    H = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    A = (H + H.conj().T) / 2 + np.diag(np.arange(n) * 0.5)
+    X = rng.standard_normal((n, 2)).astype(np.complex128)
+    ref = spla.lobpcg(A, X, maxiter=200, largest=False, tol=1e-9)
+    got = tsl.lobpcg(_dev(A, xla_device), _dev(X, xla_device), maxiter=200, largest=False,
+                     tol=1e-9)
+    _check(A, None, ref, got, np.complex128)

@@ -19,6 +19,7 @@ from scipy.sparse.linalg._expm_multiply import (
 )
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import solver_kernel
 
@@ -29,7 +30,7 @@ _TOL = 2 ** -53
 
 def _inf_norm(B):
     """np.linalg.norm(B, inf) of a dense tensor, on the device."""
-    B = B.abs()
+    B = absolute(B)
     return B.max() if B.ndim == 1 else B.sum(dim=1).max()
 
 
@@ -56,7 +57,7 @@ def _shifted(A, mu):
 def _exact_1_norm(A):
     if _is_sparse(A):
         return float(abs(A).sum(axis=0).max())
-    return float(A.abs().sum(dim=0).max())
+    return float(absolute(A).sum(dim=0).max())
 
 
 def _trace(A):
@@ -237,7 +238,7 @@ def _interval(A, B, start, stop, num, endpoint, traceA):
                 c1 = float(_inf_norm(F))
                 for p in range(1, m_star + 1):
                     if p == len(K):
-                        K.append(h * problem.dot(K[p - 1]) / float(p))
+                        K.append(h * problem.dot(K[p - 1]) * (1.0 / p))  # (not / p: XLA complex128)
                     coeff = float(pow(k, p))
                     F = F + coeff * K[p]
                     c2 = coeff * float(_inf_norm(K[p]))

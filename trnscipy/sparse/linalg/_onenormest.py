@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch, find_device
+from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 
@@ -40,7 +41,7 @@ def _elementary(n, i, device):
 
 def _sign_round_up(Y):
     Y = torch.where(Y == 0, torch.ones_like(Y), Y)
-    return Y / Y.abs()
+    return Y / absolute(Y)
 
 
 def _random_signs(n, device, dtype):
@@ -90,7 +91,7 @@ def _core(A, t, itmax):
     w = ind_best = est_old_t = None
     while True:
         Y = A.matmat(X)
-        mags = Y.abs().sum(dim=0)
+        mags = absolute(Y).sum(dim=0)
         mags_h = np.asarray(mags.tolist())
         est_h = mags_h.max()
         best_j = int(np.argmax(mags_h))
@@ -114,7 +115,7 @@ def _core(A, t, itmax):
             for i in range(t):
                 _resample(S, i, n, S_old)
         Z = AH.matmat(S)
-        h = Z.abs().max(dim=1).values
+        h = absolute(Z).max(dim=1).values
         if k >= 2 and bool(h.max() == h[ind_best]):
             break
         order = torch.argsort(h, stable=True).flip(0)[:t + len(ind_hist)]
@@ -141,7 +142,7 @@ def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
     n = A.shape[1]
     if t >= n:
         E = A.matmat(torch.eye(n, dtype=_real(device), device=device))
-        col_abs_sums = E.abs().sum(dim=0)
+        col_abs_sums = absolute(E).sum(dim=0)
         j = int(torch.argmax(col_abs_sums))
         est, v, w = col_abs_sums[j], _elementary(n, j, device), E[:, j]
     else:

@@ -5,6 +5,7 @@ import functools
 import numpy as np
 
 from trnscipy._dispatch import find_device
+from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import host_operand
@@ -75,10 +76,10 @@ def small_eigh(T, steps=3):
         G = S.mH @ T @ S
         lam = G.diagonal().real / (1 - R.diagonal().real)
         F = G + R * lam[None, :]
-        off = torch.where(eye.real.bool(), 0, F.abs()).max()
+        off = torch.where(eye.real.bool(), 0, absolute(F)).max()
         gap = lam[None, :] - lam[:, None]
         far = gap.abs() > torch.clamp(100 * off, min=100 * eps * scale)
         safe = torch.where(far, gap, torch.ones_like(gap))
-        S = S + S @ torch.where(far, F / safe, R / 2)
+        S = S + S @ torch.where(far, F / safe, R * 0.5)
     G = S.mH @ T @ S
     return G.diagonal().real / (S.mH @ S).diagonal().real, S

@@ -13,6 +13,7 @@ A step costs O(capacity * n) (classical Gram-Schmidt twice against all of V, zer
 included, and the masked row writes): O(m n) per Arnoldi step, as SciPy's.
 """
 
+from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import inner, norm
@@ -189,11 +190,11 @@ def lartg(f, g):
     safe_af = torch.where(f0, torch.ones_like(af), af)
     safe_d = torch.where(d == 0, torch.ones_like(d), d)
     safe_ag = torch.where(g0, torch.ones_like(ag), ag)
-    phase = f / safe_af
+    phase = divide(f, safe_af)  # (complex by real labelled complex: abs on torch-xla)
     gc = g.conj() if g.is_complex() else g
     c = torch.where(g0, torch.ones_like(af), torch.where(f0, torch.zeros_like(af), af / safe_d))
     s = torch.where(g0, torch.zeros_like(g),
-                    torch.where(f0, gc / safe_ag, phase * gc / safe_d))
+                    torch.where(f0, divide(gc, safe_ag), divide(phase * gc, safe_d)))
     r = torch.where(g0, f, torch.where(f0, ag.to(f.dtype), phase * d))
     return c.to(f.dtype), s, r
 

@@ -63,10 +63,10 @@ def _chol_inv(G):
 def _eigh_gen(gA, gB):
     """SciPy's ``eigh(gA, gB)`` on the device: ascending values, B-orthonormal vectors,
     and a failure flag (gB not positive definite)."""
-    gA = (gA + gA.mH) / 2
-    invU, fail = _chol_inv((gB + gB.mH) / 2)
+    gA = (gA + gA.mH) * 0.5
+    invU, fail = _chol_inv((gB + gB.mH) * 0.5)
     C = invU.mH @ gA @ invU
-    C = torch.where(torch.isfinite(C).all(), (C + C.mH) / 2, torch.eye(C.shape[0], dtype=C.dtype,
+    C = torch.where(torch.isfinite(C).all(), (C + C.mH) * 0.5, torch.eye(C.shape[0], dtype=C.dtype,
                                                                       device=C.device))
     w, Z = small_eigh(C)
     # orthonormal to rounding (the refinement leaves pairs of a cluster 1e-6 apart)
@@ -218,7 +218,7 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
     BX = X if B is None else BX @ invU
     AX = _checked(A, X, "initial approximations", "primary")
     gXAX = gram(X, AX)
-    w, V = small_eigh((gXAX + gXAX.mH) / 2)
+    w, V = small_eigh((gXAX + gXAX.mH) * 0.5)
     lam, V = _select(w, V, sizeX, largest)
     X, AX = X @ V, AX @ V
     BX = X if B is None else BX @ V
@@ -384,9 +384,9 @@ def _rayleigh_ritz(gram, blocks, lam, explicit, restart, sizeX, largest):
     dtype, device = X.dtype, X.device
     gXAR, gRAR = gram(X, AR), gram(R, AR)
     if explicit:
-        gRAR = (gRAR + gRAR.mH) / 2
+        gRAR = (gRAR + gRAR.mH) * 0.5
         gXAX = gram(X, AX)
-        gXAX = (gXAX + gXAX.mH) / 2
+        gXAX = (gXAX + gXAX.mH) * 0.5
         gXBX, gRBR, gXBR = gram(X, BX), gram(R, BR), gram(X, BR)
     else:
         gXAX = torch.diag(lam.to(dtype))
@@ -400,7 +400,7 @@ def _rayleigh_ritz(gram, blocks, lam, explicit, restart, sizeX, largest):
         gXAP, gRAP, gPAP, gXBP, gRBP = (gram(X, AP), gram(R, AP), gram(P, AP), gram(X, BP),
                                         gram(R, BP))
         if explicit:
-            gPAP = (gPAP + gPAP.mH) / 2
+            gPAP = (gPAP + gPAP.mH) * 0.5
             gPBP = gram(P, BP)
         else:
             gPBP = torch.eye(size, dtype=dtype, device=device)
