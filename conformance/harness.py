@@ -117,10 +117,12 @@ def run_case(case, lane):
         result = _judge(case, lane, dtype, expected, exp_err, actual, act_err,
                         any(issubclass(w.category, DeviceFallbackWarning) for w in caught),
                         getattr(arithmetic, "ops", ()))
-    if result.status == "conforms" and any(issubclass(w.category, Float32StorageWarning)
-                                           for w in caught):
-        result = Outcome(case.id, "differs", "computed from float64 data held as float32 "
-                         "(Float32StorageWarning)", dtype)
+    if any(issubclass(w.category, Float32StorageWarning) for w in caught):
+        if result.status == "conforms":
+            result = Outcome(case.id, "differs", "computed from float64 data held as "
+                             "float32 (Float32StorageWarning)", dtype)
+        elif result.status == "differs":
+            result.reason += " (announced: Float32StorageWarning)"
     if counts is not None:
         result.compilations, result.executions = counts.compilations, counts.executions
     return result
