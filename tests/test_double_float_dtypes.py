@@ -29,10 +29,21 @@ CASES = [
 
 def _arrays(out):
     """The results to compare: a single result, or a tuple's arrays (the solvers' x and
-    var; their norms are Python floats here, NumPy scalars in SciPy)."""
+    var)."""
     if not isinstance(out, tuple):
         return [out]
     return [o for o in out if getattr(o, "ndim", 0) >= 1]
+
+
+def _scalar_dtypes(out):
+    """The dtypes of a tuple's scalars (SciPy's lsqr/lsmr: Python floats, and np.float32
+    for the norms it computes from float32 vectors)."""
+    if not isinstance(out, tuple):
+        return []
+    from trnscipy import to_host
+
+    return [np.asarray(to_host(o) if torch.is_tensor(o) else o).dtype for o in out
+            if getattr(o, "ndim", 0) == 0]
 
 
 @pytest.mark.xla
@@ -51,6 +62,7 @@ def test_float32_results_in_scipy_dtype(name, fn, args, kw, emulate_neuron, monk
     dev = [trnscipy.to_device(a, "xla") for a in host]
     got, ops = _recorded(lambda: fn(module)(*dev, **kw))
     assert ops == []
+    assert _scalar_dtypes(got) == _scalar_dtypes(want)
     want, got = _arrays(want), _arrays(got)
     assert len(got) == len(want)
     for w, g in zip(want, got, strict=True):
@@ -58,3 +70,48 @@ def test_float32_results_in_scipy_dtype(name, fn, args, kw, emulate_neuron, monk
         assert np.asarray(g).dtype == np.asarray(w).dtype
         # computed in float32 (SciPy computes these in float64)
         np.testing.assert_allclose(g, w, rtol=2e-3, atol=1e-5 * np.max(np.abs(w)))
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_toeplitz_float64_on_device(dtype, emulate_neuron, monkeypatch):
+    """matmul_toeplitz and solve_toeplitz compute in float64 as SciPy (whatever the input's
+    precision): double-float GEMM and the refined solve on the device, float64-accurate,
+    no float64 op executed there."""
+    import trnscipy
+    import trnscipy.linalg as tl
+    from tests.test_double_float import _recorded
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(1)
+    c, r = rng.standard_normal(7).astype(dtype), rng.standard_normal(7).astype(dtype)
+    c[0] = 4.0  # diagonally dominant enough to solve
+    x = rng.standard_normal((7, 2)).astype(dtype)
+    dev = [trnscipy.to_device(a, "xla") for a in (c, r, x)]
+    for name in ("matmul_toeplitz", "solve_toeplitz"):
+        want = getattr(sl, name)((c, r), x)
+        got, ops = _recorded(lambda name=name: getattr(tl, name)((dev[0], dev[1]), dev[2]))
+        assert ops == []
+        got = trnscipy.to_host(got)
+        assert got.dtype == want.dtype == np.float64
+        assert np.max(np.abs(got - want)) <= 1e-14 * np.max(np.abs(want)), name
+
+
+@pytest.mark.xla
+def test_solve_discrete_lyapunov_float32_on_host(emulate_neuron, monkeypatch):
+    """SciPy computes solve_discrete_lyapunov in float64 for float32 input too: on a device
+    without float64 (no double-float method) the host computes it from the exact data,
+    announced (DeviceUnsupportedError under TRNSCIPY_STRICT=1)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    a, q = (_A / 4).astype(np.float32), (_A @ _A.T).astype(np.float32)
+    want = sl.solve_discrete_lyapunov(a, q)
+    da, dq = trnscipy.to_device(a, "xla"), trnscipy.to_device(q, "xla")
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="solve_discrete_lyapunov"):
+        got = trnscipy.to_host(tl.solve_discrete_lyapunov(da, dq))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14 * np.max(np.abs(want)))
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with pytest.raises(trnscipy.DeviceUnsupportedError):
+        tl.solve_discrete_lyapunov(da, dq)

@@ -145,3 +145,35 @@ def test_no_float64_op_runs_on_the_device_moving_data(xla_device, emulate_neuron
         back = trnscipy.to_host(dA.T.tocsr())
     assert rec.ops == []
     np.testing.assert_array_equal(back.toarray(), A.T.toarray())
+
+
+@pytest.mark.xla
+def test_user_matvec_float64_result_announced(xla_device, emulate_neuron, monkeypatch):
+    """A LinearOperator's user function computes in float32 on a device without float64
+    (its torch ops are the user's, not trnscipy's): a float64 result is announced, and
+    is what the device computed; float32 data computes without a word."""
+    import torch
+
+    a = np.array([[4.0, 1 / 3], [1 / 7, 3.0]])
+    v = np.array([1 / 3, 2 / 3])
+    A, x = trnscipy.to_device(a, xla_device), trnscipy.to_device(v, xla_device)
+    op = trnscipy.sparse.linalg.LinearOperator((2, 2), matvec=lambda w: A @ w,
+                                               rmatvec=lambda w: A.T @ w, dtype=np.float64)
+    for product in (op.matvec, op.rmatvec):
+        with pytest.warns(Float32StorageWarning, match="result of a LinearOperator's user "
+                          r"function \((r?matvec)"):
+            y = trnscipy.to_host(product(x))
+        want = (a if product == op.matvec else a.T) @ v
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+        assert np.max(np.abs(y - want)) > 1e-12  # float32 arithmetic, as announced
+    a32 = a.astype(np.float32)
+    A32 = torch.from_numpy(a32).to(xla_device)
+    op32 = trnscipy.sparse.linalg.LinearOperator((2, 2), matvec=lambda w: A32 @ w,
+                                                 dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = op32.matvec(torch.from_numpy(v.astype(np.float32)).to(xla_device))
+    np.testing.assert_allclose(y.cpu().numpy(), a32 @ v.astype(np.float32), rtol=1e-6)
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with pytest.raises(DeviceUnsupportedError, match="user function"):
+        op.matvec(x)

@@ -70,7 +70,8 @@ _DOUBLE_FLOAT = frozenset(
      for name in ("cg", "bicg", "bicgstab", "cgs", "gmres", "qmr")]
     + ["scipy.sparse.linalg._isolve.minres.minres", "scipy.sparse.linalg._isolve.lgmres.lgmres",
        "scipy.sparse.linalg._isolve.tfqmr.tfqmr", "scipy.sparse.linalg._isolve._gcrotmk.gcrotmk",
-       "scipy.linalg._basic.solve", "scipy.linalg._decomp_cholesky.cholesky",
+       "scipy.linalg._basic.solve", "scipy.linalg._basic.matmul_toeplitz",
+       "scipy.linalg._decomp_cholesky.cholesky",
        "scipy.linalg._decomp_cholesky.cho_factor", "scipy.linalg._decomp_cholesky.cho_solve",
        "scipy.linalg._decomp.eigh", "scipy.linalg._decomp.eigvalsh",
        "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",

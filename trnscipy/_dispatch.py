@@ -115,8 +115,9 @@ def _host(obj, depth=0):
     return obj
 
 
-def _working_dtype(args, kwargs):
-    """NumPy dtype the operation computes in (ints promote to float64, as SciPy)."""
+def _working_dtype(args, kwargs, double=False):
+    """NumPy dtype the operation computes in (ints promote to float64, as SciPy; with
+    ``double``, float32/complex64 too)."""
     for x in (*args, *(kwargs or {}).values()):
         dtype = getattr(x, "dtype", None)
         if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
@@ -124,7 +125,9 @@ def _working_dtype(args, kwargs):
         from trnscipy._dtypes import to_numpy_dtype
 
         dtype = to_numpy_dtype(dtype)
-        return dtype if dtype.kind in "fc" else np.dtype(np.float64)
+        if dtype.kind == "c" and double:
+            return np.dtype(np.complex128)
+        return dtype if dtype.kind in "fc" and not double else np.dtype(np.float64)
     return None
 
 
@@ -141,7 +144,8 @@ def _held(obj, depth=0):
     return obj
 
 
-def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False):
+def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False,
+                   double=False):
     with device_storage(device):
         args = tuple(_move(x, device) for x in args)
         kwargs = {k: _move(v, device) for k, v in kwargs.items()}
@@ -149,7 +153,7 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
             args = tuple(_held(x) for x in args)
             kwargs = {k: _held(v) for k, v in kwargs.items()}
         if device_impl is not None and (composite or runs_on_device(
-                name, device_kind(device), _working_dtype(args, kwargs))):
+                name, device_kind(device), _working_dtype(args, kwargs, double))):
             return device_impl(*args, **kwargs)
         if device_impl is None:
             fallback(name, "it has no device implementation", stacklevel=4)
@@ -166,10 +170,11 @@ def _offload_target():
     return target
 
 
-def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite):
+def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double):
     token = _OFFLOADING.set(True)
     try:
-        result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite)
+        result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite,
+                                double)
     finally:
         _OFFLOADING.reset(token)
     return _to_host(result, strict=False)
@@ -193,7 +198,7 @@ def _run_distributed(name, scipy_func, args, kwargs):
     return impl(*args, **kwargs)
 
 
-def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
+def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
@@ -203,6 +208,8 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
     capability table itself) and moves data: the table is not asked for ``name``.
     An implementation with arithmetic of its own is not composite (on a device
     without float64 that arithmetic would escape the table's dtype check).
+    ``double=True`` for functions that compute in float64 (complex128) whatever their
+    operands' precision, as SciPy's do: the table is asked for that dtype.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
 
@@ -214,13 +221,13 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False):
                 return _run_distributed(name, scipy_func, args, kwargs)
             if device is not None:
                 return _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
-                                      composite)
+                                      composite, double)
             if offloadable and _OFFLOAD.get() is not None:
                 if device_impl is None:
                     fallback(name, "it has no device implementation", stacklevel=3)
                     return scipy_func(*args, **kwargs)
                 return _run_offloaded(name, scipy_func, device_impl, _offload_target(),
-                                      args, kwargs, composite)
+                                      args, kwargs, composite, double)
             return scipy_func(*args, **kwargs)
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"

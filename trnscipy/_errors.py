@@ -37,12 +37,14 @@ def fallback(name, reason, stacklevel=3):
     warnings.warn(message, DeviceFallbackWarning, stacklevel=stacklevel)
 
 
-def float32_storage(what, stacklevel=4):
+_MOVE_EXACTLY = ("Move float64 data with trnscipy.to_device or offload() to keep it exact")
+
+
+def float32_storage(what, stacklevel=4, advice=_MOVE_EXACTLY):
     """Announce that ``what`` holds float32 values though it says float64
     (Float32StorageWarning; DeviceUnsupportedError under TRNSCIPY_STRICT=1)."""
     message = (f"trnscipy: {what} holds float32 values (a device without float64 stores "
-               "float64 as float32); results from it are float32-accurate. Move float64 "
-               "data with trnscipy.to_device or offload() to keep it exact")
+               f"float64 as float32); results from it are float32-accurate. {advice}")
     if strict_mode():
         raise DeviceUnsupportedError(message + " (TRNSCIPY_STRICT=1)")
     warnings.warn(message, Float32StorageWarning, stacklevel=stacklevel)

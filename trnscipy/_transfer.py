@@ -121,15 +121,17 @@ def _to_device(obj, device, strict):
 _SCIPY_FORMATS = frozenset({"csr", "csc", "coo", "bsr", "dia", "dok", "lil"})
 
 
-def held(t):
+def held(t, what=None, **advice):
     """``t`` as the device holds it.  On a device that holds float64 as float32, a float64
     (complex128) tensor that trnscipy did not move there exactly holds float32 values:
-    say so (Float32StorageWarning, an error under TRNSCIPY_STRICT=1) and go on with what
-    the device holds (rounded under the TRNSCIPY_EMULATE=neuron emulation, as there)."""
+    say so (Float32StorageWarning, an error under TRNSCIPY_STRICT=1; ``what`` names it,
+    ``advice``: float32_storage's) and go on with what the device holds (rounded under
+    the TRNSCIPY_EMULATE=neuron emulation, as there)."""
     if (t.dtype not in (torch.float64, torch.complex128) or _df.is_exact(t)
             or not stores_float32(t.device)):
         return t
-    float32_storage(f"a {t.dtype} tensor of shape {tuple(t.shape)} on {t.device}")
+    float32_storage(what or f"a {t.dtype} tensor of shape {tuple(t.shape)} on {t.device}",
+                    **advice)
     values = np.asarray(_tensor_to_host(t))
     narrow = np.complex64 if values.dtype.kind == "c" else np.float32
     return _df.from_host(values.astype(narrow).astype(values.dtype), t.device)

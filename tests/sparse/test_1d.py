@@ -391,3 +391,26 @@ def test_paired_index_arrays(fmt, kind):
     for key in ((rows, cols), (rows[:3], cols[:1]), ([-1, 1], [-1, 4]), ([0, 2], [1, 2, 0]),
                 ([0, 6], [0, 0])):
         paired(lambda a, key=key: a[key], host, dev)
+
+
+@pytest.mark.xla
+def test_expand_dims_float64_on_neuron(xla_device, emulate_neuron, monkeypatch):
+    """expand_dims moves data only: float64 stays exact on a device without float64, with
+    no warning; a 2-D input's 3-D result is SciPy's, announced, from the exact data."""
+    from tests.test_double_float import _recorded
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    host = host_1d("coo", "float64")
+    host.data = host.data / 3  # all 53 bits in use
+    dev = trnscipy.to_device(host, xla_device)
+    got, ops = _recorded(lambda: ts.expand_dims(dev, axis=1))
+    assert ops == [] and got.device.type == "xla"
+    want = sp.expand_dims(host, axis=1)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(trnscipy.to_host(got).toarray(), want.toarray())
+    monkeypatch.delenv("TRNSCIPY_STRICT")
+    host2 = sp.coo_array(np.arange(1, 7).reshape(2, 3) / 3)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="more than 2 dimensions"):
+        got = ts.expand_dims(trnscipy.to_device(host2, xla_device), axis=0)
+    assert type(got) is sp.coo_array
+    np.testing.assert_array_equal(got.toarray(), sp.expand_dims(host2, axis=0).toarray())

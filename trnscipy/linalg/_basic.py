@@ -205,7 +205,7 @@ def _toeplitz_args(c_or_cr, b, check_finite, square=True):
     if (square and r.shape[0] != c.shape[0]) or b.shape[0] != r.shape[0]:
         raise ValueError("Incompatible dimensions.")
     dtype = torch.complex128 if any(t.is_complex() for t in (c, r, b)) else torch.float64
-    return c.to(dtype), r.to(dtype), b.to(dtype)
+    return tuple(tensor_on(t, device, dtype) for t in (c, r, b))  # exact on float32 storage
 
 
 @dispatch(_sl.solve_toeplitz, composite=True)
@@ -218,13 +218,14 @@ def solve_toeplitz(c_or_cr, b, check_finite=True):
     return solve(toeplitz(c, r), b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz)
+@dispatch(_sl.matmul_toeplitz, double=True)
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
-    """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs)."""
+    """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs), in float64 as SciPy
+    (double-float on a device without it)."""
     from trnscipy.linalg._special_matrices import toeplitz
 
     c, r, x = _toeplitz_args(c_or_cr, x, check_finite, square=False)
-    return toeplitz(c, r) @ x
+    return kernel("linalg._matmul", x.device)(toeplitz(c, r), x)
 
 
 def _axis_len(name, a, axis):

@@ -150,6 +150,11 @@ def _trsm_xla(a, b, upper, trans=0, unit=False):
                                   unitriangular=unit).solution
 
 
+@register("linalg._matmul", "generic")
+def _matmul(a, b):
+    return a @ b
+
+
 @register("linalg._solve", "generic")
 def _solve_general(a, b):
     x, info = torch.linalg.solve_ex(a, b)

@@ -39,7 +39,7 @@ def solve_continuous_lyapunov(a, q):
 solve_lyapunov = solve_continuous_lyapunov
 
 
-@dispatch(_sl.solve_discrete_lyapunov)
+@dispatch(_sl.solve_discrete_lyapunov, double=True)
 def solve_discrete_lyapunov(a, q, method=None):
     """SciPy's two methods: 'direct' (the Kronecker system, n < 10 by default) through
     trnscipy's solve, 'bilinear' through the continuous equation."""

@@ -725,11 +725,12 @@ del _f
 # --------------------------------------------------------------------------- axes
 
 
-@dispatch(_sp.expand_dims)
+@dispatch(_sp.expand_dims, composite=True)
 def expand_dims(A, /, *, axis=0):
-    """A 1-D sparse array becomes a (1, n) or (n, 1) coo_array on its device; a 2-D input
-    gives SciPy's 3-D coo_array on the host with a DeviceFallbackWarning (trnscipy's
-    device containers have at most 2 dimensions)."""
+    """A 1-D sparse array becomes a (1, n) or (n, 1) coo_array on its device (data
+    movement only: float64 stays exact on a device without it); a 2-D input gives SciPy's
+    3-D coo_array on the host with a DeviceFallbackWarning (trnscipy's device containers
+    have at most 2 dimensions, so the result cannot go back to the device)."""
     if not isinstance(axis, (int, np.integer)):
         raise ValueError(f"Invalid axis {axis}. Must be an integer.")
     ndim = A.ndim

@@ -21,7 +21,7 @@ from trnscipy._device import device_kind
 from trnscipy._dispatch import offloading
 from trnscipy._errors import fallback
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, to_device, to_host
+from trnscipy._transfer import _to_device, held, to_device, to_host
 
 __all__ = ["LinearOperator", "aslinearoperator"]
 
@@ -233,6 +233,9 @@ def _host_bridge(fn, device):
     return on_host
 
 
+_ROLES = ("matvec", "rmatvec", "matmat", "rmatmat")
+
+
 class _CustomLinearOperator(LinearOperator):
     """An operator given by user functions (which see tensors when the operands are)."""
 
@@ -246,24 +249,37 @@ class _CustomLinearOperator(LinearOperator):
             self._device = owner.device
         self._init_dtype()
 
+    def _user(self, i, x):
+        """The user's function ``i`` at x.  On a device without float64 its float64
+        torch arithmetic ran in float32 there: a float64 result it returns is announced
+        (Float32StorageWarning; DeviceUnsupportedError under TRNSCIPY_STRICT=1)."""
+        y = self._fns[i](x)
+        if not is_torch_array(y):
+            return y
+        return held(y, f"the {y.dtype} result of a LinearOperator's user function "
+                    f"({_ROLES[i]}, computed on {y.device})",
+                    advice="Its torch arithmetic ran in float32 there: use float32 data, "
+                    "or a matrix (tensor or sparse container) as the operator for "
+                    "float64-accurate products")
+
     def _matvec(self, x):
-        return self._fns[0](x)
+        return self._user(0, x)
 
     def _rmatvec(self, x):
         if self._fns[1] is None:
             raise NotImplementedError("rmatvec is not defined")
-        return self._fns[1](x)
+        return self._user(1, x)
 
     def _matmat(self, X):
         if self._fns[2] is not None:
-            return self._fns[2](X)
+            return self._user(2, X)
         if is_torch_array(X):
             return torch.cat([self.matvec(X[:, j:j + 1]) for j in range(X.shape[1])], dim=1)
         return super()._matmat(X)
 
     def _rmatmat(self, X):
         if self._fns[3] is not None:
-            return self._fns[3](X)
+            return self._user(3, X)
         if is_torch_array(X):
             return torch.cat([self.rmatvec(X[:, j:j + 1]) for j in range(X.shape[1])], dim=1)
         return super()._rmatmat(X)

@@ -61,7 +61,8 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
             print(_MSG[0])
         if normb_h == 0:
             x = torch.zeros_like(x)
-        return system.result(x), 0, 0, beta_h, alpha_h * beta_h, abs(alpha_h), 1, 0
+        return (system.result(x), 0, 0, system.data_scalar(beta_h),
+                system.data_scalar(alpha_h * beta_h), abs(alpha_h), 1, 0)
     if show:
         print(" ")
         print(*_HEAD)
@@ -181,7 +182,8 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
             str1, str2, str3, str4 = printed["lines"]
             print(str1, str2)
             print(str3, str4)
-    return system.result(x), istop, itn, normr, normar, normA, condA, normx
+    return (system.result(x), istop, itn, normr, system.data_scalar(normar), normA,
+            system.data_scalar(condA), normx)
 
 
 def _show_line(printed, itn, x, normr, normar, test1, test2, test3, normA, condA, rtol, ctol,

@@ -109,6 +109,14 @@ class LeastSquares:
     def scalar(self, value):
         return torch.tensor(value, dtype=self.real, device=self.device)
 
+    def data_scalar(self, value):
+        """A NumPy scalar in the data's real dtype: SciPy's type for the scalars it
+        computes from vector norms (np.float32 for float32 data)."""
+        from trnscipy._dtypes import to_numpy_dtype
+
+        real = self.dtype.to_real() if self.dtype.is_complex else self.dtype
+        return to_numpy_dtype(real).type(value)
+
     @staticmethod
     def out_dtype(dtype):
         """SciPy's dtype for what starts as float64 zeros (x without x0, var)."""
@@ -197,7 +205,8 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
             print(_MSG[0])
         x = system.result(x) if x0 is not None else system.cast(
             x.real, system.out_dtype(system.real))
-        return (x, 0, 0, beta_h, beta_h, 0, 0, alfa_h * beta_h, 0,
+        beta_s = system.data_scalar(beta_h)
+        return (x, 0, 0, beta_s, beta_s, 0, 0, system.data_scalar(alfa_h * beta_h), 0,
                 system.cast(var, system.out_dtype(var.dtype)))
     if show:
         print(" ")
@@ -304,7 +313,8 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
         print(f"itn   ={itn:8g}   r2norm ={r2norm:8.1e}" + "   "
               + f"acond ={acond:8.1e}   xnorm  ={xnorm:8.1e}")
         print(" ")
-    return (system.result(x), istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm,
+    return (system.result(x), istop, itn, r1norm, r2norm, anorm, acond,
+            system.data_scalar(arnorm), xnorm,
             system.cast(var, system.out_dtype(var.dtype)))
 
 
