@@ -411,7 +411,9 @@ def _cg(device_solver, op, params):
     r = op.residual((bh, bl), (xh, xl))
     norms = torch.stack([_df.norm((bh, bl))[0], _df.norm(r)[0]])
     r, p = r[0], torch.zeros_like(r[0])
-    kernel("materialize", device)([norms, xh, xl, r, p])
+    # b's parts too: left pending, the first block's replay computes them in a graph of
+    # its own on a repeated solve (the first solve's trace computes them with its copies)
+    kernel("materialize", device)([norms, xh, xl, r, p, bh, bl])
     bnrm, rnorm = (float(v) for v in norms.cpu())
     if bnrm == 0:
         return _transfer.df_tensor(bh, bl), 0
