@@ -151,6 +151,7 @@ def test_gmres_float64_inner_cap(emulate_neuron, monkeypatch):
     run did not finish); capped at one restart cycle, the refinement still converges."""
     from trnscipy.sparse.linalg._isolve import _refine
 
+    monkeypatch.setattr(_refine, "_ONE_SPACE", {})  # gmres through the general refinement
     monkeypatch.setattr(_refine, "_INNER_MIN", 20)
     monkeypatch.setattr(_refine, "_INNER_PER_ROOT", 0)
     seen, refine = [], _refine._refine
@@ -303,22 +304,29 @@ def test_cg_float64_preconditioner_maxiter(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
-def test_cg_float64_repeat_compiles_nothing(emulate_neuron, monkeypatch):
-    """Solving again with the same device operands compiles no graph: the second call
-    compiled one (b's double-float parts, left pending by the setup, were computed by the
-    first block's replay in a graph of its own), measured 9, 1, 0, 0 per call."""
+@pytest.mark.parametrize("name", ["cg", "gmres"])
+def test_krylov_float64_repeat_compiles_nothing(name, emulate_neuron, monkeypatch):
+    """Solving again with the same device operands compiles no graph (cg's second call
+    compiled one: b's double-float parts, left pending by the setup, were computed by the
+    first block's replay in a graph of its own; measured 9, 1, 0, 0 per call).  gmres:
+    one graph execution per restart cycle, as the float32 gmres, plus the setup's."""
     import trnscipy
     import trnscipy.sparse.linalg as tsl
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     A, b = _cg_system()
     Ad, bd = trnscipy.to_device(A, "xla"), trnscipy.to_device(b, "xla")
-    compilations = []
+    counts = []
     for _ in range(3):
-        (x, info), ops = _recorded(lambda: tsl.cg(Ad, bd, rtol=1e-11))
+        (x, info), ops = _recorded(lambda: getattr(tsl, name)(Ad, bd, rtol=1e-11))
         assert ops == [] and info == 0 and _relres(A, trnscipy.to_host(x), b) <= 1e-11
-        compilations.append(COUNTS[0].compilations)
-    assert compilations[0] > 0 and compilations[1:] == [0, 0]
+        counts.append(COUNTS[0])
+    assert counts[0].compilations > 0 and [c.compilations for c in counts[1:]] == [0, 0]
+    if name == "gmres":
+        iterations = []
+        spl.gmres(A, b, rtol=1e-11, callback=iterations.append, callback_type="pr_norm")
+        cycles = -(-len(iterations) // 20)
+        assert counts[1].executions <= cycles + 4
 
 
 @pytest.mark.xla

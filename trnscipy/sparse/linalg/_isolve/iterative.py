@@ -202,7 +202,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         res, brks = basis["res"] * beta, basis["brk"]
         steps, (presid, breakdown) = inner_stop(res <= ptol, brks, res, brks)
         S = basis["Q"][:, 0] * beta.to(dtype)
-        return _gmres_update(x, basis["V"], basis["R"], S, steps, m, s), presid, breakdown
+        dx = gmres_correction(basis["V"], basis["R"], S, steps, m)
+        return s.keep(x + dx, x), presid, breakdown
 
     def cycle(state, s, first):
         x, r, ptol, pfac = state
@@ -245,11 +246,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     return state[0], info
 
 
-def _gmres_update(x, V, H, S, steps, m, s):
-    """x + V^T y with y solving the leading triangle of the rotated Hessenberg matrix; the
+def gmres_correction(V, H, S, steps, m):
+    """V^T y with y solving the leading triangle of the rotated Hessenberg matrix; the
     size (steps) is device data, so everything is masked to fixed shapes (a zero last
     pivot means y[steps-1] = 0, as SciPy)."""
-    idx = torch.arange(m, device=x.device)
+    idx = torch.arange(m, device=V.device)
     last = steps - 1
     active = idx <= last
     both = active[:, None] & active[None, :]
@@ -259,7 +260,7 @@ def _gmres_update(x, V, H, S, steps, m, s):
     R = R + torch.diag(torch.where(~active | zero_last, 1, 0).to(R.dtype))
     rhs = torch.where(active & ~zero_last, S[:m], 0)
     y = back_substitute(R, rhs)
-    return s.keep(x + y @ torch.where(active[:, None], V[:m], 0), x)
+    return y @ torch.where(active[:, None], V[:m], 0)
 
 
 def _tiny(system, power):
