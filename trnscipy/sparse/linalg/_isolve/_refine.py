@@ -2,7 +2,7 @@
 
 The 'neuron' registration of the ``krylov`` kernel.  The device has no float64
 arithmetic; a float64 system there is held exactly as double-float pairs
-(``trnscipy._transfer.df_parts``).  Every solver runs the same scheme:
+(``trnscipy._transfer.df_parts``).  The general scheme (every solver):
 
 1. r = b - A x in double-float (``trnscipy._kernels._df``), x kept in double-float;
 2. SciPy's test on that true residual: ||r|| < max(atol, rtol ||b||) -> info 0
@@ -14,6 +14,10 @@ arithmetic; a float64 system there is held exactly as double-float pairs
    GMRES on the double-float product (rounded to float32) with M as preconditioner
    (GMRES-based refinement, Carson & Higham 2017); if that stagnates too, the solve
    has not converged (below).
+
+cg and gmres (no callback; M absent or a matrix) keep one Krylov space instead
+(``_cg``: residual replacement every block; ``_gmres``: the true residual at every
+restart), and hand over to this scheme where their true residual stops decreasing.
 
 A solve that does not converge on the device (maxiter reached, or the GMRES-based
 refinement stagnates too) is run again by SciPy on the host from the exact data,
@@ -324,7 +328,8 @@ def _gmres_ir(op):
 # and the recursive residual is replaced by the true one (b - A x in double-float,
 # rounded) at the end of every block of iterations ("reliable updates", as mixed-precision
 # cg in lattice QCD does): about 390 iterations, and SciPy's test on the true residual
-# once per block, in the block's last graph (measured, docs/design.md).
+# once per block of CHECK_EVERY iterations, a device loop: one graph execution per block,
+# as the float32 cg (measured, docs/design.md).
 
 
 def _matrix_preconditioner(params):
@@ -335,41 +340,41 @@ def _matrix_preconditioner(params):
 
 
 class _CG:
-    """The graph functions of the double-float cg for one operator and preconditioner:
-    ``steps`` (``UNROLL`` float32 iterations) and ``last`` (the same, then the true
+    """The graph function of the double-float cg for one operator and preconditioner:
+    ``block`` (``CHECK_EVERY`` float32 iterations as one device loop, then the true
     residual replaces the recursive one; the status ``[||b - A x||, iterations left]``).
-    Replayed graphs (``graph_function``): cached on the operator, so that repeated
+    A replayed graph (``graph_function``): cached on the operator, so that repeated
     solves with it neither trace nor compile again."""
 
     def __init__(self, op, M, device):
         from trnscipy.sparse.linalg._isolve import utils
 
         A32 = op.float32
+        loop = kernel("device_loop", device)
 
-        def iterations(xh, xl, r, p, rho, left, rref, tol):
-            for _ in range(utils.UNROLL):
-                rn = utils.norm(r)
-                live = (left > 0) & (rn >= tol) & (rn >= _REPLACE * rref)
-                z = r if M is None else M @ r
-                rho_new = utils.dot(r, z)
-                p_new = z + (rho_new / rho) * p
-                q = A32 @ p_new
-                alpha = rho_new / utils.dot(p_new, q)
-                x = _df.add_f((xh, xl), alpha * p_new)
-                xh, xl = torch.where(live, x[0], xh), torch.where(live, x[1], xl)
-                r = torch.where(live, r - alpha * q, r)
-                p, rho = torch.where(live, p_new, p), torch.where(live, rho_new, rho)
-                left = left - live.to(left.dtype)
-            return xh, xl, r, p, rho, left, rref
+        def iteration(carry, _):
+            xh, xl, r, p, rho, left, rref, tol = carry
+            rn = utils.norm(r)
+            live = (left > 0) & (rn >= tol) & (rn >= _REPLACE * rref)
+            z = r if M is None else M @ r
+            rho_new = utils.dot(r, z)
+            p_new = z + (rho_new / rho) * p
+            q = A32 @ p_new
+            alpha = rho_new / utils.dot(p_new, q)
+            x = _df.add_f((xh, xl), alpha * p_new)
+            xh, xl = torch.where(live, x[0], xh), torch.where(live, x[1], xl)
+            r = torch.where(live, r - alpha * q, r)
+            p, rho = torch.where(live, p_new, p), torch.where(live, rho_new, rho)
+            return xh, xl, r, p, rho, left - live.to(left.dtype), rref, tol
 
-        def last(xh, xl, r, p, rho, left, rref, tol, bh, bl):
-            xh, xl, r, p, rho, left, rref = iterations(xh, xl, r, p, rho, left, rref, tol)
+        def block(xh, xl, r, p, rho, left, rref, tol, bh, bl):
+            xh, xl, r, p, rho, left, rref, tol = loop(
+                iteration, (xh, xl, r, p, rho, left, rref, tol), 0, utils.CHECK_EVERY)
             true = op.residual((bh, bl), (xh, xl))
             rref = _df.norm(true)[0].reshape(1)
             return xh, xl, true[0], p, rho, left, rref, torch.cat([rref, left.to(rref.dtype)])
 
-        graph = kernel("graph_function", device)
-        self.steps, self.last = graph(iterations), graph(last)
+        self.block = kernel("graph_function", device)(block)
 
 
 _STALLED_BLOCKS = 10  # blocks without a new smallest true residual: hand over
@@ -467,7 +472,6 @@ def _cg(device_solver, op, params):
     """cg to SciPy's test on the true residual (see above).  If the true residual stops
     decreasing (float32 cg makes no progress: condition beyond about 1e7), the general
     refinement (GMRES-based where it stagnates) goes on from the iterate."""
-    from trnscipy.sparse.linalg._isolve import utils
 
     M = _float32_operator(params.get("M"))
     start = _start("cg", op, params, M)
@@ -482,13 +486,10 @@ def _cg(device_solver, op, params):
     rho = _data(1.0, r.dtype, device)  # p = 0: the first p is z
     left = _data(maxiter, torch.int32, device)
     tol_t, rref = _data(tol, r.dtype, device), _data(rnorm, r.dtype, device)
-    blocks = max(1, utils.CHECK_EVERY // utils.UNROLL)
     progress = _Progress("cg", device_solver, op, params, rnorm, tol, maxiter)
     while True:
-        state = (xh, xl, r, p, rho, left, rref)
-        for _ in range(blocks):
-            state = graphs.steps(*state, tol_t)
-        xh, xl, r, p, rho, left, rref, status = graphs.last(*state, tol_t, bh, bl)
+        xh, xl, r, p, rho, left, rref, status = graphs.block(xh, xl, r, p, rho, left, rref,
+                                                             tol_t, bh, bl)
         end = progress.done(status, xh, xl)
         if end is not None:
             return end
