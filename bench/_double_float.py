@@ -98,8 +98,8 @@ def _krylov_cases(cfg, lanes):
 
             # float32 iterations (4 B values, int32 indices, 13 vector passes); float64: plus
             # one double-float residual (12 B values, int64 layout) per residual
-            # replacement (cg: a block of 30 iterations; gmres: a restart cycle of 20)
-            per = {"cg": 30, "gmres": 20}[name]
+            # replacement (cg: a block of 25 iterations; gmres: a restart cycle of 20)
+            per = {"cg": 25, "gmres": 20}[name]
             steps = math.ceil(iterations / per) if dtype == "float64" else 0
             moved = (iterations * (A.nnz * 8 + 13 * A.shape[0] * 4)
                      + steps * (A.nnz * 20 + 6 * A.shape[0] * 4))
@@ -169,7 +169,7 @@ def _fmt(s):
 def krylov_scaled(row, factor):
     """Counts of the same solve on a grid ``factor`` times finer per side (10^4 -> 10^6:
     factor 10), modelled: Krylov iterations on 2-D Poisson grow as sqrt(cond) ~ k, so the
-    executions of the iteration graphs (cg: 3 per 30 iterations; gmres: one per restart
+    executions of the iteration graphs (cg: one per 25 iterations; gmres: one per restart
     cycle) grow by ``factor``, the ``_SETUP`` per call stay; compilations stay (graph
     shapes change, not their number); bytes grow by factor**3 (n x factor**2, iterations
     x factor)."""
