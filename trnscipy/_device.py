@@ -67,11 +67,18 @@ def default_device():
     return torch.device("cpu")
 
 
+_FIXED_KINDS = {}  # torch.device -> kind, for every device but XLA's (emulation can change)
+
+
 def device_kind(device):
     """The capability-table kind of a torch.device."""
+    kind = _FIXED_KINDS.get(device)
+    if kind is not None:
+        return kind
     kind = device.type
-    if kind == "xla" and ("torch_neuronx" in sys.modules or emulating_neuron()):
-        return "neuron"
+    if kind == "xla":
+        return "neuron" if "torch_neuronx" in sys.modules or emulating_neuron() else kind
+    _FIXED_KINDS[device] = kind
     return kind
 
 

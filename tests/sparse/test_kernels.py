@@ -407,6 +407,51 @@ def test_cpu_spmv_kernel_choice(monkeypatch):
     assert not used
 
 
+def test_cpu_spmm_kernel_choice(monkeypatch):
+    """Per format and operand shape: CSR SpMM through torch's CSR kernel (one thread) for
+    16 <= N <= 64 and SciPy's csr_matvecs beyond; BSR with blocks >= 16 as torch's bmm
+    for N >= 16 and as NumPy's batched matmul below (vectors included), uniform and
+    ragged block rows (one empty); every result paired with SciPy's (dtype, shape,
+    values)."""
+    from trnscipy._kernels import _cpu
+
+    rng = np.random.default_rng(5)
+    host = sp.random_array((300, 300), density=0.05, format="csr", rng=rng)
+    dev = device_case(host, "cpu")
+    used = []
+    monkeypatch.setattr(_cpu, "_torch_spmm", lambda A, x, f=_cpu._torch_spmm:
+                        used.append(A.format) or f(A, x))
+    blocks = []
+    monkeypatch.setattr(_cpu._HostProduct, "_blocks", lambda self, xv, f=_cpu._HostProduct._blocks:
+                        blocks.append(xv.shape) or f(self, xv))
+    for N, route in ((16, ["csr"]), (64, ["csr"]), (65, []), (4, [])):
+        x = rng.standard_normal((300, N))
+        got = dev @ torch.from_numpy(x)
+        assert got.dtype == torch.float64 and got.shape == (300, N)
+        np.testing.assert_allclose(got.numpy(), host @ x, rtol=1e-12, atol=1e-12)
+        assert used == route, N
+        used.clear()
+    uniform = sp.bsr_array((rng.standard_normal((6, 16, 16)), np.array([0, 2, 1, 2, 0, 1]),
+                            np.array([0, 2, 4, 6])), shape=(48, 48))
+    ragged = sp.bsr_array((rng.standard_normal((4, 16, 16)), np.array([0, 2, 1, 0]),
+                           np.array([0, 2, 2, 4])), shape=(48, 48))
+    for host in (uniform, ragged):
+        dev = device_case(host, "cpu")
+        for shape, bmm in (((48,), False), ((48, 3), False), ((48, 16), True)):
+            x = rng.standard_normal(shape)
+            got = dev @ torch.from_numpy(x)
+            assert got.dtype == torch.float64 and got.shape == shape
+            np.testing.assert_allclose(got.numpy(), host @ x, rtol=1e-12, atol=1e-12)
+            assert used == (["bsr"] if bmm else []) and len(blocks) == (0 if bmm else 1)
+            used.clear()
+            blocks.clear()
+    small = sp.bsr_array(uniform.toarray(), blocksize=(8, 8))  # blocks < 16: SciPy's kernel
+    x = rng.standard_normal(48)
+    np.testing.assert_allclose((device_case(small, "cpu") @ torch.from_numpy(x)).numpy(),
+                               small @ x, rtol=1e-12, atol=1e-12)
+    assert not blocks and not used
+
+
 def test_sum_keeps_indices_of_large_matrices(device):
     """Entries of a sum of 10^4 x 10^4 matrices keep their rows: torch-xla 2.9 divides int64
     tensors through float32 (99999998 // 10000 gave 10000), so row = key // n is exact only

@@ -27,24 +27,6 @@ def _view(t):
     return t.contiguous().numpy()
 
 
-def _stored_views(A, names):
-    """NumPy views of ``A``'s tensors ``names`` (index, index, data; DIA: offsets, data),
-    the two index arrays in one dtype.  Cached on ``A`` while it holds the same tensor
-    objects, so repeated products skip the conversions; copies (non-contiguous,
-    conjugated or mixed index dtypes) are never cached, so cached views always share
-    memory with ``A``'s tensors."""
-    tensors = tuple(getattr(A, name) for name in names)
-    cached = A.__dict__.get("_cache_numpy_views")
-    if cached is not None and all(a is b for a, b in zip(cached[0], tensors, strict=True)):
-        return cached[1]
-    views = tuple(_view(t) for t in tensors)
-    if len(views) == 3 and views[0].dtype != views[1].dtype:
-        return views[0], views[1].astype(views[0].dtype), views[2]
-    if all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in tensors):
-        A.__dict__["_cache_numpy_views"] = (tensors, views)
-    return views
-
-
 def _operand_view(x):
     return x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
 
@@ -118,63 +100,134 @@ _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "da
 @register("spmv", "cpu")
 @register("spmm", "cpu")
 def spmm(A, x):
-    """y = A @ x with SciPy's compiled kernels (same dtype for A and x), or torch's
-    where they are faster (``_torch_spmv_faster``, ``_torch_spmm_faster``)."""
-    fmt = A.format
+    """y = A @ x with SciPy's compiled kernels (same dtype for A and x), or torch's / BLAS's
+    where they are faster (``_HostProduct``)."""
     if A.data.dtype not in _SUPPORTED:
         from trnscipy._kernels._generic import spmm as generic
 
         return generic(A, x)
-    grad = A.data.requires_grad or x.requires_grad
-    if not grad and _torch_spmm_faster(A, x):
-        return _torch_spmm(A, x)
-    if not grad and _torch_spmv_faster(A, x):
-        return _torch_csr(A) @ x
-    if fmt == "csr" or fmt == "csc" or fmt == "coo":
-        if grad:
-            a, b = (A.row, A.col) if fmt == "coo" else (A.indptr, A.indices)
-            return _Product.apply(A.data, x, fmt, a, b, A.shape)
-        m, n = A.shape
-        return _product_views(fmt, *_stored_views(A, _PARTS[fmt]), x, m, n)
-    if grad:
-        return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
-    m, n = A.shape
-    xv = _operand_view(x)
-    y = np.zeros((m,) + xv.shape[1:], dtype=xv.dtype)
-    if A.format == "bsr":
-        r, c = A.blocksize
-        ip, ix, dv = _stored_views(A, _PARTS["bsr"])
-        if xv.ndim == 1:
-            _st.bsr_matvec(m // r, n // c, r, c, ip, ix, dv.ravel(), xv, y)
-        else:
-            _st.bsr_matvecs(m // r, n // c, xv.shape[1], r, c, ip, ix, dv.ravel(), xv.ravel(),
-                            y.ravel())
-        return torch.from_numpy(y)
-    offsets, dv = _stored_views(A, _PARTS["dia"])
-    if xv.ndim == 1:
-        _st.dia_matvec(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv, y)
-    else:
-        _st.dia_matvecs(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv.shape[1], xv, y)
-    return torch.from_numpy(y)
+    if A.data.requires_grad or x.requires_grad:
+        if A.format == "bsr" or A.format == "dia":
+            return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
+        a, b = (A.row, A.col) if A.format == "coo" else (A.indptr, A.indices)
+        return _Product.apply(A.data, x, A.format, a, b, A.shape)
+    return _host_product(A)(A, x)
+
+
+def _host_product(A):
+    """``A``'s ``_HostProduct`` on NumPy views of its tensors (the two index arrays in one
+    dtype).  Cached on ``A`` while it holds the same tensor objects; copies
+    (non-contiguous, conjugated or mixed index dtypes) are never cached, so a cached
+    product's views always share memory with ``A``'s tensors (in-place changes show)."""
+    tensors = tuple(getattr(A, name) for name in _PARTS[A.format])
+    cached = A.__dict__.get("_cache_host_product")
+    if cached is not None and all(a is b for a, b in zip(cached[0], tensors, strict=True)):
+        return cached[1]
+    views = tuple(_view(t) for t in tensors)
+    shared = all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in tensors)
+    if len(views) == 3 and views[0].dtype != views[1].dtype:
+        views, shared = (views[0], views[1].astype(views[0].dtype), views[2]), False
+    product = _HostProduct(A, views)
+    if shared:
+        A.__dict__["_cache_host_product"] = (tensors, product)
+    return product
 
 
 # SpMM shapes where torch's kernels beat SciPy's single-threaded sparsetools (BSR with
-# 128 x 128 blocks as bmm, CSR with >= 8 entries per row at N >= 16).  They run on one
-# intra-op thread, as SciPy's kernels do: torch's OpenMP pool spinning beside OpenBLAS
-# (or other processes) stalled 2-6x (docs/design.md, thread-pool stall).
+# 128 x 128 blocks as bmm, CSR with >= 8 entries per row at 16 <= N <= 64: at N = 128
+# SciPy's csr_matvecs took 0.45-1.1x torch's time).  They run on one intra-op thread, as
+# SciPy's kernels do: torch's OpenMP pool spinning beside OpenBLAS (or other processes)
+# stalled 2-6x (docs/design.md, thread-pool stall).  BSR with fewer columns (vectors
+# included) is NumPy's batched matmul (BLAS, NumPy's own thread pool) and a block-row
+# sum: 0.25-0.45x bsr_matvec's time with 128 x 128 blocks.
 _TORCH_SPMM_MIN_COLUMNS = 16
+_TORCH_CSR_MAX_COLUMNS = 64
 _TORCH_CSR_MIN_ROW = 8
 _TORCH_BSR_MIN_BLOCK = 16
 _TORCH_DTYPES = (torch.float32, torch.float64)
 
 
-def _torch_spmm_faster(A, x):
-    if x.ndim != 2 or x.shape[1] < _TORCH_SPMM_MIN_COLUMNS or A.data.dtype not in _TORCH_DTYPES:
-        return False
-    if A.format == "bsr":
-        return min(A.blocksize) >= _TORCH_BSR_MIN_BLOCK
-    return (A.format == "csr" and A.indices.dtype == torch.int32
-            and A.nnz >= _TORCH_CSR_MIN_ROW * A.shape[0])
+class _HostProduct:
+    """A @ x for one container on NumPy views of its tensors: the kernel chosen per
+    format, operand shape and machine state, the static part of that choice made once."""
+
+    def __init__(self, A, views):
+        self.fmt = fmt = A.format
+        self.shape = A.shape
+        self.views = views
+        self.dtype = views[-1].dtype
+        real = A.data.dtype in _TORCH_DTYPES
+        self.torch_csr = (fmt == "csr" and real and A.indices.dtype == torch.int32
+                          and A.nnz >= _TORCH_CSR_MIN_ROW * A.shape[0])
+        self.torch_spmv = (fmt == "csr" and real and A.data.shape[0] >= _TORCH_SPMV_MIN_NNZ
+                           and A.indptr.dtype == A.indices.dtype)
+        self.blocks = fmt == "bsr" and real and min(A.blocksize) >= _TORCH_BSR_MIN_BLOCK
+        if self.blocks:
+            counts = np.diff(views[0])
+            same = len(counts) > 0 and counts[0] > 0 and bool((counts == counts[0]).all())
+            self.per_row = int(counts[0]) if same else None
+            self.nonempty = counts > 0
+            self.starts = views[0][:-1][self.nonempty]
+
+    def __call__(self, A, x):
+        if x.dim() == 1:
+            if (self.torch_spmv and torch.get_num_threads() > 1 and not _HOST_LOOP.get()
+                    and _idle_core()):
+                return _torch_csr(A) @ x
+            cols = 0
+        else:
+            cols = x.shape[1]
+            if cols >= _TORCH_SPMM_MIN_COLUMNS and (
+                    self.blocks or (self.torch_csr and cols <= _TORCH_CSR_MAX_COLUMNS)):
+                return _torch_spmm(A, x)
+        xv = x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
+        if self.blocks:
+            return torch.from_numpy(self._blocks(xv))
+        m, n = self.shape
+        y = np.zeros((m, cols) if cols else m, dtype=self.dtype)
+        fmt, views = self.fmt, self.views
+        if fmt == "csr" or fmt == "csc":
+            if cols:
+                _MATVECS[fmt](m, n, cols, *views, xv.ravel(), y.ravel())
+            else:
+                _MATVEC[fmt](m, n, *views, xv, y)
+        elif fmt == "coo":
+            a, b, dv = views
+            if cols:
+                _st.coo_matmat_dense(dv.shape[0], cols, a, b, dv, xv.ravel(), y.ravel())
+            else:
+                _st.coo_matvec(dv.shape[0], a, b, dv, xv, y)
+        elif fmt == "bsr":
+            ip, ix, dv = views
+            r, c = dv.shape[1:]
+            if cols:
+                _st.bsr_matvecs(m // r, n // c, cols, r, c, ip, ix, dv.ravel(), xv.ravel(),
+                                y.ravel())
+            else:
+                _st.bsr_matvec(m // r, n // c, r, c, ip, ix, dv.ravel(), xv, y)
+        else:
+            offsets, dv = views
+            if cols:
+                _st.dia_matvecs(m, n, dv.shape[0], dv.shape[1], offsets, dv, cols, xv, y)
+            else:
+                _st.dia_matvec(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv, y)
+        return torch.from_numpy(y)
+
+    def _blocks(self, xv):
+        """BSR @ x as NumPy's batched block products (BLAS) summed per block row, in
+        SciPy's order of the blocks."""
+        ip, ix, dv = self.views
+        m = self.shape[0]
+        r, c = dv.shape[1:]
+        k = 1 if xv.ndim == 1 else xv.shape[1]
+        prod = np.matmul(dv, xv.reshape(-1, c, k)[ix])
+        if self.per_row is not None:
+            y = prod.reshape(m // r, self.per_row, r, k).sum(1)
+        else:
+            y = np.zeros((m // r, r, k), dtype=self.dtype)
+            if len(self.starts):
+                y[self.nonempty] = np.add.reduceat(prod, self.starts, axis=0)
+        return y.reshape((m,) + xv.shape[1:])
 
 
 # SpMV (vectors) through torch's CSR kernel on torch's threads: on 2 cores at load 1-2,
@@ -199,13 +252,6 @@ def _idle_core():
         except (AttributeError, OSError):  # no load average here: take the machine as busy
             _LOAD[:] = now, float("inf")
     return _LOAD[1] <= (os.cpu_count() or 1) - 0.5
-
-
-def _torch_spmv_faster(A, x):
-    return (x.ndim == 1 and A.format == "csr" and A.data.dtype in _TORCH_DTYPES
-            and A.data.shape[0] >= _TORCH_SPMV_MIN_NNZ
-            and A.indptr.dtype == A.indices.dtype and torch.get_num_threads() > 1
-            and not _HOST_LOOP.get() and _idle_core())
 
 
 def _torch_csr(A):

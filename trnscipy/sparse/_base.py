@@ -856,7 +856,9 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return self._rmatmul(self._as_operand(other))
 
     def __matmul__(self, other):
-        if not isinstance(other, torch.Tensor) and su.is_scalar(other):
+        if isinstance(other, torch.Tensor):  # the hot path: devices checked by the plan
+            return self._matmul(other)
+        if su.is_scalar(other):
             raise ValueError("Scalar operands are not allowed, use '*' instead")
         other = self._as_operand(other)
         if not isinstance(other, torch.Tensor) and other.ndim == 1:  # 1-D sparse array
@@ -896,19 +898,24 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self.format == "csc" or (self.format == "dia" and other.format == "dia"):
                 return res.asformat(self.format)
             return res
-        ndim = other.ndim
+        ndim = other.dim()
         if ndim == 0:
             raise ValueError("Scalar operands are not allowed, use '*' instead")
         if ndim > 2 or other.shape[0] != n:
             raise ValueError(f"dimension mismatch: {self.shape} @ {tuple(other.shape)}")
         # The kernel and x's dtype depend only on the dtypes and the device kind (which
-        # TRNSCIPY_EMULATE can change): cached per container, dropped by .to().
+        # TRNSCIPY_EMULATE can change): cached per container while it holds the same
+        # ``data`` on a device of the same kind, and per operand dtype, rank and device.
         plans = self.__dict__.get("_cache_product_plans")
-        if plans is None:
-            plans = self.__dict__["_cache_product_plans"] = {}
-        key = (self.data.dtype, other.dtype, ndim, device_kind(self.data.device))
-        plan = plans.get(key)
+        kind = device_kind(self.data.device)
+        if plans is None or plans[0] is not self.data or plans[1] != kind:
+            plans = self.__dict__["_cache_product_plans"] = (self.data, kind, {})
+        key = (other.dtype, ndim, other.device)
+        plan = plans[2].get(key)
         if plan is None:
+            if other.device != self.device:
+                raise ValueError(f"operands are on two devices, {self.device} and "
+                                 f"{other.device}")
             dt = su.result_dtype(np.multiply, self.dtype, to_numpy_dtype(other.dtype))
             op = "spmv" if ndim == 1 else "spmm"
             if self._on_host(op, dt):
@@ -917,10 +924,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self.dtype != dt:
                 x = other.to(to_torch_dtype(dt)).resolve_conj()
                 return kernel(op, self.device)(self.astype(dt, copy=False), x)
-            plan = plans[key] = (kernel(op, self.device), self.data.dtype)
-        impl, dtype = plan
-        x = other if other.dtype == dtype else other.to(dtype)
-        return impl(self, x.resolve_conj() if x.is_conj() else x)
+            cast = None if other.dtype == self.data.dtype else self.data.dtype
+            plan = plans[2][key] = (kernel(op, self.device), cast, other.dtype.is_complex)
+        impl, cast, conj = plan
+        x = other if cast is None else other.to(cast)
+        return impl(self, x.resolve_conj() if conj and x.is_conj() else x)
 
     def _rmatmul(self, other):
         if issparse(other):
