@@ -48,10 +48,8 @@ PROFILES = {
                   "ops": {"cholesky": [256, 1024, 2048], "eigh": [256, 1024, 2048],
                           "solve": [256, 1024, 2048], "lu": [256, 1024, 2048],
                           "qr": [256, 1024], "svd": [256, 1024]},
-                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 256,
-                                "qr": 1024, "lu": 1024},
-                  "xla_cut_reason": {"svd": "first XLA call at n=1024: 338 s (float64), over "
-                                            "400 s (float32), XLA's Jacobi eigh of H"}},
+                  "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 1024,
+                                "qr": 1024, "lu": 1024}},
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},
@@ -94,8 +92,8 @@ CUTS = {
         "only.",
         "XLA lane (PJRT CPU) above its size limits: nnz x N (stored values x N for BSR) > "
         "1e8 for SpMV/SpMM (the N=128 rows of the large CSR matrices), more than "
-        "10^5 unknowns for solvers, cholesky/solve/lu n > 1024, eigh/qr n > 256, svd at "
-        "every size (2.5 s per warm call at n=64 on PJRT CPU): marked cut in the tables.",
+        "10^5 unknowns for solvers, cholesky/solve/lu/qr/svd n > 1024, eigh n > 256: "
+        "marked cut in the tables.",
         "eigsh k=6 LA on Poisson 10^6: ARPACK itself needs about 400 restarts at 10^4 "
         "(5.8 s); at 10^6 it had converged none of the 6 after 20 restarts (88 s): far "
         "beyond the budget. The shift-invert row at 10^6 (SuperLU's factorization: about "

@@ -11,7 +11,7 @@ Python; the big work is the GEMM of each block's trailing update.
 from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import _on_host, lu_factor_warning
+from trnscipy.linalg._kernels import lu_factor_warning
 from trnscipy.linalg._kernels import qr as generic_qr
 
 __all__ = ["getrf", "perm_from_piv"]
@@ -379,10 +379,6 @@ def qr(a, mode="full", pivoting=False):
         return qr_pivoted(a, mode)
     if pivoting:
         return generic_qr(a, mode=mode, pivoting=True)  # announced host work
-    if a.is_complex():
-        return _on_host("scipy.linalg.qr", "the Householder QR gives wrong complex results "
-                        "on torch-xla 2.9 (right on CPU tensors)",
-                        lambda t: generic_qr(t, mode=mode), a)
     m, n = a.shape[-2:]
     k = min(m, n)
     h, tau = geqrf(a)

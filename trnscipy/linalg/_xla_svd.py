@@ -8,7 +8,10 @@ iteration (Nakatsukasa, Bai & Gygi 2010) with a fixed schedule of weights comput
 the host from the lower bound l0 = eps: iterations with a large weight c use the QR of
 [sqrt(c) X; I] by shifted Cholesky QR (Fukaya et al. 2020) and then two Cholesky QR
 passes, the later ones the Cholesky form; everything is matmul, ``torch.cholesky`` and
-``triangular_solve`` (they lower), one graph per iteration.  Where A is (nearly) rank
+``triangular_solve`` (they lower), one graph per iteration.  H above LEAF is split
+first (QDWH-eig, Nakatsukasa & Higham 2013: the polar factor of H - sigma I gives the
+projector onto its eigenvalues above sigma), so XLA's Jacobi eigh sees only small
+blocks; the split's block sizes are read on the host.  Where A is (nearly) rank
 deficient or ``full_matrices`` asks for more columns than A has, U is completed by the
 device Householder QR (one host read decides).
 """
@@ -106,6 +109,67 @@ def _refined_eigh(h):
             torch.where(better.unsqueeze(-1).unsqueeze(-1), v1, v))
 
 
+# Blocks above LEAF are split before XLA's eigh, whose Jacobi sweeps grow fast with n
+# (0.13-0.18 s at n = 150, 1.5 s at 300, minutes at 1024: docs/design.md).
+LEAF = 256
+
+
+def _orth(y):
+    """An orthonormal basis of range(y) (full column rank up to about 1/eps): two
+    shifted Cholesky QR passes (shift above the Gram's rounding, from ||G||_1 >= ||G||_2),
+    then two plain ones."""
+    m, k = y.shape[-2:]
+    eps = torch.finfo(y.dtype).eps
+    eye = torch.eye(k, dtype=y.dtype, device=y.device)
+    for shifted in (True, True, False, False):
+        g = y.mT @ y
+        if shifted:
+            g = g + 2 * (m + 2 * k) * eps * g.abs().sum(-2).max() * eye
+        y = _solve_lt(y, _chol(g))
+    return y
+
+
+def _split(b):
+    """Orthonormal bases (q1, q2) of the invariant subspaces of the symmetric ``b`` above
+    and below sigma, the median of its diagonal (QDWH-eig: Nakatsukasa & Higham 2013):
+    P = (I + polar(B - sigma I)) / 2 projects onto the first; rank(P) = trace(P) is one
+    host read; q1 spans P X for a fixed random X, q2 its complement.  None where one side
+    is empty."""
+    s = b.shape[-1]
+    eye = torch.eye(s, dtype=b.dtype, device=b.device)
+    sigma = torch.sort(torch.diagonal(b)).values[s // 2]
+    u = polar_qdwh(b - sigma * eye)
+    p = (eye + (u + u.mT) * 0.5) * 0.5
+    k = round(kernel("linalg._fetch", b.device)(torch.diagonal(p).sum()))
+    if k <= 0 or k >= s:
+        return None
+    x = torch.randn(s, s, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
+    x = x.to(b.dtype).to(b.device)
+    q1 = _orth(p @ x[:, :k])
+    y = x[:, k:]
+    for _ in range(2):
+        y = y - q1 @ (q1.mT @ y)
+    return q1, _orth(y)
+
+
+def eigh_split(h, vectors=True):
+    """Eigenpairs (w unsorted, v) of a real symmetric 2-D ``h``: spectral divide and
+    conquer down to blocks of at most LEAF, then XLA's eigh (refined in float64)."""
+    if h.shape[-1] > LEAF:
+        parts = _split(h)
+        if parts is not None:
+            ws, vs = [], []
+            for q in parts:
+                b = q.mT @ h @ q
+                w, v = eigh_split((b + b.mT) * 0.5, vectors)
+                ws.append(w)
+                vs.append(q @ v if vectors else None)
+            return torch.cat(ws, -1), (torch.cat(vs, -1) if vectors else None)
+    if not vectors:
+        return torch.linalg.eigvalsh(h), None
+    return _refined_eigh(h)
+
+
 def svd_qdwh(a, full_matrices=True, compute_uv=True):
     """SciPy's svd of a real tensor (u, s, vh) or s, through the polar factor."""
     m, n = a.shape[-2:]
@@ -115,12 +179,17 @@ def svd_qdwh(a, full_matrices=True, compute_uv=True):
     up = polar_qdwh(a)
     h = up.mT @ a
     h = (h + h.mT) * 0.5
+    split = h.ndim == 2 and n > LEAF
     if not compute_uv:
-        return torch.sort(torch.linalg.eigvalsh(h).abs(), -1, descending=True).values
-    w, v = _refined_eigh(h)
+        w = eigh_split(h, False)[0] if split else torch.linalg.eigvalsh(h)
+        return torch.sort(w.abs(), -1, descending=True).values
+    w, v = eigh_split(h) if split else _refined_eigh(h)
     s, order = torch.sort(w.abs(), -1, descending=True)
     w = w.take_along_dim(order, -1)
     v = v.take_along_dim(order.unsqueeze(-2), -1)
+    if split:  # the split's bases leave V orthonormal to ~10 n eps: two Cholesky QR passes
+        for _ in range(2):
+            v = _solve_lt(v, _chol(v.mT @ v))
     u = (up @ v) * torch.where(w < 0, -1.0, 1.0).to(a.dtype).unsqueeze(-2)
     # U = U_p V is orthonormal to about eps * cond(A): Cholesky QR twice, in the singular
     # values' order (column j moves only along the columns before it, by about
