@@ -407,7 +407,7 @@ def test_cpu_spmv_kernel_choice(monkeypatch):
     assert not used
 
 
-def test_cpu_spmm_kernel_choice(monkeypatch):
+def test_cpu_spmm_kernel_route(monkeypatch):
     """Per format and operand shape: CSR SpMM through torch's CSR kernel (one thread) for
     16 <= N <= 64 and SciPy's csr_matvecs beyond; BSR with blocks >= 16 as torch's bmm
     for N >= 16 and as NumPy's batched matmul below (vectors included), uniform and
