@@ -108,7 +108,9 @@ def test_matches_scipy_cpu(solver, dtype, cpu_loop):
         if solver == "lsqr" and kw.get("calc_var"):
             var = _host(got[9])
             assert var.dtype == ref[9].dtype
-            np.testing.assert_allclose(var, ref[9], rtol=1e-9)
+            # (the torch loop's products round in another order: var, accumulated over
+            # the iterations as the norms are, is held to the norms' 1e-6)
+            np.testing.assert_allclose(var, ref[9], rtol=1e-9 if cpu_loop == "scipy" else 1e-6)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
