@@ -309,6 +309,11 @@ def device_loop(body, carry, start, stop):
     for t, o in zip(carry, out, strict=True):
         if (tuple(t.shape), t.dtype) != (tuple(o.shape), o.dtype):
             raise ValueError("device_loop: the body changed the carry's shape or dtype")
+    # The body's parameters are keyed by buffer handle, and a tensor of work still in
+    # flight has a placeholder's handle until its buffer arrives: were it to arrive
+    # between build and the parameter map, the map would not find it (torch-xla aborts:
+    # "Check failed: param_id.has_value()").  So the build sees finished work only.
+    torch_xla._XLAC._xla_wait_device_ops([])
     ctx = torch_xla._XLAC.lowering.LoweringContext("LoopBody")
     ctx.build(out)
     computation = xb.computation_from_module_proto("loop_body", ctx.hlo())
