@@ -364,6 +364,7 @@ def test_cpu_spmm_kernel_choice(case, monkeypatch):
     dev = device_case(host, "cpu")
     X = rng.standard_normal((host.shape[1],) if case == "vector" else (host.shape[1], 16))
     used = []
+    monkeypatch.setattr(_cpu, "_idle_core", lambda: False)  # a busy machine: one thread
     monkeypatch.setattr(_cpu, "_torch_spmm",
                         lambda A, x, f=_cpu._torch_spmm: used.append(1) or f(A, x))
     np.testing.assert_allclose((dev @ torch.from_numpy(X)).numpy(), host @ X, rtol=1e-12,
@@ -409,15 +410,35 @@ def test_cpu_spmv_kernel_choice(monkeypatch):
 
 def test_cpu_spmm_kernel_route(monkeypatch):
     """Per format and operand shape: CSR SpMM through torch's CSR kernel (one thread) for
-    16 <= N <= 64 and SciPy's csr_matvecs beyond; BSR with blocks >= 16 as torch's bmm
-    for N >= 16 and as NumPy's batched matmul below (vectors included), uniform and
-    ragged block rows (one empty); every result paired with SciPy's (dtype, shape,
-    values)."""
+    16 <= N <= 64 and SciPy's csr_matvecs beyond on a busy machine, through torch's
+    kernel on its threads for every N >= 16 while a core is idle (not inside SciPy's
+    loops); BSR with blocks >= 16 as torch's bmm for N >= 16 and as NumPy's batched
+    matmul below (vectors included), uniform and ragged block rows (one empty); every
+    result paired with SciPy's (dtype, shape, values)."""
     from trnscipy._kernels import _cpu
 
     rng = np.random.default_rng(5)
     host = sp.random_array((300, 300), density=0.05, format="csr", rng=rng)
     dev = device_case(host, "cpu")
+    threads_used = []  # torch's thread count in each call of its CSR kernel
+    monkeypatch.setattr(_cpu, "_torch_csr", lambda A, f=_cpu._torch_csr:
+                        threads_used.append(torch.get_num_threads()) or f(A))
+    monkeypatch.setattr(_cpu, "_idle_core", lambda: True)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for N, free, in_loop in ((16, [2], [1]), (128, [2], []), (4, [], [])):
+            x = rng.standard_normal((300, N))
+            np.testing.assert_allclose((dev @ torch.from_numpy(x)).numpy(), host @ x,
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(
+                _cpu._in_host_loop(lambda x: dev @ torch.from_numpy(x), {"x": x}).numpy(),
+                host @ x, rtol=1e-12, atol=1e-12)
+            assert threads_used == free + in_loop, N
+            threads_used.clear()
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setattr(_cpu, "_idle_core", lambda: False)
     used = []
     monkeypatch.setattr(_cpu, "_torch_spmm", lambda A, x, f=_cpu._torch_spmm:
                         used.append(A.format) or f(A, x))
@@ -504,7 +525,7 @@ def test_xla_device_loop_builds_on_finished_work(xla_device, monkeypatch):
         for k in range(20):  # queued graphs: the last one's buffer arrives late
             scale = a + float(k)
             xla._xla_sync_multi([scale], devices=[], wait=False, sync_xla_data=True)
-        (out,) = loop(lambda carry, j: (carry[0] * scale[0, :8],),
+        (out,) = loop(lambda carry, j, scale=scale: (carry[0] * scale[0, :8],),
                       (torch.ones(8).to(xla_device),), *bounds)
         np.testing.assert_allclose(out.cpu().numpy(),
                                    (a[0, :8] + 19).cpu().numpy() ** 3, rtol=1e-5)

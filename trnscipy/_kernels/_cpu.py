@@ -136,8 +136,9 @@ def _host_product(A):
 # SpMM shapes where torch's kernels beat SciPy's single-threaded sparsetools (BSR with
 # 128 x 128 blocks as bmm, CSR with >= 8 entries per row at 16 <= N <= 64: at N = 128
 # SciPy's csr_matvecs took 0.45-1.1x torch's time).  They run on one intra-op thread, as
-# SciPy's kernels do: torch's OpenMP pool spinning beside OpenBLAS (or other processes)
-# stalled 2-6x (docs/design.md, thread-pool stall).  BSR with fewer columns (vectors
+# SciPy's kernels do, unless ``_threads_free`` (CSR, any N >= 16: below): torch's OpenMP
+# pool spinning beside OpenBLAS (or other processes) stalled 2-6x (docs/design.md,
+# thread-pool stall).  BSR with fewer columns (vectors
 # included) is NumPy's batched matmul (BLAS, NumPy's own thread pool) and a block-row
 # sum: 0.25-0.45x bsr_matvec's time with 128 x 128 blocks.
 _TORCH_SPMM_MIN_COLUMNS = 16
@@ -171,15 +172,18 @@ class _HostProduct:
 
     def __call__(self, A, x):
         if x.dim() == 1:
-            if (self.torch_spmv and torch.get_num_threads() > 1 and not _HOST_LOOP.get()
-                    and _idle_core()):
+            if self.torch_spmv and _threads_free():
                 return _torch_csr(A) @ x
             cols = 0
         else:
             cols = x.shape[1]
-            if cols >= _TORCH_SPMM_MIN_COLUMNS and (
-                    self.blocks or (self.torch_csr and cols <= _TORCH_CSR_MAX_COLUMNS)):
-                return _torch_spmm(A, x)
+            if cols >= _TORCH_SPMM_MIN_COLUMNS:
+                if self.blocks:
+                    return _torch_spmm(A, x)
+                if self.torch_csr and _threads_free():  # torch's CSR kernel, its threads
+                    return _torch_csr(A) @ x
+                if self.torch_csr and cols <= _TORCH_CSR_MAX_COLUMNS:
+                    return _torch_spmm(A, x)
         xv = x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
         if self.blocks:
             return torch.from_numpy(self._blocks(xv))
@@ -230,7 +234,10 @@ class _HostProduct:
         return y.reshape((m,) + xv.shape[1:])
 
 
-# SpMV (vectors) through torch's CSR kernel on torch's threads: on 2 cores at load 1-2,
+# SpMV (vectors), and CSR SpMM with >= 8 entries per row at N >= 16, through torch's CSR
+# kernel on torch's threads (SpMM on 2 cores, load 4, random 5*10^4 rows x 50 per row:
+# N = 16 6.4 ms against SciPy's 17.7 ms and torch's kernel on one thread 12.3 ms; N = 128
+# 215 ms against 456 ms).  SpMV: on 2 cores at load 1-2,
 # 0.52-0.61x SciPy's time from 2.5*10^6 to 5*10^6 stored entries, 0.75-0.84x at 5*10^4;
 # at load 3-4 the threads wait for each other (the other processes hold the cores) and
 # the same calls took 1.4-1.6x SciPy's time (50x at 5*10^4).  Hence only while a core is
@@ -243,6 +250,12 @@ _TORCH_SPMV_MIN_NNZ = 2**15
 _HOST_LOOP = contextvars.ContextVar("trnscipy_cpu_host_loop", default=False)
 _IDLE = [-1.0, False]  # (when read, whether a core was idle): read at most once a second
 # (os.cpu_count reads /sys each call: 5-17 us, as much as a 10^4-row SpMV's kernel)
+
+
+def _threads_free():
+    """torch's kernels may use their thread pool: more than one thread, not inside SciPy's
+    loops on views, and a core idle."""
+    return torch.get_num_threads() > 1 and not _HOST_LOOP.get() and _idle_core()
 
 
 def _idle_core():
