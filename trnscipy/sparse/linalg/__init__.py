@@ -35,7 +35,7 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     qmr,
     tfqmr,
 )
-from trnscipy.sparse.linalg._matfuncs import inv, matrix_power  # noqa: F401
+from trnscipy.sparse.linalg._matfuncs import expm, inv, matrix_power  # noqa: F401
 from trnscipy.sparse.linalg._norm import norm  # noqa: F401
 from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
 
