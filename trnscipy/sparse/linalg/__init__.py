@@ -20,6 +20,7 @@ from trnscipy.sparse.linalg._eigen import (  # noqa: F401
     svds,
 )
 from trnscipy.sparse.linalg._expm_multiply import expm_multiply  # noqa: F401
+from trnscipy.sparse.linalg._funm_multiply_krylov import funm_multiply_krylov  # noqa: F401
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
 from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     bicg,
