@@ -64,14 +64,15 @@ def expm(A):
     if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
         raise ValueError("expected a square matrix")
     sparse = getattr(A, "_trnscipy_device_object", False) and hasattr(A, "tocsr")
-    X = A.toarray() if sparse else A
-    if A.shape[0] <= 1:  # SciPy: exp of the entry, in NumPy's exp dtype; 0 x 0 as it is
-        if A.shape[0] == 1:
-            dtype = np.exp(np.zeros(1, to_numpy_dtype(X.dtype))).dtype
-            X = torch.exp(X.to(to_torch_dtype(dtype)))
+    if A.shape[0] <= 1:  # SciPy: exp of the entry A[0, 0], in NumPy's exp dtype; 0 x 0
+        if A.shape[0] == 0:
+            X = torch.zeros((0, 0), dtype=to_torch_dtype(A.dtype), device=A.device)
         else:
-            X = X.clone()
+            x = A[0, 0]  # (SciPy's TypeError for formats without indexing)
+            dtype = np.exp(np.zeros(1, to_numpy_dtype(x.dtype))).dtype
+            X = torch.exp(x.to(to_torch_dtype(dtype))).reshape(1, 1)
         return A.__class__(X) if sparse else X
+    X = A.toarray() if sparse else A
     if not (X.is_floating_point() or X.is_complex()):
         X = X.to(torch.float64)
     size = float(absolute(X).sum())  # SciPy's scaling step fails on non-finite norms
