@@ -106,7 +106,7 @@ def test_funm_multiply_krylov_bad_input_as_scipy(lane, device, cpu_loop):
              ((A, b), {"atol": -1.0}), ((A, np.arange(9)), {}),
              ((D, e1), {})]  # an eigenvector: breakdown at step 0, SciPy's IndexError
     if lane == "cpu":  # an exact breakdown in a restart: SciPy's ValueError (its shapes do
-        # not align); on XLA the residual rounds to 1e-17 instead of 0: no breakdown
+        # not align); on XLA the residual rounds to a nonzero above eps**2: no breakdown
         cases.append(((sp.diags_array(np.arange(1.0, 6.0)), np.array([1.0, 1.0, 0.0, 0.0, 0.0])),
                       {"restart_every_m": 2, "assume_a": "her"}))
     for (Ah, bh), kw in cases:

@@ -64,7 +64,7 @@ def funm_multiply_krylov(f, A, b, *, assume_a="general", t=1.0, atol=0.0, rtol=1
         return b.clone()
     op, dtype = _operator(A, b)
     eps2 = float(np.finfo(b_dtype.char).eps) ** 2  # (integer b: SciPy's ValueError)
-    run = _Cycle(op, m, n, eps2, hermitian, dtype, b.device)
+    run = _Cycle(op, m, eps2, hermitian, dtype, b.device)
 
     mmax = m * max_restarts
     H = np.zeros((mmax + 1, mmax), dtype=dtype)
@@ -134,7 +134,7 @@ class _Cycle:
     basis and the breakdown step (``m``: none) and writes the cycle's (m + 1) x m block of
     H into the host array given."""
 
-    def __init__(self, op, m, n, eps2, hermitian, dtype, device):
+    def __init__(self, op, m, eps2, hermitian, dtype, device):
         from trnscipy.sparse.linalg._interface import MatrixLinearOperator
 
         self.m, self.dtype = m, dtype
@@ -162,7 +162,7 @@ class _Cycle:
         V, H, stop = self.loop(self.step, (V, H, stop), 0, m)
         return V, torch.cat([H.reshape(-1), stop.to(H.dtype)])
 
-    def _record(self, V, H, stop, j, w, beta):
+    def _record(self, V, stop, j, w, beta):
         """The step's new basis vector ``w / beta`` (none at a breakdown) and the
         breakdown flag; steps after a breakdown change nothing."""
         live = stop == self.m
@@ -180,7 +180,7 @@ class _Cycle:
             w = w - h[-1] * V[i]
         beta = norm(w)
         column = torch.stack(h) + (self.rows == j + 1).to(V.dtype) * beta.to(V.dtype)
-        V, new_stop, live, _ = self._record(V, H, stop, j, w, beta)
+        V, new_stop, live, _ = self._record(V, stop, j, w, beta)
         cols = self.rows[:-1]
         H = torch.where((cols == j)[None, :] & live, column[:, None], H)
         return V, H, new_stop
@@ -196,7 +196,7 @@ class _Cycle:
         alpha = inner(w, v)
         w = w - alpha * v
         beta = norm(w)
-        V, new_stop, live, brk = self._record(V, H, stop, j, w, beta)
+        V, new_stop, live, brk = self._record(V, stop, j, w, beta)
         beta = beta.to(V.dtype)
         H = torch.where((rows == j) & (cols == j) & live, alpha, H)
         H = torch.where((rows == j + 1) & (cols == j) & live, beta, H)
