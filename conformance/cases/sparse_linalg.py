@@ -5,6 +5,7 @@ direct solvers, eigensolvers, matrix functions and norms on a fixed CSC/CSR matr
 import functools
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
 from conformance import judges
@@ -109,7 +110,11 @@ def _other(dtype):
         Case(m, "expm_multiply", f"csr-{d}", (csr, I["b"])),
         Case(m, "factorized", f"csc-{d}", (csc, I["b"]), call=lambda f, a, b: f(a)(b),
              judge=judges.solve_for(I["gen"])),
-        Case(m, "funm_multiply_krylov", f"exp-{d}", (np.exp, csr, I["b"]), rtol=1e-5),
+        # f is a matrix function (np.exp, elementwise, made SciPy's own result change by
+        # 26% when b moved by one ulp: the restart after the exhausted 6-dimensional space
+        # then adds rounding noise times exp(0) = 1 entries)
+        Case(m, "funm_multiply_krylov", f"exp-{d}", (scipy.linalg.expm, csr, I["b"]),
+             rtol=1e-5),
         Case(m, "inv", f"csc-{d}", (csc,)),
         Case(m, "is_sptriangular", f"lower-{d}", (sp.csr_array(I["lower"]),)),
         Case(m, "lobpcg", f"k1-{d}", (spd_csr, I["B"][:, :1].copy()), {"maxiter": 50},

@@ -1,5 +1,5 @@
-"""expm_multiply and norm on device data against SciPy by paired execution, on the cpu
-and xla lanes."""
+"""expm, expm_multiply, norm, matrix_power, onenormest and inv on device data against SciPy
+by paired execution, on the cpu and xla lanes."""
 
 import numpy as np
 import pytest
@@ -286,6 +286,106 @@ def test_onenormest_operator_and_bad_input():
             spla.onenormest(*host, **kw)
         with pytest.raises(ValueError, match=str(r.value)):
             tsl.onenormest(*args, **kw)
+
+
+# -- expm ---------------------------------------------------------------------------------------
+
+def _kind(x):
+    """A sparse result's class name; "dense" for an ndarray or a tensor."""
+    return type(x).__name__ if hasattr(x, "toarray") else "dense"
+
+
+def _expm_close(got, ref, dtype, device):
+    """SciPy's type (class, format) and dtype on the device; values to 1e-12 (float64) or
+    1e-5 (float32) of the largest entry."""
+    assert _kind(got) == _kind(ref)
+    assert got.device.type == device.type
+    got, ref = (x.toarray() if hasattr(x, "toarray") else x for x in (got, ref))
+    got = _host(got)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    tol = 1e-5 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
+    assert np.abs(got - ref).max() <= tol * np.abs(ref).max()
+
+
+@pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128, np.int64])
+def test_expm_as_scipy(lane, device, dtype):
+    """Every device format: SciPy's result class (CSC for CSC, BSR and DIA input, the BSR and
+    DIA ones always csc_array; CSR for the others), dtype (integers: float64) and values;
+    a dense tensor gives a dense tensor."""
+    if lane == "xla" and dtype in (np.complex128, np.int64):
+        pytest.skip("float32 and float64 on the XLA lane (graph compilations dominate)")
+    R = sp.random(30, 30, density=0.1, random_state=0) * 3
+    if np.dtype(dtype).kind == "c":
+        R = R + 1j * sp.random(30, 30, density=0.05, random_state=1)
+    L = -_laplacian(5)
+    classes = [sp.csr_array, sp.csc_matrix, sp.coo_matrix, sp.bsr_matrix, sp.dia_array,
+               sp.csc_array]
+    for cls in classes if lane == "cpu" else classes[1:2] + classes[4:5]:
+        for M in (R, L) if lane == "cpu" else (R,):
+            A = cls(M).astype(dtype)
+            _expm_close(tsl.expm(trnscipy.to_device(A, device)), spla.expm(A), dtype, device)
+    D = L.toarray().astype(dtype)
+    _expm_close(tsl.expm(torch.from_numpy(D).to(device)), spla.expm(D), dtype, device)
+
+
+def test_expm_small_and_bad_input_as_scipy(lane, device):
+    """1 x 1 (exp of the entry, NumPy's dtype) and 0 x 0 (as given) in the input's class;
+    SciPy's exceptions for non-square, 1-D, 3-D and non-finite input, and for 1 x 1 input
+    of a format without indexing."""
+    for a in (np.full((1, 1), 2.0), np.full((1, 1), 3, dtype=np.int32),
+              np.zeros((0, 0), dtype=np.int64)):
+        for conv in (np.asarray, sp.csr_array, sp.coo_array):
+            ref = spla.expm(conv(a))
+            got = tsl.expm(trnscipy.to_device(conv(a), device))
+            assert _kind(got) == _kind(ref)
+            got, ref = (x.toarray() if hasattr(x, "toarray") else x for x in (got, ref))
+            got = _host(got)
+            assert got.dtype == ref.dtype
+            np.testing.assert_allclose(got, ref, rtol=1e-15)
+    bad = [np.ones(3), np.ones((2, 3)), np.ones((2, 2, 2)), sp.csr_array(np.ones((2, 3))),
+           np.array([[np.inf, 0.0], [0.0, 1.0]]), sp.csr_array([[np.inf, 1.0], [0.0, 1.0]]),
+           sp.csc_array([[np.nan, 0.0], [0.0, 1.0]]), sp.coo_matrix([[2.0]]),
+           sp.dia_array([[2.0]])]
+    for a in bad:
+        with pytest.raises(Exception) as ref:
+            spla.expm(a)
+        with pytest.raises(type(ref.value)) as ours:
+            tsl.expm(trnscipy.to_device(a, device))
+        assert str(ours.value) == str(ref.value)
+
+
+@pytest.mark.xla
+def test_xla_strict_expm(xla_device, monkeypatch):
+    """expm of a sparse graph Laplacian under TRNSCIPY_STRICT=1 on XLA: SciPy's result, no
+    DeviceFallbackWarning, no aten CPU fallback, a repeat call compiles nothing."""
+    import warnings
+
+    import torch_xla.debug.metrics as met
+
+    from trnscipy._metrics import xla_counts
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = sp.csc_array(-_laplacian(8) / 4)
+
+    def aten():
+        return sum(met.counter_value(n) or 0 for n in met.counter_names()
+                   if n.startswith("aten::") and n != "aten::_local_scalar_dense")
+
+    ref = spla.expm(A)
+    At = trnscipy.to_device(A, xla_device)
+    before = aten()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
+        with xla_counts() as first:
+            got = tsl.expm(At)
+        with xla_counts() as second:
+            again = tsl.expm(At)
+    print(f"\nexpm 64-node grid Laplacian (csc): first {first}; repeat {second}")
+    assert aten() == before
+    _expm_close(got, ref, np.float64, xla_device)
+    _expm_close(again, ref, np.float64, xla_device)
+    assert second.compilations == 0
 
 
 # -- inv ----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from trnscipy.sparse.linalg._eigen import (  # noqa: F401
     svds,
 )
 from trnscipy.sparse.linalg._expm_multiply import expm_multiply  # noqa: F401
+from trnscipy.sparse.linalg._funm_multiply_krylov import funm_multiply_krylov  # noqa: F401
 from trnscipy.sparse.linalg._interface import LinearOperator, aslinearoperator  # noqa: F401
 from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     bicg,
@@ -35,7 +36,7 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
     qmr,
     tfqmr,
 )
-from trnscipy.sparse.linalg._matfuncs import inv, matrix_power  # noqa: F401
+from trnscipy.sparse.linalg._matfuncs import expm, inv, matrix_power  # noqa: F401
 from trnscipy.sparse.linalg._norm import norm  # noqa: F401
 from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
 

@@ -1,4 +1,5 @@
-"""matrix_power and inv of device sparse containers (SciPy 1.17's algorithms).
+"""expm, matrix_power and inv of device sparse containers (SciPy 1.17's algorithms for
+matrix_power and inv; expm through the dense matrix exponential).
 
 matrix_power: repeated squaring with the containers' own sparse products.  inv: SciPy's
 spsolve(A, I) through the public routed ``trnscipy.sparse.linalg.spsolve``, so a device
@@ -6,11 +7,14 @@ sparse direct solver drops in; until trnscipy has one, that solve runs on the ho
 (DeviceFallbackWarning).
 """
 
+import numpy as np
 import scipy.sparse.linalg as _spla
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import absolute, to_numpy_dtype, to_torch_dtype
+from trnscipy._torch import torch
 
-__all__ = ["inv", "matrix_power"]
+__all__ = ["expm", "inv", "matrix_power"]
 
 
 def _isintlike(x):
@@ -50,3 +54,41 @@ def inv(A):
 
     I = eye(A.shape[0], A.shape[1], dtype=A.dtype, format=A.format, device=A.device)  # noqa: E741
     return spsolve(A, I)
+
+
+@dispatch(_spla.expm)
+def expm(A):
+    """Differs from SciPy: the exponential of the densified matrix by trnscipy.linalg.expm
+    (n^2 memory, n^3 work: SciPy's sparse Pade products are not used), returned in SciPy's
+    sparse format (without the explicit zeros SciPy's result may store)."""
+    if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError("expected a square matrix")
+    sparse = getattr(A, "_trnscipy_device_object", False) and hasattr(A, "tocsr")
+    if A.shape[0] <= 1:  # SciPy: exp of the entry A[0, 0], in NumPy's exp dtype; 0 x 0
+        if A.shape[0] == 0:
+            X = torch.zeros((0, 0), dtype=to_torch_dtype(A.dtype), device=A.device)
+        else:
+            x = A[0, 0]  # (SciPy's TypeError for formats without indexing)
+            dtype = np.exp(np.zeros(1, to_numpy_dtype(x.dtype))).dtype
+            X = torch.exp(x.to(to_torch_dtype(dtype))).reshape(1, 1)
+        return A.__class__(X) if sparse else X
+    X = A.toarray() if sparse else A
+    if not (X.is_floating_point() or X.is_complex()):
+        X = X.to(torch.float64)
+    size = float(absolute(X).sum())  # SciPy's scaling step fails on non-finite norms
+    if size != size:
+        raise ValueError("cannot convert float NaN to integer")
+    if size == float("inf"):
+        if sparse:
+            raise OverflowError("cannot convert float infinity to integer")
+        raise ValueError("cannot convert float NaN to integer")
+    from trnscipy.linalg import expm as dense_expm
+
+    X = dense_expm(X)
+    if not sparse:
+        return X
+    if A.format in ("bsr", "dia"):  # SciPy's result: csc_array, for matrices too
+        from trnscipy.sparse import csc_array
+
+        return csc_array(X)
+    return A._container("csc" if A.format == "csc" else "csr")(X)
