@@ -1,6 +1,6 @@
 """``python -m bench``: run the benchmarks, print the tables, write the Markdown + JSON.
 
-    python -m bench                 # full run (~10 minutes on 2 cores)
+    python -m bench                 # full run (about half an hour on 2 cores)
     python -m bench --smoke         # tiny sizes, well under a minute (CI)
     python -m bench --only spmv,solvers
     python -m bench --cuda          # add CUDA lanes (torch CUDA, trnscipy CUDA, cupyx.scipy)
