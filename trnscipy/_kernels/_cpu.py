@@ -4,6 +4,7 @@ torch.autograd.Function so gradients reach the dense operand and ``data``; and
 SciPy's Krylov loops on the same views."""
 
 import contextvars
+import functools
 import inspect
 import os
 import time
@@ -321,6 +322,9 @@ def spgemm(A, B):
             "indptr": torch.from_numpy(c.indptr), "_sorted": True, "_canonical": True}
 
 
+_signature = functools.cache(inspect.signature)  # (about 40 us a call, per solve)
+
+
 # ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
 
 @register("krylov", "cpu")
@@ -335,7 +339,7 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
     caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
     """
     try:
-        params = inspect.signature(scipy_solver).bind(*args, **kwargs).arguments
+        params = _signature(scipy_solver).bind(*args, **kwargs).arguments
     except TypeError:  # e.g. tol=: let SciPy raise its own TypeError
         return scipy_solver(*args, **kwargs)
     if (params.get("outer_v") is not None or params.get("CU") is not None
@@ -364,7 +368,7 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand):
     carries its partial results as tensors.  The torch implementation runs instead when an
     operand needs autograd.  ``host_operand``: as for ``krylov``."""
     try:
-        params = inspect.signature(scipy_func).bind(*args, **kwargs).arguments
+        params = _signature(scipy_func).bind(*args, **kwargs).arguments
     except TypeError:
         return scipy_func(*args, **kwargs)
     if any(getattr(v, "requires_grad", False)
