@@ -291,6 +291,51 @@ def test_svd_spectral_split(device, monkeypatch, dtype):
         assert np.allclose(to_np(s_only), to_np(s), atol=10 * n * eps(dtype) * to_np(s)[0])
 
 
+def _eigh_check(a, w, v, dtype, bmat=None, c=10):
+    """SciPy's eigenvalues, residual ||A V - B V W|| and B-orthonormality, in n eps."""
+    n = a.shape[0]
+    bmat = np.eye(n) if bmat is None else bmat.astype(np.float64)
+    a64, v64 = a.astype(np.float64), v.astype(np.float64)
+    ref = sl.eigh(a64, bmat, eigvals_only=True)
+    scale = np.abs(ref).max()
+    assert np.abs(w - ref).max() <= c * n * eps(dtype) * scale
+    assert np.linalg.norm(a64 @ v64 - bmat @ v64 * w) <= c * n * eps(dtype) * scale * np.sqrt(n)
+    assert np.linalg.norm(v64.T @ bmat @ v64 - np.eye(len(w))) <= c * n * eps(dtype) * np.sqrt(n)
+
+
+@pytest.mark.slow  # XLA compiles the split's QDWH, basis and eigh graphs: ~1-3 min
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eigh_spectral_split(device, monkeypatch, dtype):
+    """eigh of real matrices above LEAF through the spectral split on XLA (and the plain
+    eigh on the CPU lane): eigenvalues, eigenvalues only, a subset, a generalized problem
+    and a spectrum with a 10-fold eigenvalue, against SciPy; no aten CPU fallback."""
+    from trnscipy.linalg import _xla_svd
+
+    monkeypatch.setattr(_xla_svd, "LEAF", 24)
+    n = 80
+    rng = np.random.default_rng(31)
+    q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    g = rng.standard_normal((n, n))
+    repeated = (q * np.r_[np.full(10, 2.0), np.linspace(-3, 5, n - 10)]) @ q.T
+    spd = g @ g.T / n + np.eye(n)
+    for a in (g + g.T, repeated):
+        a = ((a + a.T) / 2).astype(dtype)
+        with _on_device(device):
+            w, v = tl.eigh(tensor(a, device))
+            w_only = tl.eigh(tensor(a, device), eigvals_only=True)
+            w_sub, v_sub = tl.eigh(tensor(a, device), subset_by_index=[5, 14])
+        _eigh_check(a, to_np(w), to_np(v), dtype)
+        np.testing.assert_allclose(to_np(w_only), to_np(w), atol=10 * n * eps(dtype) * 8)
+        ref = sl.eigh(a.astype(np.float64), eigvals_only=True)
+        assert np.abs(to_np(w_sub) - ref[5:15]).max() <= 10 * n * eps(dtype) * np.abs(ref).max()
+        r = a.astype(np.float64) @ to_np(v_sub) - to_np(v_sub) * to_np(w_sub)
+        assert np.linalg.norm(r) <= 10 * n * eps(dtype) * np.abs(ref).max() * np.sqrt(n)
+    a = (g + g.T).astype(dtype)
+    with _on_device(device):
+        w, v = tl.eigh(tensor(a, device), tensor(spd.astype(dtype), device))
+    _eigh_check(a, to_np(w), to_np(v), dtype, bmat=spd.astype(dtype), c=100)
+
+
 @pytest.mark.slow  # the device QR's graphs compile for ~2 min on 2 cores (load 16)
 @pytest.mark.parametrize("shape", [(9, 6), (6, 9)])
 def test_svd_rank_deficient_full(device, shape):
