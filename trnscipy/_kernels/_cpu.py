@@ -123,7 +123,7 @@ def _host_product(A):
     names = _PARTS[A.format]
     cached = A.__dict__.get("_cache_host_product")
     if cached is not None:  # (a loop, not all() over a generator: 1 us of a 13 us SpMV)
-        for name, t in zip(names, cached[0]):
+        for name, t in zip(names, cached[0], strict=True):
             if getattr(A, name) is not t:
                 break
         else:
