@@ -420,22 +420,25 @@ def test_cpu_spmm_kernel_route(monkeypatch):
     rng = np.random.default_rng(5)
     host = sp.random_array((300, 300), density=0.05, format="csr", rng=rng)
     dev = device_case(host, "cpu")
-    threads_used = []  # torch's thread count in each call of its CSR kernel
-    monkeypatch.setattr(_cpu, "_torch_csr", lambda A, f=_cpu._torch_csr:
-                        threads_used.append(torch.get_num_threads()) or f(A))
+    routes = []  # torch's CSR kernel on its threads, or on one thread
+    monkeypatch.setattr(_cpu._HostProduct, "_csr", lambda self, A, f=_cpu._HostProduct._csr:
+                        routes.append("threads") or f(self, A))
+    monkeypatch.setattr(_cpu, "_torch_spmm", lambda A, x, f=_cpu._torch_spmm:
+                        routes.append("one") or f(A, x))
     monkeypatch.setattr(_cpu, "_idle_core", lambda: True)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        for N, free, in_loop in ((16, [2], [1]), (128, [2], []), (4, [], [])):
+        for N, free, in_loop in ((16, ["threads"], ["one"]), (128, ["threads"], []),
+                                 (4, [], [])):
             x = rng.standard_normal((300, N))
             np.testing.assert_allclose((dev @ torch.from_numpy(x)).numpy(), host @ x,
                                        rtol=1e-12, atol=1e-12)
             np.testing.assert_allclose(
                 _cpu._in_host_loop(lambda x: dev @ torch.from_numpy(x), {"x": x}).numpy(),
                 host @ x, rtol=1e-12, atol=1e-12)
-            assert threads_used == free + in_loop, N
-            threads_used.clear()
+            assert routes == free + in_loop, N
+            routes.clear()
     finally:
         torch.set_num_threads(threads)
     monkeypatch.setattr(_cpu, "_idle_core", lambda: False)
