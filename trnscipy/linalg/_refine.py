@@ -21,7 +21,8 @@ A float64 matrix there is held exactly as double-float pairs
 - ``eigh``: float32 eigh, rotation steps X (I + R/2) exp(Theta) (every pair's Jacobi
   angle; they undo the float32 mixing of close eigenvalues) and Ogita-Aishima steps
   (matrix products only, Ozaki GEMMs): eigenvalues and vectors to double-float accuracy
-  (exactly equal eigenvalues: the vectors span their subspace).
+  (exactly equal eigenvalues: the vectors span their subspace).  A fixed schedule of
+  steps (device loops) in one graph with the float32 eigh, and one host read.
 """
 
 import warnings
@@ -448,14 +449,13 @@ def _eigh_result(A, X, eye, lo, hi, eigvals_only, subset_by_value):
     """(w, v) or w as float64 tensors, columns lo:hi (all of them for subset_by_value)."""
     w = _ogita_aishima(A, X, eye, vectors=False)
     # ascending, as SciPy's: a refined pair of close eigenvalues can leave the float32
-    # order.  Ranks by double-float comparisons, applied as a permutation matrix (exact
-    # products)
+    # order.  Ranks by double-float comparisons (torch.sort in this graph aborted
+    # torch-xla: "Check failed: buffer != nullptr")
     gap, _ = _gaps(w, eye)
     idx = torch.arange(eye.shape[0], device=eye.device)
-    rank = ((gap < 0) | ((gap == 0) & (idx[None, :] < idx[:, None]))).sum(1)
-    P = (rank[None, :] == idx[:, None]).to(eye.dtype)  # P[rank[i], i] = 1
-    w = P @ w[0], P @ w[1]
-    X = X[0] @ P.mT, X[1] @ P.mT
+    order = _inverse(((gap < 0) | ((gap == 0) & (idx[None, :] < idx[:, None]))).sum(1))
+    w = w[0].index_select(0, order), w[1].index_select(0, order)
+    X = X[0].index_select(1, order), X[1].index_select(1, order)
     if subset_by_value is not None:
         return w, X
     w = _transfer.df_tensor(w[0][lo:hi].clone(), w[1][lo:hi].clone())
