@@ -21,7 +21,8 @@ A float64 matrix there is held exactly as double-float pairs
 - ``eigh``: float32 eigh, rotation steps X (I + R/2) exp(Theta) (every pair's Jacobi
   angle; they undo the float32 mixing of close eigenvalues) and Ogita-Aishima steps
   (matrix products only, Ozaki GEMMs): eigenvalues and vectors to double-float accuracy
-  (exactly equal eigenvalues: the vectors span their subspace).
+  (exactly equal eigenvalues: the vectors span their subspace).  A fixed schedule of
+  steps (device loops) in one graph with the float32 eigh, and one host read.
 """
 
 import warnings
@@ -38,10 +39,11 @@ _BLIND = 4  # refinement steps before the first host read (errors 1e-5 -> noise 
 _EPS_DF = 2.0 ** -48
 _NOISE = 2.0 ** -36
 _EIGH_STEPS = 14
-_EIGH_DONE = 2.0 ** -20  # a correction this small leaves an error near its square
+_EIGH_DONE = 2.0 ** -26  # a correction this small leaves an error near its square
 _ROTATE_UNTIL = 1e-3  # rotation steps while the largest Jacobi angle is above this
 _TAYLOR = 8  # terms of exp(Theta): |Theta| <= pi/4 per entry
 _RESOLVED = 2.0 ** -44  # gaps below this (relative) count as equal eigenvalues
+_REFINE_STEPS = 2  # Ogita-Aishima steps in eigh's first graph (after _rotations(n))
 
 
 def _parts(t):
@@ -402,29 +404,76 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
     A = _sym(_parts(a), lower)
     with _k.linalg_errors():
         _, X0 = torch.linalg.eigh(A[0])
-    X = (X0, torch.zeros_like(X0))
     n = A[0].shape[-1]
     eye = torch.eye(n, dtype=X0.dtype, device=X0.device)
-    materialize = kernel("materialize", X0.device)
-    # rotations while float32-level mixing remains (XLA's float32 eigh at n = 1024: pairs
-    # mixed by angles up to 0.5), then Ogita-Aishima steps; stop after a step whose
-    # correction is below _EIGH_DONE (the error is then its square)
-    rotate = True
-    for _ in range(_EIGH_STEPS):
-        X, size = (_rotation_step if rotate else _ogita_aishima)(A, X, eye)
-        materialize([*X, size])
-        size = float(size)
-        if not rotate and not size > _EIGH_DONE:  # (NaN stops too)
-            break
-        rotate = rotate and size > _ROTATE_UNTIL
+    loop = kernel("device_loop", X0.device)
+
+    def steps(step, X, count):
+        """``count`` steps as one device loop: (X, the last step's size)."""
+        def body(carry, _):
+            Y, size = step(A, carry[:2], eye)
+            return (*Y, size)
+
+        *Y, size = loop(body, (*X, torch.zeros((), dtype=X0.dtype, device=X0.device)),
+                        0, count)
+        return tuple(Y), size
+
+    # a fixed schedule in the graph of the float32 eigh, read once: rotations (XLA's
+    # float32 eigh at n = 1024 mixes close pairs by angles up to 0.5), then Ogita-Aishima
+    # steps (float32 error, then its square); each kind of step compiles once
+    Xr, angle = steps(_rotation_step, (X0, torch.zeros_like(X0)), _rotations(n))
+    X, size = steps(_ogita_aishima, Xr, _REFINE_STEPS)
+    lo, hi = (0, n) if subset_by_index is None else (int(subset_by_index[0]),
+                                                     int(subset_by_index[1]) + 1)
+    out = _eigh_result(A, X, eye, lo, hi, eigvals_only, subset_by_value)
+    angle, size = _fetch(torch.stack([angle, size]))  # the one graph execution
+    if not (angle <= _ROTATE_UNTIL and size <= _EIGH_DONE):
+        # rare: go on one step and one host read at a time (from the rotations' X where
+        # they had not finished); stop after a step whose correction is below _EIGH_DONE
+        rotate = not angle <= _ROTATE_UNTIL
+        X = Xr if rotate else X
+        for _ in range(_EIGH_STEPS):
+            X, size = (_rotation_step if rotate else _ogita_aishima)(A, X, eye)
+            size = float(_fetch(size))
+            if not rotate and not size > _EIGH_DONE:  # (NaN stops too)
+                break
+            rotate = rotate and size > _ROTATE_UNTIL
+        out = _eigh_result(A, X, eye, lo, hi, eigvals_only, subset_by_value)
+    if subset_by_value is not None:
+        out = _by_value(out, subset_by_value, eigvals_only)
+    return out
+
+
+def _rotations(n):
+    """Rotation steps in eigh's first graph.  Measured, the last one's largest angle:
+    n = 256, 2 steps: 2e-4; n = 1024, 2 steps: 0.07, 4 steps: 8e-5 (then one
+    Ogita-Aishima step, 5e-9)."""
+    return 2 if n <= 256 else 4
+
+
+def _eigh_result(A, X, eye, lo, hi, eigvals_only, subset_by_value):
+    """(w, v) or w as float64 tensors, columns lo:hi (all of them for subset_by_value)."""
     w = _ogita_aishima(A, X, eye, vectors=False)
-    lo, hi = 0, n
-    if subset_by_index is not None:
-        lo, hi = int(subset_by_index[0]), int(subset_by_index[1]) + 1
-    elif subset_by_value is not None:
-        vlo, vhi = subset_by_value
-        counts = _fetch(torch.stack([(w[0] <= vlo).sum(), (w[0] <= vhi).sum()]))
-        lo, hi = int(counts[0]), int(counts[1])
+    # ascending, as SciPy's: a refined pair of close eigenvalues can leave the float32
+    # order.  Ranks by double-float comparisons (torch.sort in this graph aborted
+    # torch-xla: "Check failed: buffer != nullptr")
+    gap, _ = _gaps(w, eye)
+    idx = torch.arange(eye.shape[0], device=eye.device)
+    order = _inverse(((gap < 0) | ((gap == 0) & (idx[None, :] < idx[:, None]))).sum(1))
+    w = w[0].index_select(0, order), w[1].index_select(0, order)
+    X = X[0].index_select(1, order), X[1].index_select(1, order)
+    if subset_by_value is not None:
+        return w, X
+    w = _transfer.df_tensor(w[0][lo:hi].clone(), w[1][lo:hi].clone())
+    if eigvals_only:
+        return w
+    return w, _transfer.df_tensor(X[0][:, lo:hi].clone(), X[1][:, lo:hi].clone())
+
+
+def _by_value(out, subset_by_value, eigvals_only):
+    w, X = out
+    vlo, vhi = subset_by_value
+    lo, hi = (int(c) for c in _fetch(torch.stack([(w[0] <= vlo).sum(), (w[0] <= vhi).sum()])))
     w = _transfer.df_tensor(w[0][lo:hi].clone(), w[1][lo:hi].clone())
     if eigvals_only:
         return w
@@ -440,13 +489,25 @@ def _rayleigh(A, X, eye):
     return R, S, lam
 
 
-def _gaps(lam, eye):
+def _gaps(lam, eye, Rs=None):
     """lam_j - lam_i in float32 from the pairs (the high parts' difference is exact for
     close eigenvalues, whose gaps (1e-6 of ||A|| at n = 1024) the float32 estimates alone
     would give to 25%: their rounding), and the mask of pairs i != j whose gap double-float
-    resolves (above _RESOLVED max |lam|): equal eigenvalues are left alone, as a cluster."""
+    resolves (above _RESOLVED max |lam|): equal eigenvalues are left alone, as a cluster.
+    With ``Rs`` (the float32 R), the mask of pairs whose gap is above 2**10 times their
+    coupling's noise (``_noise``): their vectors are determined to 2**-10 (measured: a pair
+    1e-12 apart corrected to first order took noise-sized angles and diverged)."""
     gap = (lam[0][None, :] - lam[0][:, None]) + (lam[1][None, :] - lam[1][:, None])
-    return gap, (gap.abs() > _RESOLVED * lam[0].abs().max()) & ~eye.bool()
+    floor = _RESOLVED * lam[0].abs().max()
+    if Rs is not None:
+        floor = torch.maximum(floor, 2.0 ** 10 * _noise(lam, Rs))
+    return gap, (gap.abs() > floor) & ~eye.bool()
+
+
+def _noise(lam, Rs):
+    """The error of a float32 coupling s_ij + (l_i + l_j)/2 r_ij: its rounding (about
+    2**-22 |l| |r_ij|) and the double-float products' (2**-47 max |l|, generous)."""
+    return lam[0].abs().max() * (2.0 ** -47 + 2.0 ** -21 * Rs.abs())
 
 
 def _ogita_aishima(A, X, eye, vectors=True):
@@ -456,11 +517,11 @@ def _ogita_aishima(A, X, eye, vectors=True):
     R, S, lam = _rayleigh(A, X, eye)
     if not vectors:
         return lam
-    lh, (gap, apart) = lam[0], _gaps(lam, eye)
+    Rs, Ss = (R[0] + R[0].mT) * 0.5, (S[0] + S[0].mT) * 0.5
+    lh, (gap, apart) = lam[0], _gaps(lam, eye, Rs)
     # E = R/2 + F with F_ij = (s_ij + (l_i + l_j)/2 r_ij) / (l_j - l_i), Ogita-Aishima's
     # (s_ij + l_j r_ij) / (l_j - l_i) split so that F is exactly antisymmetric in float32
     # and E an exact pair: E + E^T = R to double-float, not to float32 (orthogonality)
-    Rs, Ss = (R[0] + R[0].mT) * 0.5, (S[0] + S[0].mT) * 0.5
     mid = (lh[None, :] + lh[:, None]) * 0.5
     F = torch.where(apart, (Ss + mid * Rs) / torch.where(apart, gap, 1), 0)
     E = _df.two_sum(F, Rs * 0.5)
@@ -468,18 +529,33 @@ def _ogita_aishima(A, X, eye, vectors=True):
 
 
 def _rotation_step(A, X, eye):
-    """X (I + R/2) exp(Theta): Theta_ij = atan(2 s_ij / (l_j - l_i)) / 2, the Jacobi angle
-    of every pair (antisymmetric; exp by its Taylor series in float32), so large float32
-    mixing of close eigenvalues is rotated out without losing orthogonality (first-order
-    corrections of angles near 0.5 do; measured: Ogita-Aishima from XLA's float32 eigh
-    at n = 1024 stalled at 4e5 n eps64).  (refined X, largest angle)."""
+    """X (I + R/2) exp(Theta): Theta_ij = atan2(2 c_ij, l_j - l_i) / 2, the Jacobi angle of
+    every pair with its coupling in X (I + R/2), c_ij = s_ij + (l_i + l_j)/2 r_ij
+    (antisymmetric; exp by its Taylor series in float32), so large float32 mixing of close
+    eigenvalues is rotated out without losing orthogonality (first-order corrections of
+    angles near 0.5 do; measured: Ogita-Aishima from XLA's float32 eigh at n = 1024
+    stalled at 4e5 n eps64).  A pair is left alone (an exact repeat) only when its gap and
+    its coupling are both below double-float resolution: a resolvable pair mixed by 45
+    degrees has equal Rayleigh quotients.  (refined X, largest angle)."""
     R, S, lam = _rayleigh(A, X, eye)
-    gap, apart = _gaps(lam, eye)
-    C = (S[0] + S[0].mT) * 0.5
-    theta = torch.where(apart, 0.5 * torch.atan(2 * C / torch.where(apart, gap, 1)), 0)
+    gap = _gaps(lam, eye)[0]
+    lh, scale = lam[0], lam[0].abs().max()
+    mid = (lh[None, :] + lh[:, None]) * 0.5
+    Rs = (R[0] + R[0].mT) * 0.5
+    # (float32 from the high parts: the low parts of the Ozaki products in this
+    # elementwise expression made XLA CPU compile the step for minutes, measured)
+    C = (S[0] + S[0].mT) * 0.5 + mid * Rs
+    tiny = _RESOLVED * scale
+    alone = (gap.abs() <= tiny) & (C.abs() <= torch.maximum(tiny,
+                                                            _noise(lam, Rs)))
+    order = torch.ones_like(eye).triu(1) - torch.ones_like(eye).tril(-1)  # sign at gap 0
+    sign = torch.where(gap == 0, order, torch.sign(gap))
+    theta = torch.where(alone | eye.bool(), 0, 0.5 * torch.atan2(2 * C * sign, gap.abs()))
     Q, term = eye, eye
     for k in range(1, _TAYLOR + 1):
         term = (term @ theta) * (1.0 / k)
         Q = Q + term
     Y = _df.add(X, _df.gemm(X, (R[0] * 0.5, torch.zeros_like(eye)), bits_b=24))
-    return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), theta.abs().max()
+    # the size: pairs whose angle is not noise (see _gaps)
+    size = torch.where(_gaps(lam, eye, Rs)[1], theta.abs(), 0).max()
+    return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size
