@@ -56,11 +56,9 @@ PROFILES = {
         "eigen": {"eigsh_grid": [100, 1000], "eigsh_la_max_n": 1e4, "timed_once_above_n": 1e5,
                   "lobpcg_grid": [100], "svds": [(3000, 800, 0.005)],
                   "xla_max_work": 1e4, "xla_shift_invert_max_n": 1e4, "tol": 1e-6},
-        # (eigh at n=1024 left out: its double-float call took 545 s cold and 333 s warm,
-        # 11 executions, on PJRT CPU at load 9-12; docs/design.md, session 7)
         "double_float": {"krylov": [("cg", 100), ("gmres", 100)],
                          "dense": {"solve": [256, 1024], "cholesky": [256, 1024],
-                                   "eigh": [256]}},
+                                   "eigh": [256, 1024]}},
         "defer": {"n": 4, "grid": 4},
     },
     "smoke": {
