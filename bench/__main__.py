@@ -16,6 +16,12 @@ import subprocess
 import sys
 import time
 import warnings
+
+# one process compiles a few hundred XLA graphs: torch-xla's default cache of 2048 keeps
+# every executable's JIT code mapped and the process passed vm.max_map_count (LLVM "Cannot
+# allocate memory", then a segfault, in the double-float eigh rows); a graph is reused
+# only within its case here (docs/design.md, "a capped compilation cache")
+os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")
 from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
