@@ -32,7 +32,7 @@ from trnscipy._errors import fallback
 from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
-from trnscipy.linalg import _xla_dense, _xla_svd
+from trnscipy.linalg import _xla_dense
 
 _MAX_STEPS = 30
 _BLIND = 4  # refinement steps before the first host read (errors 1e-5 -> noise at cond 100)
@@ -390,10 +390,10 @@ def inv(a, assume_a=None, lower=False):
 @register("linalg.eigh", "neuron")
 def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None,
          subset_by_value=None, driver=None):
-    if not _df64(a):  # float32: the XLA kernel (above LEAF the spectral split)
-        return _xla_svd.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
-                             subset_by_index=subset_by_index,
-                             subset_by_value=subset_by_value, driver=driver)
+    if not _df64(a):
+        return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
+                       subset_by_index=subset_by_index, subset_by_value=subset_by_value,
+                       driver=driver)
     if a.ndim != 2 or b is not None:
         return _on_host("scipy.linalg.eigh", "batched or generalized input has no "
                         "double-float method", lambda *x: _k._sl.eigh(
