@@ -247,9 +247,9 @@ class _HostProduct:
 
 
 # SpMV (vectors), and CSR SpMM with >= 8 entries per row at N >= 16, through torch's CSR
-# kernel on torch's threads (SpMM on 2 cores, load 4, random 5*10^4 rows x 50 per row:
-# N = 16 6.4 ms against SciPy's 17.7 ms and torch's kernel on one thread 12.3 ms; N = 128
-# 215 ms against 456 ms).  SpMV: on 2 cores at load 1-2,
+# kernel on torch's threads (SpMM, full bench on 2 cores, load 1.2-1.4, random 5*10^4
+# rows x 50 per row: N = 16 5.5 ms against SciPy's 16.1 ms and torch's kernel on one
+# thread 12.3 ms; N = 128 201 ms against 400 ms).  SpMV: on 2 cores at load 1-2,
 # 0.52-0.61x SciPy's time from 2.5*10^6 to 5*10^6 stored entries, 0.75-0.84x at 5*10^4;
 # at load 3-4 the threads wait for each other (the other processes hold the cores) and
 # the same calls took 1.4-1.6x SciPy's time (50x at 5*10^4).  Hence only while a core is
