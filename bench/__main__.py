@@ -17,10 +17,12 @@ import sys
 import time
 import warnings
 
-# one process compiles a few hundred XLA graphs: torch-xla's default cache of 2048 keeps
-# every executable's JIT code mapped and the process passed vm.max_map_count (LLVM "Cannot
-# allocate memory", then a segfault, in the double-float eigh rows); a graph is reused
-# only within its case here (docs/design.md, "a capped compilation cache")
+# one process compiles a few hundred XLA graphs, and torch-xla's default cache of 2048
+# keeps every executable's JIT code mapped: a long process can pass vm.max_map_count (LLVM
+# "Cannot allocate memory", then a segfault; docs/design.md, "a capped compilation
+# cache").  A graph is reused only within its case here.  (Session 9's two segfaults in
+# the double-float eigh rows were a float32 eigh whose one call mapped 16,000 pages; the
+# cap alone did not prevent them.)
 os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")
 from pathlib import Path
 
