@@ -21,7 +21,7 @@ import warnings
 # keeps every executable's JIT code mapped: a long process can pass vm.max_map_count (LLVM
 # "Cannot allocate memory", then a segfault; docs/design.md, "a capped compilation
 # cache").  A graph is reused only within its case here.  (Session 9's two segfaults in
-# the double-float eigh rows were a float32 eigh whose one call mapped 16,000 pages; the
+# the double-float eigh rows were a float32 eigh whose one call added 16,000 memory maps; the
 # cap alone did not prevent them.)
 os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")
 from pathlib import Path
