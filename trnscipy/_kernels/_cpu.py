@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import torch
 from scipy.sparse import _sparsetools as _st
+from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
 from trnscipy._dispatch import offloading
 from trnscipy._kernels import register
@@ -170,6 +171,7 @@ class _HostProduct:
                            and A.indptr.dtype == A.indices.dtype)
         self.blocks = fmt == "bsr" and real and min(A.blocksize) >= _TORCH_BSR_MIN_BLOCK
         self.csr = None  # torch's CSR tensor of A, made at its first use
+        self.twin = None  # A's SciPy twin for SciPy's solver loops (``_solver_operand``)
         if self.blocks:
             counts = np.diff(views[0])
             same = len(counts) > 0 and counts[0] > 0 and bool((counts == counts[0]).all())
@@ -181,20 +183,23 @@ class _HostProduct:
         if x.dim() == 1:
             if self.torch_spmv and _threads_free():
                 return self._csr(A) @ x
-            cols = 0
-        else:
-            cols = x.shape[1]
-            if cols >= _TORCH_SPMM_MIN_COLUMNS:
-                if self.blocks:
-                    return _torch_spmm(A, x)
-                if self.torch_csr and _threads_free():  # torch's CSR kernel, its threads
-                    return self._csr(A) @ x
-                if self.torch_csr and cols <= _TORCH_CSR_MAX_COLUMNS:
-                    return _torch_spmm(A, x)
+        elif x.shape[1] >= _TORCH_SPMM_MIN_COLUMNS:
+            if self.blocks:
+                return _torch_spmm(A, x)
+            if self.torch_csr and _threads_free():  # torch's CSR kernel, its threads
+                return self._csr(A) @ x
+            if self.torch_csr and x.shape[1] <= _TORCH_CSR_MAX_COLUMNS:
+                return _torch_spmm(A, x)
         xv = x.numpy() if x.is_contiguous() and not x.is_neg() else _view(x)
+        return torch.from_numpy(self.on_views(xv))
+
+    def on_views(self, xv):
+        """A @ xv for a NumPy array of A's dtype: SciPy's sparsetools kernel (BSR with
+        large blocks: ``_blocks``)."""
         if self.blocks:
-            return torch.from_numpy(self._blocks(xv))
+            return self._blocks(xv)
         m, n = self.shape
+        cols = xv.shape[1] if xv.ndim == 2 else 0
         y = np.zeros((m, cols) if cols else m, dtype=self.dtype)
         fmt, views = self.fmt, self.views
         if fmt == "csr" or fmt == "csc":
@@ -222,7 +227,7 @@ class _HostProduct:
                 _st.dia_matvecs(m, n, dv.shape[0], dv.shape[1], offsets, dv, cols, xv, y)
             else:
                 _st.dia_matvec(m, n, dv.shape[0], dv.shape[1], offsets, dv, xv, y)
-        return torch.from_numpy(y)
+        return y
 
     def _csr(self, A):
         if self.csr is None:
@@ -338,16 +343,66 @@ def spgemm(A, B):
 _signature = functools.cache(inspect.signature)  # (about 40 us a call, per solve)
 
 
+class _ViewOperator(MatrixLinearOperator):
+    """A sparse container as SciPy's solver loops call it: SciPy's operator of its SciPy
+    twin, except that ``matvec`` of a contiguous vector of its dtype calls the product
+    kernel on the views directly (the same sparsetools routine as SciPy's ``A @ x``,
+    minus the LinearOperator and sparse-array layers: 5-8 us of a 40 us cg iteration at
+    10^4 unknowns, the same iterates bit for bit)."""
+
+    def __init__(self, twin, product):
+        super().__init__(twin)
+        self._product = product
+        self._vector = (twin.shape[1],)
+
+    def matvec(self, x):
+        if (type(x) is np.ndarray and x.shape == self._vector and x.dtype == self.dtype
+                and x.flags.c_contiguous):
+            return self._product.on_views(x)
+        return super().matvec(x)
+
+
+class _Identity(IdentityOperator):
+    """SciPy's default preconditioner (what ``make_system`` builds for ``M=None``) with
+    ``matvec`` returning its operand as it is, without the checks around it."""
+
+    def matvec(self, x):
+        return x
+
+    rmatvec = matvec
+
+
+def _solver_operand(value, host_operand, operators):
+    """A solver argument as SciPy's loop takes it: tensors as NumPy views, a sparse
+    container as a ``_ViewOperator`` where ``operators`` (its SciPy twin kept with the
+    container's cached product), the rest as ``host_operand`` (the solver layer's) makes
+    it."""
+    if isinstance(value, torch.Tensor):
+        return _view(value)
+    if (operators and getattr(value, "format", None) in _PARTS
+            and getattr(value, "_trnscipy_device_object", False)
+            and value.data.dtype in _SUPPORTED):
+        product = _host_product(value)
+        if product.blocks:  # (its own block products: not SciPy's rounding)
+            return host_operand(value)
+        if product.twin is None:
+            product.twin = host_operand(value)
+        return _ViewOperator(product.twin, product)
+    return host_operand(value)
+
+
 # ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
 
 @register("krylov", "cpu")
-def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
     """Solve with SciPy's own solver on NumPy views of the CPU tensors: SciPy's iterates,
     ``info``, errors and speed (a torch loop pays 3-5 us per vector op at 10^4 unknowns).
 
     Tensors are handed over as NumPy views; trnscipy objects as SciPy objects sharing
     their memory through ``host_operand`` (the solver layer's: trnscipy LinearOperators
-    and callbacks see torch tensors as on any device).  The torch loop
+    and callbacks see torch tensors as on any device); sparse containers as
+    ``_ViewOperator`` where SciPy's function makes operators of its matrices anyway
+    (``operators``), with SciPy's default preconditioner as ``_Identity``.  The torch loop
     (``device_solver``) runs instead when an operand needs autograd or the solver keeps
     caller-owned state between calls (lgmres ``outer_v``, gcrotmk ``CU``).
     """
@@ -360,8 +415,12 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
                    or getattr(getattr(v, "data", None), "requires_grad", False)
                    for v in params.values())):
         return device_solver(*args, **kwargs)
-    host = {name: _view(value) if isinstance(value, torch.Tensor) else host_operand(value)
+    host = {name: _solver_operand(value, host_operand, operators)
             for name, value in params.items()}
+    A = host.get("A")
+    if (isinstance(A, _ViewOperator) and "M" not in params
+            and "M" in _signature(scipy_solver).parameters):
+        host["M"] = _Identity(A.shape, A.dtype)
     callback = params.get("callback")
     if callback is not None and not offloading():
         host["callback"] = lambda xk: callback(

@@ -119,7 +119,7 @@ def spgemm(A, B):
 
 
 @register("krylov", "generic")
-def krylov(scipy_solver, device_solver, args, kwargs, host_operand):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
     """The torch implementation of the solver (XLA graphs, CUDA)."""
     return device_solver(*args, **kwargs)
 

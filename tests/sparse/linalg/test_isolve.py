@@ -414,6 +414,53 @@ def test_offload_numpy_in_numpy_out(target):
 
 # -- trnscipy device sparse matrices as A ------------------------------------------------------
 
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dia"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_cpu_sparse_products_bypass_scipys_operator_layers(solver, fmt, dtype, cpu_loop,
+                                                           monkeypatch):
+    """SciPy's loop on a CPU sparse container calls the product kernel on the views
+    directly (``_ViewOperator``): the iterates stay SciPy's bit for bit, with and without
+    a sparse preconditioner, and operands of another dtype take SciPy's own path."""
+    if cpu_loop != "scipy":
+        pytest.skip("the torch loop does not go through SciPy's operators")
+    if solver == "minres" and np.dtype(dtype).kind == "c":
+        pytest.skip("SciPy's minres has no complex support")
+    from trnscipy._kernels import _cpu
+
+    calls = []
+    on_views = _cpu._HostProduct.on_views
+    monkeypatch.setattr(_cpu._HostProduct, "on_views",
+                        lambda self, x: calls.append(x.dtype) or on_views(self, x))
+    A, b = _problem(solver, dtype)
+    A = sp.csr_array(A).asformat(fmt)
+    Ad = trnscipy.to_device(A, "cpu")
+    f, f_ref = getattr(tsl, solver), getattr(spla, solver)
+    host_M = sp.diags_array(_jacobi(A.toarray())[1]).tocsr()  # (sparse: bit for bit too)
+    dev_M = trnscipy.to_device(host_M, "cpu")
+    if solver == "qmr":  # (SciPy's qmr calls M1.matvec: operators, M2 given too)
+        host_M, dev_M = spla.aslinearoperator(host_M), tsl.aslinearoperator(dev_M)
+    maxiter = 1000 if solver in NO_NONE_MAXITER else None
+    m_ref, m = _m(solver, host_M), _m(solver, dev_M)
+    if solver == "qmr":
+        m_ref["M2"] = spla.aslinearoperator(sp.eye_array(A.shape[0], dtype=dtype))
+        m["M2"] = tsl.aslinearoperator(trnscipy.to_device(
+            sp.eye_array(A.shape[0], dtype=dtype, format="csr"), "cpu"))
+    for kw_ref, kw in (({}, {}), (m_ref, m)):
+        calls.clear()
+        x_ref, info_ref = f_ref(A, b, maxiter=maxiter, **_kwargs(solver), **kw_ref)
+        x, info = f(Ad, _to(b, "cpu"), maxiter=maxiter, **_kwargs(solver), **kw)
+        assert info == info_ref
+        np.testing.assert_array_equal(x.numpy(), x_ref)
+        assert calls and set(calls) == {np.dtype(dtype)}
+    if np.dtype(dtype) == np.float32:  # float64 operands: SciPy's upcasting product
+        calls.clear()
+        x_ref, info_ref = f_ref(A, b.astype(np.float64), maxiter=maxiter, **_kwargs(solver))
+        x, info = f(Ad, _to(b.astype(np.float64), "cpu"), maxiter=maxiter, **_kwargs(solver))
+        assert info == info_ref and x.dtype == torch.float64 and not calls
+        np.testing.assert_array_equal(x.numpy(), x_ref)
+
+
 @pytest.mark.parametrize("solver", ["cg", "gmres", "bicgstab", "minres", "bicg"])
 def test_device_csr_matches_scipy(solver):
     A = sp.csr_array(_problem(solver, np.float64)[0])

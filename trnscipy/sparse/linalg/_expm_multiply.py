@@ -167,7 +167,7 @@ def _scale(eta, F):
 
 
 @dispatch(_scipy.expm_multiply)
-@solver_kernel(_scipy.expm_multiply)
+@solver_kernel(_scipy.expm_multiply, operators=False)
 def expm_multiply(A, B, start=None, stop=None, num=None, endpoint=None, traceA=None):
     B = _as_tensor(B, A)
     if all(arg is None for arg in (start, stop, num, endpoint)):

@@ -40,7 +40,7 @@ _NAME = "scipy.sparse.linalg.funm_multiply_krylov"
 
 
 @dispatch(_scipy.funm_multiply_krylov)
-@solver_kernel(_scipy.funm_multiply_krylov)
+@solver_kernel(_scipy.funm_multiply_krylov, operators=False)
 def funm_multiply_krylov(f, A, b, *, assume_a="general", t=1.0, atol=0.0, rtol=1e-6,
                          restart_every_m=None, max_restarts=20):
     if assume_a not in {"hermitian", "general", "her", "gen"}:

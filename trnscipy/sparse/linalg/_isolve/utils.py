@@ -43,17 +43,20 @@ UNROLL = 10
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
 
-def solver_kernel(scipy_solver):
+def solver_kernel(scipy_solver, operators=True):
     """Decorator, under ``@dispatch``: the solve goes through the kernel seam's "krylov"
     entry for the operands' device.  On the CPU that is SciPy's own loop on zero-copy
-    views (``trnscipy._kernels._cpu.krylov``); elsewhere the decorated torch loop."""
+    views (``trnscipy._kernels._cpu.krylov``); elsewhere the decorated torch loop.
+    ``operators``: SciPy's function makes its matrices LinearOperators itself, so the CPU
+    kernel may hand sparse containers over as operators; False where SciPy treats an
+    operator differently from a matrix (expm_multiply, funm_multiply_krylov)."""
     def decorate(torch_solver):
         @functools.wraps(torch_solver)
         def solve(*args, **kwargs):
             device = find_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
             return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
-                                            host_operand)
+                                            host_operand, operators)
 
         solve.torch_loop = torch_solver
         return solve
@@ -67,8 +70,8 @@ def host_operand(value):
     its SciPy twin; anything else as it is."""
     from trnscipy.sparse.linalg._interface import LinearOperator, MatrixLinearOperator
 
-    if type(value) is MatrixLinearOperator:
-        return host_operand(value.A)
+    if type(value) is MatrixLinearOperator:  # SciPy's operator of the SciPy twin
+        return _si.aslinearoperator(host_operand(value.A))
     if is_torch_array(value):
         return to_host(value)
     if isinstance(value, LinearOperator):
