@@ -408,6 +408,43 @@ def test_cpu_spmv_kernel_choice(monkeypatch):
     assert not used
 
 
+def test_cpu_idle_core_leaves_out_this_process(monkeypatch):
+    """A core counts as idle while the other processes used at most cores - 1.5 of them
+    since the last reading, this process's own CPU time left out (its threads made the
+    load average say busy); the first reading and a machine without /proc/stat go by the
+    1-minute load average."""
+    import os
+    import time
+
+    from trnscipy._kernels import _cpu
+
+    clock, machine, own = [100.0], [50.0], [10.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(_cpu, "_busy_seconds", lambda: machine[0])
+    monkeypatch.setattr(os, "times", lambda: (own[0], 0.0, 0.0, 0.0, 0.0))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.9, 1.9, 1.9))
+    monkeypatch.setattr(_cpu, "_IDLE", [-1.0, None, None, False])
+    assert _cpu._idle_core() is False  # first reading: the load average (1.9 > 1.5)
+
+    def second(others, ours):
+        clock[0] += 2.0
+        machine[0] += 2.0 * (others + ours)
+        own[0] += 2.0 * ours
+        return _cpu._idle_core()
+
+    assert second(others=0.0, ours=2.0) is True  # only this process ran: idle
+    assert second(others=0.4, ours=1.0) is True
+    assert second(others=0.8, ours=1.0) is False  # another process holds most of a core
+    machine[0] += 100.0
+    clock[0] += 0.5
+    assert _cpu._idle_core() is False  # read at most once a second: the last answer
+    monkeypatch.setattr(_cpu, "_busy_seconds", lambda: None)
+    clock[0] += 2.0
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.3, 0.3, 0.3))
+    assert _cpu._idle_core() is True  # no /proc/stat: the load average
+
+
 def test_cpu_spmm_kernel_route(monkeypatch):
     """Per format and operand shape: CSR SpMM through torch's CSR kernel (one thread) for
     16 <= N <= 64 and SciPy's csr_matvecs beyond on a busy machine, through torch's

@@ -6,6 +6,7 @@ SciPy's Krylov loops on the same views."""
 import contextvars
 import functools
 import inspect
+import operator
 import os
 import time
 import warnings
@@ -97,6 +98,7 @@ class _Product(torch.autograd.Function):
 _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "data"),
           "coo": ("row", "col", "data"), "bsr": ("indptr", "indices", "data"),
           "dia": ("offsets", "data")}
+_PART_GETTERS = {fmt: operator.attrgetter(*names) for fmt, names in _PARTS.items()}
 
 
 @register("spmv", "cpu")
@@ -121,15 +123,12 @@ def _host_product(A):
     dtype).  Cached on ``A`` while it holds the same tensor objects; copies
     (non-contiguous, conjugated or mixed index dtypes) are never cached, so a cached
     product's views always share memory with ``A``'s tensors (in-place changes show)."""
-    names = _PARTS[A.format]
+    parts = _PART_GETTERS[A.format]
     cached = A.__dict__.get("_cache_host_product")
-    if cached is not None:  # (a loop, not all() over a generator: 1 us of a 13 us SpMV)
-        for name, t in zip(names, cached[0], strict=True):
-            if getattr(A, name) is not t:
-                break
-        else:
-            return cached[1]
-    tensors = tuple(getattr(A, name) for name in names)
+    # (identity by map and attrgetter: 0.2 us; a generator in all() took 1 us of a 13 us SpMV)
+    if cached is not None and all(map(operator.is_, parts(A), cached[0])):
+        return cached[1]
+    tensors = parts(A)
     views = tuple(_view(t) for t in tensors)
     shared = all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in tensors)
     if len(views) == 3 and views[0].dtype != views[1].dtype:
@@ -258,15 +257,16 @@ class _HostProduct:
 # 0.52-0.61x SciPy's time from 2.5*10^6 to 5*10^6 stored entries, 0.75-0.84x at 5*10^4;
 # at load 3-4 the threads wait for each other (the other processes hold the cores) and
 # the same calls took 1.4-1.6x SciPy's time (50x at 5*10^4).  Hence only while a core is
-# idle by the 1-minute load average (GNU OpenMP's rule for dynamic thread counts), and
-# not inside SciPy's loops on views (``krylov``, ``eigen``: a trnscipy LinearOperator's
-# products), where NumPy / OpenBLAS work interleaves: there torch's OpenMP threads,
-# spinning after each call, and OpenBLAS's stalled each other (18x slower at 9*10^4
-# rows; docs/design.md).
+# left idle by the other processes (``_idle_core``), and not inside SciPy's loops on
+# views (``krylov``, ``eigen``: a trnscipy LinearOperator's products), where NumPy /
+# OpenBLAS work interleaves: there torch's OpenMP threads, spinning after each call, and
+# OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/design.md).
 _TORCH_SPMV_MIN_NNZ = 2**15
 _HOST_LOOP = contextvars.ContextVar("trnscipy_cpu_host_loop", default=False)
-_IDLE = [-1.0, False]  # (when read, whether a core was idle): read at most once a second
-# (os.cpu_count reads /sys each call: 5-17 us, as much as a 10^4-row SpMV's kernel)
+# (when read, the machine's busy CPU seconds then, this process's then, whether a core was
+# idle): read at most once a second (os.cpu_count reads /sys each call: 5-17 us, as much as
+# a 10^4-row SpMV's kernel; /proc/stat and os.times about 10 us)
+_IDLE = [-1.0, None, None, False]
 
 
 def _threads_free():
@@ -276,14 +276,42 @@ def _threads_free():
 
 
 def _idle_core():
+    """True while the other processes leave this one a core besides its own thread: they
+    used at most ``cores - 1.5`` cores since the last reading (CPU seconds from /proc/stat
+    less this process's own, which the 1-minute load average would count: a benchmark's
+    two threads made a 2-core machine look busy to itself).  The first reading, and
+    machines without /proc/stat, use the load average."""
     now = time.monotonic()
-    if now - _IDLE[0] > 1.0:
+    last, machine_then, own_then = _IDLE[:3]
+    if now - last <= 1.0:
+        return _IDLE[3]
+    cores = os.cpu_count() or 1
+    machine, own = _busy_seconds(), sum(os.times()[:2])
+    if machine is not None and machine_then is not None:
+        others = (machine - machine_then - (own - own_then)) / (now - last)
+        idle = others <= cores - 1.5
+    else:
         try:
-            idle = os.getloadavg()[0] <= (os.cpu_count() or 1) - 0.5
+            idle = os.getloadavg()[0] <= cores - 0.5
         except (AttributeError, OSError):  # no load average here: take the machine as busy
             idle = False
-        _IDLE[:] = now, idle
-    return _IDLE[1]
+    _IDLE[:] = now, machine, own, idle
+    return idle
+
+
+def _busy_seconds():
+    """CPU seconds all processes have run (/proc/stat's first line, idle and iowait left
+    out), or None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()[1:]
+    except OSError:
+        return None
+    ticks = sum(int(v) for i, v in enumerate(fields[:8]) if i not in (3, 4))
+    return ticks / _CLOCK_TICKS
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _torch_csr(A):
