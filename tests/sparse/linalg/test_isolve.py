@@ -420,18 +420,22 @@ def test_offload_numpy_in_numpy_out(target):
 def test_cpu_sparse_products_bypass_scipys_operator_layers(solver, fmt, dtype, cpu_loop,
                                                            monkeypatch):
     """SciPy's loop on a CPU sparse container calls the product kernel on the views
-    directly (``_ViewOperator``): the iterates stay SciPy's bit for bit, with and without
-    a sparse preconditioner, and operands of another dtype take SciPy's own path."""
+    directly (``_ViewOperator``; A^T's too where SciPy's solver uses it): the iterates
+    stay SciPy's bit for bit, with and without a sparse preconditioner, and operands of
+    another dtype take SciPy's own path."""
     if cpu_loop != "scipy":
         pytest.skip("the torch loop does not go through SciPy's operators")
     if solver == "minres" and np.dtype(dtype).kind == "c":
         pytest.skip("SciPy's minres has no complex support")
     from trnscipy._kernels import _cpu
 
-    calls = []
+    calls, transposed = [], []
     on_views = _cpu._HostProduct.on_views
     monkeypatch.setattr(_cpu._HostProduct, "on_views",
                         lambda self, x: calls.append(x.dtype) or on_views(self, x))
+    t_on_views = _cpu._HostProduct.transposed_on_views
+    monkeypatch.setattr(_cpu._HostProduct, "transposed_on_views",
+                        lambda self, x: transposed.append(x.dtype) or t_on_views(self, x))
     A, b = _problem(solver, dtype)
     A = sp.csr_array(A).asformat(fmt)
     Ad = trnscipy.to_device(A, "cpu")
@@ -453,6 +457,11 @@ def test_cpu_sparse_products_bypass_scipys_operator_layers(solver, fmt, dtype, c
         assert info == info_ref
         np.testing.assert_array_equal(x.numpy(), x_ref)
         assert calls and set(calls) == {np.dtype(dtype)}
+    # A^T's products (bicg, qmr) too, for real CSR/CSC/COO (DIA: SciPy's own A^T)
+    if solver not in ("bicg", "qmr") or np.dtype(dtype).kind != "f":
+        assert not transposed
+    elif fmt != "dia":
+        assert transposed
     if np.dtype(dtype) == np.float32:  # float64 operands: SciPy's upcasting product
         calls.clear()
         x_ref, info_ref = f_ref(A, b.astype(np.float64), maxiter=maxiter, **_kwargs(solver))

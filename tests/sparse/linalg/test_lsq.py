@@ -114,6 +114,30 @@ def test_matches_scipy_cpu(solver, dtype, cpu_loop):
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dia"])
+def test_cpu_products_of_a_and_its_transpose_on_views(solver, fmt, cpu_loop, monkeypatch):
+    """SciPy's loop calls A's and A^T's products on the container's views directly (real
+    CSR, CSC, COO; DIA's A^T through SciPy): SciPy's result bit for bit."""
+    if cpu_loop != "scipy":
+        pytest.skip("the torch loop does not go through SciPy's operators")
+    from trnscipy._kernels import _cpu
+
+    sides = []
+
+    def counted(name):
+        f = getattr(_cpu._HostProduct, name)
+        return lambda self, x: sides.append(name) or f(self, x)
+
+    for name in ("on_views", "transposed_on_views"):
+        monkeypatch.setattr(_cpu._HostProduct, name, counted(name))
+    A, b = _problem(60, 20)
+    A = A.asformat(fmt)
+    got = getattr(tsl, solver)(_to(A, "cpu"), _to(b, "cpu"))
+    _check(solver, got, getattr(spla, solver)(A, b), np.float64, exact=True)
+    assert set(sides) == ({"on_views"} if fmt == "dia" else {"on_views", "transposed_on_views"})
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
 def test_operator_zero_rhs_and_early_returns(solver):
     A, b = _problem(30, 10)
     At = _to(A, "cpu")
