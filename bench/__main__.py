@@ -273,7 +273,8 @@ def main(argv=None):
             "per case, each lane makes one cold call (XLA counts, result checked against "
             "SciPy), one warm call (memory probe; XLA counts), then "
             f"{profile.min_reps}-{profile.max_reps} interleaved repetitions (the lane order "
-            "rotates each repetition; calls under 2 ms are batched; a 5 ms pause before each "
+            "rotates, and reverses every other repetition, so no lane always runs after the same "
+            "one; calls under 2 ms are batched; a 5 ms pause before each "
             "batch lets the previous lane's thread pools go idle); the median per call is "
             "reported. Every call of a device lane includes its synchronisation."),
         "memory_method": MEMORY_METHOD,

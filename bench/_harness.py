@@ -5,8 +5,8 @@ A case gives, per lane, a builder: ``build() -> run`` does the untimed setup
 performs one call and returns its result.  ``measure`` then makes, per lane:
 one cold call (XLA counts, correctness check against the SciPy lane), one
 warm call under the memory probe (and the XLA counters), and
-``reps`` interleaved timed repetitions (the lane order rotates every
-repetition); the reported time is the median.
+``reps`` interleaved timed repetitions (the lane order rotates, and reverses
+every other repetition); the reported time is the median.
 """
 
 import ctypes
@@ -367,7 +367,7 @@ def measure(case, lanes, profile, log=print):
         samples = {n: [] for n in runs}
         names = list(runs)
         for r in range(reps):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in _lane_order(names, r):
                 lane, run = runs[name]
                 samples[name].append(_timed(lane, run, number[name]))
         for name in runs:
@@ -380,6 +380,16 @@ def measure(case, lanes, profile, log=print):
             entry["ratio_vs_scipy"] = entry["median_s"] / base
     log(_one_line(row))
     return row
+
+
+def _lane_order(names, r):
+    """Repetition ``r``'s lane order: rotated, and reversed every other repetition, so
+    each lane follows a different lane from one repetition to the next (a plain rotation
+    keeps the cyclic order: the lane after torch's always ran in the wake of torch's
+    spinning thread pools, and the SciPy lane never did)."""
+    k = (r // 2) % len(names)
+    order = names[k:] + names[:k]
+    return order[::-1] if r % 2 else order
 
 
 def _one_line(row):
