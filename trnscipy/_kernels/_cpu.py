@@ -484,11 +484,13 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
 # ---- Eigensolvers: SciPy's ARPACK / lobpcg on zero-copy views -----------------------------
 
 @register("eigen", "cpu")
-def eigen(scipy_func, device_func, args, kwargs, host_operand):
+def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     """SciPy's eigensolver on NumPy views of the CPU tensors (ARPACK's and lobpcg's own
     iterates and speed); results come back as CPU tensors.  ``ArpackNoConvergence``
     carries its partial results as tensors.  The torch implementation runs instead when an
-    operand needs autograd.  ``host_operand``: as for ``krylov``."""
+    operand needs autograd.  ``host_operand``: as for ``krylov``; ``operators(arguments)``
+    (or None): whether SciPy makes a LinearOperator of the matrices itself in this call,
+    so sparse containers may go over as ``_ViewOperator``."""
     try:
         params = _signature(scipy_func).bind(*args, **kwargs).arguments
     except TypeError:
@@ -499,7 +501,8 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand):
         return device_func(*args, **kwargs)
     from scipy.sparse.linalg import ArpackNoConvergence
 
-    host = {name: _view(value) if isinstance(value, torch.Tensor) else host_operand(value)
+    as_operators = operators is not None and operators(params)
+    host = {name: _solver_operand(value, host_operand, as_operators)
             for name, value in params.items()}
     try:
         return _to_tensors(_in_host_loop(scipy_func, host))

@@ -130,7 +130,7 @@ def prepare_product(A, host=None):
 
 
 @register("eigen", "generic")
-def eigen(scipy_func, device_func, args, kwargs, host_operand):
+def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     """The torch implementation of the eigensolver (XLA graphs, CUDA)."""
     return device_func(*args, **kwargs)
 

@@ -263,6 +263,37 @@ def _count_cycles(monkeypatch):
     return cycles
 
 
+@pytest.mark.parametrize("call", ["eigsh", "eigsh_sigma", "eigsh_M", "eigs", "svds"])
+def test_cpu_standard_problems_take_the_container_as_an_operator(call, monkeypatch):
+    """On CPU tensors SciPy's ARPACK gets a sparse container as ``_ViewOperator`` (products
+    on its views) exactly where SciPy makes an operator of it anyway (eigs/eigsh without
+    sigma and M, svds): SciPy's results bit for bit; with sigma or M the SciPy twin."""
+    from trnscipy._kernels import _cpu
+
+    products = []
+    on_views = _cpu._HostProduct.on_views
+    monkeypatch.setattr(_cpu._HostProduct, "on_views",
+                        lambda self, x: products.append(1) or on_views(self, x))
+    A = _poisson(8)
+    B = sp.csr_array(sp.random(60, 25, density=0.2, random_state=1) + sp.eye(60, 25))
+    M = sp.diags_array(np.linspace(1, 2, 64)).tocsr()
+    v0 = np.ones(64)
+    host, kw = {"eigsh": (A, {"k": 4, "which": "LA"}),
+                "eigsh_sigma": (A, {"k": 4, "sigma": 0.5}),
+                "eigsh_M": (A, {"k": 4, "M": M}),
+                "eigs": (A, {"k": 4, "which": "LR"}),
+                "svds": (B, {"k": 3})}[call]
+    f, f_ref = (tsl.svds, spla.svds) if call == "svds" else (
+        (tsl.eigs, spla.eigs) if call == "eigs" else (tsl.eigsh, spla.eigsh))
+    start = np.ones(min(host.shape)) if call == "svds" else v0
+    dev_kw = {k: trnscipy.to_device(v, "cpu") if sp.issparse(v) else v for k, v in kw.items()}
+    ref = f_ref(host, v0=start, **kw)
+    got = f(trnscipy.to_device(host, "cpu"), v0=torch.from_numpy(start), **dev_kw)
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(g.numpy(), r)
+    assert bool(products) == (call in ("eigsh", "eigs", "svds"))
+
+
 @pytest.mark.xla
 def test_eigsh_xla_graph_counts(xla_device, monkeypatch):
     from trnscipy._metrics import xla_counts

@@ -10,24 +10,43 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import host_operand
 
-__all__ = ["eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
-           "small_eigh"]
+__all__ = ["always", "eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
+           "small_eigh", "standard_problem"]
 
 
-def eigen_kernel(scipy_func):
+def eigen_kernel(scipy_func, operators=None):
     """Decorator, under ``@dispatch``: the call goes through the kernel seam's "eigen"
     entry for the operands' device.  On the CPU that is SciPy's own solver (ARPACK,
-    lobpcg) on zero-copy views; elsewhere the decorated torch implementation."""
+    lobpcg) on zero-copy views; elsewhere the decorated torch implementation.
+    ``operators(arguments)``: True where SciPy's function makes a LinearOperator of its
+    matrix itself (then the CPU kernel may hand a sparse container over as one)."""
     def decorate(torch_func):
         @functools.wraps(torch_func)
         def solve(*args, **kwargs):
             device = find_device(args, kwargs)
-            return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand)
+            return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand,
+                                           operators)
 
         solve.torch_impl = torch_func
         return solve
 
     return decorate
+
+
+def standard_problem(arguments):
+    """eigs/eigsh without sigma and M and with k < n - 1: SciPy then only calls
+    ``aslinearoperator(A).matvec`` (shift-invert and its k >= n - 1 dense route treat a
+    sparse matrix and an operator differently)."""
+    try:
+        return (arguments.get("sigma") is None and arguments.get("M") is None
+                and int(arguments.get("k", 6)) < arguments["A"].shape[0] - 1)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return False
+
+
+def always(arguments):
+    """svds: SciPy makes a LinearOperator of A before anything else."""
+    return True
 
 
 def operator(A, device):

@@ -15,7 +15,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, small_eigh
+from trnscipy.sparse.linalg._eigen._common import always, eigen_kernel, operator, small_eigh
 from trnscipy.sparse.linalg._eigen.arpack.arpack import (
     _device_of,
     _is_matrix,
@@ -60,7 +60,7 @@ def _validate(A, k, ncv, tol, which, v0, maxiter, return_singular, solver):
 
 
 @dispatch(_scipy.svds)
-@eigen_kernel(_scipy.svds)
+@eigen_kernel(_scipy.svds, operators=always)
 def svds(A, k=6, ncv=None, tol=0, which="LM", v0=None, maxiter=None,
          return_singular_vectors=True, solver="arpack", rng=None, options=None, *,
          random_state=None):

@@ -39,6 +39,7 @@ from trnscipy.sparse.linalg._eigen._common import (
     pseudo_random,
     read_small,
     real_dtype,
+    standard_problem,
 )
 from trnscipy.sparse.linalg._isolve.utils import dot
 
@@ -189,7 +190,7 @@ def _check_square(A, M):
 
 
 @dispatch(_scipy.eigsh)
-@eigen_kernel(_scipy.eigsh)
+@eigen_kernel(_scipy.eigsh, operators=standard_problem)
 def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
           return_eigenvectors=True, Minv=None, OPinv=None, mode="normal", rng=None):
     device = _device_of(A, M, v0, Minv, OPinv)
@@ -469,7 +470,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
 
 
 @dispatch(_scipy.eigs)
-@eigen_kernel(_scipy.eigs)
+@eigen_kernel(_scipy.eigs, operators=standard_problem)
 def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
          return_eigenvectors=True, Minv=None, OPinv=None, OPpart=None, rng=None):
     """Restarted Arnoldi in Krylov-Schur form (_krylov_schur.py).  What differs on
