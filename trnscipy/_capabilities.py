@@ -34,6 +34,10 @@ class Capability:
     # device->host copies of complex128 lose the imaginary part (torch-xla 2.9,
     # measured): copy the real and imaginary parts separately
     split_complex128_to_host: bool = False
+    # the device_loop kernel leaves its loop on a device flag (an XLA While whose
+    # condition reads it): a Krylov solve then runs to its stop flag in one execution,
+    # not one execution and host read per block of iterations
+    device_while: bool = False
 
 
 # scipy.linalg functions whose torch ops do not lower to XLA HLO (torch-xla 2.9,
@@ -82,11 +86,12 @@ CAPABILITIES = {
     "cuda": Capability("cuda", host_ops=_HOST_SUPERLU),
     # torch-xla (PJRT CPU here): no torch sparse layouts.
     "xla": Capability("xla", sparse_layouts=False, host_ops=_HOST_SUPERLU,
-                      split_complex128_to_host=True),
+                      split_complex128_to_host=True, device_while=True),
     # Trainium: no float64, no complex arithmetic, no torch sparse layouts.
     "neuron": Capability("neuron", float64=False, complex=False, sparse_layouts=False,
                          host_ops=_NEURON_HOST_EIG | _HOST_SUPERLU | _COMPLEX_SCHUR,
-                         double_float_ops=_DOUBLE_FLOAT, split_complex128_to_host=True),
+                         double_float_ops=_DOUBLE_FLOAT, split_complex128_to_host=True,
+                         device_while=True),
 }
 
 

@@ -527,6 +527,36 @@ def test_sum_keeps_indices_of_large_matrices(device):
 
 
 @pytest.mark.xla
+def test_xla_device_loop_leaves_on_the_until_flag(xla_device):
+    """``until``: the While's condition reads the carry's flag, so the loop stops at the
+    step that set it (counted by the steps taken), in one execution, with any bounds."""
+    import torch_xla
+
+    from trnscipy._kernels import kernel
+    from trnscipy._metrics import xla_counts
+
+    loop = kernel("device_loop", xla_device)
+
+    def body(carry, j):
+        count, total, done = carry
+        return count + 1, total + j.to(total.dtype), done | (total[0] + j >= 10)
+
+    for stop in (100, 1000):
+        carry = (torch.zeros(1, dtype=torch.int64).to(xla_device),
+                 torch.zeros(1, dtype=torch.int64).to(xla_device),
+                 torch.tensor(False).to(xla_device))
+        with xla_counts() as counts:
+            count, total, done = loop(body, carry, 0, stop, until=2)
+            torch_xla.sync()
+            got = (int(count.cpu()[0]), int(total.cpu()[0]), bool(done.cpu()))
+        assert got == (5, 10, True)  # 0 + 1 + 2 + 3 + 4 = 10 at the fifth step
+        assert counts.executions == 1
+    (count,) = loop(lambda carry, j: (carry[0] + 1,),
+                    (torch.zeros(1, dtype=torch.int64).to(xla_device),), 0, 7)
+    assert int(count.cpu()[0]) == 7  # without until: every step
+
+
+@pytest.mark.xla
 def test_xla_device_loop_builds_on_finished_work(xla_device, monkeypatch):
     """A tensor the loop body reads from its closure may be the result of a graph still
     queued when the loop is built; its buffer handle changes when the buffer arrives,

@@ -142,11 +142,13 @@ def graph_function(fn):
 
 
 @register("device_loop", "generic")
-def device_loop(body, carry, start, stop):
+def device_loop(body, carry, start, stop, until=None):
     """``for j in range(start, stop): carry = body(carry, j)``, a Python loop, ``j`` a 0-d
     int64 tensor on the carry's device.  Python-int bounds read nothing on the host (the
     indices are one ``torch.arange``), so the loop can be captured in a CUDA graph; device
-    bounds are read on the host (not capturable)."""
+    bounds are read on the host (not capturable).  ``until`` is not read (that would be
+    a host read per step): every step runs, and a body given ``until`` leaves a finished
+    carry as it is."""
     carry = tuple(carry)
     start, stop = int(start), int(stop)
     indices = torch.arange(start, max(start, stop), device=carry[0].device)

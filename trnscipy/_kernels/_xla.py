@@ -289,10 +289,11 @@ def _device_data(tensors):
 
 
 @register("device_loop", "xla")
-def device_loop(body, carry, start, stop):
+def device_loop(body, carry, start, stop, until=None):
     """``for j in range(start, stop): carry = body(carry, j)`` as one XLA ``While`` in the
     lazy graph (``start``, ``stop``: int64 device tensors of one element, or Python ints,
-    uploaded: either way graph data, so the graph does not depend on them).  ``body`` is
+    uploaded: either way graph data, so the graph does not depend on them), leaving early
+    once the 0-d bool ``carry[until]`` is True (the While's condition reads it).  ``body`` is
     traced once on placeholders and compiles once, however many steps run: an unrolled
     loop of m steps compiles m bodies.  ``body`` must be pure tensor code (no host reads,
     no graph cuts) keeping the carry's shapes and dtypes; tensors it reads from its
@@ -335,7 +336,8 @@ def device_loop(body, carry, start, stop):
     n_carry = len(carry)
 
     def cond(j, stop, *rest):
-        return j < stop
+        going = j < stop
+        return going if until is None else going & rest[until].__not__()  # (xb's Not)
 
     def step(j, stop, *rest):
         result = xb.Op.call(computation, [(j, stop, *rest)[to_loop[i]]

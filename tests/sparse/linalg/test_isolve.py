@@ -138,6 +138,27 @@ def short_blocks(monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.parametrize("solver", ["cg", "bicgstab", "minres", "tfqmr"])
+def test_xla_loop_solvers_run_to_the_stop_flag_in_one_execution(solver, xla_device):
+    """Where the device loop leaves on the stop flag (XLA), the iterations of a solve are
+    one execution however many there are: the same count at 4x the unknowns and at a
+    maxiter stop, the results SciPy's."""
+    from trnscipy._metrics import xla_counts
+
+    counts = []
+    for m, kw in ((6, {}), (12, {}), (12, {"maxiter": 30, "rtol": 1e-14})):
+        A, b = _problem(solver, np.float64, m=m)
+        x_ref, info_ref = getattr(spla, solver)(A, b, **kw)
+        with xla_counts() as c:
+            x, info = getattr(tsl, solver)(_to(A, xla_device), _to(b, xla_device), **kw)
+            trnscipy.to_host(x)
+        assert info == info_ref and (info == 30) == ("maxiter" in kw)
+        _compare(x, x_ref, np.float64)
+        counts.append(c.executions)
+    assert counts[0] == counts[1] <= 5 and counts[2] <= counts[0], counts
+
+
+@pytest.mark.xla
 @pytest.mark.parametrize("solver", XLA_SOLVERS)
 def test_xla_counts_and_iterates(solver, xla_device, short_blocks, monkeypatch):
     from trnscipy._metrics import xla_counts

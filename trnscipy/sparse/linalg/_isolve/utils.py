@@ -358,7 +358,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     iteration.  Returns (state, info) with info a Python int (maxiter if not stopped).
     ``loop``: a replayed block is the ``device_loop`` kernel over its iterations (on XLA
     one ``While``: one execution per block, the body compiled once) instead of ``unroll``
-    iterations traced one after the other.
+    iterations traced one after the other; where the loop leaves on the stop flag
+    (``device_while``), one block runs all of ``maxiter``: one execution per solve.
     """
     if host_reads_free(device):
         for it in range(maxiter):
@@ -394,6 +395,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
     # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
     loop = loop and not any(leaf.is_complex() for leaf in leaves)
+    if replayable and loop and capability(device_kind(device)).device_while:
+        block = maxiter - bool(peel)  # one While to the stop flag: one execution
     steps = min(block, unroll or UNROLL) if replayable and not loop else block
     block = -(-block // steps) * steps
     device_loop = kernel("device_loop", device)
@@ -408,7 +411,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
             if replayable and loop:
                 flat = flat_iterate(flat, True) if first else flat
                 return device_loop(lambda carry, _: flat_iterate(carry, False), flat,
-                                   int(first), steps)
+                                   int(first), steps, until=len(flat) - 3)
             for k in range(steps):
                 flat = flat_iterate(flat, first and k == 0)
             return flat
