@@ -158,7 +158,7 @@ _REFINED = frozenset({"cg", "bicg", "bicgstab", "cgs", "gmres", "lgmres", "gcrot
 
 
 @register("krylov", "neuron")
-def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None):
+def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None, operators=True):
     """float64 systems: refinement around the float32 device solver (module docstring);
     float32 systems: the device solver itself."""
     try:
