@@ -339,12 +339,39 @@ def _matrix_preconditioner(params):
         "csr", "csc", "coo", "bsr", "dia") or type(M).__name__ == "MatrixLinearOperator"
 
 
+def _watch(best, stalled, rnorm, left, tol):
+    """The stop test of a one-space solve on the device, after each block (cycle): the
+    smallest true residual so far, the blocks since it, and whether to stop (converged
+    below ``tol``, rounded down to float32 so that the host's float64 test agrees; no
+    iterations left; non-finite; ``_STALLED_BLOCKS`` without a new smallest)."""
+    better = rnorm < best
+    best = torch.where(better, rnorm, best)
+    stalled = torch.where(better, 0, stalled + 1)
+    done = (rnorm < tol) | (left <= 0) | ~torch.isfinite(rnorm) | (stalled >= _STALLED_BLOCKS)
+    return best, stalled, done.reshape(())
+
+
+def _watch_start(rnorm, tol, device):
+    """``_watch``'s carry before the first block, and the tolerance it tests."""
+    tol32 = np.float32(tol)
+    if tol32 > tol:
+        tol32 = np.nextafter(tol32, np.float32(0))
+    return (_data(rnorm, torch.float32, device), _data(0, torch.int32, device),
+            torch.tensor(False).to(device), _data(float(tol32), torch.float32, device))
+
+
+def _status(rnorm, left, stalled):
+    """What the host reads once per device loop: [||b - A x||, iterations left, stalled]."""
+    return torch.cat([rnorm, left.to(rnorm.dtype), stalled.to(rnorm.dtype)])
+
+
 class _CG:
     """The graph function of the double-float cg for one operator and preconditioner:
-    ``block`` (``CHECK_EVERY`` float32 iterations as one device loop, then the true
-    residual replaces the recursive one; the status ``[||b - A x||, iterations left]``).
-    A replayed graph (``graph_function``): cached on the operator, so that repeated
-    solves with it neither trace nor compile again."""
+    ``blocks`` (blocks of ``CHECK_EVERY`` float32 iterations, each a device loop ending
+    with the true residual in place of the recursive one, in an outer device loop that
+    leaves when ``_watch`` says; ``_status``).  A replayed graph (``graph_function``):
+    cached on the operator, so that repeated solves with it neither trace nor compile
+    again."""
 
     def __init__(self, op, M, device):
         from trnscipy.sparse.linalg._isolve import utils
@@ -367,14 +394,22 @@ class _CG:
             p, rho = torch.where(live, p_new, p), torch.where(live, rho_new, rho)
             return xh, xl, r, p, rho, left - live.to(left.dtype), rref, tol
 
-        def block(xh, xl, r, p, rho, left, rref, tol, bh, bl):
-            xh, xl, r, p, rho, left, rref, tol = loop(
-                iteration, (xh, xl, r, p, rho, left, rref, tol), 0, utils.CHECK_EVERY)
-            true = op.residual((bh, bl), (xh, xl))
-            rref = _df.norm(true)[0].reshape(1)
-            return xh, xl, true[0], p, rho, left, rref, torch.cat([rref, left.to(rref.dtype)])
+        def blocks(xh, xl, r, p, rho, left, rref, tol, bh, bl, best, stalled, done, tol_down,
+                   stop):
+            def block(carry, _):
+                xh, xl, r, p, rho, left, rref, best, stalled, done = carry
+                xh, xl, r, p, rho, left, rref, _ = loop(
+                    iteration, (xh, xl, r, p, rho, left, rref, tol), 0, utils.CHECK_EVERY)
+                true = op.residual((bh, bl), (xh, xl))
+                rref = _df.norm(true)[0].reshape(1)
+                return (xh, xl, true[0], p, rho, left, rref,
+                        *_watch(best, stalled, rref, left, tol_down))
 
-        self.block = kernel("graph_function", device)(block)
+            out = loop(block, (xh, xl, r, p, rho, left, rref, best, stalled, done), 0, stop,
+                       until=9)
+            return (*out, _status(out[6], out[5], out[8]))
+
+        self.blocks = kernel("graph_function", device)(blocks)
 
 
 _STALLED_BLOCKS = 10  # blocks without a new smallest true residual: hand over
@@ -434,25 +469,23 @@ def _data(value, dtype, device):
 
 
 class _Progress:
-    """The host's side of a one-space solve: SciPy's test on each status read
-    ([||b - A x||, iterations left]), and the hand-over to the general refinement when
-    ``_STALLED_BLOCKS`` reads bring no new smallest residual."""
+    """The host's side of a one-space solve: SciPy's test on the status read after each
+    device loop (``_status``), and the hand-over to the general refinement when
+    ``_STALLED_BLOCKS`` blocks brought no new smallest residual (``_watch``)."""
 
-    def __init__(self, name, device_solver, op, params, rnorm, tol, maxiter):
+    def __init__(self, name, device_solver, op, params, tol, maxiter):
         self.args = name, device_solver, op, params
-        self.best, self.stalled, self.tol, self.maxiter = rnorm, 0, tol, maxiter
+        self.tol, self.maxiter = tol, maxiter
 
     def done(self, status, xh, xl):
         """(x, info) when the solve ends at this read, else None."""
-        rnorm, left = (float(v) for v in status.cpu())
+        rnorm, left, stalled = (float(v) for v in status.cpu())
         x = _transfer.df_tensor(xh, xl)
         if rnorm < self.tol:
             return x, 0
         if left <= 0 or not np.isfinite(rnorm):
             return x, self.maxiter
-        self.best, self.stalled = (rnorm, 0) if rnorm < self.best else (
-            self.best, self.stalled + 1)
-        if self.stalled >= _STALLED_BLOCKS:
+        if stalled >= _STALLED_BLOCKS:
             name, device_solver, op, params = self.args
             return _refine(name, device_solver, op, dict(params, x0=x, maxiter=int(left)))
         return None
@@ -479,6 +512,8 @@ def _cg(device_solver, op, params):
         return device_solver(**params)  # the solver's own shape errors
     if len(start) == 2:
         return start
+    from trnscipy.sparse.linalg._isolve import utils
+
     bh, bl, xh, xl, r, rnorm, tol, maxiter = start
     device = r.device
     graphs = _cached_graphs(op, "cg", M, lambda: _CG(op, M, device))
@@ -486,10 +521,12 @@ def _cg(device_solver, op, params):
     rho = _data(1.0, r.dtype, device)  # p = 0: the first p is z
     left = _data(maxiter, torch.int32, device)
     tol_t, rref = _data(tol, r.dtype, device), _data(rnorm, r.dtype, device)
-    progress = _Progress("cg", device_solver, op, params, rnorm, tol, maxiter)
-    while True:
-        xh, xl, r, p, rho, left, rref, status = graphs.block(xh, xl, r, p, rho, left, rref,
-                                                             tol_t, bh, bl)
+    *watch, tol_down = _watch_start(rnorm, tol, device)
+    stop = _data(-(-maxiter // utils.CHECK_EVERY) + 1, torch.int64, device)
+    progress = _Progress("cg", device_solver, op, params, tol, maxiter)
+    while True:  # (one pass unless the loop ran to ``stop``)
+        xh, xl, r, p, rho, left, rref, *watch, status = graphs.blocks(
+            xh, xl, r, p, rho, left, rref, tol_t, bh, bl, *watch, tol_down, stop)
         end = progress.done(status, xh, xl)
         if end is not None:
             return end
@@ -507,8 +544,8 @@ def _cg(device_solver, op, params):
 
 class _GMRES:
     """The graph function of the double-float gmres for one operator, preconditioner and
-    restart length: ``cycle`` (one restart cycle, then the true residual; the status
-    ``[||b - A x||, cycles left]``)."""
+    restart length: ``cycles`` (restart cycles, each ending with the true residual, in a
+    device loop that leaves when ``_watch`` says; ``_status``)."""
 
     def __init__(self, op, M, m, device):
         from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, inner_stop
@@ -520,30 +557,37 @@ class _GMRES:
         arnoldi = Arnoldi(lambda v: A32 @ v, m, float(np.finfo(np.float32).eps),
                           torch.float32, device, lpsolve=psolve)
 
-        def cycle(xh, xl, r, rnorm, left, tol, bh, bl):
-            live = (left > 0) & (rnorm >= tol)
-            v0 = r if M is None else M @ r
-            beta = norm(v0)
-            basis, _ = arnoldi.steps(arnoldi.start(v0 * (1 / beta)), m)
-            brks = basis["brk"]
-            steps, _ = inner_stop(torch.zeros_like(brks), brks)
-            dx = gmres_correction(basis["V"], basis["R"], basis["Q"][:, 0] * beta, steps, m)
-            x = _df.add_f((xh, xl), dx)
-            xh, xl = torch.where(live, x[0], xh), torch.where(live, x[1], xl)
-            true = op.residual((bh, bl), (xh, xl))
-            rnorm = _df.norm(true)[0].reshape(1)
-            left = left - live.to(left.dtype)
-            return xh, xl, true[0], rnorm, left, torch.cat([rnorm, left.to(rnorm.dtype)])
+        loop = kernel("device_loop", device)
 
-        self.cycle = kernel("graph_function", device)(cycle)
+        def cycles(xh, xl, r, rnorm, left, tol, bh, bl, best, stalled, done, tol_down, stop):
+            def cycle(carry, _):
+                xh, xl, r, rnorm, left, best, stalled, done = carry
+                live = (left > 0) & (rnorm >= tol)
+                v0 = r if M is None else M @ r
+                beta = norm(v0)
+                basis, _ = arnoldi.steps(arnoldi.start(v0 * (1 / beta)), m)
+                brks = basis["brk"]
+                steps, _ = inner_stop(torch.zeros_like(brks), brks)
+                dx = gmres_correction(basis["V"], basis["R"], basis["Q"][:, 0] * beta, steps,
+                                      m)
+                x = _df.add_f((xh, xl), dx)
+                xh, xl = torch.where(live, x[0], xh), torch.where(live, x[1], xl)
+                true = op.residual((bh, bl), (xh, xl))
+                rnorm = _df.norm(true)[0].reshape(1)
+                left = left - live.to(left.dtype)
+                return (xh, xl, true[0], rnorm, left,
+                        *_watch(best, stalled, rnorm, left, tol_down))
+
+            out = loop(cycle, (xh, xl, r, rnorm, left, best, stalled, done), 0, stop, until=7)
+            return (*out, _status(out[3], out[4], out[6]))
+
+        self.cycles = kernel("graph_function", device)(cycles)
 
 
 def _gmres(device_solver, op, params):
     """gmres(restart) with a double-float iterate and the true residual at every restart
     (see above); ``maxiter`` counts restart cycles, as SciPy's.  Where the true residual
     stops decreasing, the general refinement (GMRES-IR) goes on from the iterate."""
-    from trnscipy.sparse.linalg._isolve import utils
-
     M = _float32_operator(params.get("M"))
     start = _start("gmres", op, params, M)
     if start is None:
@@ -556,12 +600,12 @@ def _gmres(device_solver, op, params):
     graphs = _cached_graphs(op, ("gmres", m), M, lambda: _GMRES(op, M, m, device))
     rnorm_t = _data(rnorm, r.dtype, device)
     left, tol_t = _data(maxiter, torch.int32, device), _data(tol, r.dtype, device)
-    cycles = max(1, utils.CHECK_EVERY // m)  # a read per CHECK_EVERY steps, as gmres
-    progress = _Progress("gmres", device_solver, op, params, rnorm, tol, maxiter)
-    while True:
-        for _ in range(cycles):
-            xh, xl, r, rnorm_t, left, status = graphs.cycle(xh, xl, r, rnorm_t, left, tol_t,
-                                                            bh, bl)
+    *watch, tol_down = _watch_start(rnorm, tol, device)
+    stop = _data(maxiter + 1, torch.int64, device)
+    progress = _Progress("gmres", device_solver, op, params, tol, maxiter)
+    while True:  # (one pass unless the loop ran to ``stop``)
+        xh, xl, r, rnorm_t, left, *watch, status = graphs.cycles(
+            xh, xl, r, rnorm_t, left, tol_t, bh, bl, *watch, tol_down, stop)
         end = progress.done(status, xh, xl)
         if end is not None:
             return end
