@@ -232,9 +232,12 @@ def test_xla_matches_scipy_and_counts(solver, xla_device, short_blocks):
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("dtype", [np.float32, np.complex64])
 def test_xla_float32_complex(solver, dtype, xla_device, short_blocks):
+    # (an iteration cap above min(A.shape), the default: complex64 lsmr met its stop test
+    # at that last iteration in SciPy and missed it by rounding on XLA, istop 7)
     A, b = _problem(30, 8, dtype)
-    ref = getattr(spla, solver)(A, b)
-    got = getattr(tsl, solver)(_to(A, xla_device), _to(b, xla_device))
+    kw = {LIMIT[solver]: 40}
+    ref = getattr(spla, solver)(A, b, **kw)
+    got = getattr(tsl, solver)(_to(A, xla_device), _to(b, xla_device), **kw)
     assert got[0].device == xla_device
     x = _host(got[0])
     assert x.dtype == ref[0].dtype
