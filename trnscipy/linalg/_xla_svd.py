@@ -165,7 +165,9 @@ def _split(b, s):
     complement.  Each q has _bucket(k) columns, the first k orthonormal, the others
     zero, and zero padding rows.  None where one side is empty."""
     size, dev = b.shape[-1], b.device
-    count = torch.tensor(s).to(dev)  # device data: the graphs depend on the sizes only
+    # device data: graphs depend on the sizes only (a 0-d upload would not: torch-xla 2.9
+    # makes 0 and 1 constants and shares one parameter between equal scalars)
+    count = torch.tensor([s]).to(dev)
     p = _projector(b, count)
     trace = torch.diagonal(p).sum()
     kernel("materialize", dev)((p, trace))  # (nothing else is pending: one graph)
@@ -192,7 +194,8 @@ def _divide(b, s, vectors):
     """Eigenpairs (w, v) of the real block of a padded ``b`` (see _split): split while
     its padded size is above LEAF, then XLA's eigh (refined in float64) with the pads
     above the spectrum; the pads' eigenvalues come back as inf, their vectors zero.
-    Each block's results are materialized, so that no graph carries another's work."""
+    A split's bases and results are materialized (its leaves' eighs in the results'
+    graph), so that no graph carries another block's work."""
     size = b.shape[-1]
     parts = _split(b, s) if size > LEAF else None
     if parts is not None:
@@ -202,15 +205,16 @@ def _divide(b, s, vectors):
         out = [(q, *_divide(c, k, vectors)) for q, k, c in blocks]
         w = torch.cat([w for _, w, _ in out], -1)
         v = torch.cat([q @ v for q, _, v in out], -1) if vectors else None
+        kernel("materialize", b.device)((w,) if v is None else (w, v))
     else:
-        pad = torch.arange(size, device=b.device) >= torch.tensor(s).to(b.device)
+        pad = torch.arange(size, device=b.device) >= torch.tensor([s]).to(b.device)
         # distinct pads above ||B||_inf (the spectral radius), no coupling
-        top = 2 * b.abs().sum(-1).max() + 1
+        top = 2 * b.abs().sum(-1).max()
+        top = torch.where(top > 0, top, 1)
         b = b + torch.diag(torch.where(pad, top * (1 + torch.arange(size, device=b.device)
                                                      / size), 0))
         w, v = _refined_eigh(b) if vectors else (torch.linalg.eigvalsh(b), None)
         w = torch.where(pad, torch.inf, w)  # eigh's order is ascending: pads last
-    kernel("materialize", b.device)((w,) if v is None else (w, v))
     return w, v
 
 
