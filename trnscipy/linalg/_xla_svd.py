@@ -315,9 +315,8 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         for _ in range(_EIGH_REFINE_STEPS):
             w, v = _refine_eigh(full, v)
         w = _refine_eigh(full, v, vectors=False)
-    # ascending (the split's blocks come unsorted, a refined pair may swap within a
-    # cluster); the columns move by a permutation product: torch-xla 2.9 corrupts memory
-    # gathering complex128 columns
+    # ascending (a refined pair may swap within a cluster); the columns move by a
+    # permutation product: torch-xla 2.9 corrupts memory gathering complex128 columns
     w, order = torch.sort(w, dim=-1)
     if eigvals_only:
         v = None
