@@ -170,7 +170,7 @@ def _split(b, s):
     count = torch.tensor([s]).to(dev)
     p = _projector(b, count)
     trace = torch.diagonal(p).sum()
-    kernel("materialize", dev)((p, trace))  # (nothing else is pending: one graph)
+    kernel("materialize", dev)((p, trace))  # (one graph of their own, then the read)
     trace = float(kernel("linalg._fetch", dev)(trace))
     if not math.isfinite(trace):  # (non-finite input: the leaf eigh raises SciPy's error)
         return None
