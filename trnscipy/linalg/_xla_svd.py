@@ -62,6 +62,7 @@ def polar_qdwh(a):
     eps = torch.finfo(a.dtype).eps
     norm = torch.linalg.vector_norm(a, dim=(-2, -1), keepdim=True)
     x = a / torch.where(norm == 0, torch.ones_like(norm), norm)
+    _sync(x)  # (the first iteration then runs its form's executable, not one of its own)
     eye = torch.eye(n, dtype=a.dtype, device=a.device).expand(*batch, n, n)
     for wa, wb, wc in _schedule(eps):
         qr_form = wc > 100
@@ -118,11 +119,12 @@ LEAF = 256
 def _bucket(k, size):
     """The padded size of a block of k eigenpairs split from a padded ``size`` block:
     the next of LEAF/4 (j + 1/2), where the halves of powers of two fall mid-bucket
-    (n = 1024: 544, 288, 160), or LEAF - LEAF/32 for a leaf that would pad above LEAF
-    (a graded spectrum's 243 of 300), clear of the quarters of 1024 (256 +- a few)."""
+    (n = 1024: 544, 288, 160).  In a block below 2 LEAF, a leaf that would pad above
+    LEAF pads to LEAF - LEAF/32 instead (a graded spectrum's 243 of 300); the quarters
+    of 1024 (256 +- 10) come from 544 and always go to 288 and split."""
     grain, leaf = max(LEAF // 4, 2), LEAF - LEAF // 32
     padded = grain * max(0, math.ceil((k - grain // 2) / grain)) + grain // 2
-    return min(size, leaf if k <= leaf < padded else padded)
+    return min(size, leaf if k <= leaf < padded and size < 2 * LEAF else padded)
 
 
 def _orth(y, cols):
