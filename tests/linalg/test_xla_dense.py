@@ -248,7 +248,7 @@ def _svd_check(a, u, s, vh, c=10):
 def test_svd_n300_float32_on_device(device):
     """Must-show: svd of a 300 x 300 float32 matrix (singular values from 1 to 1e-6) on the
     device with SciPy's accuracy (backward error, orthogonality), no aten CPU fallback;
-    a repeat compiles nothing, runs 15 graphs (one spectral split: n > LEAF; its bases and
+    a repeat compiles nothing, runs 17 graphs (one spectral split: n > LEAF; its bases and
     blocks' results are graphs of their own) and (quiet machine) takes under 2 s."""
     import time
 
@@ -267,7 +267,7 @@ def test_svd_n300_float32_on_device(device):
         seconds = time.perf_counter() - start
     _svd_check(a, u, s, vh)
     if counts is not None:
-        assert counts.executions <= 15, counts
+        assert counts.executions <= 17, counts
         print(f"svd 300x300 float32 warm on XLA: {seconds:.2f} s, {counts}")
 
 
