@@ -189,7 +189,9 @@ def _split(b, s):
     y = x[:, size:size + k2] * real * (torch.arange(k2, device=dev) < sides[1])
     for _ in range(2):
         y = y - q1 @ (q1.mT @ y)
-    return (q1, k), (_orth(y, sides[1]), s - k)
+    q2 = _orth(y, sides[1])  # (y is as ill-conditioned as a (s - k) square Gaussian:
+    q2 = _orth(q2 - q1 @ (q1.mT @ q2), sides[1])  # its rounding along q1 grows)
+    return (q1, k), (q2, s - k)
 
 
 def _divide(b, s, vectors):
