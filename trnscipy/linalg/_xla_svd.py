@@ -127,15 +127,15 @@ def _bucket(k, size):
     return min(size, leaf if k <= leaf < padded and size < 2 * LEAF else padded)
 
 
-def _orth(y, cols):
+def _orth(y, cols, shifts=2):
     """An orthonormal basis of range(y) in its first ``cols`` columns (a device count),
-    the other columns of y zero and kept zero: two shifted Cholesky QR passes (shift
-    above the Gram's rounding, from ||G||_1 >= ||G||_2), then two plain ones."""
+    the other columns of y zero and kept zero: ``shifts`` shifted Cholesky QR passes
+    (shift above the Gram's rounding, from ||G||_1 >= ||G||_2), then two plain ones."""
     m, k = y.shape[-2:]
     eps = torch.finfo(y.dtype).eps
     eye = torch.eye(k, dtype=y.dtype, device=y.device)
     hole = torch.diag((torch.arange(k, device=y.device) >= cols).to(y.dtype))
-    for shifted in (True, True, False, False):
+    for shifted in (True,) * shifts + (False, False):
         g = y.mT @ y + hole
         if shifted:
             g = g + 2 * (m + 2 * k) * eps * g.abs().sum(-2).max() * eye
@@ -184,13 +184,13 @@ def _split(b, s):
                     dtype=torch.float64).to(b.dtype).to(dev)
     sides = torch.tensor([k, s - k]).to(dev)
     q1 = _orth(p @ x[:, :k1] * (torch.arange(k1, device=dev) < sides[0]), sides[0])
-    q1 = _orth(p @ q1, sides[0])  # (P X1 is as ill-conditioned as a k x k Gaussian)
+    q1 = _orth(p @ q1, sides[0], 0)  # (P X1 is as ill-conditioned as a k x k Gaussian)
     real = (torch.arange(size, device=dev) < count).unsqueeze(-1)
     y = x[:, size:size + k2] * real * (torch.arange(k2, device=dev) < sides[1])
     for _ in range(2):
         y = y - q1 @ (q1.mT @ y)
     q2 = _orth(y, sides[1])  # (y is as ill-conditioned as a (s - k) square Gaussian:
-    q2 = _orth(q2 - q1 @ (q1.mT @ q2), sides[1])  # its rounding along q1 grows)
+    q2 = _orth(q2 - q1 @ (q1.mT @ q2), sides[1], 0)  # its rounding along q1 grows)
     return (q1, k), (q2, s - k)
 
 
