@@ -11,7 +11,8 @@ passes, the later ones the Cholesky form; everything is matmul, ``torch.cholesky
 ``triangular_solve`` (they lower), one graph per iteration.  H above LEAF is split
 first (QDWH-eig, Nakatsukasa & Higham 2013: the polar factor of H - sigma I gives the
 projector onto its eigenvalues above sigma), so XLA's Jacobi eigh sees only small
-blocks; the split's block sizes are read on the host.  Where A is (nearly) rank
+blocks; the split's ranks are read on the host, and the blocks are padded to a few
+fixed sizes, so that the graphs depend on n, not on the data.  Where A is (nearly) rank
 deficient or ``full_matrices`` asks for more columns than A has, U is completed by the
 device Householder QR (one host read decides).
 """
@@ -61,6 +62,7 @@ def polar_qdwh(a):
     eps = torch.finfo(a.dtype).eps
     norm = torch.linalg.vector_norm(a, dim=(-2, -1), keepdim=True)
     x = a / torch.where(norm == 0, torch.ones_like(norm), norm)
+    _sync(x)  # (the first iteration then runs its form's executable, not one of its own)
     eye = torch.eye(n, dtype=a.dtype, device=a.device).expand(*batch, n, n)
     for wa, wb, wc in _schedule(eps):
         qr_form = wc > 100
@@ -114,63 +116,124 @@ def _refined_eigh(h):
 LEAF = 256
 
 
-def _orth(y):
-    """An orthonormal basis of range(y) (full column rank up to about 1/eps): two
-    shifted Cholesky QR passes (shift above the Gram's rounding, from ||G||_1 >= ||G||_2),
-    then two plain ones."""
+def _bucket(k, size):
+    """The padded size of a block of k eigenpairs split from a padded ``size`` block:
+    the next of LEAF/4 (j + 1/2), where the halves of powers of two fall mid-bucket
+    (n = 1024: 544, 288, 160).  In a block below 2 LEAF, a leaf that would pad above
+    LEAF pads to LEAF - LEAF/32 instead (a graded spectrum's 243 of 300); the quarters
+    of 1024 (256 +- 10) come from 544 and always go to 288 and split."""
+    grain, leaf = max(LEAF // 4, 2), LEAF - LEAF // 32
+    padded = grain * max(0, math.ceil((k - grain // 2) / grain)) + grain // 2
+    return min(size, leaf if k <= leaf < padded and size < 2 * LEAF else padded)
+
+
+def _orth(y, cols, shifts=2):
+    """An orthonormal basis of range(y) in its first ``cols`` columns (a device count),
+    the other columns of y zero and kept zero: ``shifts`` shifted Cholesky QR passes
+    (shift above the Gram's rounding, from ||G||_1 >= ||G||_2), then two plain ones."""
     m, k = y.shape[-2:]
     eps = torch.finfo(y.dtype).eps
     eye = torch.eye(k, dtype=y.dtype, device=y.device)
-    for shifted in (True, True, False, False):
-        g = y.mT @ y
+    hole = torch.diag((torch.arange(k, device=y.device) >= cols).to(y.dtype))
+    for shifted in (True,) * shifts + (False, False):
+        g = y.mT @ y + hole
         if shifted:
             g = g + 2 * (m + 2 * k) * eps * g.abs().sum(-2).max() * eye
         y = _solve_lt(y, _chol(g))
-    return y
+    return y.clone()  # (not a view: its base would stay pending after y is materialized)
 
 
-def _split(b):
-    """Orthonormal bases (q1, q2) of the invariant subspaces of the symmetric ``b`` above
-    and below sigma, the median of its diagonal (QDWH-eig: Nakatsukasa & Higham 2013):
-    P = (I + polar(B - sigma I)) / 2 projects onto the first; rank(P) = trace(P) is one
-    host read; q1 spans P X for a fixed random X, q2 its complement.  None where one side
-    is empty."""
-    s = b.shape[-1]
-    eye = torch.eye(s, dtype=b.dtype, device=b.device)
-    sigma = torch.sort(torch.diagonal(b)).values[s // 2]
-    u = polar_qdwh(b - sigma * eye)
-    p = (eye + (u + u.mT) * 0.5) * 0.5
-    trace = float(kernel("linalg._fetch", b.device)(torch.diagonal(p).sum()))
+def _projector(b, count):
+    """P = (I + polar(B - sigma I)) / 2 on the real block of the padded ``b`` (its first
+    ``count`` rows and columns, a device count), zero on the pads; sigma is the median
+    of the real diagonal entries.  The pads of B - sigma I are set to the real part's
+    RMS eigenvalue, without coupling: polar factor 1 there, in no graph's shape."""
+    size = b.shape[-1]
+    real = torch.arange(size, device=b.device) < count
+    both = real.unsqueeze(-1) & real
+    d = torch.where(real, torch.diagonal(b), torch.inf)
+    sigma = torch.sort(d).values.index_select(0, (count // 2).reshape(1))
+    c = (b - sigma * torch.eye(size, dtype=b.dtype, device=b.device)) * both
+    rms = torch.linalg.vector_norm(c) * torch.rsqrt(count.to(b.dtype))
+    u = polar_qdwh(c + torch.diag(torch.where(real, 0, rms)))
+    return (u + u.mT) * (0.25 * both) + torch.diag(real * 0.5)
+
+
+def _split(b, s):
+    """Bases (q1, k), (q2, s - k) of the invariant subspaces of the symmetric block ``b``
+    (real in its first s rows and columns, zero padding after) above and below sigma
+    (QDWH-eig: Nakatsukasa & Higham 2013): P (_projector) projects onto the first;
+    rank(P) = trace(P) is one host read; q1 spans P X for a fixed random X, q2 its
+    complement.  Each q has _bucket(k) columns, the first k orthonormal, the others
+    zero, and zero padding rows.  None where one side is empty."""
+    size, dev = b.shape[-1], b.device
+    # device data: graphs depend on the sizes only (a 0-d upload would not: torch-xla 2.9
+    # makes 0 and 1 constants and shares one parameter between equal scalars)
+    count = torch.tensor([s]).to(dev)
+    p = _projector(b, count)
+    trace = torch.diagonal(p).sum()
+    kernel("materialize", dev)((p, trace))  # (one graph of their own, then the read)
+    trace = float(kernel("linalg._fetch", dev)(trace))
     if not math.isfinite(trace):  # (non-finite input: the leaf eigh raises SciPy's error)
         return None
     k = round(trace)
     if k <= 0 or k >= s:
         return None
-    x = torch.randn(s, s, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
-    x = x.to(b.dtype).to(b.device)
-    q1 = _orth(p @ x[:, :k])
-    y = x[:, k:]
+    k1, k2 = _bucket(k, size), _bucket(s - k, size)
+    x = torch.randn(size, 2 * size, generator=torch.Generator().manual_seed(size),
+                    dtype=torch.float64).to(b.dtype).to(dev)
+    sides = torch.tensor([k, s - k]).to(dev)
+    q1 = _orth(p @ x[:, :k1] * (torch.arange(k1, device=dev) < sides[0]), sides[0])
+    q1 = _orth(p @ q1, sides[0], 0)  # (P X1 is as ill-conditioned as a k x k Gaussian)
+    real = (torch.arange(size, device=dev) < count).unsqueeze(-1)
+    y = x[:, size:size + k2] * real * (torch.arange(k2, device=dev) < sides[1])
     for _ in range(2):
         y = y - q1 @ (q1.mT @ y)
-    return q1, _orth(y)
+    q2 = _orth(y, sides[1])  # (y is as ill-conditioned as a (s - k) square Gaussian:
+    q2 = _orth(q2 - q1 @ (q1.mT @ q2), sides[1], 0)  # its rounding along q1 grows)
+    return (q1, k), (q2, s - k)
+
+
+def _divide(b, s, vectors):
+    """Eigenpairs (w, v) of the real block of a padded ``b`` (see _split): split while
+    its padded size is above LEAF, then XLA's eigh (refined in float64) with the pads
+    above the spectrum; the pads' eigenvalues come back as inf, their vectors zero.
+    A split's bases and results are materialized (its leaves' eighs in the results'
+    graph), so that no graph carries another block's work."""
+    size = b.shape[-1]
+    parts = _split(b, s) if size > LEAF else None
+    if parts is not None:
+        blocks = [(q, k, q.mT @ b @ q) for q, k in parts]
+        blocks = [(q, k, (c + c.mT) * 0.5) for q, k, c in blocks]
+        kernel("materialize", b.device)([t for q, _, c in blocks for t in (q, c)])
+        out = [(q, *_divide(c, k, vectors)) for q, k, c in blocks]
+        w = torch.cat([w for _, w, _ in out], -1)
+        v = torch.cat([q @ v for q, _, v in out], -1) if vectors else None
+        kernel("materialize", b.device)((w,) if v is None else (w, v))
+    else:
+        pad = torch.arange(size, device=b.device) >= torch.tensor([s]).to(b.device)
+        # distinct pads above ||B||_inf (the spectral radius), no coupling
+        top = 2 * b.abs().sum(-1).max()
+        top = torch.where(top > 0, top, 1)
+        b = b + torch.diag(torch.where(pad, top * (1 + torch.arange(size, device=b.device)
+                                                     / size), 0))
+        w, v = _refined_eigh(b) if vectors else (torch.linalg.eigvalsh(b), None)
+        w = torch.where(pad, torch.inf, w)  # eigh's order is ascending: pads last
+    return w, v
 
 
 def eigh_split(h, vectors=True):
-    """Eigenpairs (w unsorted, v) of a real symmetric 2-D ``h``: spectral divide and
-    conquer down to blocks of at most LEAF, then XLA's eigh (refined in float64)."""
-    if h.shape[-1] > LEAF:
-        parts = _split(h)
-        if parts is not None:
-            ws, vs = [], []
-            for q in parts:
-                b = q.mT @ h @ q
-                w, v = eigh_split((b + b.mT) * 0.5, vectors)
-                ws.append(w)
-                vs.append(q @ v if vectors else None)
-            return torch.cat(ws, -1), (torch.cat(vs, -1) if vectors else None)
-    if not vectors:
-        return torch.linalg.eigvalsh(h), None
-    return _refined_eigh(h)
+    """Eigenpairs (w ascending, v) of a real symmetric 2-D ``h``: spectral divide and
+    conquer down to blocks of at most LEAF, then XLA's eigh (refined in float64).
+    Blocks are padded to a few sizes per n (_bucket), so that another matrix of the
+    same n runs the same graphs."""
+    n = h.shape[-1]
+    if n <= LEAF:
+        w, v = _refined_eigh(h) if vectors else (torch.linalg.eigvalsh(h), None)
+        return w, v
+    w, v = _divide(h, n, vectors)
+    w, order = torch.sort(w, -1)
+    return w[:n], (v.take_along_dim(order[:n].unsqueeze(-2), -1) if vectors else None)
 
 
 def svd_qdwh(a, full_matrices=True, compute_uv=True):
@@ -256,9 +319,8 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         for _ in range(_EIGH_REFINE_STEPS):
             w, v = _refine_eigh(full, v)
         w = _refine_eigh(full, v, vectors=False)
-    # ascending (the split's blocks come unsorted, a refined pair may swap within a
-    # cluster); the columns move by a permutation product: torch-xla 2.9 corrupts memory
-    # gathering complex128 columns
+    # ascending (a refined pair may swap within a cluster); the columns move by a
+    # permutation product: torch-xla 2.9 corrupts memory gathering complex128 columns
     w, order = torch.sort(w, dim=-1)
     if eigvals_only:
         v = None
