@@ -308,6 +308,9 @@ def main(argv=None):
             row = measure(case, lanes, profile)
             add_model(row)
             rows.append(row)
+        # a long run cut short (a lent GPU's time limit) keeps the sections it finished
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str) + "\n")
     if "defer" in args.only:
         print("[defer]")
         defer_lanes = [Lane("scipy", "SciPy"),
