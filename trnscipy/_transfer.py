@@ -158,7 +158,7 @@ def tensor_on(x, device, dtype=None):
         a = np.asarray(x)
         if dtype is not None:
             a = a.astype(to_numpy_dtype(dtype))
-        return _array_to_device(np.ascontiguousarray(a), device)
+        return _array_to_device(np.require(a, requirements='C'), device)  # 0-d stays 0-d
     t = held(_tensor_to(x, device))
     if dtype is None or dtype == t.dtype:
         return t

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.linalg as _sl
 from scipy.linalg._sketches import cwt_matrix
 
-from trnscipy._dispatch import dispatch, call_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._torch import torch
 from trnscipy._transfer import to_device
 

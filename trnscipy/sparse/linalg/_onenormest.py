@@ -11,7 +11,7 @@ products) and the sorted index list on the host each iteration.  Differs from Sc
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
-from trnscipy._dispatch import dispatch, call_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on

@@ -29,7 +29,7 @@ from numpy.linalg import LinAlgError
 from scipy.sparse import SparseEfficiencyWarning
 from scipy.sparse.linalg import MatrixRankWarning
 
-from trnscipy._dispatch import dispatch, call_device, offloading
+from trnscipy._dispatch import call_device, dispatch, offloading
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
@@ -50,7 +50,7 @@ def _as_compressed(A, formats, message):
     from trnscipy.sparse import csc_array
 
     if not (_is_sparse(A) and A.format in formats):
-        A = csc_array(A)
+        A = csc_array(A, device=call_device(A))  # a host array-like (offload) too
         warnings.warn(message, SparseEfficiencyWarning, stacklevel=4)
     if to_numpy_dtype(A.dtype).kind not in "fc":
         A = A.astype(np.float64)

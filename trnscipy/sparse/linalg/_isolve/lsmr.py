@@ -9,7 +9,7 @@ import math
 
 import scipy.sparse.linalg as _scipy
 
-from trnscipy._dispatch import dispatch, call_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.lsqr import (
     LeastSquares,

@@ -15,7 +15,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
-from trnscipy._dispatch import dispatch, call_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 from trnscipy.sparse.linalg._isolve.utils import (
