@@ -32,10 +32,16 @@ from array_api_compat import is_torch_array
 
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
-from trnscipy._errors import fallback
 from trnscipy._dtypes import device_dtype_problem
-from trnscipy._transfer import (_to_device, _to_host, device_form_problem, device_storage, held,
-                                stores_float32)
+from trnscipy._errors import fallback
+from trnscipy._transfer import (
+    _to_device,
+    _to_host,
+    device_form_problem,
+    device_storage,
+    held,
+    stores_float32,
+)
 
 __all__ = ["dispatch", "host_only", "find_device", "call_device", "offload", "offloading",
            "register_distributed"]
