@@ -1,6 +1,8 @@
 """cholesky, cho_factor, cho_solve on device tensors (SciPy's conventions: upper by default)."""
 
+import numpy as np
 import scipy.linalg as _sl
+from array_api_compat import is_torch_array
 
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
@@ -14,6 +16,8 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_
 
 @dispatch(_sl.cholesky)
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    if not is_torch_array(a) and np.ndim(a) < 2:  # SciPy: atleast_2d (a scalar is 1 x 1)
+        a = np.atleast_2d(a)
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()

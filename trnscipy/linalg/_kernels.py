@@ -73,6 +73,12 @@ for _name in ("expm", "sqrtm"):
     register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
 
 
+@register("linalg.solve_toeplitz", "cpu")
+def _solve_toeplitz_cpu(c, r, b):
+    """SciPy's Levinson recursion (its LinAlgError on a singular leading minor)."""
+    return _tensor(_sl.solve_toeplitz((_view(c), _view(r)), _view(b), check_finite=False))
+
+
 @register("linalg._all_finite", "cpu")
 def _all_finite_cpu(*tensors):
     return all(bool(np.isfinite(_view(t)).all()) for t in tensors)

@@ -469,9 +469,12 @@ def _device_operator(A, device):
     """``A`` as an operator for vectors on ``device``: a SciPy host operator or host matrix
     (offload mode) is bridged through the host, everything else is aslinearoperator(A).
     In offload mode a LinearOperator of callables without a device is the user's host
-    code (it was written for the NumPy data): it is bridged through the host too."""
+    code (it was written for the NumPy data): it is bridged through the host too; not one
+    marked ``pure_tensor_code`` (trnscipy's own, e.g. svds' X^H X: it takes tensors)."""
     if isinstance(A, LinearOperator):
-        return _HostOperator(A) if offloading() and A.device is None else A
+        user_host_code = (offloading() and A.device is None
+                          and not getattr(A, "pure_tensor_code", False))
+        return _HostOperator(A) if user_host_code else A
     if isinstance(A, _si.LinearOperator):
         return _HostOperator(A)
     if isinstance(A, np.ndarray) or issparse(A):

@@ -17,7 +17,7 @@ __all__ = ["norm"]
 
 def _frobenius(x):
     """np.linalg.norm of the deduplicated stored values (SciPy's _sparse_frobenius_norm)."""
-    data = x._deduped_data()
+    data = x._deduped_data().reshape(-1)  # BSR stores (blocks, R, C)
     if data.is_complex():
         re, im = data.real, data.imag
         return (torch.dot(re, re) + torch.dot(im, im)).sqrt()
@@ -86,15 +86,20 @@ def norm(x, ord=None, axis=None):
         elif ord == 1:
             M = abs(x).sum(axis=a)
         elif ord in (2, None):
-            M = torch.sqrt(_dense(abs(x).power(2).sum(axis=a)))
+            M = torch.sqrt(_inexact(_dense(abs(x).power(2).sum(axis=a))))
         else:
             try:
                 ord + 1
             except TypeError as e:
                 raise ValueError("Invalid norm order for vectors.") from e
-            M = torch.pow(_dense(abs(x).power(ord).sum(axis=a)), 1 / ord)
+            M = torch.pow(_inexact(_dense(abs(x).power(ord).sum(axis=a))), 1 / ord)
         return _dense(M).reshape(-1)
     raise ValueError("Improper number of dimensions to norm.")
+
+
+def _inexact(M):
+    """Integer sums in float64, as NumPy's sqrt and power give (torch's: float32)."""
+    return M if M.is_floating_point() or M.is_complex() else M.to(torch.float64)
 
 
 def _dense(M):

@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 
-from trnscipy._dispatch import find_device
+from trnscipy._dispatch import call_device
 from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -23,7 +23,7 @@ def eigen_kernel(scipy_func, operators=None):
     def decorate(torch_func):
         @functools.wraps(torch_func)
         def solve(*args, **kwargs):
-            device = find_device(args, kwargs)
+            device = call_device(args, kwargs)
             return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand,
                                            operators)
 

@@ -21,7 +21,7 @@ from scipy.sparse.linalg import _interface as _si
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
-from trnscipy._dispatch import find_device, offloading
+from trnscipy._dispatch import call_device, offloading
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
@@ -53,7 +53,7 @@ def solver_kernel(scipy_solver, operators=True):
     def decorate(torch_solver):
         @functools.wraps(torch_solver)
         def solve(*args, **kwargs):
-            device = find_device(args, kwargs)
+            device = call_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
             return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
                                             host_operand, operators)
