@@ -305,6 +305,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
             return scipy_func(*args, **kwargs)
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"
+        wrapper._trnscipy_name = name  # the capability table's key for this function
         wrapper._trnscipy_device_impl = device_impl
         wrapper.__wrapped__ = scipy_func
         return wrapper

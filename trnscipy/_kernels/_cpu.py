@@ -143,7 +143,7 @@ def _host_product(A):
 # 128 x 128 blocks as bmm, CSR with >= 8 entries per row at 16 <= N <= 64: at N = 128
 # SciPy's csr_matvecs took 0.45-1.1x torch's time).  They run on one intra-op thread, as
 # SciPy's kernels do, unless ``_threads_free`` (CSR, any N >= 16: below): torch's OpenMP
-# pool spinning beside OpenBLAS (or other processes) stalled 2-6x (docs/design.md,
+# pool spinning beside OpenBLAS (or other processes) stalled 2-6x (docs/decisions/0001,
 # thread-pool stall).  BSR with fewer columns (vectors
 # included) is NumPy's batched matmul (BLAS, NumPy's own thread pool) and a block-row
 # sum: 0.25-0.45x bsr_matvec's time with 128 x 128 blocks.
@@ -272,7 +272,7 @@ class _HostProduct:
 # left idle by the other processes (``_idle_core``), and not inside SciPy's loops on
 # views (``krylov``, ``eigen``: a trnscipy LinearOperator's products), where NumPy /
 # OpenBLAS work interleaves: there torch's OpenMP threads, spinning after each call, and
-# OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/design.md).
+# OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/decisions/0001).
 _TORCH_SPMV_MIN_NNZ = 2**15
 _HOST_LOOP = contextvars.ContextVar("trnscipy_cpu_host_loop", default=False)
 # (when read, the machine's busy CPU seconds then, this process's then, whether a core was

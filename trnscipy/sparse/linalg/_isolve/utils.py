@@ -36,8 +36,8 @@ CHECK_EVERY = 25
 # Iterations per replayed graph (``run``): a block of CHECK_EVERY iterations runs as
 # CHECK_EVERY / UNROLL executions of one graph of UNROLL iterations, queued without a
 # host read between them.  The graph's compile time and its one Python trace per solve
-# grow with its length; measured on PJRT CPU (cg, Poisson 10^4 float32, interleaved,
-# see docs/design.md): 10 was faster warm than 5 and 25, and compiled in 4 s, not 11.
+# grow with its length; measured on PJRT CPU (cg, Poisson 10^4 float32, interleaved):
+# 10 was faster warm than 5 and 25, and compiled in 4 s, not 11.
 UNROLL = 10
 
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
