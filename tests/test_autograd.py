@@ -274,9 +274,9 @@ def _cg_gradient(A_host, b_host, w_host, device, dtype, rtol):
     with xla_counts() as forward:
         x, info = tsla.cg(A, b, rtol=rtol, atol=0.0)
         loss = (w * x).sum()
-    with xla_counts() as backward:
+    with xla_counts() as backward:  # (the block's end computes the gradients)
         loss.backward()
-        grads = (trnscipy.to_host(A.data.grad), trnscipy.to_host(b.grad))
+    grads = (trnscipy.to_host(A.data.grad), trnscipy.to_host(b.grad))
     with xla_counts() as plain:  # one more solve without gradients: its cost
         with torch.no_grad():
             tsla.cg(A, b.detach() * 2, rtol=rtol, atol=0.0)
