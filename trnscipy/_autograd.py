@@ -23,8 +23,8 @@ from array_api_compat import is_torch_array
 
 from trnscipy._torch import torch
 
-__all__ = ["wanted", "wants_grad", "solver", "krylov", "sparse_solve", "factorization", "dense_solve",
-           "cho_solve", "lu_solve", "cholesky", "eigh", "eigen", "expm_multiply"]
+__all__ = ["wanted", "wants_grad", "solver", "krylov", "sparse_solve", "factorization",
+           "dense_solve", "cho_solve", "lu_solve", "cholesky", "eigh", "eigen", "expm_multiply"]
 
 # Krylov solvers whose adjoint solve is the same solver with A itself (A Hermitian), and
 # those that solve with A^H (same solver, tolerances and maxiter).
