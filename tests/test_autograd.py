@@ -60,26 +60,43 @@ def _values(A):
     return A.data.clone().requires_grad_(True)
 
 
+@pytest.fixture(params=["scipy", "device"])
+def route(request, monkeypatch):
+    """CPU tensors: SciPy's SuperLU and Krylov loops (the CPU kernels), or the algorithms
+    the other devices run (block LU, the torch loop)."""
+    if request.param == "device":
+        from trnscipy._kernels import _IMPLS, _generic, kernel
+
+        kernel("spmv", torch.device("cpu"))  # load the CPU kernels before replacing some
+        for op in ("spsolve", "splu"):
+            monkeypatch.setitem(_IMPLS, (f"sparse.linalg.{op}", "cpu"),
+                                _IMPLS[(f"sparse.linalg.{op}", "generic")])
+        monkeypatch.setitem(_IMPLS, ("krylov", "cpu"), _generic.krylov)
+    return request.param
+
+
 # ---- sparse direct ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("k", [None, 3])
-def test_spsolve(k):
+def test_spsolve(k, route):
     A = _nonsymmetric()
-    _gradcheck(lambda d, b: tsla.spsolve(_with_values(A, d), b), _values(A), _vec(k))
+    _gradcheck(lambda d, b: tsla.spsolve(_with_values(A, d), b), _values(A), _vec(k),
+               fast=route == "device")
 
 
 @pytest.mark.parametrize("trans", ["N", "T", "H"])
-def test_splu_solve(trans):
+def test_splu_solve(trans, route):
     A = _nonsymmetric("csc")
     _gradcheck(lambda d, b: tsla.splu(_with_values(A, d)).solve(b, trans=trans),
-               _values(A), _vec(2))
+               _values(A), _vec(2), fast=route == "device")
 
 
-def test_splu_solve_rhs_only_and_factorized():
+def test_splu_solve_rhs_only_and_factorized(route):
     A = _nonsymmetric("csc")
     lu = tsla.splu(A)
-    _gradcheck(lambda b: lu.solve(b, trans="T"), _vec())
-    _gradcheck(lambda d, b: tsla.factorized(_with_values(A, d))(b), _values(A), _vec())
+    _gradcheck(lambda b: lu.solve(b, trans="T"), _vec(), fast=route == "device")
+    _gradcheck(lambda d, b: tsla.factorized(_with_values(A, d))(b), _values(A), _vec(),
+               fast=route == "device")
 
 
 def test_gradient_is_on_the_stored_pattern():
@@ -101,20 +118,21 @@ def test_gradient_is_on_the_stored_pattern():
 # ---- Krylov --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("solver", ["cg", "minres"])
-def test_symmetric_krylov(solver):
+def test_symmetric_krylov(solver, route):
     A, params, of = _spd()
-    _gradcheck(lambda p, b: getattr(tsla, solver)(of(p), b, rtol=1e-13)[0], params, _vec())
+    _gradcheck(lambda p, b: getattr(tsla, solver)(of(p), b, rtol=1e-13)[0], params, _vec(),
+               fast=route == "device")
 
 
 @pytest.mark.parametrize("solver", ["gmres", "bicgstab", "bicg", "cgs", "qmr", "tfqmr",
                                     "lgmres", "gcrotmk"])
-def test_nonsymmetric_krylov(solver):
+def test_nonsymmetric_krylov(solver, route):
     """A scalar loss w . x (unit right-hand sides break bicg-type solvers down on a
     matrix this sparse, in SciPy too)."""
     A = _nonsymmetric()
     w = torch.from_numpy(np.random.default_rng(1).standard_normal(N))
     _gradcheck(lambda d, b: (w * getattr(tsla, solver)(_with_values(A, d), b, **TIGHT)[0]).sum(),
-               _values(A), _vec())
+               _values(A), _vec(), fast=route == "device")
 
 
 def test_krylov_dense_operand_and_preconditioner():
@@ -124,7 +142,7 @@ def test_krylov_dense_operand_and_preconditioner():
     _gradcheck(lambda a, b: tsla.gmres(a, b, M=M, **TIGHT)[0], a, _vec())
 
 
-def test_unconverged_backward_raises():
+def test_unconverged_backward_raises(route):
     A, params, of = _spd()
     x, info = tsla.cg(of(params), _vec(), maxiter=1)
     assert info > 0
