@@ -2,11 +2,21 @@
 finite differences in float64 on CPU tensors, a non-converged solve's backward, and the
 float32 XLA gradient of cg against the float64 CPU one with its execution count."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 torch = pytest.importorskip("torch")
+if importlib.util.find_spec("torch_xla") is not None:
+    # torch's autograd engine sizes its per-device queues at the process's first backward
+    # pass: an XLA backward after a CPU one fails an internal assert (engine.cpp) unless
+    # the XLA runtime had started (importing torch_xla is not enough).  Started here, at
+    # collection, before any test of the process runs.
+    import torch_xla
+
+    torch_xla.device()
 
 import trnscipy  # noqa: E402
 import trnscipy.linalg as tla  # noqa: E402
