@@ -113,7 +113,10 @@ def call_device(*operands):
     """The device a device implementation computes on: its device operands' device, else
     the device the dispatcher routed the call to (offload with only array-likes, such as
     ``cholesky([[4, 2], [2, 3]])``).  None outside a routed call without device operands."""
-    device = find_device(operands)
+    # a solver passes (args, kwargs): the keyword operands are looked at too
+    args = [x for x in operands if type(x) is not dict]
+    kwargs = {k: v for x in operands if type(x) is dict for k, v in x.items()}
+    device = find_device(args, kwargs)
     return device if device is not None else _CALL_DEVICE.get()
 
 

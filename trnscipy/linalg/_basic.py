@@ -7,6 +7,7 @@ solve of the symmetrized / full matrix.
 
 import scipy.linalg as _sl
 
+from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
@@ -48,8 +49,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if a.numel() == 0 or b.numel() == 0:
         x = empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b)
         return x[..., 0] if vec else x
-    x = kernel("linalg.solve", device)(a, b, lower=lower, assume_a=assume_a,
-                                        transposed=transposed)
+    def run(a, b, transposed, structure=None):
+        return kernel("linalg.solve", device)(a, b, lower=lower,
+                                              assume_a=structure or assume_a,
+                                              transposed=transposed)
+
+    x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
     return x[..., 0] if vec else x
 
 

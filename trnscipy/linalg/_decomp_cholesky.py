@@ -4,10 +4,12 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._basic import solve_triangular
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -21,7 +23,8 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
-    return kernel("linalg.cholesky", a.device)(a, lower=lower)
+    return _autograd.cholesky(lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
+                              solve_triangular, a, lower)
 
 
 @dispatch(_sl.cho_factor)
@@ -40,7 +43,8 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
         check_finite_(c, b)
     if c.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
-    x = kernel("linalg.cho_solve", device)((c.to(dtype), lower), b)
+    x = _autograd.cho_solve(lambda c, b: kernel("linalg.cho_solve", device)((c, lower), b),
+                            c.to(dtype), lower, b)
     return x[..., 0] if vec else x
 
 

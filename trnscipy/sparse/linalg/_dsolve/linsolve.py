@@ -29,6 +29,7 @@ from numpy.linalg import LinAlgError
 from scipy.sparse import SparseEfficiencyWarning
 from scipy.sparse.linalg import MatrixRankWarning
 
+from trnscipy import _autograd
 from trnscipy._dispatch import call_device, dispatch, offloading
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel, register
@@ -82,9 +83,11 @@ def _splu_device(scipy_func, A, **options):
 @dispatch(_spla.splu)
 def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None,
          options=None):
-    return kernel("sparse.linalg.splu", call_device((A,)))(
-        _spla.splu, A, permc_spec=permc_spec, diag_pivot_thresh=diag_pivot_thresh,
-        relax=relax, panel_size=panel_size, options=options)
+    lu = kernel("sparse.linalg.splu", call_device((A,)))(
+        _spla.splu, _autograd._detached(A), permc_spec=permc_spec,
+        diag_pivot_thresh=diag_pivot_thresh, relax=relax, panel_size=panel_size,
+        options=options)
+    return _autograd.factorization(lu, A)  # lu itself unless A's values require grad
 
 
 @dispatch(_spla.spilu)
@@ -153,7 +156,13 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
 
 @dispatch(_spla.spsolve)
 def spsolve(A, b, permc_spec=None, use_umfpack=True):
-    return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec, use_umfpack)
+    def run(A, b):
+        return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec,
+                                                                     use_umfpack)
+
+    if _autograd.wants_grad(A, b):  # implicit differentiation (trnscipy._autograd)
+        return _autograd.sparse_solve(run, A, b)
+    return run(A, b)
 
 
 # ---- spsolve_triangular -----------------------------------------------------------------------
