@@ -81,6 +81,7 @@ PROFILES = {
             {"name": "cholesky n=256", "kind": "cholesky", "n": 256},
             {"name": "solve n=256", "kind": "solve", "n": 256},
             {"name": "eigh n=256", "kind": "eigh", "n": 256},
+            {"name": "spilu+gmres convdiff2d 4x4", "kind": "ilu_gmres", "k": 4},
             {"name": "spilu+gmres convdiff2d 20x20", "kind": "ilu_gmres", "k": 20},
             {"name": "spilu+gmres convdiff2d 100x100", "kind": "ilu_gmres", "k": 100},
         ]},
