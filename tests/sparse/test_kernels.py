@@ -207,6 +207,33 @@ def test_cuda_kernel_code_on_cpu_tensors(fmt):
         assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_failed_capture_leaves_torch_clean():
+    """A function that reads a value on the host cannot be captured: it keeps running
+    eagerly with correct results, and torch is left as before (torch's capture_end
+    raises before ending the generator's capture mode: every later random op raised
+    "Offset increment outside graph capture encountered unexpectedly"); later captures
+    and random ops work."""
+    from trnscipy._kernels import _cuda
+
+    cuda = torch.device("cuda")
+    reads_host = _cuda.graph_function(lambda x: (x * float(x.sum()),))
+    x = torch.arange(4.0, device=cuda)
+    for _ in range(3):
+        (y,) = reads_host(x)
+        assert y.tolist() == [0.0, 6.0, 12.0, 18.0]
+    assert reads_host.failure and list(reads_host.plans.values()) == [False]
+    assert sorted(torch.randperm(10, device=cuda).tolist()) == list(range(10))
+    assert torch.rand(5, device=cuda).shape == (5,)
+    doubles = _cuda.graph_function(lambda x: (2 * x,))
+    for k in range(3):
+        (y,) = doubles(x + k)
+        assert y.tolist() == [2.0 * (i + k) for i in range(4)]
+    assert doubles.failure is None and list(doubles.plans.values())[0] is not False
+    assert sorted(torch.randperm(10, device=cuda).tolist()) == list(range(10))
+
+
 @pytest.mark.xla
 def test_xla_first_product_of_a_constructed_matrix_is_one_graph(xla_device):
     """Built from device tensors (validated on the device): the row index is computed in
