@@ -496,6 +496,7 @@ def signm(a, disp=True):
 
 def _matrix_power(a, p):
     """np.linalg.matrix_power: binary powering (the inverse for p < 0)."""
+    from trnscipy._kernels._generic import matmul  # (not at import: a circular import)
     from trnscipy.linalg import inv
 
     if p < 0:
@@ -503,10 +504,10 @@ def _matrix_power(a, p):
     result = None
     while p:
         if p & 1:
-            result = a if result is None else result @ a
+            result = a if result is None else matmul(result, a)  # (integer a on CUDA)
         p >>= 1
         if p:
-            a = a @ a
+            a = matmul(a, a)
     return result if result is not None else \
         torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
 
