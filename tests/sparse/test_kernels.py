@@ -197,14 +197,19 @@ def test_dense_times_sparse(kind):
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 def test_cuda_kernel_code_on_cpu_tensors(fmt):
-    """The CUDA kernel's torch sparse-CSR path, run on CPU tensors (no GPU here)."""
+    """The CUDA kernel's torch sparse-CSR path, run on CPU tensors (no GPU here), with
+    none of torch's sparse notices reaching the user (warnings are errors here)."""
+    import warnings
+
     from trnscipy._kernels import _cuda
 
     host = scipy_case(fmt, "array", "complex128")
     dev = device_case(host, "cpu")
     rng = np.random.default_rng(8)
-    for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
-        assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
+            assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
 
 
 def test_int_matmul_is_numpys_integer_product():

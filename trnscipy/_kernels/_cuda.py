@@ -5,12 +5,12 @@ kernels run, whose gradients torch derives itself.
 """
 
 import gc
-import warnings
 
 import torch
 
 from trnscipy._kernels import register
 from trnscipy._kernels._generic import spmm as _generic_spmm
+from trnscipy._kernels._generic import torch_csr
 
 _DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
@@ -26,10 +26,7 @@ def spmm(A, x):
         return _generic_spmm(A, x)
     if A.format == "csc":
         A = A.tocsr()
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-        mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
-    return mat @ x
+    return torch_csr(A.indptr, A.indices, A.data, A.shape) @ x
 
 
 @register("graph_function", "cuda")

@@ -1,6 +1,8 @@
 """Generic kernels: plain torch ops (gather, multiply, index_add, bmm) that run on
 every device with static shapes; autograd flows through them natively."""
 
+import warnings
+
 import torch
 
 from trnscipy._kernels import register
@@ -27,6 +29,18 @@ def product_index(indptr, nnz, device):
 def expand_ptr(indptr, nnz):
     """Major index of each stored entry of a compressed structure."""
     return su.expand_ptr(indptr, nnz)
+
+
+def torch_csr(indptr, indices, data, shape):
+    """A torch sparse CSR tensor of the parts (trnscipy's one builder of torch sparse
+    tensors), without torch's notices: "Sparse CSR tensor support is in beta", and
+    (torch 2.11) "Sparse invariant checks are implicitly disabled", which asks to opt in
+    or out: out, since trnscipy's containers are validated when built."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+        warnings.filterwarnings("ignore", "Sparse invariant checks", UserWarning)
+        return torch.sparse_csr_tensor(indptr, indices, data, size=tuple(shape),
+                                       check_invariants=False)
 
 
 def _entries(A):
