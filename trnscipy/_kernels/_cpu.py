@@ -9,7 +9,6 @@ import inspect
 import operator
 import os
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -18,7 +17,7 @@ from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperato
 
 from trnscipy._dispatch import offloading
 from trnscipy._kernels import register
-from trnscipy._kernels._generic import bsr_product, dia_product
+from trnscipy._kernels._generic import bsr_product, dia_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
               torch.float32, torch.float64, torch.complex64, torch.complex128}
@@ -335,9 +334,7 @@ def _torch_csr(A):
         if held[0] is A.indptr and held[1] is A.indices and held[2] is A.data:
             return cached[1]
     parts = (A.indptr, A.indices, A.data)
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-        mat = torch.sparse_csr_tensor(*parts, size=A.shape)
+    mat = torch_csr(*parts, A.shape)
     if all(t.is_contiguous() for t in parts):
         A.__dict__["_cache_torch_csr"] = (parts, mat)
     return mat

@@ -7,6 +7,7 @@ from array_api_compat import is_torch_array
 from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
+from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._basic import solve_triangular
@@ -29,13 +30,19 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
 
 @dispatch(_sl.cho_factor)
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
-    """As SciPy, but the triangle SciPy leaves as garbage holds zeros."""
-    return cholesky(a, lower=lower, check_finite=check_finite), lower
+    """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
+    back as given (SciPy 1.17) or as an array of the batch's shape (1.18: np.tile)."""
+    c = cholesky(a, lower=lower, check_finite=check_finite)
+    if scipy_at_least(1, 18):
+        return c, np.tile(lower, reps=tuple(c.shape[:-2]))
+    return c, lower
 
 
 @dispatch(_sl.cho_solve)
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
+    if isinstance(lower, np.ndarray):  # (SciPy 1.18's cho_factor: one flag per matrix)
+        lower = bool(lower.reshape(-1)[0]) if lower.size else False
     device = device_of(c, b)
     c = as_square(c, device, False, name="c")
     b, vec, dtype = as_rhs(b, c, device, False)

@@ -366,6 +366,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     one ``While``: one execution per block, the body compiled once) instead of ``unroll``
     iterations traced one after the other; where the loop leaves on the stop flag
     (``device_while``), one block runs all of ``maxiter``: one execution per solve.
+    Elsewhere (CUDA, whose graphs unroll the loop) the replayed graph keeps ``unroll``
+    iterations.
     """
     if host_reads_free(device):
         for it in range(maxiter):
@@ -401,9 +403,12 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
     # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
     loop = loop and not any(leaf.is_complex() for leaf in leaves)
-    if replayable and loop and capability(device_kind(device)).device_while:
+    one_while = replayable and loop and capability(device_kind(device)).device_while
+    if one_while:
         block = maxiter - bool(peel)  # one While to the stop flag: one execution
-    steps = min(block, unroll or UNROLL) if replayable and not loop else block
+    # elsewhere (CUDA) a replayed graph unrolls its loop: UNROLL iterations, so that the
+    # first call (eager) and the capture cost UNROLL iterations each, not a block each
+    steps = min(block, unroll or UNROLL) if replayable and not one_while else block
     block = -(-block // steps) * steps
     device_loop = kernel("device_loop", device)
 
