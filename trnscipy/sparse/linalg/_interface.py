@@ -247,6 +247,10 @@ class _CustomLinearOperator(LinearOperator):
         owner = getattr(matvec, "__self__", None)
         if _is_device_object(owner):
             self._device = owner.device
+        # functions marked as pure tensor code (a device ILU's solve): the solvers may
+        # trace the operator into their device loops
+        self.pure_tensor_code = all(getattr(f, "pure_tensor_code", False)
+                                    for f in self._fns if f is not None)
         self._init_dtype()
 
     def _user(self, i, x):

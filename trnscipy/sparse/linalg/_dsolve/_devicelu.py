@@ -53,15 +53,18 @@ def device_ilu(A, drop_tol, fill_factor):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     values, scale, singular = _ilu.factor(sym, A.data, drop_tol)
-    # the factors and the flag in one graph: reading the flag alone would compute the
-    # factorization for it and leave the factors pending, to be traced again into the solve
-    kernel("materialize", values.device)([singular, values, scale])
+    tables = {which: _ilu.prepare(sym, values, which) for which in ("L", "U")}
+    # the factors, the solves' tables and the flag in one graph: reading the flag alone
+    # would compute the factorization for it and leave the factors pending, to be traced
+    # again into the solve
+    kernel("materialize", values.device)(
+        [singular, values, scale] + [t for pair in tables.values() for t in pair if t is not None])
     if int(to_host(singular)):  # one read: the singularity test
         if sym.exact:
             raise RuntimeError("Factor is exactly singular")
         raise RuntimeError("spilu: the parallel ILU sweeps diverged (a non-finite or zero "
                            "pivot; the matrix is far from diagonal dominance); use splu")
-    return DeviceILU(sym, values, scale)
+    return DeviceILU(sym, values, scale, tables)
 
 
 class DeviceLU:
@@ -165,8 +168,9 @@ class DeviceILU(DeviceLU):
     the host on first access (warned off the CPU kind).  ``nnz`` is ``L.nnz + U.nnz``,
     counted on the device.  ``solve`` applies the factors (no refinement)."""
 
-    def __init__(self, sym, values, scale):
+    def __init__(self, sym, values, scale, tables=None):
         self._sym, self._values, self._scale = sym, values, scale
+        self._tables = dict(tables or {})
         self.device = values.device
         self.dtype = to_numpy_dtype(values.dtype)
         self.shape = (sym.n, sym.n)
@@ -175,8 +179,28 @@ class DeviceILU(DeviceLU):
     def __repr__(self):
         return f"<DeviceILU {self.shape[0]}x{self.shape[1]} on {self.device}>"
 
+    def _table(self, which):
+        """The padded coefficient tables of one triangular solve, computed on first use
+        (the transposed solves') as device data: a caller's device loop then reads them
+        as inputs instead of recomputing them in every step."""
+        if which not in self._tables:
+            tables = _ilu.prepare(self._sym, self._values, which)
+            kernel("materialize", self.device)([t for t in tables if t is not None])
+            self._tables[which] = tables
+        return self._tables[which]
+
+    def solve(self, rhs, trans="N"):
+        """x with op(A) x = rhs for the incomplete factors (``DeviceLU.solve``)."""
+        return super().solve(rhs, trans)
+
+    # SciPy's checks read shapes and dtypes only, the substitutions are device loops: a
+    # LinearOperator of this solve traces into a Krylov solver's device loop
+    solve.pure_tensor_code = True
+
     def _solve(self, b, trans):
-        return _ilu.solve(self._sym, self._values, self._scale, b, trans)
+        for which in (("L", "U") if trans == "N" else ("UT", "LT")):
+            self._table(which)  # outside the solve's graph
+        return _ilu.solve(self._sym, self._values, self._scale, b, trans, self._table)
 
     def _traced(self, b):
         return self._solve(b, "N")  # no graph cuts
