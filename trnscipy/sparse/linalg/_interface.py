@@ -473,9 +473,11 @@ def _device_operator(A, device):
     """``A`` as an operator for vectors on ``device``: a SciPy host operator or host matrix
     (offload mode) is bridged through the host, everything else is aslinearoperator(A).
     In offload mode a LinearOperator of callables without a device is the user's host
-    code (it was written for the NumPy data): it is bridged through the host too."""
-    if isinstance(A, LinearOperator):
-        return _HostOperator(A) if offloading() and A.device is None else A
+    code (it was written for the NumPy data): it is bridged through the host too, unless
+    its functions are marked as pure tensor code (the solve of an offloaded ``spilu``)."""
+    if isinstance(A, LinearOperator):  # (functions marked pure tensor code take tensors)
+        host = offloading() and A.device is None and not getattr(A, "pure_tensor_code", False)
+        return _HostOperator(A) if host else A
     if isinstance(A, _si.LinearOperator):
         return _HostOperator(A)
     if isinstance(A, np.ndarray) or issparse(A):

@@ -217,14 +217,24 @@ class DeviceILU(DeviceLU):
 
 
 class _HostLU:
-    """``DeviceLU.to_scipy()``: NumPy in, NumPy out (offload mode), device arithmetic."""
+    """``DeviceLU.to_scipy()``: NumPy in, NumPy out (offload mode), device arithmetic.
+    Device tensors in give device tensors out: a LinearOperator of ``solve`` (a pure
+    tensor function) is given the device solver's vectors in an offloaded call."""
+
+    _ATTRIBUTES = ("L", "U", "perm_r", "perm_c", "nnz")  # SciPy SuperLU's, read back
 
     def __init__(self, lu):
         self._lu = lu
         self.shape = lu.shape
 
     def solve(self, rhs, trans="N"):
-        return to_host(self._lu.solve(rhs, trans))
+        """SciPy's ``SuperLU.solve``: NumPy results for host right-hand sides."""
+        x = self._lu.solve(rhs, trans)
+        return x if is_torch_array(rhs) else to_host(x)
+
+    solve.pure_tensor_code = True  # on tensors: the device object's solve
 
     def __getattr__(self, name):
+        if name not in _HostLU._ATTRIBUTES:
+            raise AttributeError(f"'SuperLU' object has no attribute {name!r}")
         return to_host(getattr(self._lu, name))
