@@ -32,7 +32,7 @@ STEP_COST = 256
 class _Schedule:
     def __init__(self, n, row, col, lower):
         strict = (row > col) if lower else (row < col)
-        self.n, self.nnz = n, row.shape[0]
+        self.n = n
         self.diag = np.flatnonzero(row == col)
         self.diag_row = row[self.diag]
         ent = np.flatnonzero(strict)
@@ -57,13 +57,14 @@ class _Schedule:
         counts = np.bincount(estep, minlength=self.nsteps)
         self.ents = max(int(counts.max()) if ent.shape[0] else 0, 1)
         epos = np.arange(ent.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
-        # padded entries: the coefficient of index nnz (a zero appended to the data),
-        # column n
-        self.ent = np.full((self.nsteps, self.ents), row.shape[0], dtype=np.int64)
+        # padded entries: coefficient 0 (``ent_real`` False), column n
+        self.ent = np.zeros((self.nsteps, self.ents), dtype=np.int64)
+        self.ent_real = np.zeros((self.nsteps, self.ents), dtype=bool)
         self.ent_col = np.full((self.nsteps, self.ents), n, dtype=np.int64)
         self.ent_slot = np.zeros((self.nsteps, self.ents), dtype=np.int64)
         es = estep[order]
         self.ent[es, epos] = ent[order]
+        self.ent_real[es, epos] = True
         self.ent_col[es, epos] = ecol[order]
         self.ent_slot[es, epos] = slot[erow[order]]
         self.rows = rows
@@ -153,14 +154,17 @@ def tables(sched, data, diag):
     values a solve reads, ``diag`` None for a unit diagonal.  Computed once per factor by
     callers that solve often (the ILU), else by ``solve``."""
     dev = data.device
-    ext = torch.cat([data[:sched.nnz], torch.zeros(1, dtype=data.dtype, device=dev)])
-    coef = ext.index_select(0, sched.on_device("ent", dev).reshape(-1))
-    coef = coef.reshape(sched.nsteps, sched.ents)
+    # (masks, not a zero or one appended to the data with ``cat``: torch-xla 2.9 left
+    # tables built that way pending after materialising them, computed again by the next
+    # graph: a second execution of spilu, measured)
+    coef = data.index_select(0, sched.on_device("ent", dev).reshape(-1))
+    coef = torch.where(sched.on_device("ent_real", dev),
+                       coef.reshape(sched.nsteps, sched.ents), 0)
     if diag is None:
         return coef, None
-    dext = torch.cat([diag, torch.ones(1, dtype=diag.dtype, device=dev)])
-    dtab = dext.index_select(0, sched.on_device("rows", dev).reshape(-1))
-    return coef, dtab.reshape(sched.nsteps, sched.width)
+    rows = sched.on_device("rows", dev)
+    dtab = diag.index_select(0, torch.clamp(rows, max=sched.n - 1).reshape(-1))
+    return coef, torch.where(rows < sched.n, dtab.reshape(rows.shape), 1)
 
 
 def solve(sched, data, diag, b, prepared=None):
