@@ -30,7 +30,6 @@ factorization (``prepare``).
 import numpy as np
 import scipy.sparse as _sp
 
-from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._dsolve import _triangular
 from trnscipy.sparse.linalg._dsolve._blocklu import _row_matching
@@ -214,7 +213,7 @@ def factor(sym, data, drop_tol):
         return torch.where(lower, new / v.index_select(0, pivot), new), a
 
     # the sweeps are one device loop: the graph does not grow with the pattern's depth
-    v, _ = kernel("device_loop", dev)(sweep, (a, a), 0, sym.sweeps)
+    v, _ = _triangular.loop(data)(sweep, (a, a), 0, sym.sweeps)
     if drop_tol > 0:
         colmax = torch.zeros(sym.n, dtype=a.real.dtype, device=dev).scatter_reduce(
             0, col, a.abs(), "amax")

@@ -167,6 +167,13 @@ def tables(sched, data, diag):
     return coef, torch.where(rows < sched.n, dtab.reshape(rows.shape), 1)
 
 
+def loop(t):
+    """The ``device_loop`` kernel for a carry like ``t``: complex carries run as a Python
+    loop (torch-xla 2.9 lowered complex loop bodies with real parameters: "Call parameter
+    must match argument", as ``_isolve.utils.run`` notes), unrolled into the graph."""
+    return kernel("device_loop", torch.device("cpu") if t.is_complex() else t.device)
+
+
 def solve(sched, data, diag, b, prepared=None):
     """x with T x = b for the 2-D ``b`` (n, k); ``diag`` None for a unit diagonal.
     ``prepared``: ``tables(sched, data, diag)`` computed beforehand (data, diag unused)."""
@@ -196,5 +203,5 @@ def solve(sched, data, diag, b, prepared=None):
     # recompute them in every step
     x = torch.cat([b, torch.zeros((1, k), dtype=b.dtype, device=dev)])
     carry = (x, coef) if dtab is None else (x, coef, dtab)
-    out = kernel("device_loop", dev)(step, carry, 0, sched.nsteps)
+    out = loop(x)(step, carry, 0, sched.nsteps)
     return out[0][:n]
