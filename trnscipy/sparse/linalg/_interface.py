@@ -247,6 +247,10 @@ class _CustomLinearOperator(LinearOperator):
         owner = getattr(matvec, "__self__", None)
         if _is_device_object(owner):
             self._device = owner.device
+        # functions marked as pure tensor code (a device ILU's solve): the solvers may
+        # trace the operator into their device loops
+        self.pure_tensor_code = all(getattr(f, "pure_tensor_code", False)
+                                    for f in self._fns if f is not None)
         self._init_dtype()
 
     def _user(self, i, x):
@@ -470,7 +474,8 @@ def _device_operator(A, device):
     (offload mode) is bridged through the host, everything else is aslinearoperator(A).
     In offload mode a LinearOperator of callables without a device is the user's host
     code (it was written for the NumPy data): it is bridged through the host too; not one
-    marked ``pure_tensor_code`` (trnscipy's own, e.g. svds' X^H X: it takes tensors)."""
+    marked ``pure_tensor_code`` (trnscipy's own: svds' X^H X, an offloaded ``spilu``'s
+    solve; they take tensors)."""
     if isinstance(A, LinearOperator):
         user_host_code = (offloading() and A.device is None
                           and not getattr(A, "pure_tensor_code", False))
