@@ -1,0 +1,294 @@
+"""Select SciPy's test files, copy and rewrite them, run them under pytest in each mode,
+and collect per-test outcomes."""
+
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from conformance.scipy_tests.rewrite import copy_tests, package_name
+
+__all__ = ["MODES", "PROFILES", "available_modes", "select_files", "run", "ModeResult"]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# mode -> environment of the pytest subprocess
+MODES = {
+    "defer": {},
+    "cpu": {"TRNSCIPY_OFFLOAD": "cpu"},
+    "xla": {"TRNSCIPY_OFFLOAD": "xla", "PJRT_DEVICE": "CPU"},
+    "xla-neuron": {"TRNSCIPY_OFFLOAD": "xla", "PJRT_DEVICE": "CPU",
+                   "TRNSCIPY_EMULATE": "neuron"},
+    "cuda": {"TRNSCIPY_OFFLOAD": "cuda"},
+}
+
+# linalg test files that test SciPy's BLAS/LAPACK/Cython wrappers, not public functions
+LINALG_EXCLUDED = {"test_blas.py", "test_fblas.py", "test_lapack.py", "test_cython_blas.py",
+                   "test_cython_lapack.py", "test_cythonized_array_utils.py",
+                   "test_extending.py"}
+# scipy.sparse test files for the formats trnscipy mirrors (csr, csc, coo, bsr, dia, 1-D)
+SPARSE_FILES = ["test_base.py", "test_csr.py", "test_csc.py", "test_coo.py",
+                "test_construct.py", "test_extract.py", "test_arithmetic1d.py",
+                "test_common1d.py", "test_indexing1d.py", "test_minmax1d.py",
+                "test_array_api.py", "test_matrix_io.py"]
+# node id prefixes left out: test_base's lil and dok classes (TestLIL, TestLILMatrix, ...)
+# test formats trnscipy does not mirror
+DESELECT = ["scipy/sparse/tests/test_base.py::TestLIL", "scipy/sparse/tests/test_base.py::TestDOK"]
+
+
+def _sparse_linalg_test_packages():
+    root = os.path.dirname(importlib.import_module("scipy.sparse.linalg").__file__)
+    pkgs = []
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        if os.path.basename(dirpath) == "tests":
+            rel = os.path.relpath(dirpath, os.path.dirname(os.path.dirname(root)))
+            pkgs.append("scipy." + rel.replace(os.sep, "."))
+    return pkgs
+
+
+def all_files():
+    """Every SciPy test file the runner covers, as ``scipy/.../tests/test_x.py``."""
+    files = []
+    for pkg in _sparse_linalg_test_packages() + ["scipy.linalg.tests"]:
+        d = os.path.dirname(importlib.import_module(pkg).__file__)
+        for f in sorted(os.listdir(d)):
+            if f.startswith("test_") and f.endswith(".py") and not (
+                    pkg == "scipy.linalg.tests" and f in LINALG_EXCLUDED):
+                files.append(pkg.replace(".", "/") + "/" + f)
+    d = os.path.dirname(importlib.import_module("scipy.sparse.tests").__file__)
+    files += ["scipy/sparse/tests/" + f for f in SPARSE_FILES if os.path.exists(
+        os.path.join(d, f))]
+    return files
+
+
+# Profiles: mode -> files (None: all_files()) and extra -k expressions per file.
+# "ci" is what conformance/test_scipy_tests.py runs; "full" is the nightly run.
+XLA_CI_FILES = [
+    "scipy/linalg/tests/test_decomp_cholesky.py",
+    "scipy/linalg/tests/test_decomp_lu.py",
+    "scipy/sparse/linalg/_isolve/tests/test_iterative.py",
+    "scipy/sparse/linalg/tests/test_norm.py",
+]
+PROFILES = {
+    "ci": {"defer": None, "cpu": None, "xla": XLA_CI_FILES, "xla-neuron": XLA_CI_FILES},
+    "full": {m: None for m in MODES},
+}
+
+
+def available_modes():
+    have_torch = importlib.util.find_spec("torch") is not None
+    have_xla = have_torch and importlib.util.find_spec("torch_xla") is not None
+    have_cuda = False
+    if have_torch:
+        import torch
+
+        have_cuda = torch.cuda.is_available()
+    return [m for m, ok in [("defer", True), ("cpu", have_torch), ("xla", have_xla),
+                            ("xla-neuron", have_xla), ("cuda", have_cuda)] if ok]
+
+
+def select_files(mode, profile="ci", only=None):
+    files = PROFILES[profile].get(mode, None)
+    files = all_files() if files is None else list(files)
+    if only:
+        files = [f for f in files if any(o in f for o in only)]
+    return files
+
+
+class ModeResult:
+    """Outcomes of one mode: ``tests`` node id -> outcome, ``messages`` node id -> the
+    failure line, ``fallbacks`` node id -> DeviceFallbackWarning count, ``collect``
+    file -> collection error, ``seconds`` wall time."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.tests, self.messages, self.fallbacks, self.collect = {}, {}, {}, {}
+        self.seconds = 0.0
+        self.notes = []
+
+    def to_json(self):
+        return {"seconds": round(self.seconds, 1), "tests": self.tests,
+                "messages": self.messages, "fallbacks": self.fallbacks,
+                "collect": self.collect, "notes": self.notes}
+
+    @classmethod
+    def from_json(cls, mode, data):
+        r = cls(mode)
+        r.tests, r.messages = data["tests"], data.get("messages", {})
+        r.fallbacks, r.collect = data.get("fallbacks", {}), data.get("collect", {})
+        r.seconds, r.notes = data.get("seconds", 0.0), data.get("notes", [])
+        return r
+
+
+def _scipy_nodeid(nodeid, dirs):
+    """``scipy_linalg_tests/test_x.py::T::t`` -> ``scipy/linalg/tests/test_x.py::T::t``."""
+    head, sep, rest = nodeid.partition("/")
+    return dirs.get(head, head) + sep + rest if sep else nodeid
+
+
+_CONFTEST = '''\
+# SciPy's own fixtures and hooks (markers, xslow skips, thread limits)
+from scipy.conftest import *  # noqa: F401,F403
+'''
+_INI = "[pytest]\n"
+
+
+def _prepare(dest, files):
+    pkgs = sorted({os.path.dirname(f).replace("/", ".") for f in files})
+    # sibling test packages a file may import from (test_64bit -> test_base): copy them all
+    copy_tests(pkgs, dest)
+    with open(os.path.join(dest, "conftest.py"), "w") as fh:
+        fh.write(_CONFTEST)
+    with open(os.path.join(dest, "pytest.ini"), "w") as fh:
+        fh.write(_INI)
+    return {package_name(p): p.replace(".", "/") for p in pkgs}
+
+
+def _copy_path(f):
+    """``scipy/linalg/tests/test_x.py[::T]`` -> its path in the copy."""
+    d, name = f.split("::")[0].rsplit("/", 1)
+    return package_name(d.replace("/", ".")) + "/" + f[len(d) + 1:]
+
+
+def _args(files):
+    """pytest arguments: the copies of ``files`` and the deselections that apply."""
+    args = [_copy_path(f) for f in files]
+    for prefix in DESELECT:
+        if prefix.split("::")[0] in files:
+            args += ["--deselect", _copy_path(prefix)]
+    return args
+
+
+def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=600, extra=(), log=None,
+             max_restarts=5):
+    """Run ``files`` in ``mode`` under pytest in ``workdir``; a test that crashes the
+    process or runs past ``stall`` seconds is recorded ('crashed'/'timeout') and the run
+    resumes without it."""
+    result = ModeResult(mode)
+    record = os.path.join(workdir, f"record-{mode}.jsonl")
+    deselect = os.path.join(workdir, f"deselect-{mode}.txt")
+    for p in (record, deselect):
+        if os.path.exists(p):
+            os.remove(p)
+    env = dict(os.environ)
+    for k in ("TRNSCIPY_OFFLOAD", "TRNSCIPY_EMULATE", "TRNSCIPY_STRICT"):
+        env.pop(k, None)
+    env.update(MODES[mode])
+    env.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")
+    env["SCIPY_TESTS_RECORD"] = record
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "pytest", "-p", "conformance.scipy_tests.plugin",
+           "-p", "no:cacheprovider", "-q", "--tb=line", "-o", "console_output_style=classic",
+           "-W", "default::trnscipy.DeviceFallbackWarning", *extra, *_args(files)]
+    start = time.monotonic()
+    done = set()
+    logfh = open(log or os.devnull, "a")  # noqa: SIM115
+    for _attempt in range(max_restarts + 1):
+        if done:
+            env["SCIPY_TESTS_DESELECT"] = deselect
+            with open(deselect, "w") as fh:
+                fh.write("\n".join(done))
+        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=logfh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        killed = None
+        last_size, last_change = -1, time.monotonic()
+        while proc.poll() is None:
+            time.sleep(1.0)
+            size = os.path.getsize(record) if os.path.exists(record) else 0
+            now = time.monotonic()
+            if size != last_size:
+                last_size, last_change = size, now
+            if now - start > timeout:
+                killed = "timeout (whole run)"
+            elif now - last_change > stall:
+                killed = "timeout"
+            if killed:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        started = _read(record, result, dirs, done)
+        if proc.returncode in (0, 1, 5) and not killed:
+            break
+        if started is None:
+            result.notes.append(f"pytest exited with {proc.returncode} outside a test")
+            break
+        outcome = "timeout" if killed else "crashed"
+        result.tests[_scipy_nodeid(started, dirs)] = outcome
+        result.messages[_scipy_nodeid(started, dirs)] = (
+            f"{outcome}: " + (killed or f"process ended with {proc.returncode}"))
+        done.add(started)
+        if killed == "timeout (whole run)":
+            result.notes.append(f"stopped after {timeout} s; later tests not run")
+            break
+    logfh.close()
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _read(record, result, dirs, done):
+    """Fold the JSON lines of ``record`` into ``result``; returns the node id of a test
+    that started and never reported (the crash/timeout), or None."""
+    pending = None
+    if not os.path.exists(record):
+        return None
+    with open(record, encoding="utf-8") as fh:
+        lines = fh.readlines()
+    open(record, "w").close()  # consumed; a resumed run appends afresh
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash
+        if "start" in e:
+            pending = e["start"]
+        elif "test" in e:
+            nodeid = _scipy_nodeid(e["test"], dirs)
+            if e.get("teardown") and result.tests.get(nodeid) not in ("passed", None):
+                continue
+            result.tests[nodeid] = e["outcome"]
+            if "message" in e:
+                result.messages[nodeid] = e["message"]
+            done.add(e["test"])
+            if not e.get("teardown"):
+                pending = None
+        elif "fallback" in e:
+            nodeid = _scipy_nodeid(e["fallback"], dirs)
+            result.fallbacks[nodeid] = result.fallbacks.get(nodeid, 0) + 1
+        elif "collect" in e:
+            result.collect[_scipy_nodeid(e["collect"], dirs)] = e["message"][:400]
+    return pending
+
+
+def run(profile="ci", modes=None, only=None, *, keep=None, timeout=3600, progress=print,
+        extra=()):
+    """Run the profile's files in ``modes`` (default: the profile's modes available
+    here).  Returns {mode: ModeResult}."""
+    here = available_modes()
+    modes = [m for m in (modes or PROFILES[profile]) if m in here]
+    workdir = keep or tempfile.mkdtemp(prefix="trnscipy-scipy-tests-")
+    os.makedirs(workdir, exist_ok=True)
+    try:
+        every = sorted({f for m in modes for f in select_files(m, profile, only)})
+        dirs = _prepare(os.path.join(workdir, "tests"), every)
+        results = {}
+        for mode in modes:
+            files = select_files(mode, profile, only)
+            progress(f"[{mode}] {len(files)} files ...")
+            r = run_mode(mode, files, os.path.join(workdir, "tests"), dirs, timeout=timeout,
+                         extra=extra, log=os.path.join(workdir, f"pytest-{mode}.log"))
+            results[mode] = r
+            counts = {}
+            for o in r.tests.values():
+                counts[o] = counts.get(o, 0) + 1
+            progress(f"[{mode}] {r.seconds:.0f} s  " + "  ".join(
+                f"{k}={v}" for k, v in sorted(counts.items())))
+        return results
+    finally:
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
