@@ -185,7 +185,7 @@ def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=600, extra=(), l
     env["SCIPY_TESTS_RECORD"] = record
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "pytest", "-p", "conformance.scipy_tests.plugin",
-           "-p", "no:cacheprovider", "-q", "--tb=line", "-o", "console_output_style=classic",
+           "-p", "no:cacheprovider", "-q", "--continue-on-collection-errors", "--tb=line", "-o", "console_output_style=classic",
            "-W", "default::trnscipy.DeviceFallbackWarning", *extra, *_args(files)]
     start = time.monotonic()
     done = set()

@@ -1,0 +1,258 @@
+"""The SciPy-test table (a marked section of docs/conformance.md), the baseline
+(conformance/scipy_baseline.json), the regression check and the triage of failures."""
+
+import datetime
+import json
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from conformance.report import DOC, ROOT, _git, _versions
+from conformance.scipy_tests.runner import ModeResult
+
+__all__ = ["BASELINE", "load_baseline", "write_baseline", "compare", "write_markdown",
+           "triage", "BEGIN", "END"]
+
+BASELINE = ROOT / "conformance" / "scipy_baseline.json"
+BEGIN = "<!-- scipy-tests:begin (python -m conformance.scipy_tests --write) -->"
+END = "<!-- scipy-tests:end -->"
+_BAD = ("failed", "error", "crashed", "timeout")
+_GOOD = ("passed", "xfailed", "xpassed")  # a test in one of these that turns _BAD regressed
+MODE_ORDER = ["defer", "cpu", "xla", "xla-neuron", "cuda"]
+
+
+def _split(nodeid):
+    file, _, name = nodeid.partition("::")
+    return file, name
+
+
+# --- baseline ---------------------------------------------------------------------------
+
+def load_baseline(path=BASELINE):
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_baseline(results, command, path=BASELINE):
+    """Store each mode's outcomes: every test id once (``tests``: file -> names), and per
+    mode the files it ran, its wall time and the outcomes other than 'passed'.  Modes not
+    in ``results`` keep their previous entry."""
+    import scipy
+
+    old = load_baseline(path) or {}
+    modes = dict(old.get("modes", {})) if old.get("scipy") == scipy.__version__ else {}
+    names = defaultdict(set)
+    for mode in modes.values():
+        for file, tests in mode.get("tests", {}).items():
+            names[file].update(tests)
+    for mode, r in results.items():
+        files = sorted({_split(n)[0] for n in r.tests} | set(r.collect))
+        per_file = defaultdict(dict)
+        for nodeid, outcome in r.tests.items():
+            file, name = _split(nodeid)
+            per_file[file][name] = outcome
+        modes[mode] = {
+            "seconds": round(r.seconds, 1),
+            "command": command,
+            "files": files,
+            "tests": {f: sorted(per_file[f]) for f in files},
+            "not_passed": {f: {n: o for n, o in sorted(per_file[f].items()) if o != "passed"}
+                           for f in files},
+            "collect_errors": r.collect,
+        }
+    data = {"scipy": scipy.__version__, "commit": _git("rev-parse", "HEAD"),
+            "modes": {m: modes[m] for m in sorted(modes, key=_mode_key)}}
+    Path(path).write_text(json.dumps(data, indent=0, sort_keys=False) + "\n")
+
+
+def _mode_key(m):
+    return MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER)
+
+
+def baseline_outcomes(baseline, mode):
+    """{node id: outcome} of ``mode`` in the baseline."""
+    entry = baseline["modes"][mode]
+    out = {}
+    for file, names in entry["tests"].items():
+        bad = entry["not_passed"].get(file, {})
+        for name in names:
+            out[f"{file}::{name}"] = bad.get(name, "passed")
+    return out
+
+
+def compare(results, baseline):
+    """(regressions, notes): a regression is a test that passed (or xfailed) in the
+    baseline and now fails, errors, crashes or times out, named with its message; notes
+    list tests that now pass where the baseline had them failing, and tests that went
+    missing (a regenerated baseline records both)."""
+    regressions, notes = [], []
+    for mode, r in results.items():
+        if mode not in baseline.get("modes", {}):
+            notes.append(f"[{mode}] not in the baseline")
+            continue
+        old = baseline_outcomes(baseline, mode)
+        files = {_split(n)[0] for n in r.tests}
+        for nodeid, outcome in sorted(r.tests.items()):
+            before = old.get(nodeid)
+            if before in _GOOD and outcome in _BAD:
+                regressions.append(f"[{mode}] {nodeid}: {before} -> {outcome}: "
+                                   f"{r.messages.get(nodeid, '')[:300]}")
+            elif before in _BAD and outcome == "passed":
+                notes.append(f"[{mode}] {nodeid}: now passes ({before} in the baseline)")
+        for file, message in r.collect.items():
+            regressions.append(f"[{mode}] {file}: collection error: {message[:300]}")
+        missing = [n for n in old if _split(n)[0] in files and n not in r.tests]
+        if missing:
+            notes.append(f"[{mode}] {len(missing)} baseline tests not run, e.g. {missing[0]}")
+    return regressions, notes
+
+
+# --- triage -----------------------------------------------------------------------------
+
+_NUM = re.compile(r"(?<![A-Za-z_])[-+]?\d+(\.\d+)?(e[-+]?\d+)?")
+_DTYPE = re.compile(r"\b(u?int|float|complex|bool|longdouble|clongdouble)(\d+)?\b")
+
+
+def cause(message):
+    """A failure message reduced to its cause: the exception type and the first line of
+    its text with numbers and dtype names replaced, so that one cause is one group."""
+    lines = [x.strip() for x in (message or "").splitlines() if x.strip()]
+    if not lines:
+        return "(no message)"
+    head = lines[0]
+    if head.endswith(":") and len(lines) > 1:  # "AssertionError:" then numpy's text
+        head += " " + lines[1]
+    head = _DTYPE.sub("<dtype>", head)
+    head = _NUM.sub("N", head)
+    head = re.sub(r"0x[0-9a-f]+", "0x…", head)
+    return head[:160]
+
+
+def triage(results, against="defer"):
+    """For each offload mode: the tests that fail there but pass in ``against`` mode,
+    grouped by cause.  {mode: [(cause, count, files, example node id)]} (largest first)."""
+    ref = results.get(against)
+    out = {}
+    for mode, r in results.items():
+        if mode == against:
+            continue
+        groups = defaultdict(list)
+        for nodeid, outcome in r.tests.items():
+            if outcome in _BAD and (ref is None or ref.tests.get(nodeid) in _GOOD):
+                groups[cause(r.messages.get(nodeid, outcome))].append(nodeid)
+        rows = [(c, len(ids), len({_split(n)[0] for n in ids}), sorted(ids)[0])
+                for c, ids in groups.items()]
+        out[mode] = sorted(rows, key=lambda row: (-row[1], row[0]))
+    return out
+
+
+# --- the table --------------------------------------------------------------------------
+
+def _counts(r, file=None):
+    c = Counter(o for n, o in r.tests.items() if file is None or _split(n)[0] == file)
+    return c
+
+
+def _cell(c):
+    if not c:
+        return "–"
+    bad = c["failed"] + c["error"] + c["crashed"] + c["timeout"]
+    skip = c["skipped"] + c["xfailed"]
+    return f"{c['passed'] + c['xpassed']} / {bad} / {skip}"
+
+
+def markdown(results, command, profile):
+    modes = sorted(results, key=_mode_key)
+    files = sorted({_split(n)[0] for r in results.values() for n in r.tests}
+                   | {f for r in results.values() for f in r.collect})
+    lines = [
+        BEGIN,
+        "## SciPy's own test suites",
+        "",
+        "<!-- Generated; do not edit by hand. -->",
+        "",
+        "SciPy's test files for `scipy.sparse.linalg` (every `tests/` directory), `scipy.linalg`",
+        "(less its BLAS/LAPACK/Cython wrapper files) and `scipy.sparse` (the files for the",
+        "formats trnscipy mirrors; test_base's LIL and DOK classes left out), copied from the",
+        "installed SciPy with their imports of public names rewritten to trnscipy (SciPy's",
+        "private helpers and test utilities stay SciPy's): `conformance/scipy_tests/`.",
+        "Modes: `defer` (no offload: NumPy inputs go to SciPy through trnscipy's names),",
+        "`cpu`, `xla`, `xla-neuron`, `cuda` (`TRNSCIPY_OFFLOAD=<device>`; xla-neuron adds",
+        "`TRNSCIPY_EMULATE=neuron`). DeviceFallbackWarnings are shown, not errors.",
+        "",
+        f"- Command: `{command}` (profile `{profile}`)",
+        f"- Commit: `{_git('rev-parse', 'HEAD')}`"
+        + (" (with uncommitted changes)" if _git("status", "--porcelain",
+                                                 "--untracked-files=no") else ""),
+        f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- Versions: {', '.join(f'{k} {v}' for k, v in _versions().items())}",
+        "- Wall time per mode (one pytest process, this machine): " + ", ".join(
+            f"{m} {results[m].seconds:.0f} s ({len(results[m].tests)} tests)" for m in modes),
+        "",
+        "Regenerate (table and baseline `conformance/scipy_baseline.json`): "
+        "`python -m conformance.scipy_tests --write` (the CI subset: defer and cpu on every "
+        "file, xla and xla-neuron on a few files); `--profile full` runs every file on every "
+        "mode (nightly, hours on the XLA lanes); `--modes cpu --files test_iterative` a part "
+        "(with `--write` the modes run replace theirs in the baseline). "
+        "`pytest conformance/test_scipy_tests.py` runs the CI subset and fails on a test that "
+        "passed in the baseline and fails now; `pytest -m slow "
+        "conformance/test_scipy_tests.py` the full profile.",
+        "",
+        "Cells: passed / failed+errors / skipped+xfailed.",
+        "",
+        "| file | " + " | ".join(modes) + " |",
+        "|---|" + "---|" * len(modes),
+    ]
+    total = {m: Counter() for m in modes}
+    for f in files:
+        row = []
+        for m in modes:
+            r = results[m]
+            c = _counts(r, f)
+            total[m] += c
+            row.append("collection error" if f in r.collect else _cell(c))
+        lines.append(f"| {f.removeprefix('scipy/')} | " + " | ".join(row) + " |")
+    lines.append("| **total** | " + " | ".join(f"**{_cell(total[m])}**" for m in modes) + " |")
+    fb = {m: (len(results[m].fallbacks), sum(results[m].fallbacks.values())) for m in modes
+          if results[m].fallbacks}
+    if fb:
+        lines += ["", "DeviceFallbackWarnings seen by pytest (tests, warnings): " + ", ".join(
+            f"{m} {t} tests, {w}" for m, (t, w) in fb.items()) + "."]
+    lines += ["", "### What fails with the device on (triage)", "",
+              "Tests that fail (or error, crash, time out) in an offload mode and pass in "
+              "defer mode, grouped by cause (exception type and message, numbers and dtypes "
+              "masked). Known limit: SciPy's `type(x) is csr_matrix` identity checks.", ""]
+    for mode, rows in triage(results).items():
+        n = sum(row[1] for row in rows)
+        lines += [f"#### {mode}: {n} tests", ""]
+        if not rows:
+            lines += ["None.", ""]
+            continue
+        lines += ["| tests | files | cause | example |", "|---:|---:|---|---|"]
+        for c, count, nfiles, example in rows[:40]:
+            c = c.replace("|", "\\|")
+            lines.append(f"| {count} | {nfiles} | `{c}` | {example.removeprefix('scipy/')} |")
+        if len(rows) > 40:
+            lines.append(f"| {sum(r[1] for r in rows[40:])} | | {len(rows) - 40} more causes "
+                         "| |")
+        lines.append("")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(results, command, profile, path=DOC):
+    """Put the section between BEGIN and END in ``path`` (appended the first time)."""
+    path = Path(path)
+    text = path.read_text() if path.exists() else ""
+    section = markdown(results, command, profile)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1].lstrip("\n")
+        text = head + section + ("\n" + tail if tail else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
+def results_from_json(data):
+    return {m: ModeResult.from_json(m, d) for m, d in data.items()}
