@@ -31,6 +31,8 @@ def main(argv=None):
                         help="report from results saved with --json instead of running")
     parser.add_argument("--keep", default=None,
                         help="work in this directory and keep it (rewritten files, logs)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="modes run at a time (one pytest process each)")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds per mode before the run stops")
     opts = parser.parse_args(argv)
@@ -46,6 +48,7 @@ def main(argv=None):
     else:
         only = opts.files.split(",") if opts.files else None
         results = runner.run(opts.profile, modes, only, keep=opts.keep, timeout=opts.timeout,
+                             jobs=opts.jobs,
                              progress=lambda s: print(s, flush=True))
     if opts.json:
         with open(opts.json, "w") as fh:

@@ -53,6 +53,8 @@ def write_baseline(results, command, path=BASELINE):
             per_file[file][name] = outcome
         modes[mode] = {
             "seconds": round(r.seconds, 1),
+            "cpu_seconds": round(r.cpu_seconds, 1),
+            "file_seconds": {f: round(t, 1) for f, t in sorted(r.file_seconds.items())},
             "command": command,
             "files": files,
             "tests": {f: sorted(per_file[f]) for f in files},
@@ -186,8 +188,10 @@ def markdown(results, command, profile):
                                                  "--untracked-files=no") else ""),
         f"- Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Versions: {', '.join(f'{k} {v}' for k, v in _versions().items())}",
-        "- Wall time per mode (one pytest process, this machine): " + ", ".join(
-            f"{m} {results[m].seconds:.0f} s ({len(results[m].tests)} tests)" for m in modes),
+        "- Time per mode (one pytest process; wall, and CPU of the process, which depends "
+        "less on the machine's load): " + ", ".join(
+            f"{m} {results[m].seconds:.0f} s / CPU {results[m].cpu_seconds:.0f} s "
+            f"({len(results[m].tests)} tests)" for m in modes),
         "",
         "Regenerate (table and baseline `conformance/scipy_baseline.json`): "
         "`python -m conformance.scipy_tests --write` (the CI subset: defer and cpu on every "

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 from conformance.scipy_tests.rewrite import copy_tests, package_name
 
@@ -105,16 +107,20 @@ def select_files(mode, profile="ci", only=None):
 class ModeResult:
     """Outcomes of one mode: ``tests`` node id -> outcome, ``messages`` node id -> the
     failure line, ``fallbacks`` node id -> DeviceFallbackWarning count, ``collect``
-    file -> collection error, ``seconds`` wall time."""
+    file -> collection error, ``seconds`` wall time, ``cpu_seconds`` the pytest
+    process's CPU time."""
 
     def __init__(self, mode):
         self.mode = mode
         self.tests, self.messages, self.fallbacks, self.collect = {}, {}, {}, {}
-        self.seconds = 0.0
+        self.seconds = self.cpu_seconds = 0.0
+        self.file_seconds = {}  # file -> seconds its tests ran (pytest's durations)
         self.notes = []
 
     def to_json(self):
-        return {"seconds": round(self.seconds, 1), "tests": self.tests,
+        return {"seconds": round(self.seconds, 1), "cpu_seconds": round(self.cpu_seconds, 1),
+                "file_seconds": {f: round(t, 1) for f, t in self.file_seconds.items()},
+                "tests": self.tests,
                 "messages": self.messages, "fallbacks": self.fallbacks,
                 "collect": self.collect, "notes": self.notes}
 
@@ -124,6 +130,8 @@ class ModeResult:
         r.tests, r.messages = data["tests"], data.get("messages", {})
         r.fallbacks, r.collect = data.get("fallbacks", {}), data.get("collect", {})
         r.seconds, r.notes = data.get("seconds", 0.0), data.get("notes", [])
+        r.cpu_seconds = data.get("cpu_seconds", 0.0)
+        r.file_seconds = data.get("file_seconds", {})
         return r
 
 
@@ -185,7 +193,7 @@ def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=600, extra=(), l
     env["SCIPY_TESTS_RECORD"] = record
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, "-m", "pytest", "-p", "conformance.scipy_tests.plugin",
-           "-p", "no:cacheprovider", "-q", "--continue-on-collection-errors", "--tb=line", "-o", "console_output_style=classic",
+           "-p", "no:cacheprovider", "-q", "--continue-on-collection-errors", "--tb=line",
            "-W", "default::trnscipy.DeviceFallbackWarning", *extra, *_args(files)]
     start = time.monotonic()
     done = set()
@@ -199,7 +207,12 @@ def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=600, extra=(), l
                                 stderr=subprocess.STDOUT, start_new_session=True)
         killed = None
         last_size, last_change = -1, time.monotonic()
-        while proc.poll() is None:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:  # wait4, not poll: the child's CPU time comes with its status
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                result.cpu_seconds += usage.ru_utime + usage.ru_stime
+                break
             time.sleep(1.0)
             size = os.path.getsize(record) if os.path.exists(record) else 0
             now = time.monotonic()
@@ -211,7 +224,6 @@ def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=600, extra=(), l
                 killed = "timeout"
             if killed:
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
         started = _read(record, result, dirs, done)
         if proc.returncode in (0, 1, 5) and not killed:
             break
@@ -252,6 +264,9 @@ def _read(record, result, dirs, done):
             if e.get("teardown") and result.tests.get(nodeid) not in ("passed", None):
                 continue
             result.tests[nodeid] = e["outcome"]
+            file = nodeid.partition("::")[0]
+            result.file_seconds[file] = (result.file_seconds.get(file, 0.0)
+                                         + e.get("seconds", 0))
             if "message" in e:
                 result.messages[nodeid] = e["message"]
             done.add(e["test"])
@@ -266,29 +281,32 @@ def _read(record, result, dirs, done):
 
 
 def run(profile="ci", modes=None, only=None, *, keep=None, timeout=3600, progress=print,
-        extra=()):
+        extra=(), jobs=1):
     """Run the profile's files in ``modes`` (default: the profile's modes available
-    here).  Returns {mode: ModeResult}."""
+    here), ``jobs`` modes at a time (one pytest process each).  Returns {mode: ModeResult}."""
     here = available_modes()
     modes = [m for m in (modes or PROFILES[profile]) if m in here]
     workdir = keep or tempfile.mkdtemp(prefix="trnscipy-scipy-tests-")
     os.makedirs(workdir, exist_ok=True)
+    tests = os.path.join(workdir, "tests")
     try:
         every = sorted({f for m in modes for f in select_files(m, profile, only)})
-        dirs = _prepare(os.path.join(workdir, "tests"), every)
-        results = {}
-        for mode in modes:
+        if os.path.exists(tests):
+            shutil.rmtree(tests)
+        dirs = _prepare(tests, every)
+
+        def one(mode):
             files = select_files(mode, profile, only)
             progress(f"[{mode}] {len(files)} files ...")
-            r = run_mode(mode, files, os.path.join(workdir, "tests"), dirs, timeout=timeout,
-                         extra=extra, log=os.path.join(workdir, f"pytest-{mode}.log"))
-            results[mode] = r
-            counts = {}
-            for o in r.tests.values():
-                counts[o] = counts.get(o, 0) + 1
-            progress(f"[{mode}] {r.seconds:.0f} s  " + "  ".join(
+            r = run_mode(mode, files, tests, dirs, timeout=timeout, extra=extra,
+                         log=os.path.join(workdir, f"pytest-{mode}.log"))
+            counts = Counter(r.tests.values())
+            progress(f"[{mode}] {r.seconds:.0f} s (CPU {r.cpu_seconds:.0f} s)  " + "  ".join(
                 f"{k}={v}" for k, v in sorted(counts.items())))
-        return results
+            return r
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            return dict(zip(modes, pool.map(one, modes), strict=True))
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
