@@ -80,3 +80,16 @@ def test_scipy_suite_ci_subset_no_regression():
 @pytest.mark.slow
 def test_scipy_suite_full_no_regression():
     _check("full")
+
+
+def test_proxy_submodule_is_scipys():
+    """A private submodule reached through a proxy is SciPy's module object, not a second
+    copy loaded under the proxy's name (its warning classes would differ)."""
+    install()
+    import scipy.linalg._matfuncs_inv_ssq as theirs
+
+    from scipy_trn.linalg import _matfuncs_inv_ssq as ours  # noqa: I001
+
+    assert ours is theirs
+    # the cause: with a __path__ the import system would load submodules from SciPy's folder
+    assert not hasattr(importlib.import_module("scipy_trn.linalg"), "__path__")

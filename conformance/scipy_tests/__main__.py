@@ -54,7 +54,8 @@ def main(argv=None):
         with open(opts.json, "w") as fh:
             json.dump({m: r.to_json() for m, r in results.items()}, fh)
     for mode, rows in report.triage(results).items():
-        print(f"[{mode}] {sum(r[1] for r in rows)} tests fail that pass in defer mode")
+        where = " that pass in defer mode" if "defer" in results else ""
+        print(f"[{mode}] {sum(r[1] for r in rows)} tests fail{where}")
         for c, count, nfiles, example in rows[:15]:
             print(f"  {count:5d} in {nfiles:2d} files  {c}\n         e.g. {example}")
     if opts.write:

@@ -42,7 +42,20 @@ class _Proxy(types.ModuleType):
             trn = importlib.import_module(trn_name)
             if hasattr(trn, name):
                 return getattr(trn, name)
-        return getattr(scipy_mod, name)
+        if name == "__path__":
+            # not a package: Python must not load SciPy's submodules anew under our name
+            raise AttributeError(name)
+        try:
+            return getattr(scipy_mod, name)
+        except AttributeError:
+            if name.startswith("__"):
+                raise
+            # a submodule SciPy has not imported yet (scipy.linalg._matfuncs_inv_ssq)
+            try:
+                return importlib.import_module(sub)
+            except ModuleNotFoundError:
+                raise AttributeError(f"module {self.__name__!r} has no attribute "
+                                     f"{name!r}") from None
 
     def __dir__(self):
         return dir(importlib.import_module(self._scipy_name))
