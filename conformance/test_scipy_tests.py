@@ -87,8 +87,7 @@ def test_proxy_submodule_is_scipys():
     copy loaded under the proxy's name (its warning classes would differ)."""
     install()
     import scipy.linalg._matfuncs_inv_ssq as theirs
-
-    from scipy_trn.linalg import _matfuncs_inv_ssq as ours  # noqa: I001
+    from scipy_trn.linalg import _matfuncs_inv_ssq as ours
 
     assert ours is theirs
     # the cause: with a __path__ the import system would load submodules from SciPy's folder
