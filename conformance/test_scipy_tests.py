@@ -67,7 +67,8 @@ def _check(profile):
         pytest.fail("conformance/scipy_baseline.json is missing: run "
                     "`python -m conformance.scipy_tests --write`")
     modes = [m for m in runner.PROFILES[profile] if m in baseline["modes"]]
-    results = runner.run(profile, modes, timeout=1800, progress=lambda s: None)
+    # two pytest processes at a time: CI runs `pytest conformance` in one process
+    results = runner.run(profile, modes, timeout=1800, progress=lambda s: None, jobs=2)
     regressions, _ = report.compare(results, baseline)
     assert not regressions, (f"{len(regressions)} SciPy tests regressed:\n"
                              + "\n".join(regressions[:200]))

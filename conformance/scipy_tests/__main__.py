@@ -63,8 +63,8 @@ def main(argv=None):
             f" --{k.replace('_', '-')} {v}" for k, v in
             (("profile", opts.profile if opts.profile != "ci" else None),
              ("modes", opts.modes), ("files", opts.files)) if v)
-        report.write_markdown(results, command, opts.profile)
-        report.write_baseline(results, command)
+        data = report.write_baseline(results, command)
+        report.write_markdown(report.results_from_baseline(data), command, opts.profile)
         print(f"wrote {report.DOC} and {report.BASELINE}")
         return 0
     baseline = report.load_baseline()

@@ -34,37 +34,59 @@ def load_baseline(path=BASELINE):
 
 
 def write_baseline(results, command, path=BASELINE):
-    """Store each mode's outcomes: every test id once (``tests``: file -> names), and per
-    mode the files it ran, its wall time and the outcomes other than 'passed'.  Modes not
-    in ``results`` keep their previous entry."""
+    """Merge ``results`` into the baseline and return it.
+
+    Layout: ``tests`` (file -> every test name, once for all modes) and per mode, per file
+    the outcomes other than 'passed', their messages, the tests not run, the seconds its
+    tests took and its DeviceFallbackWarnings ([tests, warnings]).  The files a run
+    covered replace theirs; other files and modes keep their entries, so a partial run
+    (``--modes cpu --files test_iterative``) updates just its part.  A baseline of another
+    SciPy version is started afresh."""
     import scipy
 
     old = load_baseline(path) or {}
-    modes = dict(old.get("modes", {})) if old.get("scipy") == scipy.__version__ else {}
-    names = defaultdict(set)
-    for mode in modes.values():
-        for file, tests in mode.get("tests", {}).items():
-            names[file].update(tests)
+    if old.get("scipy") != scipy.__version__:
+        old = {}
+    tests = dict(old.get("tests", {}))
+    modes = dict(old.get("modes", {}))
     for mode, r in results.items():
-        files = sorted({_split(n)[0] for n in r.tests} | set(r.collect))
         per_file = defaultdict(dict)
         for nodeid, outcome in r.tests.items():
             file, name = _split(nodeid)
             per_file[file][name] = outcome
+        fallbacks = defaultdict(lambda: [0, 0])
+        for nodeid, n in r.fallbacks.items():
+            fallbacks[_split(nodeid)[0]][0] += 1
+            fallbacks[_split(nodeid)[0]][1] += n
+        entry = modes.get(mode, {"files": {}})
+        files = dict(entry["files"])
+        for file in sorted(set(per_file) | set(r.collect)):
+            outcomes = per_file[file]
+            known = set(tests.get(file, ())) | set(outcomes)
+            tests[file] = sorted(known)
+            fe = {"seconds": round(r.file_seconds.get(file, 0.0), 1),
+                  # tests of the file this run did not reach (a crash, a stop, a new name)
+                  "not_run": sorted(known - set(outcomes)),
+                  "not_passed": {n: o for n, o in sorted(outcomes.items()) if o != "passed"},
+                  "messages": {n: r.messages[f"{file}::{n}"] for n in sorted(outcomes)
+                               if f"{file}::{n}" in r.messages}}
+            if file in r.collect:
+                fe["collect_error"] = r.collect[file]
+            if file in fallbacks:
+                fe["fallbacks"] = fallbacks[file]
+            files[file] = fe
+        whole = set(per_file) >= set(entry["files"])
         modes[mode] = {
-            "seconds": round(r.seconds, 1),
-            "cpu_seconds": round(r.cpu_seconds, 1),
-            "file_seconds": {f: round(t, 1) for f, t in sorted(r.file_seconds.items())},
-            "command": command,
-            "files": files,
-            "tests": {f: sorted(per_file[f]) for f in files},
-            "not_passed": {f: {n: o for n, o in sorted(per_file[f].items()) if o != "passed"}
-                           for f in files},
-            "collect_errors": r.collect,
+            "seconds": round(r.seconds, 1) if whole else entry.get("seconds", 0.0),
+            "cpu_seconds": round(r.cpu_seconds, 1) if whole else entry.get("cpu_seconds", 0.0),
+            "command": command if whole else entry.get("command", command),
+            "commit": _git("rev-parse", "HEAD"),
+            "files": {f: files[f] for f in sorted(files)},
         }
-    data = {"scipy": scipy.__version__, "commit": _git("rev-parse", "HEAD"),
+    data = {"scipy": scipy.__version__, "tests": {f: tests[f] for f in sorted(tests)},
             "modes": {m: modes[m] for m in sorted(modes, key=_mode_key)}}
-    Path(path).write_text(json.dumps(data, indent=0, sort_keys=False) + "\n")
+    Path(path).write_text(json.dumps(data, indent=0) + "\n")
+    return data
 
 
 def _mode_key(m):
@@ -73,12 +95,31 @@ def _mode_key(m):
 
 def baseline_outcomes(baseline, mode):
     """{node id: outcome} of ``mode`` in the baseline."""
-    entry = baseline["modes"][mode]
     out = {}
-    for file, names in entry["tests"].items():
-        bad = entry["not_passed"].get(file, {})
-        for name in names:
-            out[f"{file}::{name}"] = bad.get(name, "passed")
+    for file, fe in baseline["modes"][mode]["files"].items():
+        skip = set(fe.get("not_run", ()))
+        for name in baseline["tests"].get(file, ()):
+            if name not in skip:
+                out[f"{file}::{name}"] = fe["not_passed"].get(name, "passed")
+    return out
+
+
+def results_from_baseline(baseline):
+    """The baseline as {mode: ModeResult} (for the table)."""
+    out = {}
+    for mode, entry in baseline["modes"].items():
+        r = ModeResult(mode)
+        r.tests = baseline_outcomes(baseline, mode)
+        for file, fe in entry["files"].items():
+            r.messages.update({f"{file}::{n}": m for n, m in fe.get("messages", {}).items()})
+            if "collect_error" in fe:
+                r.collect[file] = fe["collect_error"]
+            if "fallbacks" in fe:
+                r.fallbacks[file] = fe["fallbacks"]
+            r.file_seconds[file] = fe.get("seconds", 0.0)
+        r.seconds, r.cpu_seconds = entry.get("seconds", 0.0), entry.get("cpu_seconds", 0.0)
+        r.command = entry.get("command", "")
+        out[mode] = r
     return out
 
 
@@ -182,7 +223,8 @@ def markdown(results, command, profile):
         "`cpu`, `xla`, `xla-neuron`, `cuda` (`TRNSCIPY_OFFLOAD=<device>`; xla-neuron adds",
         "`TRNSCIPY_EMULATE=neuron`). DeviceFallbackWarnings are shown, not errors.",
         "",
-        f"- Command: `{command}` (profile `{profile}`)",
+        f"- Last command: `{command}`; each mode's last whole run: " + "; ".join(
+            f"{m}: `{getattr(results[m], 'command', '') or command}`" for m in modes),
         f"- Commit: `{_git('rev-parse', 'HEAD')}`"
         + (" (with uncommitted changes)" if _git("status", "--porcelain",
                                                  "--untracked-files=no") else ""),
@@ -217,8 +259,11 @@ def markdown(results, command, profile):
             row.append("collection error" if f in r.collect else _cell(c))
         lines.append(f"| {f.removeprefix('scipy/')} | " + " | ".join(row) + " |")
     lines.append("| **total** | " + " | ".join(f"**{_cell(total[m])}**" for m in modes) + " |")
-    fb = {m: (len(results[m].fallbacks), sum(results[m].fallbacks.values())) for m in modes
-          if results[m].fallbacks}
+    fb = {}
+    for m in modes:
+        for v in results[m].fallbacks.values():  # per file [tests, warnings] or per test n
+            t, w = fb.get(m, (0, 0))
+            fb[m] = (t + v[0], w + v[1]) if isinstance(v, list) else (t + 1, w + v)
     if fb:
         lines += ["", "DeviceFallbackWarnings seen by pytest (tests, warnings): " + ", ".join(
             f"{m} {t} tests, {w}" for m, (t, w) in fb.items()) + "."]
