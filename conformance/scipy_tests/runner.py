@@ -106,6 +106,8 @@ def _ci_files():
     return [f for f in all_files() if f not in CI_LEFT_OUT]
 
 
+# pytest arguments per profile: CI runs SciPy's "fast" label (what scipy.test() runs)
+PROFILE_ARGS = {"ci": ("-m", "not slow"), "full": ()}
 PROFILES = {
     "ci": {"defer": _ci_files, "cpu": _ci_files, "xla": XLA_CI_FILES,
            "xla-neuron": XLA_CI_FILES, "cuda": _ci_files},
@@ -327,7 +329,8 @@ def run(profile="ci", modes=None, only=None, *, keep=None, timeout=3600, progres
         def one(mode):
             files = select_files(mode, profile, only)
             progress(f"[{mode}] {len(files)} files ...")
-            r = run_mode(mode, files, tests, dirs, timeout=timeout, extra=extra,
+            r = run_mode(mode, files, tests, dirs, timeout=timeout,
+                         extra=(*PROFILE_ARGS.get(profile, ()), *extra),
                          log=os.path.join(workdir, f"pytest-{mode}.log"))
             counts = Counter(r.tests.values())
             progress(f"[{mode}] {r.seconds:.0f} s (CPU {r.cpu_seconds:.0f} s)  " + "  ".join(
