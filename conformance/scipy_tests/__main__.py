@@ -47,8 +47,16 @@ def main(argv=None):
             results = {m: r for m, r in results.items() if m in modes}
     else:
         only = opts.files.split(",") if opts.files else None
+        done = {}
+
+        def save(mode, r):  # each mode's results as soon as it ends (a long run may stop)
+            done[mode] = r.to_json()
+            if opts.json:
+                with open(opts.json, "w") as fh:
+                    json.dump(done, fh)
+
         results = runner.run(opts.profile, modes, only, keep=opts.keep, timeout=opts.timeout,
-                             jobs=opts.jobs,
+                             jobs=opts.jobs, on_result=save,
                              progress=lambda s: print(s, flush=True))
     if opts.json:
         with open(opts.json, "w") as fh:

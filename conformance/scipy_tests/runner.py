@@ -311,9 +311,10 @@ def _read(record, result, dirs, done):
 
 
 def run(profile="ci", modes=None, only=None, *, keep=None, timeout=3600, progress=print,
-        extra=(), jobs=1):
+        extra=(), jobs=1, on_result=None):
     """Run the profile's files in ``modes`` (default: the profile's modes available
-    here), ``jobs`` modes at a time (one pytest process each).  Returns {mode: ModeResult}."""
+    here), ``jobs`` modes at a time (one pytest process each); ``on_result(mode, result)``
+    is called as each mode ends.  Returns {mode: ModeResult}."""
     here = available_modes()
     modes = [m for m in (modes or PROFILES[profile]) if m in here]
     workdir = keep or tempfile.mkdtemp(prefix="trnscipy-scipy-tests-")
@@ -334,6 +335,8 @@ def run(profile="ci", modes=None, only=None, *, keep=None, timeout=3600, progres
             counts = Counter(r.tests.values())
             progress(f"[{mode}] {r.seconds:.0f} s (CPU {r.cpu_seconds:.0f} s)  " + "  ".join(
                 f"{k}={v}" for k, v in sorted(counts.items())))
+            if on_result is not None:
+                on_result(mode, r)
             return r
 
         with ThreadPoolExecutor(max(1, jobs)) as pool:
