@@ -86,7 +86,9 @@ CI_LEFT_OUT = {
     "scipy/sparse/tests/test_base.py",
 }
 # every shape compiles on the XLA lanes: small files of the central functions (gcrotmk's
-# and lgmres' files take minutes a test there under load: full profile only)
+# and lgmres' files take minutes a test there under load; minres' test_x0_is_used_by
+# (a callback per iteration) sat idle over 4 minutes on xla, not yet understood: full
+# profile only)
 XLA_CI_FILES = [
     "scipy/linalg/tests/test_decomp_cholesky.py",
     "scipy/linalg/tests/test_decomp_polar.py",
@@ -94,7 +96,6 @@ XLA_CI_FILES = [
     "scipy/linalg/tests/test_solve_toeplitz.py",
     "scipy/sparse/linalg/_isolve/tests/test_lsmr.py",
     "scipy/sparse/linalg/_isolve/tests/test_lsqr.py",
-    "scipy/sparse/linalg/_isolve/tests/test_minres.py",
     "scipy/sparse/linalg/tests/test_interface.py",
     "scipy/sparse/linalg/tests/test_norm.py",
     "scipy/sparse/linalg/tests/test_onenormest.py",
@@ -204,7 +205,7 @@ def _args(files):
     return args
 
 
-def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=600, extra=(), log=None,
+def run_mode(mode, files, workdir, dirs, *, timeout=3600, stall=300, extra=(), log=None,
              max_restarts=5):
     """Run ``files`` in ``mode`` under pytest in ``workdir``; a test that crashes the
     process or runs past ``stall`` seconds is recorded ('crashed'/'timeout') and the run
