@@ -232,17 +232,23 @@ def markdown(results, command, profile):
         f"- Versions: {', '.join(f'{k} {v}' for k, v in _versions().items())}",
         "- Time per mode (one pytest process; wall, and CPU of the process, which depends "
         "less on the machine's load): " + ", ".join(
-            f"{m} {results[m].seconds:.0f} s / CPU {results[m].cpu_seconds:.0f} s "
+            f"{m} {results[m].seconds:.0f} s / CPU "
+            f"{f'{results[m].cpu_seconds:.0f} s' if results[m].cpu_seconds else 'not measured'} "
             f"({len(results[m].tests)} tests)" for m in modes),
         "",
-        "Regenerate (table and baseline `conformance/scipy_baseline.json`): "
-        "`python -m conformance.scipy_tests --write` (the CI subset: defer and cpu on every "
-        "file, xla and xla-neuron on a few files); `--profile full` runs every file on every "
-        "mode (nightly, hours on the XLA lanes); `--modes cpu --files test_iterative` a part "
-        "(with `--write` the modes run replace theirs in the baseline). "
-        "`pytest conformance/test_scipy_tests.py` runs the CI subset and fails on a test that "
-        "passed in the baseline and fails now; `pytest -m slow "
-        "conformance/test_scipy_tests.py` the full profile.",
+        "Regenerate (table and baseline `conformance/scipy_baseline.json`, merged per "
+        "mode and file: the files a run covers replace theirs): `python -m "
+        "conformance.scipy_tests --write --profile full --modes defer,cpu --jobs 2` (every "
+        "file; about 8 minutes of CPU per mode), then `python -m conformance.scipy_tests "
+        "--write --modes xla,xla-neuron --jobs 2` (the CI files of the XLA lanes). "
+        "`--files test_iterative,linalg/tests/test_basic` runs a part; `--profile full` on "
+        "the XLA lanes is the nightly run (hours). "
+        "`pytest conformance/test_scipy_tests.py` runs the CI subset (profile `ci`: defer "
+        "and cpu on every file but the eight longest (`CI_LEFT_OUT` in "
+        "`conformance/scipy_tests/runner.py`), xla and xla-neuron on nine small files, "
+        "SciPy's `slow` tests left out) and fails on a test that passed in the baseline "
+        "and fails now, naming it; `pytest -m slow conformance/test_scipy_tests.py` runs "
+        "the full profile.",
         "",
         "Cells: passed / failed+errors / skipped+xfailed.",
         "",
