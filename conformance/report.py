@@ -273,5 +273,12 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
     lines += ["## Details", "", "Differences, missing device routes and host dtypes, per lane:",
               ""] + (details or ["none"]) + [""]
     lines += _xla_costs(results)
+    text = "\n".join(lines)
+    # keep the SciPy-test section (python -m conformance.scipy_tests --write) of the old file
+    old = Path(path).read_text() if Path(path).exists() else ""
+    begin, end = "<!-- scipy-tests:begin", "<!-- scipy-tests:end -->"
+    if begin in old and end in old:
+        block = begin + old.split(begin, 1)[1].split(end, 1)[0] + end
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("\n".join(lines))
+    Path(path).write_text(text)
