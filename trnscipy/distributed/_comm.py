@@ -1,6 +1,7 @@
 """Process group, placement and the counted collectives every distributed object uses."""
 
 import atexit
+import gc
 import os
 import sys
 from datetime import timedelta
@@ -101,6 +102,10 @@ def _teardown():
         if work.wait(timeout=timedelta(seconds=_EXIT_BARRIER_TIMEOUT)) is False:
             return
         dist.destroy_process_group()
+        # release the group now (gloo's shutdown is its destructor): left to interpreter
+        # finalization it is destroyed after the runtime it needs
+        _PLACEMENTS.clear()
+        gc.collect()
     except Exception:  # noqa: BLE001, S110  (a lost peer at exit: nothing left to do)
         pass
 
