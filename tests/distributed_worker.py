@@ -208,7 +208,24 @@ def scenario_raise():
         sys.exit(3)
 
 
+def scenario_exit():
+    """A script's ordinary end: no barrier, no destroy, no os._exit.  trnscipy's exit hook
+    (registered when the group is first used) must destroy the group after a barrier;
+    this check, registered before it, runs after it (atexit runs last-in first-out)."""
+    import atexit
+
+    atexit.register(lambda: print(f"group alive at exit: {dist.is_initialized()}",
+                                  flush=True))
+    P = poisson(12, 10)
+    x, info = tsl.cg(distribute(P), np.ones(P.shape[0]))
+    close(gather(x), tsl.cg(P, np.ones(P.shape[0]))[0], "cg before exit")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "exit":
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+        scenario_exit()
+        sys.exit(0)
     if sys.argv[1] != "raise":  # (that one lets distribute() initialise from the environment)
         dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     globals()["scenario_" + sys.argv[1]]()

@@ -69,6 +69,14 @@ def test_distributed_matches_single_process(nprocs):
         assert code == 0, f"rank {rank} failed:\n{out[-3000:]}"
 
 
+def test_ranks_tear_the_group_down_at_exit():
+    """Issue 25: a script ending with the group alive aborted one rank in about ten at
+    teardown (SIGABRT after correct results).  trnscipy's exit hook destroys the group."""
+    for rank, (code, out) in enumerate(launch("exit", 2, timeout=120)):
+        assert code == 0, f"rank {rank} failed:\n{out[-3000:]}"
+        assert "group alive at exit: False" in out, out[-2000:]
+
+
 def test_a_failing_rank_makes_the_others_raise():
     start = time.monotonic()
     (code0, out0), (code1, out1) = launch("raise", 2, timeout=120, collective_timeout=10)

@@ -195,6 +195,12 @@ def device_loop(body, carry, start, stop, until=None):
     return carry
 
 
+@register("sort", "generic")
+def sort(t, stable=False):
+    """torch.sort along the last axis: (values, order)."""
+    return torch.sort(t, stable=stable)
+
+
 @register("inner", "generic")
 def inner(a, b):
     """conj(a) . b along the last axis (``a`` a vector or a stack of them, ``b`` a vector)."""

@@ -169,6 +169,19 @@ def _block_product(A, x, slot_map):
     return out[:, 0].clone() if x.ndim == 1 else out
 
 
+@register("sort", "xla")
+def sort(t, stable=False):
+    """torch.sort whose outputs may index: torch-xla 2.9 aborts the process ("F shape.h:848
+    Check failed: buffer != nullptr") when an output of a multi-output op (sort, topk, max
+    along an axis) is the index of ``index_select``/``index_add`` (measured on PJRT CPU:
+    ``x.index_select(0, torch.sort(i).indices)``).  One elementwise op in between avoids it;
+    a view or a clone does not."""
+    values, order = torch.sort(t, stable=stable)
+    if not (values.is_floating_point() or values.is_complex() or values.dtype == torch.bool):
+        values = values + 0  # (floats cannot index; -0.0 + 0 would be +0.0)
+    return values, order + 0
+
+
 @register("inner", "xla")
 def inner(a, b):
     """conj(a) . b along the last axis, as a product and a sum: XLA CPU accumulates a

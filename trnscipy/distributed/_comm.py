@@ -1,6 +1,9 @@
 """Process group, placement and the counted collectives every distributed object uses."""
 
+import atexit
+import gc
 import os
+import sys
 from datetime import timedelta
 
 import numpy as np
@@ -77,6 +80,44 @@ class Placement:
 
 _PLACEMENTS = {}
 
+# Seconds the exit barrier waits for the other ranks before giving up on a clean teardown.
+_EXIT_BARRIER_TIMEOUT = 60
+
+
+def _teardown():
+    """At interpreter exit: a barrier of all ranks, then the default process group is
+    destroyed.  A script that leaves with the group alive lets each rank's gloo threads
+    be torn down by the C++ runtime while peers may still talk to it: one rank in about
+    ten aborted so (SIGABRT, "terminate called without an active exception") after
+    correct results, and torchrun reported the job failed.  Skipped after an uncaught
+    exception (the other ranks may be inside another collective) and where the user has
+    destroyed the group; a barrier that fails or times out leaves the group alone."""
+    dist = _dist()
+    if not dist.is_initialized():
+        return
+    if getattr(sys, "last_value", None) is not None or getattr(sys, "last_exc", None):
+        return
+    try:
+        work = dist.barrier(async_op=True)
+        if work.wait(timeout=timedelta(seconds=_EXIT_BARRIER_TIMEOUT)) is False:
+            return
+        dist.destroy_process_group()
+        # release the group now (gloo's shutdown is its destructor): left to interpreter
+        # finalization it is destroyed after the runtime it needs
+        _PLACEMENTS.clear()
+        gc.collect()
+    except Exception:  # noqa: BLE001, S110  (a lost peer at exit: nothing left to do)
+        pass
+
+
+def _register_teardown():
+    if not _TEARDOWN:
+        _TEARDOWN.append(True)
+        atexit.register(_teardown)
+
+
+_TEARDOWN = []
+
 
 def placement(device=None, group=None):
     """The placement for ``group`` (default: the world) on ``device`` (default: the CPU
@@ -99,6 +140,7 @@ def placement(device=None, group=None):
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
     device = resolve_device(device)
     _init_from_env(device)
+    _register_teardown()
     group = group if group is not None else dist.group.WORLD
     key = (id(group), str(device))
     if key not in _PLACEMENTS:

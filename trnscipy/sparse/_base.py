@@ -525,7 +525,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         coo = self.tocoo(copy=False)
         row, col = su.compact(coo.data != 0, coo.row, coo.col)
         if self.format == "csc":  # SciPy sorts CSC's by row
-            order = torch.sort(row, stable=True)[1]
+            order = su.argsort(row, stable=True)
             row, col = row[order], col[order]
         return row, col
 
@@ -697,7 +697,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             data = torch.cat([a.data, b.data])
             from_a = torch.arange(row.shape[0], device=self.device) < nnz_a
             key = row * n + col
-            key, order = torch.sort(key, stable=True)
+            key, order = su.sort(key, stable=True)
             data, from_a = data[order], from_a[order]
             nxt = torch.zeros_like(key, dtype=torch.bool)
             nxt[:-1] = key[1:] == key[:-1]

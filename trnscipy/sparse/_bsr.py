@@ -31,7 +31,7 @@ def count_blocks(A, blocksize):
         return 0
     nbc = -(-A.shape[1] // c)
     key = (coo.row.to(torch.int64) // r) * nbc + coo.col.to(torch.int64) // c
-    key, _ = torch.sort(key)
+    key, _ = su.sort(key)
     (distinct,) = su.host_ints((key[1:] != key[:-1]).sum() + 1)
     return distinct
 
@@ -68,7 +68,7 @@ def bsr_from_coo(coo, blocksize, cls):
     dev = data.device
     if nnz:
         bkey = (row // r) * nbc + col // c
-        bkey, order = torch.sort(bkey, stable=True)
+        bkey, order = su.sort(bkey, stable=True)
         row, col, data = row[order], col[order], data[order]
         new = torch.ones(nnz, dtype=torch.bool, device=dev)
         new[1:] = bkey[1:] != bkey[:-1]
@@ -249,7 +249,7 @@ class _bsr_base(_data_matrix):
             return
         nbc = self.shape[1] // self.blocksize[1]
         key = self._block_rows().to(torch.int64) * nbc + self.indices
-        _, order = torch.sort(key, stable=True)
+        _, order = su.sort(key, stable=True)
         self.data, self.indices = self.data[order], self.indices[order]
         self._sorted = True
 

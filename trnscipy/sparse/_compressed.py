@@ -217,7 +217,7 @@ class _cs_matrix(_data_matrix):
             return
         n_minor = self._swap(self.shape)[1]
         key = self._major_index().to(torch.int64) * n_minor + self.indices
-        _, order = torch.sort(key, stable=True)
+        _, order = su.sort(key, stable=True)
         self._set(self.data[order], self.indices[order], self.indptr, True, self._canonical)
 
     def sorted_indices(self):
@@ -258,7 +258,7 @@ class _cs_matrix(_data_matrix):
     def _other_compressed(self):
         """The same matrix in the other compressed format (indices sorted, duplicates kept)."""
         n_minor = self._swap(self.shape)[1]
-        minor_sorted, order = torch.sort(self.indices, stable=True)
+        minor_sorted, order = su.sort(self.indices, stable=True)
         indptr = su.compress(minor_sorted, n_minor, self.indptr.dtype)
         other = "csc" if self.format == "csr" else "csr"
         return self._container(other)._construct(

@@ -31,6 +31,7 @@ from trnscipy._errors import fallback
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host, tensor_on
+from trnscipy.sparse import _sputils as su
 
 __all__ = ["spdiags", "eye", "eye_array", "identity", "kron", "kronsum", "hstack", "vstack",
            "bmat", "block_array", "block_diag", "diags", "diags_array", "rand", "random",
@@ -493,7 +494,7 @@ def _stack_compressed(grid, fmt, array):
     data = torch.cat([d.to(dtype) for d in datas])
     indices = torch.cat(indices)
     if N > 1:  # entries of a row: block by block, each block's in its order
-        order = torch.sort(torch.cat(rows), stable=True).indices
+        order = su.argsort(torch.cat(rows), stable=True)
         data, indices = data[order], indices[order]
     indptr = torch.cat(indptrs)
     shape = (sum(heights), sum(widths))

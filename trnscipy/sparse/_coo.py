@@ -138,7 +138,7 @@ class _coo_base(_data_matrix):
                                                                device=self.device),
                                   offsets=torch.zeros(0, dtype=torch.int32, device=self.device))
         ks = self.col.to(torch.int64) - self.row.to(torch.int64)
-        sk, _ = torch.sort(ks)
+        sk, _ = su.sort(ks)
         new = torch.ones_like(sk, dtype=torch.bool)
         new[1:] = sk[1:] != sk[:-1]
         (offsets,) = su.compact(new, sk)

@@ -93,6 +93,16 @@ def host_ints(*values, also=()):
     return [int(v) for v in stacked.cpu().tolist()]
 
 
+def sort(t, stable=False):
+    """``torch.sort(t, stable=stable)`` through the device's ``sort`` kernel (on XLA its
+    outputs must pass through an op before they index a product)."""
+    return kernel("sort", t.device)(t, stable)
+
+
+def argsort(t, stable=False):
+    return sort(t, stable)[1]
+
+
 def compact(mask, *tensors):
     """The entries of ``tensors`` where ``mask`` holds, keeping their order.
 
@@ -101,7 +111,7 @@ def compact(mask, *tensors):
     (count,) = host_ints(mask.sum())
     if count == mask.numel():
         return tensors
-    order = torch.argsort((~mask).to(torch.int8), stable=True)[:count]
+    order = argsort((~mask).to(torch.int8), stable=True)[:count]
     return tuple(t[order] for t in tensors)
 
 
@@ -163,7 +173,7 @@ def coalesce(major, minor, data, n_minor):
     if nnz == 0:
         return major, minor, data
     key = major.to(torch.int64) * n_minor + minor.to(torch.int64)
-    key, order = torch.sort(key, stable=True)
+    key, order = sort(key, stable=True)
     data = data[order]
     new = torch.ones(nnz, dtype=torch.bool, device=key.device)
     new[1:] = key[1:] != key[:-1]

@@ -118,3 +118,49 @@ def test_dense_operator_float64_on_neuron_falls_back_with_warning(xla_device, em
     with pytest.warns(trnscipy.DeviceFallbackWarning, match="no float64"):
         y = op.matvec(trnscipy.to_device(np.ones(3), xla_device))
     np.testing.assert_array_equal(trnscipy.to_host(y), A @ np.ones(3))
+
+
+def _poisson(m=10):
+    import scipy.sparse as sp
+
+    T = sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+    return (sp.kron(sp.eye(m), T) + sp.kron(T, sp.eye(m))).tocsr()
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("Op", [spla.LinearOperator, tsl.LinearOperator],
+                         ids=["scipy", "trnscipy"])
+def test_numpy_preconditioner_in_offloaded_solve(xla_device, Op):
+    """Issue 25: a Jacobi M written as SciPy users write it (NumPy in, NumPy out) inside
+    offload('xla') failed in torch-xla ('Check failed: handle->HasValue()'): it was traced
+    into the solver's device loop.  It runs between graphs now, announced."""
+    from trnscipy import DeviceFallbackWarning
+
+    A = _poisson()
+    b = np.ones(A.shape[0])
+    d = A.diagonal()
+    M = Op(A.shape, matvec=lambda v: v / d)
+    ref, ref_info = spla.cg(A, b, M=M, rtol=1e-10)
+    with trnscipy.offload("xla"), pytest.warns(DeviceFallbackWarning, match="host"):
+        x, info = tsl.cg(A, b, M=M, rtol=1e-10)
+    assert isinstance(x, np.ndarray) and info == ref_info == 0
+    np.testing.assert_allclose(x, ref, rtol=1e-8)
+
+
+@pytest.mark.xla
+def test_numpy_code_operator_on_device_tensors(xla_device):
+    """A trnscipy LinearOperator whose function is NumPy code (``v / d``, ``d`` a NumPy
+    array) given XLA tensors: NumPy cannot read them, so the function is called with NumPy
+    (announced) and the float32 solve converges as SciPy's does."""
+    from trnscipy import DeviceFallbackWarning
+
+    A = _poisson().astype(np.float32)
+    b = np.ones(A.shape[0], dtype=np.float32)
+    d = A.diagonal()
+    M = tsl.LinearOperator(A.shape, matvec=lambda v: v / d, dtype=np.float32)
+    K, bt = trnscipy.to_device(A, "xla"), trnscipy.to_device(b, "xla")
+    with pytest.warns(DeviceFallbackWarning, match="does not take xla tensors"):
+        x, info = tsl.cg(K, bt, M=M, rtol=1e-5)
+    assert info == 0 and x.device.type == "xla"
+    x = trnscipy.to_host(x)
+    assert np.linalg.norm(A @ x - b) <= 1e-5 * np.linalg.norm(b) * 1.01

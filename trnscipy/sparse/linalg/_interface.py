@@ -243,6 +243,7 @@ class _CustomLinearOperator(LinearOperator):
         super().__init__(dtype, shape)
         self.args = ()
         self._fns = (matvec, rmatvec, matmat, rmatmat)
+        self._host_code = False  # set when a function turns out to take NumPy only
         # a bound method of a device object (e.g. SuperLU.solve) computes on its device
         owner = getattr(matvec, "__self__", None)
         if _is_device_object(owner):
@@ -256,8 +257,23 @@ class _CustomLinearOperator(LinearOperator):
     def _user(self, i, x):
         """The user's function ``i`` at x.  On a device without float64 its float64
         torch arithmetic ran in float32 there: a float64 result it returns is announced
-        (Float32StorageWarning; DeviceUnsupportedError under TRNSCIPY_STRICT=1)."""
-        y = self._fns[i](x)
+        (Float32StorageWarning; DeviceUnsupportedError under TRNSCIPY_STRICT=1).
+
+        A function that cannot take a device tensor (NumPy code such as ``v / d`` with
+        ``d`` a NumPy array: NumPy refuses to read an XLA or CUDA tensor) is host code: it
+        is called with NumPy from then on and its result moved back, announced once
+        (DeviceFallbackWarning).  The solvers run such an operator between graphs."""
+        on_device = is_torch_array(x) and x.device.type != "cpu"
+        try:
+            y = _bridge(self._fns[i], x) if on_device and self._host_code else self._fns[i](x)
+        except TypeError as exc:
+            if not on_device or self._host_code or "numpy" not in str(exc).lower():
+                raise
+            self._host_code = True
+            fallback("scipy.sparse.linalg.LinearOperator", "its function does not take "
+                     f"{x.device.type} tensors (NumPy code: {exc}); each product copies "
+                     "the vector to the host and back", stacklevel=6)
+            y = _bridge(self._fns[i], x)
         if not is_torch_array(y):
             return y
         return held(y, f"the {y.dtype} result of a LinearOperator's user function "

@@ -88,7 +88,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
 
     r = _residual(system, x0 is not None)
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
-    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True,
+                      host_effects=not system.traceable)
     return state[0], info
 
 
@@ -311,7 +312,8 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one, one, one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True,
+                      host_effects=not system.traceable)
     return state[0], info
 
 
@@ -355,7 +357,8 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     state = (system.x, r, r.clone(), torch.zeros_like(r), torch.zeros_like(r), one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True,
+                      host_effects=not system.traceable)
     return state[0], info
 
 
@@ -398,7 +401,8 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     one = torch.ones((), dtype=r.dtype, device=r.device)
     zero = torch.zeros_like(r)
     state = (system.x, r, r.clone(), zero, zero, zero, one)
-    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True)
+    state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True,
+                      host_effects=not system.traceable)
     return state[0], info
 
 
@@ -487,12 +491,15 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
     zero = torch.zeros_like(r)
     state = (system.x, r, vtilde, wtilde, y, z, norm(y), norm(z), real + 1, -one, real,
              one, zero, zero, zero, zero)
-    state, info = run(step, state, system.maxiter, device, callback, _x, loop=True)
+    state, info = run(step, state, system.maxiter, device, callback, _x, loop=True,
+                      host_effects=not utils.traceable(Aop, M1, M2))
     return state[0], info
 
 
 class _Identity:
     """qmr's default M1 = M2 = I."""
+
+    pure_tensor_code = True
 
     @staticmethod
     def matvec(x):

@@ -27,6 +27,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
     run,
     solver_kernel,
     sync,
+    traceable,
 )
 
 __all__ = ["lsqr"]
@@ -82,6 +83,7 @@ class LeastSquares:
         self.x0_dtype = None if x0 is None else x0.dtype
         self.x0 = None if x0 is None else x0.to(self.dtype)
         self.device = device
+        self.traceable = traceable(op)
         self.matvec = _fast_matvec(op, self.dtype)
         self.rmatvec = _fast_matvec(op.H, self.dtype)
 
@@ -299,7 +301,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     state = (x, u, v, v.clone(), var, itn0, alfa, alfa.clone(), beta.clone(), zero, zero, zero,
              zero, zero, scalar(-1.0), zero, out)
     state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=None,
-                   host_effects=show)
+                   host_effects=show or not system.traceable)
     x, var, out = state[0], state[4], state[-1]
     istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)

@@ -167,7 +167,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     # iteration 0 peeled: with the replayed blocks (their inputs copied to device data)
     # the block after it traces as the later ones, so one block graph, not two
     state, info = run(step, state, maxiter, device, None, None, block=1 if host else None,
-                      host_effects=host, loop=True)
+                      host_effects=host or not system.traceable, loop=True)
     if info == _NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:

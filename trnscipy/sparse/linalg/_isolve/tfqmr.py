@@ -90,7 +90,7 @@ def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=N
     # one pair more than needed: its first half reports maxiter (SciPy's loop exhausted)
     state, info = run(step, state, -(-maxiter // 2) + 1, device, None, None,
                       block=1 if callback is not None else None,
-                      host_effects=callback is not None, loop=True)
+                      host_effects=callback is not None or not system.traceable, loop=True)
     if show:
         iters = int(state[-1])
         if info == 0:

@@ -28,7 +28,7 @@ from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
 __all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "run", "sync",
-           "host_reads_free", "dot", "inner", "norm"]
+           "host_reads_free", "dot", "inner", "norm", "traceable"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -127,16 +127,25 @@ class System:
     into a device loop (a user's operator may cut graphs or read on the host)."""
 
     def __init__(self, A, M, x, b, device):
-        from trnscipy.sparse.linalg._interface import MatrixLinearOperator
-
         self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
-        self.traceable = all(op is None or type(op) is MatrixLinearOperator
-                             or getattr(op, "pure_tensor_code", False) for op in (A, M))
+        self.traceable = traceable(A, M)
         self.dtype = b.dtype
         self.matvec = _fast_matvec(A, b.dtype)
         self.np_dtype = np.dtype(_torch_to_char(b.dtype))
         self.eps = float(np.finfo(self.np_dtype).eps)
         self.n = b.shape[0]
+
+
+def traceable(*ops):
+    """True when every operator (None: the identity) is a matrix or marked
+    ``pure_tensor_code``: its products can be traced into a device loop or a replayed
+    graph.  A user's function may read on the host (a host operator under offload always
+    does); a solver then runs its iterations as graphs cut around each product (``run``'s
+    ``host_effects``)."""
+    from trnscipy.sparse.linalg._interface import MatrixLinearOperator
+
+    return all(op is None or type(op) is MatrixLinearOperator
+               or getattr(op, "pure_tensor_code", False) for op in ops)
 
 
 def _torch_to_char(dtype):
