@@ -82,7 +82,10 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",
        "scipy.linalg._decomp_lu.lu", "scipy.linalg._basic.inv",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
-       "scipy.sparse.linalg._dsolve.linsolve.splu"])
+       "scipy.sparse.linalg._dsolve.linsolve.splu",
+       "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
+       "scipy.sparse.linalg._eigen.lobpcg.lobpcg.lobpcg",
+       "scipy.sparse.linalg._eigen._svds.svds"])
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
