@@ -8,6 +8,7 @@
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -29,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen",
-            "double_float", "defer")
+            "double_float", "defer", "cold_start")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -68,6 +69,22 @@ PROFILES = {
                          "dense": {"solve": [256, 1024], "cholesky": [256, 1024],
                                    "eigh": [256, 1024]}},
         "defer": {"n": 4, "grid": 4},
+        # first calls in fresh processes (bench/_cold_start.py); per child a wall-clock
+        # limit and an RSS cap: spilu + gmres at 10^4 outgrew 24 GB (issue 26), its row
+        # reports the kill
+        "cold_start": {"timeout_s": 300, "rss_cap_gb": 6, "workloads": [
+            {"name": "cg poisson2d 100x100", "kind": "cg", "k": 100},
+            {"name": "gmres poisson2d 100x100", "kind": "gmres", "k": 100},
+            {"name": "spsolve poisson2d 100x100", "kind": "spsolve", "k": 100},
+            {"name": "eigsh k=6 sigma=0 poisson2d 100x100", "kind": "eigsh", "k": 100},
+            {"name": "lsqr 3000x800", "kind": "lsqr", "shape": [3000, 800]},
+            {"name": "cholesky n=256", "kind": "cholesky", "n": 256},
+            {"name": "solve n=256", "kind": "solve", "n": 256},
+            {"name": "eigh n=256", "kind": "eigh", "n": 256},
+            {"name": "spilu+gmres convdiff2d 4x4", "kind": "ilu_gmres", "k": 4},
+            {"name": "spilu+gmres convdiff2d 20x20", "kind": "ilu_gmres", "k": 20},
+            {"name": "spilu+gmres convdiff2d 100x100", "kind": "ilu_gmres", "k": 100},
+        ]},
     },
     "smoke": {
         "timing": {"budget_s": 0.05, "min_reps": 2, "max_reps": 3},
@@ -84,6 +101,8 @@ PROFILES = {
                   "xla_max_work": 0, "xla_shift_invert_max_n": 0},
         "double_float": {"dense": {"solve": [16]}},
         "defer": {"n": 4, "grid": 4},
+        "cold_start": {"timeout_s": 240, "rss_cap_gb": 4, "workloads": [
+            {"name": "cg poisson2d 8x8", "kind": "cg", "k": 8}]},
     },
 }
 
@@ -322,6 +341,13 @@ def main(argv=None):
                                         for case in _sections.defer_cases(cfg["defer"])]
         meta["lanes"].append({"name": "trn_host", "label": "trnscipy with NumPy/SciPy inputs",
                               "where": LANE_WHERE["trn_host"]})
+
+    if "cold_start" in args.only and not args.no_xla and importlib.util.find_spec("torch_xla"):
+        from bench._cold_start import COLD_START_METHOD, cold_start_rows
+
+        print("[cold_start]")
+        meta["cold_start_method"] = COLD_START_METHOD
+        results["sections"]["cold_start"] = cold_start_rows(cfg["cold_start"])
 
     results["elapsed_s"] = time.perf_counter() - started
     meta["loadavg_end"] = os.getloadavg()[0]

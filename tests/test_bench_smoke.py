@@ -31,7 +31,7 @@ def smoke(tmp_path_factory):
 def test_every_section_has_rows(smoke):
     results, _ = smoke
     assert set(results["sections"]) == {"spmv", "bsr", "solvers", "dense", "dsolve", "eigen",
-                                       "double_float", "defer"}
+                                       "double_float", "defer", "cold_start"}
     for rows in results["sections"].values():
         assert rows
     assert results["copy_bandwidth"]["GBps"] > 0
@@ -65,6 +65,25 @@ def test_xla_rows_carry_counts_and_model(smoke):
                 assert lane["xla"][phase]["executions"] >= 0
                 low, high = lane["model_s"][phase]["low"], lane["model_s"][phase]["high"]
                 assert 0 <= low <= high
+
+
+def test_cold_start_rows_come_from_fresh_processes(smoke):
+    """Each cold-start row ran its first call in two child processes (empty cache, then
+    the cache the first left) and reports their counts, or why a child failed."""
+    results, md = smoke
+    for row in results["sections"]["cold_start"]:
+        for name in ("cold", "cache"):
+            lane = row["lanes"][name]
+            if lane["status"] == "ok":
+                first = lane["first"]
+                assert first["wall_s"] > 0 and first["compilations"] >= 0
+                assert lane["peak_rss_bytes"] >= lane["rss_before_bytes"] > 0
+                assert first["check"] <= 1e-4
+            else:
+                assert lane["reason"]
+        assert row["lanes"]["cold"]["status"] == "ok", row
+        assert row["lanes"]["cold"]["first"]["compilations"] > 0  # an empty cache
+    assert "Cold start: first calls" in md
 
 
 def test_markdown_names_machine_lanes_and_sections(smoke):

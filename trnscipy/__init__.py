@@ -8,6 +8,7 @@ itself; torch tensors and trnscipy sparse objects run on their device.
 from trnscipy import _transfer
 from trnscipy._device import default_device, resolve_device
 from trnscipy._dispatch import offload
+from trnscipy._dtypes import device_dtype_problem
 from trnscipy._errors import DeviceFallbackWarning, DeviceUnsupportedError, Float32StorageWarning
 from trnscipy._transfer import to_device, to_host
 
@@ -18,6 +19,16 @@ def _move_sparse(obj, device):
     from trnscipy.sparse._base import from_scipy
 
     return from_scipy(obj, device)
+
+
+def _sparse_problem(obj):
+    """Why a SciPy sparse object has no device form (trnscipy/sparse/_base.py's from_scipy
+    takes csr, csc, coo, bsr and dia of 1 or 2 dimensions), or None."""
+    if obj.format not in ("csr", "csc", "coo", "bsr", "dia"):
+        return f"{obj.format} sparse objects have no device form"
+    if len(obj.shape) > 2:
+        return f"{len(obj.shape)}-D sparse arrays have no device form"
+    return device_dtype_problem(obj.dtype)
 
 
 def _is_superlu(obj):
@@ -42,7 +53,7 @@ def _is_scipy_sparse(obj):
 
 # The transfer layer moves SciPy's objects to their trnscipy twins (registered here, so
 # it never imports containers or solvers, and ``import trnscipy`` stays light).
-_transfer.register_host_type(_is_scipy_sparse, _move_sparse)
+_transfer.register_host_type(_is_scipy_sparse, _move_sparse, _sparse_problem)
 _transfer.register_host_type(_is_superlu, _move_superlu)
 
 __all__ = [

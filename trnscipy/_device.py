@@ -29,6 +29,7 @@ def _xla_device(index=None):
         os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch_xla
 
+    _setup_cache()
     return torch_xla.device(index) if index is not None else torch_xla.device()
 
 
@@ -77,9 +78,24 @@ def device_kind(device):
         return kind
     kind = device.type
     if kind == "xla":
+        _setup_cache()
         return "neuron" if "torch_neuronx" in sys.modules or emulating_neuron() else kind
     _FIXED_KINDS[device] = kind
     return kind
+
+
+_cache_set_up = False
+
+
+def _setup_cache():
+    """The persistent compilation cache, set up when trnscipy first meets an XLA device
+    (before it compiles anything there: user tensors reach trnscipy through here)."""
+    global _cache_set_up
+    if not _cache_set_up:
+        _cache_set_up = True
+        from trnscipy._cache import setup_xla_cache
+
+        setup_xla_cache(neuron="torch_neuronx" in sys.modules or emulating_neuron())
 
 
 def emulating_neuron():

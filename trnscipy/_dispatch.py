@@ -8,7 +8,13 @@
     otherwise (NumPy, SciPy sparse, scalars, lists)           -> SciPy itself, untouched
 
 Host arrays mixed with a device operand are moved to that operand's device;
-operands on two devices raise ValueError.  Before a device implementation runs,
+operands on two devices raise ValueError.  A host operand the device cannot hold (a
+dtype torch has no tensors of or few ops for: longdouble, uint16-64, object, str; a
+sparse format or dimension without a device container: lil, dok, n-D COO) sends the
+call to SciPy with a DeviceFallbackWarning: SciPy computes or raises its own error.
+Array-likes (lists, scalars) stay as they are: device implementations convert them
+as SciPy does (np.asarray, SciPy's dtype rules) on the device ``call_device`` gives.
+Before a device implementation runs,
 the capability table is asked whether the device can run it in the operands'
 dtype; if not, the call runs on SciPy with a DeviceFallbackWarning (an error
 under TRNSCIPY_STRICT=1) and the results go back to the device.
@@ -18,6 +24,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import warnings
 
 import numpy as np
 import scipy.sparse as _sp
@@ -25,10 +32,18 @@ from array_api_compat import is_torch_array
 
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
+from trnscipy._dtypes import device_dtype_problem
 from trnscipy._errors import fallback
-from trnscipy._transfer import _to_device, _to_host, device_storage, held, stores_float32
+from trnscipy._transfer import (
+    _to_device,
+    _to_host,
+    device_form_problem,
+    device_storage,
+    held,
+    stores_float32,
+)
 
-__all__ = ["dispatch", "host_only", "find_device", "offload", "offloading",
+__all__ = ["dispatch", "host_only", "find_device", "call_device", "offload", "offloading",
            "register_distributed"]
 
 # The offload target: a device name until first use, then a torch.device.
@@ -37,6 +52,9 @@ _OFFLOAD = contextvars.ContextVar("trnscipy_offload",
 # True while a device implementation runs on behalf of host (offloaded) inputs.
 _OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
 
+# The device the running device implementation was routed to (for operands with none).
+_CALL_DEVICE = contextvars.ContextVar("trnscipy_call_device", default=None)
+
 # SciPy function -> its distributed implementation (trnscipy.distributed registers them).
 _DISTRIBUTED = {}
 
@@ -44,7 +62,8 @@ _SCAN_LIMIT = 256  # items of a list/tuple operand inspected for device data
 
 
 # Types that are never device data: checked first, to keep SciPy calls cheap.
-_HOST_TYPES = frozenset({np.ndarray, float, int, complex, bool, str, type(None)})
+_PYTHON_SCALARS = frozenset({float, int, complex, bool, str, type(None)})
+_HOST_TYPES = _PYTHON_SCALARS | {np.ndarray}
 
 
 def _device_of(x, depth=0):
@@ -88,6 +107,17 @@ def find_device(args, kwargs=None):
             if type(x) not in _HOST_TYPES:
                 found = _merge(found, _device_of(x))
     return found
+
+
+def call_device(*operands):
+    """The device a device implementation computes on: its device operands' device, else
+    the device the dispatcher routed the call to (offload with only array-likes, such as
+    ``cholesky([[4, 2], [2, 3]])``).  None outside a routed call without device operands."""
+    # a solver passes (args, kwargs): the keyword operands are looked at too
+    args = [x for x in operands if type(x) is not dict]
+    kwargs = {k: v for x in operands if type(x) is dict for k, v in x.items()}
+    device = find_device(args, kwargs)
+    return device if device is not None else _CALL_DEVICE.get()
 
 
 def _is_host_array(x):
@@ -144,8 +174,51 @@ def _held(obj, depth=0):
     return obj
 
 
+def _list_problem(x):
+    """Why the array a list of numbers makes (np.asarray) has no device form, or None
+    (lists of other things, ragged lists: left to the implementation)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dtype = np.asarray(x).dtype
+    except Exception:  # noqa: BLE001 -- not an array-like of numbers
+        return None
+    return None if dtype.kind == "O" else device_dtype_problem(dtype)
+
+
+def _host_problem(obj, depth=0):
+    """Why a host operand in an argument tree cannot go to a device implementation (its
+    dtype, format or dimensions), or None."""
+    kind = type(obj)
+    if kind in _PYTHON_SCALARS:
+        return None
+    if kind is tuple or kind is list:
+        if depth >= 2:
+            return None
+        for x in obj:
+            problem = _host_problem(x, depth + 1)
+            if problem is not None:
+                return problem
+        return _list_problem(obj) if kind is list and find_device((obj,)) is None else None
+    return device_form_problem(obj)
+
+
+def _operands_problem(args, kwargs):
+    for x in (*args, *kwargs.values()):
+        problem = _host_problem(x)
+        if problem is not None:
+            return problem
+    return None
+
+
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False,
                    double=False):
+    problem = _operands_problem(args, kwargs)
+    if problem is not None:
+        fallback(name, problem, stacklevel=5 if _OFFLOADING.get() else 4)
+        result = scipy_func(*(_host(x) for x in args),
+                            **{k: _host(v) for k, v in kwargs.items()})
+        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
     with device_storage(device):
         args = tuple(_move(x, device) for x in args)
         kwargs = {k: _move(v, device) for k, v in kwargs.items()}
@@ -154,7 +227,11 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
             kwargs = {k: _held(v) for k, v in kwargs.items()}
         if device_impl is not None and (composite or runs_on_device(
                 name, device_kind(device), _working_dtype(args, kwargs, double))):
-            return device_impl(*args, **kwargs)
+            token = _CALL_DEVICE.set(device)
+            try:
+                return device_impl(*args, **kwargs)
+            finally:
+                _CALL_DEVICE.reset(token)
         if device_impl is None:
             fallback(name, "it has no device implementation", stacklevel=4)
         result = scipy_func(*(_host(x) for x in args),
@@ -231,6 +308,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
             return scipy_func(*args, **kwargs)
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"
+        wrapper._trnscipy_name = name  # the capability table's key for this function
         wrapper._trnscipy_device_impl = device_impl
         wrapper.__wrapped__ = scipy_func
         return wrapper

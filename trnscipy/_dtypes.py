@@ -4,11 +4,26 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["absolute", "divide", "to_numpy_dtype", "to_torch_dtype"]
+__all__ = ["absolute", "divide", "device_dtype_problem", "to_numpy_dtype", "to_torch_dtype"]
 
 # uint64: scipy.linalg.pascal's exact results (torch 2.9 stores and moves it; few ops)
 _NAMES = ("bool", "int8", "uint8", "int16", "int32", "int64", "uint64", "float16", "float32",
           "float64", "complex64", "complex128")
+
+
+# NumPy dtypes device implementations compute with.  Not uint16/uint32/uint64 (torch 2.9
+# stores them but few ops take them, and torch's promotion of them differs from NumPy's),
+# nor longdouble, object, str, bytes, datetime (torch has no such tensors).
+_DEVICE_KINDS = frozenset("biufc")
+_NOT_ON_DEVICE = frozenset(np.dtype(n) for n in ("uint16", "uint32", "uint64"))
+
+
+def device_dtype_problem(dtype):
+    """Why data of NumPy ``dtype`` cannot go to a device implementation, or None."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in _DEVICE_KINDS or dtype in _NOT_ON_DEVICE or dtype not in _tables()[0]:
+        return f"devices hold no {dtype} data"
+    return None
 
 
 def _pairs():

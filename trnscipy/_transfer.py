@@ -12,26 +12,39 @@ from array_api_compat import is_torch_array
 from trnscipy import _double_float as _df
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind, emulating_neuron, resolve_device
-from trnscipy._dtypes import to_numpy_dtype
+from trnscipy._dtypes import device_dtype_problem, to_numpy_dtype
 from trnscipy._errors import float32_storage
 from trnscipy._torch import torch
 
 __all__ = ["to_device", "to_host", "is_device_object", "register_host_type", "df_parts",
-           "df_tensor", "held", "tensor_on", "device_storage"]
+           "df_tensor", "held", "tensor_on", "device_storage", "device_form_problem"]
 
 df_parts = _df.df_parts
 df_tensor = _df.df_tensor
 _WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
 
-# (test, move) pairs registered by upper layers: host objects (SciPy sparse, SuperLU)
-# that ``to_device`` turns into trnscipy device objects.
+# (test, move, problem) triples registered by upper layers: host objects (SciPy sparse,
+# SuperLU) that ``to_device`` turns into trnscipy device objects.
 _HOST_TYPES = []
 
 
-def register_host_type(test, move):
+def register_host_type(test, move, problem=None):
     """Make ``to_device`` move host objects for which ``test(obj)`` is true with
-    ``move(obj, device)`` (containers and solvers register their SciPy twins)."""
-    _HOST_TYPES.append((test, move))
+    ``move(obj, device)`` (containers and solvers register their SciPy twins).
+    ``problem(obj)``: why such an object has no device form (a format, a dimension, a
+    dtype), or None."""
+    _HOST_TYPES.append((test, move, problem))
+
+
+def device_form_problem(obj):
+    """Why the host object ``obj`` (ndarray, NumPy scalar, a registered host type) has no
+    device form, or None (also for objects the transfer layer does not move)."""
+    if isinstance(obj, np.ndarray | np.generic):
+        return device_dtype_problem(obj.dtype)
+    for test, _, problem in _HOST_TYPES:
+        if problem is not None and test(obj):
+            return problem(obj)
+    return None
 
 
 def stores_float32(device):
@@ -110,7 +123,7 @@ def _to_device(obj, device, strict):
         return obj.to(device)
     if isinstance(obj, (tuple, list)):
         return type(obj)(_to_device(x, device, strict) for x in obj)
-    for test, move in _HOST_TYPES:
+    for test, move, _ in _HOST_TYPES:
         if test(obj):
             return move(obj, device)
     if strict:
@@ -145,7 +158,7 @@ def tensor_on(x, device, dtype=None):
         a = np.asarray(x)
         if dtype is not None:
             a = a.astype(to_numpy_dtype(dtype))
-        return _array_to_device(np.ascontiguousarray(a), device)
+        return _array_to_device(np.require(a, requirements='C'), device)  # 0-d stays 0-d
     t = held(_tensor_to(x, device))
     if dtype is None or dtype == t.dtype:
         return t

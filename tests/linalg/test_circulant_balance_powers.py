@@ -14,6 +14,7 @@ import trnscipy.linalg as tl
 from tests.linalg._dense_helpers import eps, random, tensor, to_np
 from tests.linalg._fallbacks import aten_fallbacks
 from trnscipy import DeviceFallbackWarning
+from trnscipy._scipy_version import scipy_at_least
 
 torch = pytest.importorskip("torch")
 
@@ -126,10 +127,34 @@ def test_signm(dlane, dtype):
             exact = sl.signm(m.astype(_wide(dtype))) if dtype == np.float32 else ref
             tol = 1e-4 if dtype == np.float32 else 1e-10
             assert np.linalg.norm(on - exact) <= tol * np.linalg.norm(exact), name
-    if dlane.type != "xla":
+    if dlane.type != "xla" and scipy_at_least(1, 18):  # disp removed: TypeError as SciPy's
+        with pytest.raises(TypeError):
+            sl.signm(mats["defective"], disp=False)
+        with pytest.raises(TypeError):
+            tl.signm(tensor(mats["defective"], dlane), disp=False)
+    elif dlane.type != "xla":
         with pytest.warns(DeprecationWarning):
             s, err = tl.signm(tensor(mats["defective"], dlane), disp=False)
         assert err < 1e3 * eps(dtype if dtype != np.complex128 else np.float64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_signm_device_code_on_cpu_tensors(dtype, monkeypatch):
+    """The device signm (CUDA, XLA) run on CPU tensors: a defective matrix takes SciPy's
+    Newton iteration, whose dtype changed in SciPy 1.18 (float32 input stays float32)."""
+    from trnscipy import _kernels
+    from trnscipy.linalg import _kernels_struct
+
+    _kernels.kernel("linalg.funm", torch.device("cpu"))  # (loads the kinds first)
+    monkeypatch.setitem(_kernels._IMPLS, ("linalg.funm", "cpu"),
+                        _kernels._IMPLS[("linalg.funm", "generic")])
+
+    for m in (np.array([[2, 1], [0, 2]], dtype), np.array([[1, 2], [3, -4]], dtype)):
+        ref = sl.signm(m)
+        out = _kernels_struct.signm(torch.from_numpy(m)).numpy()
+        assert out.dtype == ref.dtype
+        tol = 1e-4 if dtype == np.float32 else 1e-10
+        assert np.linalg.norm(out - ref) <= tol * np.linalg.norm(ref)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

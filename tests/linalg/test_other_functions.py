@@ -87,6 +87,26 @@ def test_pinv_lstsq(dlane, shape):
         assert np.allclose(to_np(res), resref, rtol=tol * 10)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_lstsq_device_residues_as_scipy(dtype):
+    """The device lstsq (CUDA, XLA) run on CPU tensors: residues as the installed SciPy's
+    (1.17: real, empty below full rank; 1.18: x's dtype, NaN below full rank, empty
+    for gelsy), for full and short rank, vector and matrix right-hand sides."""
+    from trnscipy.linalg import _kernels
+
+    rng = np.random.default_rng(34)
+    full = random(3, dtype, rng, m=6)
+    short = np.concatenate([full[:, :2], full[:, :1]], axis=1)
+    for a in (full, short, full.T[:, :2]):
+        for b in (random(1, dtype, rng, m=a.shape[0])[:, 0], random(2, dtype, rng, m=a.shape[0])):
+            for driver in (None, "gelsy"):
+                ref = sl.lstsq(a, b, lapack_driver=driver)[1]
+                got = _kernels.lstsq(torch.from_numpy(a), torch.from_numpy(b),
+                                     lapack_driver=driver)[1].numpy()
+                assert got.dtype == np.asarray(ref).dtype and got.shape == np.shape(ref)
+                np.testing.assert_allclose(got, ref, rtol=1e-4 if dtype == np.float32 else 1e-9)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128])
 def test_norm(dlane, dtype):
     rng = np.random.default_rng(33)

@@ -197,14 +197,78 @@ def test_dense_times_sparse(kind):
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
 def test_cuda_kernel_code_on_cpu_tensors(fmt):
-    """The CUDA kernel's torch sparse-CSR path, run on CPU tensors (no GPU here)."""
+    """The CUDA kernel's torch sparse-CSR path, run on CPU tensors (no GPU here), with
+    none of torch's sparse notices reaching the user (warnings are errors here)."""
+    import warnings
+
     from trnscipy._kernels import _cuda
 
     host = scipy_case(fmt, "array", "complex128")
     dev = device_case(host, "cpu")
     rng = np.random.default_rng(8)
-    for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
-        assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
+            assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
+
+
+def test_int_matmul_is_numpys_integer_product():
+    """The integer product CUDA's matmul lacks (run here on CPU tensors): exact, wrapping
+    on overflow as NumPy's, batched, 1-D right operands, cut into row blocks."""
+    rng = np.random.default_rng(4)
+    for dtype in (np.int32, np.int64, np.uint8):
+        a = rng.integers(0, 100, (3, 7, 5)).astype(dtype)
+        b = rng.integers(0, 100, (3, 5, 4)).astype(dtype)
+        for x, y in ((a, b), (a[0], b[0]), (a[0], b[0, :, 0])):
+            for chunk in (1, 30, 1 << 24):
+                got = _generic.int_matmul(torch.from_numpy(x), torch.from_numpy(y), chunk)
+                assert got.numpy().dtype == (x @ y).dtype
+                np.testing.assert_array_equal(got.numpy(), x @ y)
+    big = np.full((2, 2), 2**62, np.int64)  # wraps as NumPy's
+    np.testing.assert_array_equal(_generic.int_matmul(torch.from_numpy(big),
+                                                      torch.from_numpy(big)).numpy(), big @ big)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_integer_products_on_lanes(lane, device, fmt):
+    """Integer and boolean sparse data times a vector (torch's CUDA bmm/addmm have no
+    integer kernels: the BSR product failed there)."""
+    if lane == "xla" and fmt != "bsr":
+        pytest.skip("the XLA lane: the BSR batched product only")
+    host = sp.random_array((8, 6), density=0.5, format="csr", rng=5)
+    host = sp.csr_array((np.arange(1, host.nnz + 1), host.indices, host.indptr), host.shape)
+    for A in (host, host.astype(bool)):
+        A = A.tobsr(blocksize=(2, 3)) if fmt == "bsr" else A.asformat(fmt)
+        x = np.arange(6, dtype=A.dtype if A.dtype != bool else np.int64)
+        got = trnscipy.to_device(A, device) @ torch.from_numpy(x).to(device)
+        assert_same(got, A @ x)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_failed_capture_leaves_torch_clean():
+    """A function that reads a value on the host cannot be captured: it keeps running
+    eagerly with correct results, and torch is left as before (torch's capture_end
+    raises before ending the generator's capture mode: every later random op raised
+    "Offset increment outside graph capture encountered unexpectedly"); later captures
+    and random ops work."""
+    from trnscipy._kernels import _cuda
+
+    cuda = torch.device("cuda")
+    reads_host = _cuda.graph_function(lambda x: (x * float(x.sum()),))
+    x = torch.arange(4.0, device=cuda)
+    for _ in range(3):
+        (y,) = reads_host(x)
+        assert y.tolist() == [0.0, 6.0, 12.0, 18.0]
+    assert reads_host.failure and list(reads_host.plans.values()) == [False]
+    assert sorted(torch.randperm(10, device=cuda).tolist()) == list(range(10))
+    assert torch.rand(5, device=cuda).shape == (5,)
+    doubles = _cuda.graph_function(lambda x: (2 * x,))
+    for k in range(3):
+        (y,) = doubles(x + k)
+        assert y.tolist() == [2.0 * (i + k) for i in range(4)]
+    assert doubles.failure is None and list(doubles.plans.values())[0] is not False
+    assert sorted(torch.randperm(10, device=cuda).tolist()) == list(range(10))
 
 
 @pytest.mark.xla

@@ -9,7 +9,6 @@ import inspect
 import operator
 import os
 import time
-import warnings
 
 import numpy as np
 import torch
@@ -18,7 +17,7 @@ from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperato
 
 from trnscipy._dispatch import offloading
 from trnscipy._kernels import register
-from trnscipy._kernels._generic import bsr_product, dia_product
+from trnscipy._kernels._generic import bsr_product, dia_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
               torch.float32, torch.float64, torch.complex64, torch.complex128}
@@ -143,7 +142,7 @@ def _host_product(A):
 # 128 x 128 blocks as bmm, CSR with >= 8 entries per row at 16 <= N <= 64: at N = 128
 # SciPy's csr_matvecs took 0.45-1.1x torch's time).  They run on one intra-op thread, as
 # SciPy's kernels do, unless ``_threads_free`` (CSR, any N >= 16: below): torch's OpenMP
-# pool spinning beside OpenBLAS (or other processes) stalled 2-6x (docs/design.md,
+# pool spinning beside OpenBLAS (or other processes) stalled 2-6x (docs/decisions/0001,
 # thread-pool stall).  BSR with fewer columns (vectors
 # included) is NumPy's batched matmul (BLAS, NumPy's own thread pool) and a block-row
 # sum: 0.25-0.45x bsr_matvec's time with 128 x 128 blocks.
@@ -272,7 +271,7 @@ class _HostProduct:
 # left idle by the other processes (``_idle_core``), and not inside SciPy's loops on
 # views (``krylov``, ``eigen``: a trnscipy LinearOperator's products), where NumPy /
 # OpenBLAS work interleaves: there torch's OpenMP threads, spinning after each call, and
-# OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/design.md).
+# OpenBLAS's stalled each other (18x slower at 9*10^4 rows; docs/decisions/0001).
 _TORCH_SPMV_MIN_NNZ = 2**15
 _HOST_LOOP = contextvars.ContextVar("trnscipy_cpu_host_loop", default=False)
 # (when read, the machine's busy CPU seconds then, this process's then, whether a core was
@@ -335,9 +334,7 @@ def _torch_csr(A):
         if held[0] is A.indptr and held[1] is A.indices and held[2] is A.data:
             return cached[1]
     parts = (A.indptr, A.indices, A.data)
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-        mat = torch.sparse_csr_tensor(*parts, size=A.shape)
+    mat = torch_csr(*parts, A.shape)
     if all(t.is_contiguous() for t in parts):
         A.__dict__["_cache_torch_csr"] = (parts, mat)
     return mat

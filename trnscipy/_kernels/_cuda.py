@@ -5,12 +5,12 @@ kernels run, whose gradients torch derives itself.
 """
 
 import gc
-import warnings
 
 import torch
 
 from trnscipy._kernels import register
 from trnscipy._kernels._generic import spmm as _generic_spmm
+from trnscipy._kernels._generic import torch_csr
 
 _DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
@@ -26,10 +26,7 @@ def spmm(A, x):
         return _generic_spmm(A, x)
     if A.format == "csc":
         A = A.tocsr()
-    with warnings.catch_warnings():  # torch's "CSR support is in beta" notice
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
-        mat = torch.sparse_csr_tensor(A.indptr, A.indices, A.data, size=A.shape)
-    return mat @ x
+    return torch_csr(A.indptr, A.indices, A.data, A.shape) @ x
 
 
 @register("graph_function", "cuda")
@@ -75,19 +72,45 @@ class _CudaGraph:
     def _capture(self, args):
         inputs = [a.clone() for a in args]
         graph = torch.cuda.CUDAGraph()
+        # a pool of its own, so that a failed capture's pool can be closed (_recover)
+        pool = torch.cuda.graph_pool_handle()
         # torch.cuda.graph collects garbage before capturing; a collection during the
         # capture could destroy an earlier solve's graph, which a capture forbids
         collecting = gc.isenabled()
         gc.disable()
         try:
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
                 outputs = tuple(self.fn(*inputs))
         except RuntimeError as err:  # a host read or sync inside: not capturable
             first = err.__context__ or err  # ending a broken capture raises again
             self.failure = f"{type(first).__name__}: {first}"
-            torch.cuda.synchronize()
+            _recover(pool, args[0].device if args else torch.device("cuda"))
             return False
         finally:
             if collecting:
                 gc.enable()
         return inputs, outputs, graph
+
+
+def _recover(pool, device):
+    """Undo what a failed capture leaves behind.  torch's ``capture_end`` raises on an
+    invalidated capture before its bookkeeping (ATen's CUDAGraph.cpp): the caching
+    allocator keeps routing to the capture's pool (and defers its event processing
+    while a capture seems underway), and the default CUDA generator stays in capture
+    mode, so every later random op outside a capture raises "Offset increment outside
+    graph capture encountered unexpectedly" (torch 2.9-2.11).  The pool is closed as
+    ``torch.cuda.use_mem_pool`` closes one, and a trivial capture that succeeds ends the
+    generator's capture mode (its capture_epilogue)."""
+    torch.cuda.synchronize(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    for close in (torch.cuda.memory._cuda_endAllocateToPool,
+                  torch.cuda.memory._cuda_releasePool):
+        try:
+            close(index, pool)
+        except RuntimeError:  # (a torch whose capture_end closed it already)
+            pass
+    with torch.cuda.device(device):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            torch.zeros(1, device=device)  # (an empty capture warns)
+        del graph

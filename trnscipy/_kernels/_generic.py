@@ -1,6 +1,8 @@
 """Generic kernels: plain torch ops (gather, multiply, index_add, bmm) that run on
 every device with static shapes; autograd flows through them natively."""
 
+import warnings
+
 import torch
 
 from trnscipy._kernels import register
@@ -29,6 +31,18 @@ def expand_ptr(indptr, nnz):
     return su.expand_ptr(indptr, nnz)
 
 
+def torch_csr(indptr, indices, data, shape):
+    """A torch sparse CSR tensor of the parts (trnscipy's one builder of torch sparse
+    tensors), without torch's notices: "Sparse CSR tensor support is in beta", and
+    (torch 2.11) "Sparse invariant checks are implicitly disabled", which asks to opt in
+    or out: out, since trnscipy's containers are validated when built."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+        warnings.filterwarnings("ignore", "Sparse invariant checks", UserWarning)
+        return torch.sparse_csr_tensor(indptr, indices, data, size=tuple(shape),
+                                       check_invariants=False)
+
+
 def _entries(A):
     """(row, col) of each stored entry of a CSR/CSC/COO container."""
     if A.format == "csr":
@@ -48,6 +62,30 @@ def coo_product(row, col, data, x, m):
     return out.index_add(0, row, vals)
 
 
+def matmul(a, b):
+    """``a @ b`` (2-D or batched ``a``; ``b`` with ndim >= 2, or 1-D).  torch's CUDA
+    matmul has no integer kernels ("addmm_cuda" not implemented for 'Long'): integer
+    operands there are multiplied by ``int_matmul``, exact and wrapping as NumPy's."""
+    if a.device.type == "cuda" and not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return int_matmul(a, b)
+    return a @ b
+
+
+def int_matmul(a, b, chunk=1 << 24):
+    """``a @ b`` for integer tensors as sums of elementwise products (every device has
+    those), the broadcast product cut into row blocks of at most ``chunk`` elements."""
+    vector = b.ndim == 1
+    b = b.unsqueeze(-1) if vector else b
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    a, b = a.to(dtype), b.to(dtype)
+    batch = max(1, a[..., :1, :1].numel(), b[..., :1, :1].numel())
+    rows = max(1, chunk // max(1, batch * a.shape[-1] * b.shape[-1]))
+    parts = [(a[..., i:i + rows, :, None] * b[..., None, :, :]).sum(-2, dtype=dtype)
+             for i in range(0, a.shape[-2], rows)]
+    out = torch.cat(parts, -2) if parts else a.new_zeros(a.shape[:-1] + b.shape[-1:])
+    return out[..., 0] if vector else out
+
+
 def bsr_product(A, x):
     """BSR @ x as batched dense block products plus a block-row index_add."""
     r, c = A.blocksize
@@ -56,7 +94,7 @@ def bsr_product(A, x):
         return bsr_product(A.astype("int32"), x.to(torch.int32)) > 0
     k = x.shape[1] if x.ndim == 2 else 1
     cols = x.reshape(n // c, c, k)
-    prod = torch.bmm(A.data, cols.index_select(0, A.indices))
+    prod = matmul(A.data, cols.index_select(0, A.indices))  # (integer data on CUDA)
     out = torch.zeros((m // r, r, prod.shape[-1]), dtype=prod.dtype, device=x.device)
     out = out.index_add(0, A._block_rows(), prod).reshape(m, k)
     # A copy, not a view: on XLA a view keeps its pending base alive, and the next sync

@@ -7,10 +7,11 @@ solve of the symmetrized / full matrix.
 
 import scipy.linalg as _sl
 
+from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
@@ -48,8 +49,12 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if a.numel() == 0 or b.numel() == 0:
         x = empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b)
         return x[..., 0] if vec else x
-    x = kernel("linalg.solve", device)(a, b, lower=lower, assume_a=assume_a,
-                                        transposed=transposed)
+    def run(a, b, transposed, structure=None):
+        return kernel("linalg.solve", device)(a, b, lower=lower,
+                                              assume_a=structure or assume_a,
+                                              transposed=transposed)
+
+    x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
     return x[..., 0] if vec else x
 
 
@@ -210,11 +215,17 @@ def _toeplitz_args(c_or_cr, b, check_finite, square=True):
 
 @dispatch(_sl.solve_toeplitz, composite=True)
 def solve_toeplitz(c_or_cr, b, check_finite=True):
-    """The dense Toeplitz matrix (trnscipy's toeplitz) through trnscipy's solve: O(n^3)
-    instead of Levinson's O(n^2), and no failure on singular leading minors."""
+    """CPU: SciPy's Levinson recursion on views.  Elsewhere the dense Toeplitz matrix
+    (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2),
+    and (differs from SciPy) no LinAlgError where only a leading minor is singular."""
+    c, r, b = _toeplitz_args(c_or_cr, b, check_finite)
+    return kernel("linalg.solve_toeplitz", b.device)(c, r, b)
+
+
+@register("linalg.solve_toeplitz", "generic")
+def _solve_toeplitz_dense(c, r, b):
     from trnscipy.linalg._special_matrices import toeplitz
 
-    c, r, b = _toeplitz_args(c_or_cr, b, check_finite)
     return solve(toeplitz(c, r), b, check_finite=False)
 
 

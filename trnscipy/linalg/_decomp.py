@@ -7,6 +7,7 @@ factor of ``b`` on the device; ``driver`` is checked and otherwise ignored there
 import numpy as np
 import scipy.linalg as _sl
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -61,9 +62,16 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
     if n == 0:
         w = empty(a.shape[:-1], a, _real_dtype(a))
         return w if eigvals_only else (w, a.clone())
-    return kernel("linalg.eigh", device)(a, b, lower=lower, eigvals_only=eigvals_only,
-                                          type=type, subset_by_index=subset_by_index,
-                                          subset_by_value=subset_by_value, driver=driver)
+    def run(a, eigvals_only):
+        return kernel("linalg.eigh", device)(a, b, lower=lower, eigvals_only=eigvals_only,
+                                              type=type, subset_by_index=subset_by_index,
+                                              subset_by_value=subset_by_value, driver=driver)
+
+    if b is not None and _autograd.wants_grad(a, b):
+        raise NotImplementedError("eigh: gradients of the generalized problem (b) are not "
+                                  "supported")
+    return _autograd.eigh(run, a, lower, eigvals_only,
+                          subset=subset_by_index is not None or subset_by_value is not None)
 
 
 @dispatch(_sl.eigvalsh)

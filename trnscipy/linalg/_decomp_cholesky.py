@@ -1,11 +1,16 @@
 """cholesky, cho_factor, cho_solve on device tensors (SciPy's conventions: upper by default)."""
 
+import numpy as np
 import scipy.linalg as _sl
+from array_api_compat import is_torch_array
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
+from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
+from trnscipy.linalg._basic import solve_triangular
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -14,21 +19,30 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_
 
 @dispatch(_sl.cholesky)
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    if not is_torch_array(a) and np.ndim(a) < 2:  # SciPy: atleast_2d (a scalar is 1 x 1)
+        a = np.atleast_2d(a)
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
-    return kernel("linalg.cholesky", a.device)(a, lower=lower)
+    return _autograd.cholesky(lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
+                              solve_triangular, a, lower)
 
 
 @dispatch(_sl.cho_factor)
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
-    """As SciPy, but the triangle SciPy leaves as garbage holds zeros."""
-    return cholesky(a, lower=lower, check_finite=check_finite), lower
+    """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
+    back as given (SciPy 1.17) or as an array of the batch's shape (1.18: np.tile)."""
+    c = cholesky(a, lower=lower, check_finite=check_finite)
+    if scipy_at_least(1, 18):
+        return c, np.tile(lower, reps=tuple(c.shape[:-2]))
+    return c, lower
 
 
 @dispatch(_sl.cho_solve)
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
+    if isinstance(lower, np.ndarray):  # (SciPy 1.18's cho_factor: one flag per matrix)
+        lower = bool(lower.reshape(-1)[0]) if lower.size else False
     device = device_of(c, b)
     c = as_square(c, device, False, name="c")
     b, vec, dtype = as_rhs(b, c, device, False)
@@ -36,7 +50,8 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
         check_finite_(c, b)
     if c.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
-    x = kernel("linalg.cho_solve", device)((c.to(dtype), lower), b)
+    x = _autograd.cho_solve(lambda c, b: kernel("linalg.cho_solve", device)((c, lower), b),
+                            c.to(dtype), lower, b)
     return x[..., 0] if vec else x
 
 

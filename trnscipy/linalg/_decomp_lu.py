@@ -2,6 +2,7 @@
 
 import scipy.linalg as _sl
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -48,5 +49,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         raise ValueError("trans must be 0, 1 or 2")
     if lu.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
-    x = kernel("linalg.lu_solve", device)((lu.to(dtype), piv), b, trans=trans)
+    x = _autograd.lu_solve(
+        lambda lu, b, trans: kernel("linalg.lu_solve", device)((lu, piv), b, trans=trans),
+        lu.to(dtype), piv, b, trans)
     return x[..., 0] if vec else x

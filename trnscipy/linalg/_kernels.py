@@ -30,6 +30,7 @@ from array_api_compat import is_torch_array
 
 from trnscipy._errors import fallback
 from trnscipy._kernels import kernel, register
+from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy.linalg._validate import LinAlgError, linalg_errors
 
@@ -71,6 +72,12 @@ for _name in ("cholesky", "cho_solve", "solve_triangular", "eigh", "solve", "inv
     register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name)))
 for _name in ("expm", "sqrtm"):
     register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
+
+
+@register("linalg.solve_toeplitz", "cpu")
+def _solve_toeplitz_cpu(c, r, b):
+    """SciPy's Levinson recursion (its LinAlgError on a singular leading minor)."""
+    return _tensor(_sl.solve_toeplitz((_view(c), _view(r)), _view(b), check_finite=False))
 
 
 @register("linalg._all_finite", "cpu")
@@ -478,10 +485,21 @@ def lstsq(a, b, cond=None, lapack_driver=None):
     sinv = torch.where(keep, 1 / torch.where(keep, s, torch.ones_like(s)), torch.zeros_like(s))
     x = vh.mH @ (sinv.unsqueeze(-1).to(u.dtype) * (u.mH @ bm))
     rank = int(_k("linalg._fetch", keep.sum())(keep.sum()))
-    if rank == n and m > n:
+    if scipy_at_least(1, 18):
+        # SciPy 1.18: sum(r * conj(r)) of x's dtype (complex input: complex) for every
+        # overdetermined solve but gelsy's, NaN where the rank is short; else empty
+        if m > n and lapack_driver != "gelsy":
+            r = bm - a @ x
+            resid = (r * r.conj()).sum(-2)
+            resid = resid if rank == n else torch.full_like(resid, float("nan"))
+            return (x[..., 0] if vec else x), (resid[..., 0] if vec else resid), rank, s
+        return (x[..., 0] if vec else x), x.new_zeros((0,)), rank, s
+    # SciPy 1.17: real for a full-rank overdetermined solve (not gelsy), else empty of
+    # x's dtype
+    if rank == n and m > n and lapack_driver != "gelsy":
         resid = ((bm - a @ x).abs() ** 2).sum(-2)
     else:
-        resid = s.new_empty((0,))
+        resid = x.new_zeros((0,))
     return (x[..., 0] if vec else x), (resid[..., 0] if vec and resid.numel() else resid), \
         rank, s
 

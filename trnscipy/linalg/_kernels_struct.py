@@ -16,6 +16,7 @@ import scipy.linalg as _sl
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._kernels import register
+from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 from trnscipy.linalg._kernels import (
@@ -477,7 +478,9 @@ def signm(a, disp=True):
         return result  # (SciPy returns no error estimate here, whatever disp says)
     vals = svdvals(a, check_finite=False)
     c = 0.5 / vals.max()
-    dtype = torch.promote_types(a.dtype, torch.float64)  # SciPy adds np.identity
+    # SciPy adds c * np.identity: float64 before 1.18, of A's dtype from 1.18 on
+    dtype = torch.promote_types(a.dtype, vals.dtype if scipy_at_least(1, 18)
+                                else torch.float64)
     s0 = a.to(dtype) + c * torch.eye(a.shape[0], dtype=dtype, device=a.device)
     prev = errest
     for _ in range(100):
@@ -496,6 +499,7 @@ def signm(a, disp=True):
 
 def _matrix_power(a, p):
     """np.linalg.matrix_power: binary powering (the inverse for p < 0)."""
+    from trnscipy._kernels._generic import matmul  # (not at import: a circular import)
     from trnscipy.linalg import inv
 
     if p < 0:
@@ -503,10 +507,10 @@ def _matrix_power(a, p):
     result = None
     while p:
         if p & 1:
-            result = a if result is None else result @ a
+            result = a if result is None else matmul(result, a)  # (integer a on CUDA)
         p >>= 1
         if p:
-            a = a @ a
+            a = matmul(a, a)
     return result if result is not None else \
         torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
 

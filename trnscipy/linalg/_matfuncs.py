@@ -16,6 +16,7 @@ from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_torch_dtype
 from trnscipy._kernels import kernel, register
+from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _on_views
@@ -39,12 +40,21 @@ def expm(A):
 _NO = object()
 
 
+def _removed_argument(func, name, value):
+    """``disp`` (and sqrtm's ``blocksize``): deprecated in SciPy 1.16, removed in 1.18
+    (passing one raises TypeError there, as Python does for an unknown keyword)."""
+    if value is _NO:
+        return
+    if scipy_at_least(1, 18):
+        raise TypeError(f"{func}() got an unexpected keyword argument '{name}'")
+    warnings.warn(f"The `{name}` argument is deprecated and will be removed in SciPy "
+                  "1.18.0.", DeprecationWarning, stacklevel=4)
+
+
 @dispatch(_sl.sqrtm)
 def sqrtm(A, disp=_NO, blocksize=_NO):
     for name, value in (("disp", disp), ("blocksize", blocksize)):
-        if value is not _NO:
-            warnings.warn(f"The `{name}` argument is deprecated and will be removed in "
-                          "SciPy 1.18.0.", DeprecationWarning, stacklevel=3)
+        _removed_argument("sqrtm", name, value)
     a = as_tensor(A, device_of(A), True)
     if a.ndim < 2:
         raise LinAlgError("The input array must be at least two-dimensional")
@@ -78,9 +88,7 @@ def logm(A, disp=_NO):
     float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1)."""
     from trnscipy.linalg._basic import _wide
 
-    if disp is not _NO:
-        warnings.warn("The `disp` argument is deprecated and will be removed in SciPy "
-                      "1.18.0.", DeprecationWarning, stacklevel=3)
+    _removed_argument("logm", "disp", disp)
     a = _square(A, "expected a square matrix")
     if a.numel() == 0:
         return _wide(a.clone())
@@ -248,11 +256,8 @@ def _batched_tuples(fn, a, *args):
 
 @dispatch(_sl.signm)
 def signm(A, disp=_NO):
-    if disp is _NO:
-        disp = True
-    else:
-        warnings.warn("The `disp` argument is deprecated and will be removed in SciPy "
-                      "1.18.0.", DeprecationWarning, stacklevel=3)
+    _removed_argument("signm", "disp", disp)
+    disp = True if disp is _NO else disp
     a = _square(A, "expected square array_like input")
     return _batched_tuples(lambda m: kernel("linalg.signm", a.device)(m, disp=disp), a)
 

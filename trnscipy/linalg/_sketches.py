@@ -6,7 +6,7 @@ import numpy as np
 import scipy.linalg as _sl
 from scipy.linalg._sketches import cwt_matrix
 
-from trnscipy._dispatch import dispatch, find_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._torch import torch
 from trnscipy._transfer import to_device
 
@@ -19,7 +19,7 @@ def clarkson_woodruff_transform(input_matrix, sketch_size, rng=None):
         raise NotImplementedError("Batch support for sparse arrays is not available.")
     rng = np.random.default_rng(rng)  # SciPy's rng= rule (_transition_to_rng)
     s = to_device(cwt_matrix(sketch_size, input_matrix.shape[-2], rng=rng),
-                  find_device((input_matrix,)))
+                  call_device((input_matrix,)))
     if input_matrix.ndim <= 2:
         return s @ input_matrix
     flat = input_matrix.reshape(-1, *input_matrix.shape[-2:])

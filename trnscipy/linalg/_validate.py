@@ -107,10 +107,11 @@ def linalg_errors():
 
 
 def device_of(*operands):
-    """The device of the device operands (the dispatcher guarantees there is one)."""
-    from trnscipy._dispatch import find_device
+    """The device the call computes on (its device operands', else the dispatcher's
+    choice: offloaded array-likes)."""
+    from trnscipy._dispatch import call_device
 
-    return find_device(operands)
+    return call_device(*operands)
 
 
 def common_dtype(*tensors, small_ints=None):

@@ -1,7 +1,7 @@
 """svd on XLA devices: QDWH polar decomposition, then eigh of the Hermitian factor.
 
 torch-xla 2.9 lowers real ``linalg.svd`` to XLA's Jacobi SVD, which took 260-284 s
-for a 300 x 300 float32 matrix here (docs/design.md).  A = U_p H (polar), H = V L V^T
+for a 300 x 300 float32 matrix here (docs/decisions/0005).  A = U_p H (polar), H = V L V^T
 (eigh), so A = (U_p V) L V^T: backward stable (Nakatsukasa & Higham 2013), no squared
 condition number.  The polar factor comes from the QR-based dynamically weighted Halley
 iteration (Nakatsukasa, Bai & Gygi 2010) with a fixed schedule of weights computed on
@@ -112,7 +112,7 @@ def _refined_eigh(h):
 
 
 # Blocks above LEAF are split before XLA's eigh, whose Jacobi sweeps grow fast with n
-# (0.13-0.18 s at n = 150, 1.5 s at 300, minutes at 1024: docs/design.md).
+# (0.13-0.18 s at n = 150, 1.5 s at 300, minutes at 1024; measured).
 LEAF = 256
 
 

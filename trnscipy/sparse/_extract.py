@@ -7,7 +7,7 @@ SciPy's kind, format, dtype and index dtype.
 
 import scipy.sparse as _sp
 
-from trnscipy._dispatch import find_device
+from trnscipy._dispatch import call_device
 from trnscipy.sparse._construct import _as, _is_sparray, _routed
 
 __all__ = ["find", "tril", "triu"]
@@ -15,7 +15,7 @@ __all__ = ["find", "tril", "triu"]
 
 @_routed(_sp.find)
 def find(A):
-    A = _as("coo", A, True, find_device((A,)), copy=True)
+    A = _as("coo", A, True, call_device((A,)), copy=True)
     A.sum_duplicates()
     nonzero = A.data != 0
     return A.row[nonzero], A.col[nonzero], A.data[nonzero]
@@ -23,7 +23,7 @@ def find(A):
 
 def _triangle(A, k, format, keep):
     array = _is_sparray(A)
-    A = _as("coo", A, array, find_device((A,)))
+    A = _as("coo", A, array, call_device((A,)))
     mask = keep(A.row.long() + int(k), A.col.long())
     return type(A)((A.data[mask], (A.row[mask], A.col[mask])), shape=A.shape,
                    dtype=A.dtype).asformat(format)

@@ -433,7 +433,7 @@ def test_eigsh_poisson_1e4_strict_xla(xla_device, monkeypatch, which, dtype):
         # a fixed start: single-vector Lanczos sees the second copy of a double eigenvalue
         # only once rounding errors have grown it, and float32 can converge first. With
         # random starts our LA run missed one copy of 7.99033 for 3 of 25 seeds, SciPy's
-        # float32 ARPACK for 2 of 40 (docs/design.md); rng=0 finds both
+        # float32 ARPACK for 2 of 40 (measured); rng=0 finds both
         kw["rng"] = 0
     A = _poisson(100).astype(dtype)
     w_ref = spla.eigsh(A.astype(np.float64), 6, **kw)[0]

@@ -689,6 +689,46 @@ def test_cuda_blocks_replay_as_cuda_graphs(solver, monkeypatch):
     np.testing.assert_allclose(x.cpu().numpy(), x_ref, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_graph_functions_are_replayed(solver, cpu_loop, monkeypatch):
+    """The CPU twin of test_cuda_blocks_replay_as_cuda_graphs: run on CPU tensors as on
+    CUDA (host reads not free, no device While), some graph function of the solve is
+    called at least three times (its first call runs eagerly, the second captures, the
+    later ones replay).  gcrotmk's inner solve was a new graph per outer iteration while
+    CU filled (a step count each): none replayed."""
+    import importlib
+
+    if cpu_loop == "scipy":
+        pytest.skip("runs the torch loop itself")
+
+    from trnscipy import _kernels
+
+    for name in ("utils", "lgmres", "_gcrotmk", "iterative"):
+        monkeypatch.setattr(importlib.import_module(
+            f"trnscipy.sparse.linalg._isolve.{name}"), "host_reads_free", lambda device: False)
+    calls = {}
+
+    def recording(fn):
+        def call(*args):
+            calls[id(call)] = calls.get(id(call), 0) + 1
+            return fn(*args)
+        return call
+
+    _kernels.kernel("graph_function", torch.device("cpu"))  # (loads the kinds first)
+    monkeypatch.setitem(_kernels._IMPLS, ("graph_function", "cpu"), recording)
+    A = sp.csr_array(_poisson(12) if solver in SYMMETRIC_ONLY else _convdiff(12))
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+    # (gcrotmk: k larger than its outer iterations, so CU never fills)
+    kw = {"gmres": {"restart": 6}, "lgmres": {"inner_m": 4}, "gcrotmk": {"m": 4, "k": 10}}.get(
+        solver, {})
+    x_ref, info_ref = getattr(spla, solver)(A, b, rtol=1e-8, maxiter=2000, **kw)
+    loop = getattr(tsl, solver)._trnscipy_device_impl.torch_loop
+    x, info = loop(trnscipy.to_device(A, "cpu"), _to(b, "cpu"), rtol=1e-8, maxiter=2000, **kw)
+    assert info == info_ref == 0
+    assert max(calls.values()) >= 3, calls
+    np.testing.assert_allclose(x.numpy(), x_ref, rtol=1e-5, atol=1e-7)
+
+
 @pytest.mark.parametrize("solver", ["gmres", "lgmres", "gcrotmk", "cg", "bicgstab", "qmr",
                                     "minres"])
 def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):

@@ -247,6 +247,10 @@ class _CustomLinearOperator(LinearOperator):
         owner = getattr(matvec, "__self__", None)
         if _is_device_object(owner):
             self._device = owner.device
+        # functions marked as pure tensor code (a device ILU's solve): the solvers may
+        # trace the operator into their device loops
+        self.pure_tensor_code = all(getattr(f, "pure_tensor_code", False)
+                                    for f in self._fns if f is not None)
         self._init_dtype()
 
     def _user(self, i, x):
@@ -469,9 +473,13 @@ def _device_operator(A, device):
     """``A`` as an operator for vectors on ``device``: a SciPy host operator or host matrix
     (offload mode) is bridged through the host, everything else is aslinearoperator(A).
     In offload mode a LinearOperator of callables without a device is the user's host
-    code (it was written for the NumPy data): it is bridged through the host too."""
+    code (it was written for the NumPy data): it is bridged through the host too; not one
+    marked ``pure_tensor_code`` (trnscipy's own: svds' X^H X, an offloaded ``spilu``'s
+    solve; they take tensors)."""
     if isinstance(A, LinearOperator):
-        return _HostOperator(A) if offloading() and A.device is None else A
+        user_host_code = (offloading() and A.device is None
+                          and not getattr(A, "pure_tensor_code", False))
+        return _HostOperator(A) if user_host_code else A
     if isinstance(A, _si.LinearOperator):
         return _HostOperator(A)
     if isinstance(A, np.ndarray) or issparse(A):

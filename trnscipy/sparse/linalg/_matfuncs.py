@@ -10,9 +10,10 @@ sparse direct solver drops in; until trnscipy has one, that solve runs on the ho
 import numpy as np
 import scipy.sparse.linalg as _spla
 
-from trnscipy._dispatch import dispatch
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._dtypes import absolute, to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 
 __all__ = ["expm", "inv", "matrix_power"]
 
@@ -61,6 +62,8 @@ def expm(A):
     """Differs from SciPy: the exponential of the densified matrix by trnscipy.linalg.expm
     (n^2 memory, n^3 work: SciPy's sparse Pade products are not used), returned in SciPy's
     sparse format (without the explicit zeros SciPy's result may store)."""
+    if isinstance(A, list | tuple):  # SciPy's np.asarray of these (offloaded array-likes)
+        A = tensor_on(A, call_device(A))
     if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
         raise ValueError("expected a square matrix")
     sparse = getattr(A, "_trnscipy_device_object", False) and hasattr(A, "tocsr")

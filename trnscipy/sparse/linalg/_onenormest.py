@@ -11,7 +11,7 @@ products) and the sorted index list on the host each iteration.  Differs from Sc
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
-from trnscipy._dispatch import dispatch, find_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
@@ -135,7 +135,7 @@ def _core(A, t, itmax):
 
 @dispatch(_scipy.onenormest)
 def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
-    device = find_device((A,))
+    device = call_device((A,))
     A = _operator(A, device)
     if A.shape[0] != A.shape[1]:
         raise ValueError("expected the operator to act like a square matrix")

@@ -14,6 +14,7 @@ same interface over the incomplete factors of ``_ilu``.
 import numpy as np
 from array_api_compat import is_torch_array
 
+from trnscipy import _autograd
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
@@ -53,15 +54,18 @@ def device_ilu(A, drop_tol, fill_factor):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     values, scale, singular = _ilu.factor(sym, A.data, drop_tol)
-    # the factors and the flag in one graph: reading the flag alone would compute the
-    # factorization for it and leave the factors pending, to be traced again into the solve
-    kernel("materialize", values.device)([singular, values, scale])
+    tables = {which: _ilu.prepare(sym, values, which) for which in ("L", "U")}
+    # the factors, the solves' tables and the flag in one graph: reading the flag alone
+    # would compute the factorization for it and leave the factors pending, to be traced
+    # again into the solve
+    kernel("materialize", values.device)(
+        [singular, values, scale] + [t for pair in tables.values() for t in pair if t is not None])
     if int(to_host(singular)):  # one read: the singularity test
         if sym.exact:
             raise RuntimeError("Factor is exactly singular")
         raise RuntimeError("spilu: the parallel ILU sweeps diverged (a non-finite or zero "
                            "pivot; the matrix is far from diagonal dominance); use splu")
-    return DeviceILU(sym, values, scale)
+    return DeviceILU(sym, values, scale, tables)
 
 
 class DeviceLU:
@@ -83,6 +87,8 @@ class DeviceLU:
         """x with op(A) x = rhs (op per ``trans``: 'N', 'T', 'H') on the factors' device;
         SciPy's errors for a wrong shape, dtype or ``trans``."""
         find_device((self, rhs))  # ValueError for a right-hand side on another device
+        if _autograd.wants_grad(rhs):  # implicit differentiation (trnscipy._autograd)
+            return _autograd.factorization_solve(self, None, rhs, trans)
         if isinstance(rhs, np.ndarray):
             rhs = _to_device(rhs, self.device, strict=True)
         if not is_torch_array(rhs):
@@ -165,8 +171,9 @@ class DeviceILU(DeviceLU):
     the host on first access (warned off the CPU kind).  ``nnz`` is ``L.nnz + U.nnz``,
     counted on the device.  ``solve`` applies the factors (no refinement)."""
 
-    def __init__(self, sym, values, scale):
+    def __init__(self, sym, values, scale, tables=None):
         self._sym, self._values, self._scale = sym, values, scale
+        self._tables = dict(tables or {})
         self.device = values.device
         self.dtype = to_numpy_dtype(values.dtype)
         self.shape = (sym.n, sym.n)
@@ -175,8 +182,28 @@ class DeviceILU(DeviceLU):
     def __repr__(self):
         return f"<DeviceILU {self.shape[0]}x{self.shape[1]} on {self.device}>"
 
+    def _table(self, which):
+        """The padded coefficient tables of one triangular solve, computed on first use
+        (the transposed solves') as device data: a caller's device loop then reads them
+        as inputs instead of recomputing them in every step."""
+        if which not in self._tables:
+            tables = _ilu.prepare(self._sym, self._values, which)
+            kernel("materialize", self.device)([t for t in tables if t is not None])
+            self._tables[which] = tables
+        return self._tables[which]
+
+    def solve(self, rhs, trans="N"):
+        """x with op(A) x = rhs for the incomplete factors (``DeviceLU.solve``)."""
+        return super().solve(rhs, trans)
+
+    # SciPy's checks read shapes and dtypes only, the substitutions are device loops: a
+    # LinearOperator of this solve traces into a Krylov solver's device loop
+    solve.pure_tensor_code = True
+
     def _solve(self, b, trans):
-        return _ilu.solve(self._sym, self._values, self._scale, b, trans)
+        for which in (("L", "U") if trans == "N" else ("UT", "LT")):
+            self._table(which)  # outside the solve's graph
+        return _ilu.solve(self._sym, self._values, self._scale, b, trans, self._table)
 
     def _traced(self, b):
         return self._solve(b, "N")  # no graph cuts
@@ -193,14 +220,24 @@ class DeviceILU(DeviceLU):
 
 
 class _HostLU:
-    """``DeviceLU.to_scipy()``: NumPy in, NumPy out (offload mode), device arithmetic."""
+    """``DeviceLU.to_scipy()``: NumPy in, NumPy out (offload mode), device arithmetic.
+    Device tensors in give device tensors out: a LinearOperator of ``solve`` (a pure
+    tensor function) is given the device solver's vectors in an offloaded call."""
+
+    _ATTRIBUTES = ("L", "U", "perm_r", "perm_c", "nnz")  # SciPy SuperLU's, read back
 
     def __init__(self, lu):
         self._lu = lu
         self.shape = lu.shape
 
     def solve(self, rhs, trans="N"):
-        return to_host(self._lu.solve(rhs, trans))
+        """SciPy's ``SuperLU.solve``: NumPy results for host right-hand sides."""
+        x = self._lu.solve(rhs, trans)
+        return x if is_torch_array(rhs) else to_host(x)
+
+    solve.pure_tensor_code = True  # on tensors: the device object's solve
 
     def __getattr__(self, name):
+        if name not in _HostLU._ATTRIBUTES:
+            raise AttributeError(f"'SuperLU' object has no attribute {name!r}")
         return to_host(getattr(self._lu, name))

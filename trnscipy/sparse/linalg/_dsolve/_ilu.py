@@ -22,7 +22,9 @@ zero; the pattern stays static.  A non-finite entry or a zero pivot of the exact
 makes the factor exactly singular.
 
 Solves (device, one graph per right-hand side shape): the level-scheduled triangular
-solves of ``_triangular`` with L (unit diagonal) and U, their transposes for 'T'/'H'.
+solves of ``_triangular`` (device loops over padded steps) with L (unit diagonal) and U,
+their transposes for 'T'/'H'; the padded coefficient tables are computed once per
+factorization (``prepare``).
 """
 
 import numpy as np
@@ -32,7 +34,7 @@ from trnscipy._torch import torch
 from trnscipy.sparse.linalg._dsolve import _triangular
 from trnscipy.sparse.linalg._dsolve._blocklu import _row_matching
 
-__all__ = ["IluSymbolic", "symbolic", "factor", "solve"]
+__all__ = ["IluSymbolic", "symbolic", "factor", "prepare", "solve"]
 
 KMAX = 8  # largest level of fill tried
 EXACT = 100  # patterns whose equations are at most this deep get the exact ILU
@@ -160,7 +162,7 @@ def _depth(sym):
     keys = sym.row * sym.n + sym.col
     mirror = np.sort(sym.col * sym.n + sym.row)
     if np.array_equal(keys, mirror):
-        chain = sym.schedule("L").row_ptr.shape[0] - 2  # edges of L's longest chain
+        chain = sym.schedule("L").nlev - 1  # edges of L's longest chain
         if 2 * chain >= EXACT:
             return None
     order = np.argsort(sym.target, kind="stable")
@@ -203,12 +205,15 @@ def factor(sym, data, drop_tol):
     a = a / (d.index_select(0, row) * d.index_select(0, col))
     lower, pivot = sym.on_device("lower", dev), sym.on_device("pivot", dev)
     p1, p2, target = (sym.on_device(name, dev) for name in ("p1", "p2", "target"))
-    v = a
-    for _ in range(sym.sweeps):
+
+    def sweep(carry, _):  # one fine-grained sweep; ``a`` travels in the carry
+        v, a = carry
         prod = v.index_select(0, p1) * v.index_select(0, p2)
-        acc = torch.zeros_like(a).index_add(0, target, prod)
-        new = a - acc
-        v = torch.where(lower, new / v.index_select(0, pivot), new)
+        new = a - torch.zeros_like(a).index_add(0, target, prod)
+        return torch.where(lower, new / v.index_select(0, pivot), new), a
+
+    # the sweeps are one device loop: the graph does not grow with the pattern's depth
+    v, _ = _triangular.loop(data)(sweep, (a, a), 0, sym.sweeps)
     if drop_tol > 0:
         colmax = torch.zeros(sym.n, dtype=a.real.dtype, device=dev).scatter_reduce(
             0, col, a.abs(), "amax")
@@ -220,22 +225,34 @@ def factor(sym, data, drop_tol):
     return v, d.to(dtype), bad
 
 
-def solve(sym, values, scale, b, trans):
-    """x with op(A) x = b, op(A) ~ the incomplete factors, for a 2-D b (n, k)."""
+def prepare(sym, values, which):
+    """The padded step tables (``_triangular.tables``) of factor ``which`` ('L', 'U',
+    'LT', 'UT'): computed once per factorization, read by every solve."""
+    sched = sym.schedule(which)
+    udiag = None
+    if which in ("U", "UT"):
+        udiag = values.index_select(0, sym.on_device("diagpos", values.device))
+    return _triangular.tables(sched, values, udiag)
+
+
+def solve(sym, values, scale, b, trans, tables):
+    """x with op(A) x = b, op(A) ~ the incomplete factors, for a 2-D b (n, k);
+    ``tables(which)``: ``prepare(sym, values, which)``, cached by the caller."""
     if trans == "H":
         if values.is_complex():
-            return solve(sym, values, scale, b.conj(), "T").conj().resolve_conj()
+            return solve(sym, values, scale, b.conj(), "T", tables).conj().resolve_conj()
         trans = "T"
     dev = b.device
     d = scale.unsqueeze(1)
-    udiag = values.index_select(0, sym.on_device("diagpos", dev))
+
+    def tri(which, y):
+        return _triangular.solve(sym.schedule(which), None, None, y, tables(which))
+
     if trans == "N":  # B = Pr A = D L U D
         y = b.index_select(0, sym.on_device("match", dev)) / d
-        y = _triangular.solve(sym.schedule("L"), values, None, y)
-        return _triangular.solve(sym.schedule("U"), values, udiag, y) / d
+        return tri("U", tri("L", y)) / d
     y = b / d  # B^T = D U^T L^T D, A^T = B^T Pr
-    y = _triangular.solve(sym.schedule("UT"), values, udiag, y)
-    y = _triangular.solve(sym.schedule("LT"), values, None, y) / d
+    y = tri("LT", tri("UT", y)) / d
     return y.index_select(0, sym.on_device("inv_match", dev))
 
 

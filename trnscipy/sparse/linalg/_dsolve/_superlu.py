@@ -14,6 +14,7 @@ import numpy as np
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import SuperLU as _ScipySuperLU
 
+from trnscipy import _autograd
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
@@ -83,6 +84,8 @@ class SuperLU:
         """x with A x = rhs ('N'), A^T x = rhs ('T') or A^H x = rhs ('H'), on the factors'
         device (SciPy's errors for a wrong shape, dtype or ``trans``)."""
         find_device((self, rhs))  # ValueError for a right-hand side on another device
+        if _autograd.wants_grad(rhs):  # implicit differentiation (trnscipy._autograd)
+            return _autograd.factorization_solve(self, None, rhs, trans)
         if isinstance(rhs, np.ndarray):
             rhs = _to_device(rhs, self.device, strict=True)
         if not is_torch_array(rhs):

@@ -29,7 +29,8 @@ from numpy.linalg import LinAlgError
 from scipy.sparse import SparseEfficiencyWarning
 from scipy.sparse.linalg import MatrixRankWarning
 
-from trnscipy._dispatch import dispatch, find_device, offloading
+from trnscipy import _autograd
+from trnscipy._dispatch import call_device, dispatch, offloading
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
@@ -50,7 +51,7 @@ def _as_compressed(A, formats, message):
     from trnscipy.sparse import csc_array
 
     if not (_is_sparse(A) and A.format in formats):
-        A = csc_array(A)
+        A = csc_array(A, device=call_device(A))  # a host array-like (offload) too
         warnings.warn(message, SparseEfficiencyWarning, stacklevel=4)
     if to_numpy_dtype(A.dtype).kind not in "fc":
         A = A.astype(np.float64)
@@ -86,15 +87,17 @@ register("sparse.linalg.factor", "generic")(device_factor)
 @dispatch(_spla.splu)
 def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None,
          options=None):
-    return kernel("sparse.linalg.splu", find_device((A,)))(
-        _spla.splu, A, permc_spec=permc_spec, diag_pivot_thresh=diag_pivot_thresh,
-        relax=relax, panel_size=panel_size, options=options)
+    lu = kernel("sparse.linalg.splu", call_device((A,)))(
+        _spla.splu, _autograd._detached(A), permc_spec=permc_spec,
+        diag_pivot_thresh=diag_pivot_thresh, relax=relax, panel_size=panel_size,
+        options=options)
+    return _autograd.factorization(lu, A)  # lu itself unless A's values require grad
 
 
 @dispatch(_spla.spilu)
 def spilu(A, drop_tol=None, fill_factor=None, drop_rule=None, permc_spec=None,
           diag_pivot_thresh=None, relax=None, panel_size=None, options=None):
-    return kernel("sparse.linalg.splu", find_device((A,)))(
+    return kernel("sparse.linalg.splu", call_device((A,)))(
         _spla.spilu, A, drop_tol=drop_tol, fill_factor=fill_factor, drop_rule=drop_rule,
         permc_spec=permc_spec, diag_pivot_thresh=diag_pivot_thresh, relax=relax,
         panel_size=panel_size, options=options)
@@ -157,7 +160,13 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
 
 @dispatch(_spla.spsolve)
 def spsolve(A, b, permc_spec=None, use_umfpack=True):
-    return kernel("sparse.linalg.spsolve", find_device((A, b)))(A, b, permc_spec, use_umfpack)
+    def run(A, b):
+        return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec,
+                                                                     use_umfpack)
+
+    if _autograd.wants_grad(A, b):  # implicit differentiation (trnscipy._autograd)
+        return _autograd.sparse_solve(run, A, b)
+    return run(A, b)
 
 
 # ---- spsolve_triangular -----------------------------------------------------------------------
@@ -202,5 +211,5 @@ def _triangular_device(A, b, lower, overwrite_A, overwrite_b, unit_diagonal):
 @dispatch(_spla.spsolve_triangular)
 def spsolve_triangular(A, b, lower=True, overwrite_A=False, overwrite_b=False,
                        unit_diagonal=False):
-    return kernel("sparse.linalg.spsolve_triangular", find_device((A, b)))(
+    return kernel("sparse.linalg.spsolve_triangular", call_device((A, b)))(
         A, b, lower, overwrite_A, overwrite_b, unit_diagonal)

@@ -4,7 +4,8 @@ import functools
 
 import numpy as np
 
-from trnscipy._dispatch import find_device
+from trnscipy import _autograd
+from trnscipy._dispatch import call_device
 from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -21,11 +22,16 @@ def eigen_kernel(scipy_func, operators=None):
     ``operators(arguments)``: True where SciPy's function makes a LinearOperator of its
     matrix itself (then the CPU kernel may hand a sparse container over as one)."""
     def decorate(torch_func):
-        @functools.wraps(torch_func)
-        def solve(*args, **kwargs):
-            device = find_device(args, kwargs)
+        def run(*args, **kwargs):
+            device = call_device(args, kwargs)
             return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand,
                                            operators)
+
+        @functools.wraps(torch_func)
+        def solve(*args, **kwargs):
+            if _autograd.wanted(args, kwargs):  # implicit differentiation (trnscipy._autograd)
+                return _autograd.eigen(scipy_func, run, args, kwargs)
+            return run(*args, **kwargs)
 
         solve.torch_impl = torch_func
         return solve

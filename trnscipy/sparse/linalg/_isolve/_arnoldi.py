@@ -86,6 +86,18 @@ class Arnoldi:
 
         return self._looped(body, state, count), False
 
+    def masked_steps(self, state, count, total):
+        """``total`` (a Python int) plain steps of which the first ``count`` (a device
+        integer) are taken, the others leaving the state as it is: the graph is the same
+        whatever the count (gcrotmk's inner steps shrinking as CU fills, on CUDA)."""
+        def body(carry, i):
+            old = dict(zip(self.names, carry, strict=True))
+            out = self._step(old)
+            live = i.reshape(1) < count
+            return tuple(torch.where(live, out[k], old[k]) for k in self.names)
+
+        return self._looped(body, state, total)
+
     def outer_steps(self, state, zs, ws, count):
         """Steps whose z (and A z: the rows of ``ws``; None: computed) are the first
         ``count`` (a device integer) rows of ``zs``: a loop over all rows, the steps past

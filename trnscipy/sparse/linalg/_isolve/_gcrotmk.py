@@ -14,6 +14,8 @@ k x k matrix.
 import scipy.sparse.linalg as _scipy
 
 import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -67,6 +69,10 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             x = x + yc * u
             r = r - yc * c
     host = host_reads_free(device)
+    # a device loop's bounds are graph data (XLA's While): one inner graph whatever the
+    # step count; elsewhere a graph unrolls its loops, and one step count per len(CU)
+    # would be a graph per outer iteration until CU is full (none replayed)
+    data_bounds = capability(device_kind(device)).device_while
     # room for the most C vectors and Arnoldi steps there will be (zero vectors fill the
     # C, U slots not in use), so that shapes and graphs stay the same as CU fills up
     n_cs = max(k, len(CU))
@@ -104,7 +110,11 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
         # (graph devices: zero fillers for the C and U not in use, so that the graph is
         # the same whatever len(CU); the step count is device-loop data)
         cs = [c for c, _ in CU] + ([] if host else c_fillers[len(CU):])
-        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, v0, ml, ptol, host, cs=cs)
+        inner, extra = ml, None
+        if not (host or data_bounds):  # (CUDA) m steps, then k masked to ml - m
+            inner, extra = m, (torch.tensor([ml - m], device=device), k) if ml > m else None
+        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, v0, inner, ptol, host, cs=cs,
+                                                    extra=extra)
         y = y * beta
         ux = y @ zs
         if CU or not host:

@@ -329,7 +329,7 @@ def _gmres_ir(op):
 # rounded) at the end of every block of iterations ("reliable updates", as mixed-precision
 # cg in lattice QCD does): about 390 iterations, and SciPy's test on the true residual
 # once per block of CHECK_EVERY iterations, a device loop: one graph execution per block,
-# as the float32 cg (measured, docs/design.md).
+# as the float32 cg (measured).
 
 
 def _matrix_preconditioner(params):

@@ -128,7 +128,7 @@ def _slots(outer_v, fillers):
     return zs, ws, torch.tensor([n], dtype=torch.int64, device=zs[0].device)
 
 
-def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
+def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=(), extra=None):
     """SciPy's _fgmres: ``inner`` new directions of the flexible ``arnoldi`` from the unit
     ``v0`` and the outer vectors ``outer`` appended (or prepended), the vectors ``cs``
     projected out.  ``outer``: on the host a list of pairs (z, A z or z, None), on graph
@@ -136,9 +136,11 @@ def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
     (projections on the C vectors), the triangular factor R, the number of steps, the
     residual estimate and a 'not finite' flag.  On the host (``host``) the loop stops at
     SciPy's inner stop; on graph devices all steps run and the rows past the inner stop
-    are masked (R gets a unit diagonal there)."""
+    are masked (R gets a unit diagonal there).  ``extra`` (graph devices): (count, bound),
+    ``bound`` (a Python int) more steps after the ``inner`` ones, the first ``count`` (a
+    device integer) of them taken (``Arnoldi.masked_steps``)."""
     if not host:
-        return _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs)
+        return _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs, extra)
     state = arnoldi.start(v0, cs)
     plan = ([("outer", z, w) for z, w in outer] + [("outer", arnoldi.rpsolve(v0), None)]
             + [("plain", inner - 1)] if prepend else
@@ -165,19 +167,23 @@ def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=()):
             R[:k, :k].T, k, state["res"][k - 1], bad)
 
 
-def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs):
+def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs, extra):
     """_fgmres on graph devices as one ``graph_function`` (replayed on XLA, a CUDA graph)
-    of (v0, ptol, *Z, *AZ, count, *cs), cached on ``arnoldi`` (one solve).  ``inner`` is
-    a device loop's bound: graph data on XLA, so every ``inner`` shares one graph."""
+    of (v0, ptol, *Z, *AZ, count, [extra count], *cs), cached on ``arnoldi`` (one solve).
+    ``inner`` is a device loop's bound: graph data on XLA, so every ``inner`` shares one
+    graph; a CUDA graph unrolls it (a graph per ``inner``: ``extra`` keeps one)."""
     zs, ws, count = outer or ([], None, None)
     given = zs + (ws or []) + ([count] if outer else [])
-    key = ("fgmres", inner, prepend, len(zs), ws is None, len(cs))
+    more, bound = extra or (None, 0)
+    if bound:
+        given = given + [more]
+    key = ("fgmres", inner, prepend, len(zs), ws is None, len(cs), bound)
     if key not in arnoldi.graphs:
         def fgmres(v0, ptol, *rest):
             k = len(zs)
             zs_t = torch.stack(rest[:k]) if k else None
             ws_t = torch.stack(rest[k:2 * k]) if k and ws is not None else None
-            count = rest[len(given) - 1] if outer else None
+            count = rest[len(zs) + (k if ws is not None else 0)] if outer else None
             state = arnoldi.start(v0, rest[len(given):])
             if outer and prepend:
                 state = arnoldi.outer_steps(state, zs_t, ws_t, count)
@@ -187,6 +193,8 @@ def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs):
                 state = arnoldi.steps_then_outer(state, inner, zs_t, ws_t, count)
             else:
                 state, _ = arnoldi.steps(state, inner)
+                if bound:
+                    state = arnoldi.masked_steps(state, rest[len(given) - 1], bound)
             # the last step (steps past the outer vectors in use left j as it was)
             out = _masked(arnoldi, state, ptol, state["j"] - 1)
             return tuple(t for t in out if t is not None)

@@ -9,7 +9,7 @@ import math
 
 import scipy.sparse.linalg as _scipy
 
-from trnscipy._dispatch import dispatch, find_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.lsqr import (
     LeastSquares,
@@ -37,7 +37,7 @@ _HEAD = ("   itn      x(1)       norm r    norm Ar", " compatible   LS      norm
 @solver_kernel(_scipy.lsmr)
 def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=False,
          x0=None):
-    device = find_device((A, b, x0))
+    device = call_device((A, b, x0))
     system = LeastSquares(A, b, x0, device)
     m, n = system.m, system.n
     matvec, rmatvec, scalar, snorm = system.matvec, system.rmatvec, system.scalar, system.norm

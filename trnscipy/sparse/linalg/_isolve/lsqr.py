@@ -15,7 +15,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
-from trnscipy._dispatch import dispatch, find_device
+from trnscipy._dispatch import call_device, dispatch
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -177,7 +177,7 @@ def read_floats(*values):
 @solver_kernel(_scipy.lsqr)
 def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=False,
          calc_var=False, x0=None):
-    device = find_device((A, b, x0))
+    device = call_device((A, b, x0))
     system = LeastSquares(A, b, x0, device)
     m, n = system.m, system.n
     matvec, rmatvec, scalar, snorm = system.matvec, system.rmatvec, system.scalar, system.norm

@@ -182,12 +182,15 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
 
 
 def _as_scipy_dtype(x):
-    """SciPy's minres returns float64 for float32 input (its scalars are Python floats);
-    the iteration here stays in float32, the result is promoted where float64 exists."""
+    """SciPy 1.17's minres returns float64 for float32 input (its scalars are Python
+    floats; 1.18 keeps float32); the iteration here stays in float32, the result is
+    promoted where float64 exists and SciPy promotes."""
     from trnscipy._capabilities import capability
     from trnscipy._device import device_kind
+    from trnscipy._scipy_version import scipy_at_least
 
-    if x.dtype == torch.float32 and capability(device_kind(x.device)).float64:
+    if (x.dtype == torch.float32 and not scipy_at_least(1, 18)
+            and capability(device_kind(x.device)).float64):
         return x.to(torch.float64)
     return x
 

@@ -19,9 +19,10 @@ import numpy as np
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import _interface as _si
 
+from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
-from trnscipy._dispatch import find_device, offloading
+from trnscipy._dispatch import call_device, offloading
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
@@ -36,8 +37,8 @@ CHECK_EVERY = 25
 # Iterations per replayed graph (``run``): a block of CHECK_EVERY iterations runs as
 # CHECK_EVERY / UNROLL executions of one graph of UNROLL iterations, queued without a
 # host read between them.  The graph's compile time and its one Python trace per solve
-# grow with its length; measured on PJRT CPU (cg, Poisson 10^4 float32, interleaved,
-# see docs/design.md): 10 was faster warm than 5 and 25, and compiled in 4 s, not 11.
+# grow with its length; measured on PJRT CPU (cg, Poisson 10^4 float32, interleaved):
+# 10 was faster warm than 5 and 25, and compiled in 4 s, not 11.
 UNROLL = 10
 
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
@@ -51,12 +52,17 @@ def solver_kernel(scipy_solver, operators=True):
     kernel may hand sparse containers over as operators; False where SciPy treats an
     operator differently from a matrix (expm_multiply, funm_multiply_krylov)."""
     def decorate(torch_solver):
-        @functools.wraps(torch_solver)
-        def solve(*args, **kwargs):
-            device = find_device(args, kwargs)
+        def run(*args, **kwargs):
+            device = call_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
             return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
                                             host_operand, operators)
+
+        @functools.wraps(torch_solver)
+        def solve(*args, **kwargs):
+            if _autograd.wanted(args, kwargs):  # implicit differentiation (trnscipy._autograd)
+                return _autograd.solver(scipy_solver, run, args, kwargs)
+            return run(*args, **kwargs)
 
         solve.torch_loop = torch_solver
         return solve
@@ -360,6 +366,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     one ``While``: one execution per block, the body compiled once) instead of ``unroll``
     iterations traced one after the other; where the loop leaves on the stop flag
     (``device_while``), one block runs all of ``maxiter``: one execution per solve.
+    Elsewhere (CUDA, whose graphs unroll the loop) the replayed graph keeps ``unroll``
+    iterations.
     """
     if host_reads_free(device):
         for it in range(maxiter):
@@ -395,9 +403,12 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
     # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
     loop = loop and not any(leaf.is_complex() for leaf in leaves)
-    if replayable and loop and capability(device_kind(device)).device_while:
+    one_while = replayable and loop and capability(device_kind(device)).device_while
+    if one_while:
         block = maxiter - bool(peel)  # one While to the stop flag: one execution
-    steps = min(block, unroll or UNROLL) if replayable and not loop else block
+    # elsewhere (CUDA) a replayed graph unrolls its loop: UNROLL iterations, so that the
+    # first call (eager) and the capture cost UNROLL iterations each, not a block each
+    steps = min(block, unroll or UNROLL) if replayable and not one_while else block
     block = -(-block // steps) * steps
     device_loop = kernel("device_loop", device)
 

@@ -1,0 +1,196 @@
+"""Offload mode takes whatever SciPy takes (issue 25): array-likes compute on the offload
+device, converted as SciPy converts them; a dtype, format or dimensionality the device
+cannot hold runs on SciPy with a DeviceFallbackWarning; SciPy's results, warnings and
+exception types either way.  Every case is paired against SciPy itself."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse
+import scipy.sparse.linalg
+
+import trnscipy
+import trnscipy.linalg
+import trnscipy.sparse.linalg
+
+pytest.importorskip("torch")
+
+SPD = [[8, 2, 3], [2, 9, 3], [3, 3, 6]]
+
+
+def _diag_list(n):
+    return np.diag(np.arange(1.0, n + 1)).tolist()
+
+
+def _scipy_outcome(call):
+    """SciPy's result, or the exception it raised."""
+    try:
+        return call(), None
+    except Exception as exc:  # noqa: BLE001 -- the outcome to compare against
+        return None, exc
+
+
+def _paired(lane, scipy_call, trn_call, fallback=False, warns=None):
+    """Run ``trn_call`` inside offload(lane): SciPy's exception type where SciPy raises,
+    else its result (returned, with SciPy's, for the caller to compare).  ``fallback``:
+    the device cannot take the input, so a DeviceFallbackWarning must come.  ``warns``:
+    a warning of SciPy's that must come too."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SciPy's own warnings: checked where they matter
+        expected, error = _scipy_outcome(scipy_call)
+    with trnscipy.offload(lane), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if error is not None:
+            with pytest.raises(type(error)):
+                trn_call()
+            result = None
+        else:
+            result = trn_call()
+    fell_back = any(issubclass(w.category, trnscipy.DeviceFallbackWarning) for w in caught)
+    assert fell_back == fallback, [str(w.message) for w in caught]
+    if warns is not None:
+        assert any(issubclass(w.category, warns) for w in caught), [str(w.message) for w in caught]
+    return result, expected
+
+
+def test_cholesky_of_a_nested_list(lane):
+    got, expected = _paired(lane, lambda: scipy.linalg.cholesky(SPD),
+                            lambda: trnscipy.linalg.cholesky(SPD))
+    assert type(got) is np.ndarray and got.dtype == expected.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-14)
+
+
+def test_array_likes_in_linalg(lane):
+    """Lists and scalars for every operand; SciPy's dtype rules (ints compute in float64)."""
+    b = [1, 2, 3]
+    got, expected = _paired(lane, lambda: scipy.linalg.solve(SPD, b),
+                            lambda: trnscipy.linalg.solve(SPD, b))
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    got, expected = _paired(lane, lambda: scipy.linalg.cho_solve((SPD, False), b),
+                            lambda: trnscipy.linalg.cho_solve((SPD, False), b))
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    # a scalar: SciPy's ValueError (not a matrix)
+    _paired(lane, lambda: scipy.linalg.cholesky(4.0), lambda: trnscipy.linalg.cholesky(4.0))
+
+
+@pytest.mark.parametrize("name", ["eigsh", "svds"])
+def test_eigsh_and_svds_on_nested_lists(lane, name):
+    """SciPy's eigsh and svds refuse a nested-list A (AttributeError, TypeError): so does
+    offload; a list v0 with an array A computes."""
+    A = _diag_list(8)
+    scipy_f, trn_f = getattr(scipy.sparse.linalg, name), getattr(trnscipy.sparse.linalg, name)
+    _paired(lane, lambda: scipy_f(A, k=2), lambda: trn_f(A, k=2))
+    v0 = [1.0] * 8
+    got, expected = _paired(lane, lambda: scipy_f(np.array(A), k=2, v0=v0),
+                            lambda: trn_f(np.array(A), k=2, v0=v0))
+    values = (lambda r: r[0]) if name == "eigsh" else (lambda r: r[1])
+    np.testing.assert_allclose(np.sort(values(got)), np.sort(values(expected)), rtol=1e-10)
+
+
+def test_expm_multiply_of_float128_runs_on_scipy(lane):
+    A = np.diag(np.arange(1, 5)).astype(np.longdouble) / 4
+    b = np.ones(4, dtype=np.longdouble)
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.expm_multiply(A, b),
+                            lambda: trnscipy.sparse.linalg.expm_multiply(A, b), fallback=True)
+    assert got.dtype == expected.dtype == np.longdouble
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_lil_array_to_spsolve_runs_on_scipy(lane):
+    A = scipy.sparse.lil_array(np.array([[4.0, 1, 0], [1, 4, 1], [0, 1, 4]]))
+    b = np.array([1.0, 2.0, 3.0])
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.spsolve(A, b),
+                            lambda: trnscipy.sparse.linalg.spsolve(A, b), fallback=True,
+                            warns=scipy.sparse.SparseEfficiencyWarning)  # SciPy's own, kept
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_formats_and_dimensions_without_device_form(lane):
+    dok = scipy.sparse.dok_array(np.array([[1.0, -2.0], [0.0, 3.0]]))
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.norm(dok, 1),
+                            lambda: trnscipy.sparse.linalg.norm(dok, 1), fallback=True)
+    assert got == expected
+    coo3 = scipy.sparse.coo_array(np.arange(8.0).reshape(2, 2, 2))
+    _paired(lane, lambda: scipy.sparse.linalg.norm(coo3),
+            lambda: trnscipy.sparse.linalg.norm(coo3), fallback=True)
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.uint16, np.uint32, object])
+@pytest.mark.parametrize("name", ["solve", "inv", "det"])
+def test_dtypes_without_device_form_run_on_scipy(lane, name, dtype):
+    a = np.array([[3, 1], [1, 2]], dtype=dtype)
+    args = (a, np.array([1, 2], dtype=dtype)) if name == "solve" else (a,)
+    got, expected = _paired(lane, lambda: getattr(scipy.linalg, name)(*args),
+                            lambda: getattr(trnscipy.linalg, name)(*args), fallback=True)
+    if expected is not None:
+        assert np.asarray(got).dtype == np.asarray(expected).dtype
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_uint32_sparse_data_runs_on_scipy(lane):
+    A = scipy.sparse.csr_array(np.array([[2, 1], [1, 3]], dtype=np.uint32))
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.norm(A, 1),
+                            lambda: trnscipy.sparse.linalg.norm(A, 1), fallback=True)
+    assert got == expected
+
+
+def test_sparse_norm_bsr_and_integer_data(lane):
+    """BSR stores its values in blocks; integer data gives float64 vector norms."""
+    dense = np.array([[1, 2, 0, 0], [3, 4, 0, 0], [0, 0, 5, 6], [0, 0, 7, 8]])
+    bsr = scipy.sparse.bsr_array(dense.astype(np.float64), blocksize=(2, 2))
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.norm(bsr),
+                            lambda: trnscipy.sparse.linalg.norm(bsr))
+    np.testing.assert_allclose(got, expected, rtol=1e-15)
+    coo = scipy.sparse.coo_array(dense)
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.norm(coo, axis=0),
+                            lambda: trnscipy.sparse.linalg.norm(coo, axis=0))
+    assert got.dtype == expected.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_sparse_expm_of_nested_tuple(lane):
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.expm(((1,),)),
+                            lambda: trnscipy.sparse.linalg.expm(((1,),)))
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_spsolve_of_a_dense_list(lane):
+    A, b = [[4.0, 1.0], [1.0, 3.0]], [1.0, 2.0]
+    got, expected = _paired(lane, lambda: scipy.sparse.linalg.spsolve(A, b),
+                            lambda: trnscipy.sparse.linalg.spsolve(A, b),
+                            warns=scipy.sparse.SparseEfficiencyWarning)
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+
+
+def test_solve_toeplitz_singular_leading_minor_cpu():
+    """SciPy's Levinson recursion raises LinAlgError on a singular leading minor; the CPU
+    lane runs it (other lanes solve the dense system: see solve_toeplitz's docstring)."""
+    y = np.array([1.0, 2.0, 3.0])
+    _paired("cpu", lambda: scipy.linalg.solve_toeplitz([2, 2, 1], y),
+            lambda: trnscipy.linalg.solve_toeplitz([2, 2, 1], y))
+    got, expected = _paired("cpu", lambda: scipy.linalg.solve_toeplitz([4, 1, 0.5], y),
+                            lambda: trnscipy.linalg.solve_toeplitz([4, 1, 0.5], y))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["solve", "cholesky", "lu_factor", "inv", "eigh"])
+def test_overwrite_flags_never_modify_inputs(lane, name):
+    """Offload's promise: overwrite_a/overwrite_b are accepted and the caller's arrays are
+    never written (SciPy only says they may be)."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((4, 4))
+    a = a @ a.T + 4 * np.eye(4)
+    b = rng.standard_normal(4)
+    a0, b0 = a.copy(), b.copy()
+    f = getattr(trnscipy.linalg, name)
+    with trnscipy.offload(lane):
+        if name == "solve":
+            f(a, b, overwrite_a=True, overwrite_b=True)
+        else:
+            f(a, overwrite_a=True)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
