@@ -95,6 +95,14 @@ def _on_host(scipy_func, p, reason):
     return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
 
 
+def _as_device(x, device):
+    """A start vector or block on the device: a tensor as it is (torch ops on a float64
+    one would be float64 device arithmetic), host data exactly (double-float storage)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    return _transfer.tensor_on(np.asarray(x, dtype=np.float64), device)
+
+
 def _operator(A):
     op = _df_operator(A)
     if isinstance(A, torch.Tensor):  # dense: the product of several columns by Ozaki GEMMs
@@ -113,7 +121,7 @@ def _eigsh(device_func, p):
     op, product = _operator(A)
     v0 = p["v0"]
     if v0 is not None:
-        v0 = _parts(torch.as_tensor(v0, device=A.device).to(torch.float64).reshape(-1))[0]
+        v0 = _parts(_as_device(v0, A.device).reshape(-1))[0]
     kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
     try:
         with warnings.catch_warnings():  # the seeding solve's notices are not the user's
@@ -147,7 +155,7 @@ def _lobpcg(device_func, p):
         return _on_host(_scipy.lobpcg, p, f"{', '.join(unsupported) or 'a history'} has no "
                         "double-float method")
     A, X = p["A"], p["X"]
-    X = torch.as_tensor(X, device=A.device).to(torch.float64)
+    X = _as_device(X, A.device)
     if X.ndim == 1:
         X = X[:, None]
     k = X.shape[1]
