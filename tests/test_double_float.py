@@ -399,3 +399,164 @@ def test_eigh_float64_split_pair(emulate_neuron, monkeypatch):
 def _offload_eigh(trnscipy, tl, S):
     with trnscipy.offload("xla"):
         return tl.eigh(S)
+
+
+def _sparse_direct_case(problem, k, monkeypatch):
+    """spsolve, splu with 8 right-hand sides and its transposed solve, float64 offload on
+    the emulated Neuron device: relative residuals at double-float level, no float64 op
+    on the device, nothing on the host."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = problem(k).tocsc()
+    rng = np.random.default_rng(0)
+    b, B = rng.standard_normal(A.shape[0]), rng.standard_normal((A.shape[0], 8))
+
+    def run():
+        with trnscipy.offload("xla"):
+            lu = tsl.splu(A)
+            return tsl.spsolve(A, b), lu.solve(B), lu.solve(B, trans="T")
+
+    (x, X, XT), ops = _recorded(run)
+    assert ops == []
+    rel = [np.linalg.norm(r) / np.linalg.norm(v)
+           for r, v in ((b - A @ x, b), (B - A @ X, B), (B - A.T @ XT, B))]
+    assert max(rel) <= 1e-12, rel
+    exact = spl.spsolve(A, b)
+    assert np.linalg.norm(x - exact) / np.linalg.norm(exact) <= 1e-12
+    return rel
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("problem", [_poisson, _convection_diffusion])
+def test_sparse_direct_float64_small(problem, emulate_neuron, monkeypatch):
+    _sparse_direct_case(problem, 12, monkeypatch)
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+@pytest.mark.parametrize("problem", [_poisson, _convection_diffusion])
+def test_sparse_direct_float64_1e4(problem, emulate_neuron, monkeypatch):
+    rel = _sparse_direct_case(problem, 100, monkeypatch)
+    c = COUNTS[0]
+    print(f"\nsparse direct {problem.__name__} n=10^4: relres {max(rel):.1e} "
+          f"compilations {c.compilations} executions {c.executions}")
+
+
+@pytest.mark.xla
+def test_sparse_direct_float64_singular(emulate_neuron, monkeypatch):
+    """SciPy's singular-matrix behaviour: a MatrixRankWarning and NaN from spsolve,
+    RuntimeError from splu."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = sp.csc_array(np.array([[1.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 1.0]]))
+    b = np.ones(3)
+    with trnscipy.offload("xla"):
+        with pytest.warns(spl.MatrixRankWarning):
+            x = tsl.spsolve(A, b)
+        with pytest.raises(RuntimeError, match="singular"):
+            tsl.splu(A)
+    with pytest.warns(spl.MatrixRankWarning):
+        ref = spl.spsolve(A, b)
+    assert np.isnan(x).all() and np.isnan(ref).all()
+
+
+def _poisson_rect(k):
+    T1 = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(k, k))
+    T2 = sp.diags_array([-1.0, 2.0, -1.0], offsets=[-1, 0, 1], shape=(k + 1, k + 1))
+    return (sp.kron(T1, sp.eye_array(k + 1)) + sp.kron(sp.eye_array(k), T2)).tocsr()
+
+
+def _eigen_case(what, k, monkeypatch):
+    """float64 eigsh / lobpcg offloaded to the emulated Neuron device: the float32 solve
+    refined in double-float, against SciPy's float64 eigenvalues; residuals and
+    orthonormality of the vectors at double-float level; no float64 op on the device."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    # sigma=0: a k x (k+1) grid (simple eigenvalues near 0: the float32 shift-invert
+    # Lanczos on XLA misses the partner of a double eigenvalue of the square grid)
+    A = _poisson(k) if what != "sigma0" else _poisson_rect(k)
+    X = np.random.default_rng(0).uniform(size=(A.shape[0], 4))
+
+    def run():
+        with trnscipy.offload("xla"):
+            if what == "LA":
+                return tsl.eigsh(A, k=6, which="LA")
+            if what == "sigma0":
+                return tsl.eigsh(A.tocsc(), k=6, sigma=0)
+            return tsl.lobpcg(A, X, largest=True, tol=1e-12, maxiter=200)
+
+    (w, V), ops = _recorded(run)
+    assert ops == []
+    if what == "LA":
+        ref = spl.eigsh(A, k=6, which="LA")[0]
+    elif what == "sigma0":
+        ref = spl.eigsh(A.tocsc(), k=6, sigma=0)[0]
+    else:
+        ref = np.sort(spl.lobpcg(A, X.copy(), largest=True, tol=1e-12, maxiter=200)[0])
+    assert w.dtype == np.float64 and V.dtype == np.float64
+    err = np.max(np.abs(np.sort(w) - np.sort(ref)) / np.abs(ref))
+    assert err <= 1e-10, err
+    assert np.max(np.linalg.norm(A @ V - V * w, axis=0)) <= 1e-12 * 8
+    assert np.abs(V.T @ V - np.eye(V.shape[1])).max() <= 1e-12
+    return err
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("what", ["LA", "lobpcg", pytest.param("sigma0", marks=pytest.mark.slow)])
+def test_eigen_float64_small(what, emulate_neuron, monkeypatch):
+    _eigen_case(what, 12, monkeypatch)
+
+
+def _svds_case(m, n, monkeypatch):
+    """float64 svds offloaded to the emulated Neuron device: singular values against the
+    dense SVD's, the vectors' residuals and orthonormality at double-float level."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = sp.random_array((m, n), density=0.005 if m > 1000 else 0.05, rng=0, format="csr")
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tsl.svds(A, k=5)
+
+    (u, s, vh), ops = _recorded(run)
+    assert ops == []
+    ref = np.sort(np.linalg.svd(A.toarray(), compute_uv=False))[::-1][:5][::-1]
+    err = np.max(np.abs(s - ref) / ref)
+    assert err <= 1e-10, err
+    assert np.max(np.linalg.norm(A @ vh.T - u * s, axis=0)) <= 1e-12 * ref[-1]
+    assert np.abs(u.T @ u - np.eye(5)).max() <= 1e-12
+    assert np.abs(vh @ vh.T - np.eye(5)).max() <= 1e-12
+    return err
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("shape", [(300, 80), pytest.param((80, 300), marks=pytest.mark.slow)])
+def test_svds_float64_small(shape, emulate_neuron, monkeypatch):
+    _svds_case(*shape, monkeypatch)
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+def test_svds_float64_3000x800(emulate_neuron, monkeypatch):
+    err = _svds_case(3000, 800, monkeypatch)
+    c = COUNTS[0]
+    print(f"\nsvds 3000x800: singular value error {err:.1e} compilations {c.compilations} "
+          f"executions {c.executions}")
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["LA", "sigma0", "lobpcg"])
+def test_eigen_float64_1e4(what, emulate_neuron, monkeypatch):
+    err = _eigen_case(what, 100, monkeypatch)
+    c = COUNTS[0]
+    print(f"\n{what} n=10^4: eigenvalue error {err:.1e} compilations {c.compilations} "
+          f"executions {c.executions}")

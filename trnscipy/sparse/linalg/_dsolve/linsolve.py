@@ -35,7 +35,7 @@ from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_host, to_host
-from trnscipy.sparse.linalg._dsolve import _triangular
+from trnscipy.sparse.linalg._dsolve import _refine, _triangular  # noqa: F401 (registers)
 from trnscipy.sparse.linalg._dsolve._devicelu import device_factor, device_ilu
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 
@@ -77,7 +77,11 @@ def _splu_device(scipy_func, A, **options):
         drop_tol = 1e-4 if options["drop_tol"] is None else float(options["drop_tol"])
         fill_factor = 10.0 if options["fill_factor"] is None else float(options["fill_factor"])
         return device_ilu(A, drop_tol, fill_factor)
-    return device_factor(A)
+    return kernel("sparse.linalg.factor", A.device)(A)
+
+
+# float64 on Neuron: the float32 factors plus double-float refinement (``_refine``)
+register("sparse.linalg.factor", "generic")(device_factor)
 
 
 @dispatch(_spla.splu)
@@ -141,7 +145,7 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
         b = b.toarray()
     b = b.to(to_torch_dtype(dtype))
     try:
-        lu = device_factor(A)
+        lu = kernel("sparse.linalg.factor", A.device)(A)
     except RuntimeError:
         warnings.warn("Matrix is exactly singular", MatrixRankWarning, stacklevel=4)
         x = torch.full(b.shape, float("nan"), dtype=b.dtype, device=b.device)

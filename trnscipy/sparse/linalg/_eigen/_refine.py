@@ -1,0 +1,318 @@
+"""float64 eigsh and lobpcg on a Neuron device (the 'neuron' registration of the ``eigen``
+kernel): the float32 device solver finds the wanted subspace, and double-float
+Rayleigh-Ritz steps with Jacobi-Davidson corrections refine it.
+
+The device has no float64 arithmetic; a float64 matrix there is held exactly as
+double-float pairs (``trnscipy._transfer.df_parts``).  One refinement step:
+
+1. Rayleigh-Ritz on the basis S (n x m pairs): G = S^T S and H = S^T A S in double-float
+   (A S by the double-float sparse product, the small products by Ozaki GEMMs), read to
+   the host as two m x m float64 matrices (ARPACK too solves its projected problem on the
+   host), H y = theta G y solved there, the k wanted pairs kept;
+2. U = S Y and the residuals R = A U - U Theta in double-float (A U = (A S) Y);
+3. converged when every ||r_i|| <= max(tol |theta_i|, floor) (ARPACK's test; the floor is
+   the double-float product's own rounding, 2**-44 ||A||_F, and tol=0 means that floor),
+   or when the residuals stop shrinking;
+4. otherwise each pair's correction t_i solves (I - Q Q^T)(A - theta_i I)(I - Q Q^T) t =
+   -r_i (Q the float32 Ritz vectors) by float32 minres on the device to a relative
+   residual of 1e-4, and S becomes [U, T]: the error of each pair shrinks by about that
+   factor per step (the eigenvalues' by its square).
+
+Supported: the standard problem (no ``M``, ``Minv``, ``OPinv``, ``mode='normal'``), every
+``which``, ``sigma`` (the float32 stage then runs shift-invert through the device LU);
+lobpcg without ``B``, ``M``, ``Y`` and histories.  The rest runs on the host, announced.
+"""
+
+import inspect
+import warnings
+
+import numpy as np
+import scipy.linalg as _sl
+import scipy.sparse.linalg as _scipy
+
+from trnscipy import _transfer
+from trnscipy._dtypes import to_numpy_dtype
+from trnscipy._errors import fallback
+from trnscipy._kernels import _df, register
+from trnscipy._torch import torch
+from trnscipy.linalg._refine import _mm
+from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
+
+__all__ = ["eigen"]
+
+_MAX_STEPS = 10
+_FLOOR = 2.0 ** -44
+_INNER_RTOL = 1e-4
+_STALL = 0.9  # a step that shrinks no residual by this much ends the refinement
+# the float32 stage's tolerance: its Ritz vectors only seed the refinement
+_TOL32 = 1e-5
+
+
+def _is_df(x):
+    """A float64 operand (a float64 device matrix, or an operator of float64 dtype)."""
+    dtype = getattr(x, "dtype", None)
+    if getattr(x, "format", None) is not None:
+        dtype = x.data.dtype
+    return dtype is not None and to_numpy_dtype(dtype) == np.float64
+
+
+def _is_matrix(x):
+    return isinstance(x, torch.Tensor) or (getattr(x, "format", None) is not None
+                                           and getattr(x, "_trnscipy_device_object", False))
+
+
+@register("eigen", "neuron")
+def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
+    """float64 eigsh/lobpcg refined in double-float; everything else as on XLA."""
+    if scipy_func not in (_scipy.eigsh, _scipy.lobpcg, _scipy.svds):
+        return device_func(*args, **kwargs)
+    params = inspect.signature(scipy_func).bind(*args, **kwargs)
+    params.apply_defaults()
+    p = params.arguments
+    if not _is_df(p["A"]):
+        return device_func(*args, **kwargs)
+    if not _is_matrix(p["A"]):
+        return _on_host(scipy_func, p, "an operator given by functions has no double-float "
+                        "product")
+    if scipy_func is _scipy.eigsh:
+        return _eigsh(device_func, p)
+    if scipy_func is _scipy.svds:
+        return _svds(device_func, p)
+    return _lobpcg(device_func, p)
+
+
+def _on_host(scipy_func, p, reason):
+    fallback(f"scipy.sparse.linalg.{scipy_func.__name__}", reason, stacklevel=7)
+    A = p["A"]
+    device = A.device
+    host = {k: _transfer.to_host(v) if isinstance(v, torch.Tensor) or getattr(
+        v, "_trnscipy_device_object", False) else v for k, v in p.items()}
+    out = scipy_func(**host)
+
+    def back(o):
+        return _transfer.tensor_on(o, device) if isinstance(o, np.ndarray) else o
+
+    return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
+
+
+def _as_device(x, device):
+    """A start vector or block on the device: a tensor as it is (torch ops on a float64
+    one would be float64 device arithmetic), host data exactly (double-float storage)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    return _transfer.tensor_on(np.asarray(x, dtype=np.float64), device)
+
+
+def _operator(A):
+    op = _df_operator(A)
+    if isinstance(A, torch.Tensor):  # dense: the product of several columns by Ozaki GEMMs
+        return op, lambda x: _mm(op.parts, x)
+    return op, op.product
+
+
+def _eigsh(device_func, p):
+    A, k, sigma, which = p["A"], int(p["k"]), p["sigma"], p["which"]
+    n = A.shape[0]
+    if any(p[name] is not None for name in ("M", "Minv", "OPinv")) or p["mode"] != "normal":
+        return _on_host(_scipy.eigsh, p, "a generalized or buckling/cayley problem has no "
+                        "double-float method")
+    if not 0 < k < n - 1 or which not in ("LM", "SM", "LA", "SA", "BE"):
+        return device_func(**p)  # the dense route (double-float eigh) or SciPy's errors
+    op, product = _operator(A)
+    v0 = p["v0"]
+    if v0 is not None:
+        v0 = _parts(_as_device(v0, A.device).reshape(-1))[0]
+    kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
+    try:
+        with warnings.catch_warnings():  # the seeding solve's notices are not the user's
+            warnings.simplefilter("ignore", UserWarning)
+            _, X = device_func(op.float32, k=k, sigma=sigma, which=which, v0=v0,
+                               tol=max(float(p["tol"]), _TOL32), return_eigenvectors=True,
+                               **kw)
+    except _scipy.ArpackNoConvergence:
+        return _on_host(_scipy.eigsh, p, "the float32 solve that seeds the double-float "
+                        "refinement did not converge")
+    A32 = op.float32
+    lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, _wanted(which, sigma),
+                     float(p["tol"]))
+    if p["return_eigenvectors"]:
+        order = np.argsort(lam, kind="stable")
+    elif sigma is not None or which == "BE":
+        order = np.argsort(lam, kind="stable")
+    else:  # ARPACK's order: least wanted first
+        order = _wanted(which, sigma)(lam, k)[::-1]
+    values = _transfer.tensor_on(lam[order], A.device)
+    if not p["return_eigenvectors"]:
+        return values
+    index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
+    return values, _transfer.df_tensor(U[0].index_select(1, index),
+                                       U[1].index_select(1, index))
+
+
+def _lobpcg(device_func, p):
+    unsupported = [name for name in ("B", "M", "Y") if p[name] is not None]
+    if unsupported or p["retLambdaHistory"] or p["retResidualNormsHistory"]:
+        return _on_host(_scipy.lobpcg, p, f"{', '.join(unsupported) or 'a history'} has no "
+                        "double-float method")
+    A, X = p["A"], p["X"]
+    X = _as_device(X, A.device)
+    if X.ndim == 1:
+        X = X[:, None]
+    k = X.shape[1]
+    if 5 * k > A.shape[0]:
+        return device_func(**p)  # SciPy's dense route (double-float eigh)
+    op, product = _operator(A)
+    kw = {name: p[name] for name in ("maxiter", "largest", "verbosityLevel")}
+    tol = p["tol"]
+    with warnings.catch_warnings():  # the seeding solve's notices are not the user's
+        warnings.simplefilter("ignore", UserWarning)
+        _, X32 = device_func(op.float32, _parts(X)[0],
+                             tol=None if tol is None else max(float(tol), _TOL32), **kw)
+    which = "LA" if p["largest"] else "SA"
+    A32 = op.float32
+    lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k, _wanted(which, None),
+                     0.0)
+    order = np.argsort(-lam if p["largest"] else lam, kind="stable")  # lobpcg's order
+    index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
+    return (_transfer.tensor_on(lam[order], A.device),
+            _transfer.df_tensor(U[0].index_select(1, index), U[1].index_select(1, index)))
+
+
+def _svds(device_func, p):
+    """svds from the eigenpairs of A^T A (A A^T for a wide A) refined in double-float: the
+    singular values are their square roots, the other side's vectors A v / s."""
+    A, k = p["A"], int(p["k"])
+    if p["solver"] != "arpack" or p["which"] not in ("LM", "SM"):
+        return _on_host(_scipy.svds, p, f"solver={p['solver']!r} has no double-float method")
+    m, n = A.shape
+    wide = m < n
+    op, product = _operator(A)
+    opT, productT = _operator(A.T)
+    gram = (lambda x: product(productT(x))) if wide else (lambda x: productT(product(x)))
+    A32, AT32 = op.float32, opT.float32
+    gram32 = (lambda w: A32 @ (AT32 @ w)) if wide else (lambda w: AT32 @ (A32 @ w))
+    kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
+    with warnings.catch_warnings():  # the seeding solve's notices are not the user's
+        warnings.simplefilter("ignore", UserWarning)
+        u32, _, vh32 = device_func(A32, k=k, which=p["which"], tol=max(float(p["tol"]), _TOL32),
+                                   return_singular_vectors=True, **kw)
+    seed = u32 if wide else vh32.mT
+    anorm = _frobenius(A32)
+    lam, V = _refine(gram, gram32, anorm * anorm, seed, k, _wanted(p["which"], None),
+                     float(p["tol"]) ** 2)
+    order = np.argsort(lam, kind="stable")  # SciPy's: ascending singular values
+    s = np.sqrt(np.maximum(lam[order], 0.0))
+    index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
+    V = (V[0].index_select(1, index), V[1].index_select(1, index))
+    values = _transfer.tensor_on(s, A.device)
+    jobs = p["return_singular_vectors"]
+    if jobs is False:
+        return values
+    inv = _df.from_host(np.broadcast_to(1.0 / np.where(s > 0, s, 1.0), (m if not wide else n,
+                                                                     k)).copy(), A.device)
+    W = _df.mul(productT(V) if wide else product(V), inv)  # the other side's vectors
+    left, right = (V, W) if wide else (W, V)
+    u = _transfer.df_tensor(*left) if jobs in (True, "u") else None
+    vh = _transfer.df_tensor(right[0].mT, right[1].mT) if jobs in (True, "vh") else None
+    return u, values, vh
+
+
+def _wanted(which, sigma):
+    """``pick(theta, k)``: the indices of the k wanted values, most wanted first (ARPACK's
+    rule; with ``sigma`` applied to 1 / (theta - sigma), as its shift-invert mode does)."""
+    def pick(theta, k):
+        nu = theta if sigma is None else 1.0 / (theta - sigma)
+        key = {"LA": -nu, "SA": nu, "LM": -np.abs(nu), "SM": np.abs(nu)}.get(which)
+        if key is not None:
+            return np.argsort(key, kind="stable")[:k]
+        up = np.argsort(-nu, kind="stable")  # BE: from both ends, one more from the top
+        down = np.argsort(nu, kind="stable")
+        chosen = list(up[:k - k // 2]) + [i for i in down[:k // 2] if i not in up[:k - k // 2]]
+        return np.array(chosen[:k])
+
+    return pick
+
+
+def _host_f64(*pairs):
+    """Double-float pairs read to the host in one transfer, as float64 arrays."""
+    flat = torch.cat([t.reshape(-1) for pair in pairs for t in pair])
+    host = np.asarray(_transfer.to_host(flat), dtype=np.float64)
+    out, at = [], 0
+    for pair in pairs:
+        size = pair[0].numel()
+        hi, lo = host[at:at + size], host[at + size:at + 2 * size]
+        out.append((hi + lo).reshape(tuple(pair[0].shape)))
+        at += 2 * size
+    return out
+
+
+def _t(pair):
+    return pair[0].mT.contiguous(), pair[1].mT.contiguous()
+
+
+def _refine(product, matvec32, anorm, X32, k, pick, tol):
+    """The k wanted eigenpairs of a symmetric operator to double-float accuracy from float32
+    vectors ``X32``: (eigenvalues as a float64 array, the vectors as an (n, k) double-float
+    pair).  ``product``: the operator on double-float pairs; ``matvec32``: on float32
+    vectors; ``anorm``: a bound of its norm (the floor of the residual test)."""
+    device = X32.device
+    X32 = X32.to(torch.float32)
+    S = (X32, torch.zeros_like(X32))
+    floor = _FLOOR * anorm
+    best = np.inf
+    for _ in range(_MAX_STEPS):
+        AS = product(S)
+        G, H = _host_f64(_df.gemm(_t(S), S), _df.gemm(_t(S), AS))
+        theta, Y = _sl.eigh((H + H.T) / 2, (G + G.T) / 2)
+        chosen = pick(theta, k)
+        lam, Y = theta[chosen], Y[:, chosen]
+        Yp = _df.from_host(Y, device)
+        U, AU = _df.gemm(S, Yp), _df.gemm(AS, Yp)
+        L = _df.from_host(np.broadcast_to(lam, U[0].shape).copy(), device)
+        R = _df.sub(AU, _df.mul(U, L))
+        rn = np.asarray(_transfer.to_host(torch.linalg.vector_norm(R[0], dim=0)),
+                        dtype=np.float64)
+        worst = float(np.max(rn - np.maximum(tol * np.abs(lam), floor)))
+        if worst <= 0 or np.max(rn) > _STALL * best:
+            break
+        best = float(np.max(rn))
+        T = _corrections(matvec32, U[0], lam, R[0])
+        S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
+    return lam, U
+
+
+def _frobenius(A32):
+    """||A||_F from the float32 values (a bound of ||A||_2)."""
+    data = A32 if isinstance(A32, torch.Tensor) else A32.data
+    return float(_transfer.to_host(torch.linalg.vector_norm(data.reshape(-1))))
+
+
+def _corrections(matvec32, Q, lam, R):
+    """The float32 Jacobi-Davidson corrections: t_i with t_i orthogonal to Q and
+    (I - Q Q^T)(A - lam_i I) t_i = -r_i, by device minres (one compiled loop for all i:
+    the shift is data)."""
+    from trnscipy.sparse.linalg import LinearOperator, minres
+
+    n = Q.shape[0]  # Q: orthonormal to float32 rounding (U^T U = I in double-float)
+
+    def project(v):
+        return v - Q @ (Q.mT @ v)
+
+    columns = []
+    for i in range(Q.shape[1]):
+        # an operator per pair (a solver may prepare an operator once), its shift device
+        # data, so that every pair's loop is the same compiled graph
+        shift = torch.tensor([float(lam[i])], dtype=torch.float32, device=Q.device)
+
+        def matvec(v, shift=shift):
+            w = project(v.reshape(-1))
+            return project(matvec32(w) - shift * w)
+
+        # placed on Q's device: device code, not the user's host code of an offloaded call
+        op = LinearOperator((n, n), matvec=matvec, rmatvec=matvec,
+                            dtype=np.float32).to(Q.device)
+        rhs = project(-R[:, i])
+        scale = torch.linalg.vector_norm(rhs).clamp_min(torch.finfo(torch.float32).tiny)
+        t, _ = minres(op, rhs / scale, rtol=_INNER_RTOL, maxiter=min(2 * n, 1000))
+        columns.append(project(t.to(Q.dtype)) * scale)  # (SciPy 1.17 minres: float64)
+    return torch.stack(columns, dim=1)
