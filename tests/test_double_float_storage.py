@@ -100,16 +100,15 @@ def test_emulation_rounds_float64_computed_on_the_device(xla_device, emulate_neu
 def test_host_fallback_reads_exact_data(xla_device, emulate_neuron):
     """A function with no float64 device method runs on SciPy with the exact values."""
     rng = np.random.default_rng(3)
-    A = sp.random_array((40, 40), density=0.1, rng=rng, format="csc") + sp.eye_array(40) * 4
+    A = sp.random_array((40, 40), density=0.1, rng=rng, format="csr") + sp.eye_array(40) * 4
     A.data = A.data + _awkward(rng, A.nnz) * 1e-6
-    b = _awkward(rng, 40)
+    norm = trnscipy.sparse.linalg.norm
     with pytest.warns(DeviceFallbackWarning):
-        x = trnscipy.sparse.linalg.spsolve(trnscipy.to_device(A, xla_device),
-                                          trnscipy.to_device(b, xla_device))
-    np.testing.assert_array_equal(trnscipy.to_host(x), spla.spsolve(A, b))
+        got = norm(trnscipy.to_device(A, xla_device), 1)
+    assert trnscipy.to_host(got) == spla.norm(A, 1)
     with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning):
-        x = trnscipy.sparse.linalg.spsolve(A, b)
-    np.testing.assert_array_equal(x, spla.spsolve(A, b))
+        got = norm(A, 1)
+    assert got == spla.norm(A, 1)
 
 
 @pytest.mark.xla

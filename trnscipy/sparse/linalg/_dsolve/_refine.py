@@ -11,17 +11,22 @@ SuperLU_DIST's scheme (static pivoting plus refinement), with the residual in do
 
 Differs from SciPy: a matrix too ill-conditioned for float32 (cond beyond about 1e7)
 refines slowly or not at all: the result then carries a LinAlgWarning, as the dense
-solves do.  ``L``/``U`` are the float32 factors' (``Pr A Pc = L U`` to float32 accuracy),
+solves do.  A float32 factorization with a zero or non-finite pivot hands the matrix to
+SciPy's SuperLU on the host (a DeviceFallbackWarning): SciPy's singular-matrix verdict.
+``L``/``U`` are the float32 factors' (``Pr A Pc = L U`` to float32 accuracy),
 assembled on the host as on every device kind.
 """
 
 import numpy as np
+import scipy.sparse.linalg as _spla
 
 from trnscipy import _transfer
+from trnscipy._errors import fallback
 from trnscipy._kernels import register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine
 from trnscipy.sparse.linalg._dsolve._devicelu import DeviceLU, device_factor
+from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
 
 __all__ = ["RefinedLU"]
@@ -29,10 +34,19 @@ __all__ = ["RefinedLU"]
 
 @register("sparse.linalg.factor", "neuron")
 def factor(A):
-    """``device_factor`` for float32 data; the refined float64 factorization for float64."""
+    """``device_factor`` for float32 data; the refined float64 factorization for float64.
+    A float32 factorization that meets a zero or non-finite pivot cannot tell a singular
+    matrix from one beyond float32's range (entries near 1e20 overflow its products):
+    SciPy's SuperLU decides on the host, announced."""
     if A.data.dtype != torch.float64:
         return device_factor(A)
-    return RefinedLU(A)
+    try:
+        return RefinedLU(A)
+    except RuntimeError:
+        fallback("scipy.sparse.linalg.splu", "the float32 factorization met a zero or "
+                 "non-finite pivot (a singular matrix, or one beyond float32's range)",
+                 stacklevel=5)
+    return SuperLU(_spla.splu(_transfer.to_host(A).tocsc()), A.device)
 
 
 class RefinedLU(DeviceLU):

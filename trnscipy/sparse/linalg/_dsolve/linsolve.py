@@ -80,8 +80,10 @@ def _splu_device(scipy_func, A, **options):
     return kernel("sparse.linalg.factor", A.device)(A)
 
 
-# float64 on Neuron: the float32 factors plus double-float refinement (``_refine``)
-register("sparse.linalg.factor", "generic")(device_factor)
+@register("sparse.linalg.factor", "generic")
+def _factor(A):
+    """The device LU of ``A`` (float64 on Neuron: ``_refine``'s refined float32 factors)."""
+    return device_factor(A)
 
 
 @dispatch(_spla.splu)
