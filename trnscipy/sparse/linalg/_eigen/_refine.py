@@ -278,6 +278,11 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol):
         best = float(np.max(rn))
         T = _corrections(matvec32, U[0], lam, R[0])
         S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
+    if worst > 0:  # never silently less accurate than asked
+        warnings.warn(f"double-float eigenpair refinement stopped at residual "
+                      f"{np.max(rn):.1e} above its target (tol {tol:g}, floor {floor:.1e}): "
+                      "the eigenpairs may be less accurate than float64",
+                      _sl.LinAlgWarning, stacklevel=5)
     return lam, U
 
 
