@@ -114,3 +114,10 @@ def _recover(pool, device):
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             torch.zeros(1, device=device)  # (an empty capture warns)
         del graph
+
+
+@register("memory_available", "cuda")
+def memory_available(device):
+    """Free bytes on the GPU, plus what torch's caching allocator holds but does not use."""
+    free, _ = torch.cuda.mem_get_info(device)
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)

@@ -205,3 +205,17 @@ def sort(t, stable=False):
 def inner(a, b):
     """conj(a) . b along the last axis (``a`` a vector or a stack of them, ``b`` a vector)."""
     return a.conj() @ b if a.is_complex() else a @ b
+
+
+@register("memory_available", "generic")
+def memory_available(device):
+    """Bytes a new allocation on ``device`` can take: the host's available memory (devices
+    whose tensors live in host memory)."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):  # not Linux: what the OS reports as free
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

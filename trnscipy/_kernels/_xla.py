@@ -417,3 +417,18 @@ def _gauss_jordan(D):
     bounds = [torch.tensor(i, dtype=torch.int64, device=D.device) for i in (0, w)]
     (M,) = device_loop(body, (D.reshape(-1, w, w),), *bounds)
     return M.reshape(shape)
+
+
+@register("memory_available", "xla")
+def memory_available(device):
+    """The device's free bytes where the PJRT client reports them (Neuron, GPU); PJRT CPU
+    does not (its buffers are host memory): the host's available memory."""
+    import torch_xla.core.xla_model as xm
+
+    from trnscipy._kernels._generic import memory_available as host_available
+
+    try:
+        info = xm.get_memory_info(device)
+    except RuntimeError:  # "GetAllocatorStats is not supported" (PJRT CPU)
+        return host_available(device)
+    return int(info["bytes_limit"]) - int(info["bytes_used"])

@@ -289,6 +289,25 @@ def test_bad_input_raises_scipy_errors(route):
         tsl.spsolve_triangular(trnscipy.to_device(zero_diag, device), torch.ones(2))
 
 
+def test_factorization_that_cannot_fit_is_refused_before_it_runs(monkeypatch):
+    """The device LU estimates its peak memory from the pattern's analysis and raises
+    MemoryError with the estimate where the device has less free: never an OOM kill."""
+    from trnscipy._kernels import _IMPLS, kernel
+    from trnscipy.sparse.linalg._dsolve import _devicelu
+
+    cpu = torch.device("cpu")
+    assert kernel("memory_available", cpu)(cpu) > 0
+    a = poisson3d(4)
+    A = trnscipy.to_device(a, "cpu")
+    lu = _devicelu.device_factor(A)  # fits
+    b = _rhs(a.shape[0], np.float64)
+    np.testing.assert_allclose(trnscipy.to_host(lu.solve(trnscipy.to_device(b, "cpu"))),
+                               spla.spsolve(a, b), rtol=1e-10)
+    monkeypatch.setitem(_IMPLS, ("memory_available", "cpu"), lambda device: 1000)
+    with pytest.raises(MemoryError, match=r"64x64 matrix on cpu needs about .* GiB"):
+        _devicelu.device_factor(A)
+
+
 def test_host_data_is_scipy_untouched():
     a = poisson2d(3)
     assert isinstance(tsl.splu(a), spla.SuperLU)
@@ -431,6 +450,7 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
     with pytest.raises(RuntimeError, match="Factor is exactly singular"):
         tsl.splu(trnscipy.to_device(a, xla_device))
     assert aten() == before
+    assert kernel("memory_available", xla_device)(xla_device) > 0
 
 
 @pytest.mark.xla

@@ -35,6 +35,7 @@ def device_factor(A):
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
+    _check_memory(sym, data)
     # without pivoting inside the blocks where the device has a cheaper inverse for that
     # (checked; once more with pivoting where the check fails)
     levels, flags = _blocklu.factor(sym, data, pivoting=False)  # computed level by level
@@ -45,6 +46,20 @@ def device_factor(A):
     if singular:
         raise RuntimeError("Factor is exactly singular")
     return DeviceLU(sym, levels, data)
+
+
+def _check_memory(sym, data):
+    """MemoryError, with the estimate, before a factorization that cannot fit in the
+    device's free memory (never an out-of-memory kill halfway through)."""
+    need = sym.factor_bytes(data.element_size())
+    have = kernel("memory_available", data.device)(data.device)
+    if need > have:
+        gib = 2.0 ** 30
+        raise MemoryError(
+            f"the sparse LU of this {sym.n}x{sym.n} matrix on {data.device} needs about "
+            f"{need / gib:.1f} GiB ({sym.nblocks} dense blocks of width {sym.w} in its "
+            f"level structure) and {have / gib:.1f} GiB is free there; SciPy's splu on "
+            "the host (NumPy/SciPy inputs) or an iterative solver needs less")
 
 
 def device_ilu(A, drop_tol, fill_factor):
