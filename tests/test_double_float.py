@@ -277,6 +277,34 @@ def _relres(A, x, b):
 
 
 @pytest.mark.xla
+def test_cg_float64_host_preconditioner(emulate_neuron):
+    """A host (SciPy) LinearOperator as M of a float64 solve under offload (pyamg's
+    ``aspreconditioner`` is one): the double-float refinement on the device, M's products
+    on the host, cast to float32 there for the inner solve; its one announcement, no
+    float64 op on the device, no float64 SpMV sent to the host."""
+    import warnings
+
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+    from conformance.device_ops import DeviceArithmetic
+
+    A, b = _cg_system()
+    d = A.diagonal()
+    M = spl.LinearOperator(A.shape, matvec=lambda v: v / d, dtype=np.float64)
+    with warnings.catch_warnings(record=True) as caught, \
+            DeviceArithmetic("xla", [torch.float64, torch.complex128]) as rec:
+        warnings.simplefilter("always")
+        with trnscipy.offload("xla"):
+            x, info = tsl.cg(A, b, rtol=1e-11, M=M)
+    messages = [str(w.message) for w in caught
+                if issubclass(w.category, trnscipy.DeviceFallbackWarning)]
+    assert len(messages) == 1 and "host (SciPy) operator" in messages[0], messages
+    assert rec.ops == [] and info == 0 and _relres(A, x, b) <= 1e-11
+    xs, _ = spl.cg(A, b, rtol=1e-11, M=M)
+    assert np.linalg.norm(x - xs) <= 1e-9 * np.linalg.norm(xs)
+
+
+@pytest.mark.xla
 def test_cg_float64_preconditioner_maxiter(emulate_neuron, monkeypatch):
     """The double-float cg (residual replacement): a matrix preconditioner, and SciPy's
     maxiter/info (an unconverged solve is SciPy's, on the host, announced)."""

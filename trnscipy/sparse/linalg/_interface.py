@@ -427,43 +427,47 @@ class _OperatorOnDevice(LinearOperator):
 
 class _HostOperator(LinearOperator):
     """A SciPy (host) LinearOperator applied to device vectors: each product runs on the host
-    and comes back to the vector's device, as the user's operator asks.  A solver given one
-    announces it once per solve (``announce_host_operators``)."""
+    and comes back to the vector's device, as the user's operator asks (cast on the host to
+    ``dtype`` where given: a float32 inner solve's preconditioner).  A solver given one
+    announces it once per solve (``announce_host_operators``), unless ``announced`` (an
+    inner solve's: the outer solve announced it)."""
 
-    def __init__(self, op):
-        super().__init__(op.dtype, op.shape)
+    def __init__(self, op, dtype=None, announced=False):
+        super().__init__(op.dtype if dtype is None else np.dtype(dtype), op.shape)
         self.args = ()
         self.host = op
+        self._cast = dtype
+        self.announced = announced
 
     def _matvec(self, x):
-        return _bridge(self.host.matvec, x)
+        return _bridge(self.host.matvec, x, self._cast)
 
     def _rmatvec(self, x):
-        return _bridge(self.host.rmatvec, x)
+        return _bridge(self.host.rmatvec, x, self._cast)
 
     def _matmat(self, X):
-        return _bridge(self.host.matmat, X)
+        return _bridge(self.host.matmat, X, self._cast)
 
     def _rmatmat(self, X):
-        return _bridge(self.host.rmatmat, X)
+        return _bridge(self.host.rmatmat, X, self._cast)
 
     def _adjoint(self):
-        return _HostOperator(self.host.H)
+        return _HostOperator(self.host.H, self._cast, self.announced)
 
 
 def announce_host_operators(name, *ops):
     """One DeviceFallbackWarning (an error under TRNSCIPY_STRICT=1) for a solve whose
     operators include host operators: their products run on the host every iteration."""
-    if any(isinstance(op, _HostOperator) for op in ops):
+    if any(isinstance(op, _HostOperator) and not op.announced for op in ops):
         fallback(name, "a host (SciPy) operator is applied to device vectors: each product "
                  "copies the vector to the host and back", stacklevel=4)
 
 
-def _bridge(fn, x):
+def _bridge(fn, x, dtype=None):
     # all pending device work runs first, in one graph: reading ``x`` alone would leave the
     # solver's other tensors pending, their graphs growing (and compiling anew) each product
     kernel("sync", x.device)()
-    return to_device(np.asarray(fn(to_host(x))), x.device)
+    return to_device(np.asarray(fn(to_host(x)), dtype=dtype), x.device)
 
 
 def _numpy_dtype(dtype):
@@ -496,6 +500,8 @@ def _device_operator(A, device):
     code (it was written for the NumPy data): it is bridged through the host too; not one
     marked ``pure_tensor_code`` (trnscipy's own: svds' X^H X, an offloaded ``spilu``'s
     solve; they take tensors)."""
+    if isinstance(A, _HostOperator):
+        return A
     if isinstance(A, LinearOperator):
         user_host_code = (offloading() and A.device is None
                           and not getattr(A, "pure_tensor_code", False))

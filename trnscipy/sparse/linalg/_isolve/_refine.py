@@ -36,6 +36,7 @@ import inspect
 import math
 
 import numpy as np
+from scipy.sparse.linalg import _interface as _si
 
 from trnscipy import _transfer
 from trnscipy._errors import fallback
@@ -143,8 +144,12 @@ def _float32_operator(M):
         return _df_operator(M).float32
     except TypeError:
         pass
-    from trnscipy.sparse.linalg._interface import LinearOperator
+    from trnscipy.sparse.linalg._interface import LinearOperator, _device_operator, _HostOperator
 
+    bridged = _device_operator(M, None) if isinstance(M, LinearOperator | _si.LinearOperator) \
+        else None
+    if isinstance(bridged, _HostOperator):  # the user's host code: float32 back from the host
+        return _HostOperator(bridged.host, np.float32, announced=True)
     return LinearOperator(M.shape, matvec=M.matvec, rmatvec=M.rmatvec, dtype=np.float32)
 
 
@@ -206,6 +211,8 @@ def _on_host(scipy_solver, name, params, reason):
 
 
 def _refine(name, device_solver, op, params):
+    from trnscipy.sparse.linalg._interface import _HostOperator, announce_host_operators
+
     n = op.shape[0]
     b = params["b"]
     if not isinstance(b, torch.Tensor):
@@ -221,6 +228,9 @@ def _refine(name, device_solver, op, params):
     callback = params.get("callback")
     precond = {k: _float32_operator(params.get(k)) for k in ("M", "M1", "M2")
                if params.get(k) is not None}
+    announce_host_operators(f"scipy.sparse.linalg.{name}",
+                            *(_HostOperator(m.host) for m in precond.values()
+                              if isinstance(m, _HostOperator)))
     extra = {k: v for k, v in params.items()
              if k not in ("A", "b", "x0", "rtol", "atol", "maxiter", "callback", "M", "M1",
                           "M2", "outer_v", "CU", "callback_type", "show", "check")}
