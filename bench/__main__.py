@@ -233,6 +233,9 @@ def _parse(argv):
                    help="Markdown output (default docs/benchmarks.md)")
     p.add_argument("--json", default=str(ROOT / "bench" / "results.json"),
                    help="JSON output (default bench/results.json)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the sections of the existing --json that this run does not "
+                        "measure (the report names the run each came from)")
     args = p.parse_args(argv)
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(args.only) - set(SECTIONS)
@@ -252,6 +255,23 @@ def _shown_args(argv):
         elif not a.startswith(("--md=", "--json=")):
             shown.append(a)
     return shown
+
+
+def _merge(results, old):
+    """Sections (and the copy bandwidth) of an earlier run that this run did not measure,
+    each with the run it came from."""
+    merged = dict(old.get("merged", {}))
+    origin = {k: old["meta"][k] for k in ("command", "date")}
+    origin["commit"] = old["meta"]["versions"].get("trnscipy", "")
+    for name, rows in old.get("sections", {}).items():
+        if name not in results["sections"]:
+            results["sections"][name] = rows
+            merged.setdefault(name, origin)
+    if "copy_bandwidth" not in results and "copy_bandwidth" in old:
+        results["copy_bandwidth"] = old["copy_bandwidth"]
+        merged.setdefault("copy", origin)
+    results["merged"] = {k: v for k, v in merged.items() if k in results["sections"]
+                         or (k == "copy" and "copy_bandwidth" in results)}
 
 
 def main(argv=None):
@@ -351,6 +371,8 @@ def main(argv=None):
 
     results["elapsed_s"] = time.perf_counter() - started
     meta["loadavg_end"] = os.getloadavg()[0]
+    if args.merge and Path(args.json).exists():
+        _merge(results, json.loads(Path(args.json).read_text()))
     md_dir = Path(args.md).parent
     results["plots"] = {kind: str(path.relative_to(md_dir))
                         for kind, path in write_plots(results, md_dir / "img").items()}

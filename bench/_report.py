@@ -272,6 +272,12 @@ def markdown(results):
               "in their thread pools)"
               if max(meta["loadavg_start"], meta["loadavg_end"]) > 0.5 * meta["machine"]["cores"]
               else "") + (f". {meta['load_note']}" if meta["load_note"] else ".")]
+    runs = {}
+    for name, origin in sorted(results.get("merged", {}).items()):
+        runs.setdefault(tuple(origin[k] for k in ("command", "date", "commit")), []).append(name)
+    for (command, date, commit), names in runs.items():
+        out.append(f"- From an earlier run (`{command}` on {date}, trnscipy {commit}): the "
+                   f"sections {', '.join(f'`{n}`' for n in names)}.")
     for lane in meta["lanes"]:
         out.append(f"- **{lane['label']}**: {lane['where']}")
     if "trn_cuda" not in lanes:
