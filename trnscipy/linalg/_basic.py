@@ -17,6 +17,7 @@ from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._validate import (
+    LinAlgError,
     as_matrix,
     as_rhs,
     as_square,
@@ -38,7 +39,14 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     device = device_of(a, b)
-    a = as_square(a, device, False, small_ints=torch.float64)
+    # SciPy's shapes: a at least 2-D, b at least 1-D, and a 1x1 a divides any b
+    a = as_tensor(a, device, False, small_ints=torch.float64)
+    a = a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
+    b = as_tensor(b, device, False, small_ints=torch.float64)
+    b = b.reshape(1) if b.ndim == 0 else b
+    if a.numel() == 1:
+        return _solve_scalar(a, b, check_finite)
+    a = as_square(a, device, False)
     b, vec, dtype = as_rhs(b, a, device, False, small_ints=torch.float64)
     if check_finite:
         check_finite_(a, b)
@@ -55,6 +63,23 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
                                               transposed=transposed)
 
     x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
+    return x[..., 0] if vec else x
+
+
+def _solve_scalar(a, b, check_finite):
+    """SciPy's solve for a 1x1 ``a``: b / a, whatever b's length."""
+    if check_finite:
+        check_finite_(a, b)
+    vec = b.ndim == 1
+    bm = b.unsqueeze(-1) if vec else b
+    dtype = common_dtype(a, bm, small_ints=torch.float64)
+    batch = torch.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    if bm.numel() == 0:
+        x = empty(batch + bm.shape[-2:], bm, dtype)
+    else:
+        if a.item() == 0:
+            raise LinAlgError("A singular matrix detected.")
+        x = bm.to(dtype) / a.to(dtype)
     return x[..., 0] if vec else x
 
 
@@ -78,11 +103,11 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 @dispatch(_sl.inv)
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
-    if assume_a not in _SOLVE_KINDS:
-        raise ValueError(f"{assume_a} is not a recognized matrix structure")
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
+    if assume_a not in _SOLVE_KINDS:  # SciPy looks the structure up after the checks
+        raise KeyError(assume_a)
     return kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
 
 
@@ -102,7 +127,12 @@ def _wide_result(t):
 @dispatch(_sl.det)
 def det(a, overwrite_a=False, check_finite=True):
     """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
-    a = as_square(a, device_of(a), check_finite)
+    a = as_tensor(a, device_of(a), check_finite)
+    if a.ndim < 2:  # SciPy's messages (its tests match them)
+        raise ValueError("The input array must be at least two-dimensional.")
+    if a.shape[-1] != a.shape[-2]:
+        raise ValueError("Last 2 dimensions of the array must be square but received "
+                         f"shape {tuple(a.shape)}.")
     if a.shape[-1] == 0:
         return _wide_result(torch.ones(a.shape[:-2], dtype=a.dtype, device=a.device))
     return _wide_result(kernel("linalg.det", a.device)(a))
@@ -135,7 +165,10 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if a.numel() == 0 or b.numel() == 0:
         x = torch.zeros((a.shape[1],) + tuple(b.shape[1:]), dtype=dtype, device=device)
         real = a.real.dtype if a.is_complex() else a.dtype
-        return x, empty((0,), a, real), 0, empty((0,), a, real)
+        # SciPy: with no unknowns the residues are |b|^2 per column
+        res = (b.abs() ** 2).sum(0).to(real) if a.shape[1] == 0 else \
+            empty((0,), a, real)
+        return x, res, 0, empty((0,), a, real)
     return kernel("linalg.lstsq", device)(a, b, cond=cond, lapack_driver=lapack_driver)
 
 
