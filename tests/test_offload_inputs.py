@@ -166,15 +166,18 @@ def test_spsolve_of_a_dense_list(lane):
     np.testing.assert_allclose(got, expected, rtol=1e-14)
 
 
-def test_solve_toeplitz_singular_leading_minor_cpu():
-    """SciPy's Levinson recursion raises LinAlgError on a singular leading minor; the CPU
-    lane runs it (other lanes solve the dense system: see solve_toeplitz's docstring)."""
-    y = np.array([1.0, 2.0, 3.0])
-    _paired("cpu", lambda: scipy.linalg.solve_toeplitz([2, 2, 1], y),
-            lambda: trnscipy.linalg.solve_toeplitz([2, 2, 1], y))
-    got, expected = _paired("cpu", lambda: scipy.linalg.solve_toeplitz([4, 1, 0.5], y),
+def test_solve_toeplitz_singular_leading_minor(lane):
+    """SciPy's Levinson recursion raises LinAlgError on a singular leading minor (the
+    matrix itself may be regular): every lane raises it (the CPU runs SciPy's recursion,
+    the others solve the dense system after SciPy's recursion checked c and r)."""
+    y = np.random.RandomState(1234).randn(3)
+    for c in ([2, 2, 1], ([1.0, 2.0, 3.0], [1.0, 1.0, 2.0])):
+        cr = tuple(np.asarray(x) for x in c) if isinstance(c, tuple) else c
+        _paired(lane, lambda cr=cr: scipy.linalg.solve_toeplitz(cr, y),
+                lambda cr=cr: trnscipy.linalg.solve_toeplitz(cr, y))
+    got, expected = _paired(lane, lambda: scipy.linalg.solve_toeplitz([4, 1, 0.5], y),
                             lambda: trnscipy.linalg.solve_toeplitz([4, 1, 0.5], y))
-    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
 
 
 @pytest.mark.parametrize("name", ["solve", "cholesky", "lu_factor", "inv", "eigh"])

@@ -5,6 +5,7 @@ Differences from SciPy off the CPU: no LinAlgWarning for ill-conditioned
 solve of the symmetrized / full matrix.
 """
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
@@ -13,7 +14,7 @@ from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy._transfer import tensor_on
+from trnscipy._transfer import tensor_on, to_host
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._validate import (
@@ -249,8 +250,8 @@ def _toeplitz_args(c_or_cr, b, check_finite, square=True):
 @dispatch(_sl.solve_toeplitz, composite=True)
 def solve_toeplitz(c_or_cr, b, check_finite=True):
     """CPU: SciPy's Levinson recursion on views.  Elsewhere the dense Toeplitz matrix
-    (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2),
-    and (differs from SciPy) no LinAlgError where only a leading minor is singular."""
+    (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2);
+    SciPy's LinAlgError where a leading principal minor is singular (see below)."""
     c, r, b = _toeplitz_args(c_or_cr, b, check_finite)
     return kernel("linalg.solve_toeplitz", b.device)(c, r, b)
 
@@ -259,6 +260,12 @@ def solve_toeplitz(c_or_cr, b, check_finite=True):
 def _solve_toeplitz_dense(c, r, b):
     from trnscipy.linalg._special_matrices import toeplitz
 
+    # SciPy raises LinAlgError where its Levinson recursion meets a singular leading
+    # principal minor (which a pivoted dense solve passes): that verdict depends on c and
+    # r only, so SciPy's own recursion decides it on their host copies (2n numbers read,
+    # O(n^2) host work, no right-hand side)
+    ch, rh = to_host(c), to_host(r)
+    _sl.solve_toeplitz((ch, rh), np.zeros(ch.shape[0], dtype=ch.dtype), check_finite=False)
     return solve(toeplitz(c, r), b, check_finite=False)
 
 
