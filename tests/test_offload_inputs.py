@@ -269,3 +269,12 @@ def test_integer_sparse_matrix_to_tfqmr_cpu():
                             lambda: trnscipy.sparse.linalg.tfqmr(A, b))
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
     assert got[1] == expected[1]
+
+
+def test_solve_with_a_1x1_complex_a(lane):
+    """A 1x1 ``a`` divides b (SciPy's rule) in complex arithmetic on every lane (torch-xla
+    2.9 drops the imaginary part of a complex tensor division)."""
+    a, b = np.array([[2.0 + 1.0j]]), np.array([1.0 + 1.0j, 3.0 - 1.0j])
+    got, expected = _paired(lane, lambda: scipy.linalg.solve(a, b),
+                            lambda: trnscipy.linalg.solve(a, b))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)

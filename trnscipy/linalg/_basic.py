@@ -80,7 +80,9 @@ def _solve_scalar(a, b, check_finite):
     else:
         if a.item() == 0:
             raise LinAlgError("A singular matrix detected.")
-        x = bm.to(dtype) / a.to(dtype)
+        a, bm = a.to(dtype), bm.to(dtype)
+        # torch-xla 2.9 drops the imaginary part of a complex / complex tensor division
+        x = bm * (a.conj() / (a.real ** 2 + a.imag ** 2)) if a.is_complex() else bm / a
     return x[..., 0] if vec else x
 
 
