@@ -166,15 +166,18 @@ def test_spsolve_of_a_dense_list(lane):
     np.testing.assert_allclose(got, expected, rtol=1e-14)
 
 
-def test_solve_toeplitz_singular_leading_minor_cpu():
-    """SciPy's Levinson recursion raises LinAlgError on a singular leading minor; the CPU
-    lane runs it (other lanes solve the dense system: see solve_toeplitz's docstring)."""
-    y = np.array([1.0, 2.0, 3.0])
-    _paired("cpu", lambda: scipy.linalg.solve_toeplitz([2, 2, 1], y),
-            lambda: trnscipy.linalg.solve_toeplitz([2, 2, 1], y))
-    got, expected = _paired("cpu", lambda: scipy.linalg.solve_toeplitz([4, 1, 0.5], y),
+def test_solve_toeplitz_singular_leading_minor(lane):
+    """SciPy's Levinson recursion raises LinAlgError on a singular leading minor (the
+    matrix itself may be regular): every lane raises it (the CPU runs SciPy's recursion,
+    the others solve the dense system after SciPy's recursion checked c and r)."""
+    y = np.random.RandomState(1234).randn(3)
+    for c in ([2, 2, 1], ([1.0, 2.0, 3.0], [1.0, 1.0, 2.0])):
+        cr = tuple(np.asarray(x) for x in c) if isinstance(c, tuple) else c
+        _paired(lane, lambda cr=cr: scipy.linalg.solve_toeplitz(cr, y),
+                lambda cr=cr: trnscipy.linalg.solve_toeplitz(cr, y))
+    got, expected = _paired(lane, lambda: scipy.linalg.solve_toeplitz([4, 1, 0.5], y),
                             lambda: trnscipy.linalg.solve_toeplitz([4, 1, 0.5], y))
-    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
 
 
 @pytest.mark.parametrize("name", ["solve", "cholesky", "lu_factor", "inv", "eigh"])
@@ -194,3 +197,84 @@ def test_overwrite_flags_never_modify_inputs(lane, name):
             f(a, overwrite_a=True)
     np.testing.assert_array_equal(a, a0)
     np.testing.assert_array_equal(b, b0)
+
+
+def _same(got, expected):
+    """Results equal to SciPy's: values, shapes and dtypes, item by item."""
+    if isinstance(expected, tuple | list):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            _same(g, e)
+        return
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        assert got == expected
+        return
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape and got.dtype == expected.dtype, (got, expected)
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-14)
+
+
+_EMPTY = np.empty
+# SciPy's edge cases (its own test files' scalar, empty and argument checks) that offload
+# answered differently: (name, args, kwargs)
+EDGE_CASES = [
+    ("solve", (1, [1, 2, 3]), {}),
+    ("solve", (0, 1), {}),
+    ("solve", ([[0]], [0, 1]), {}),
+    ("solve", (np.zeros((1, 1)), 1), {}),
+    ("solve", ([[2.0]], [[1.0, 2.0], [3.0, 4.0]]), {}),
+    ("inv", (np.eye(2),), {"assume_a": "kaboom"}),
+    ("det", (_EMPTY((0, 0, 3)),), {}),
+    ("det", (np.array([]),), {}),
+    ("det", (np.array([[]]),), {}),
+    ("lstsq", (np.zeros((4, 0)), np.ones(4)), {}),
+    ("lstsq", (np.zeros((4, 0)), np.ones((4, 2))), {}),
+    ("lstsq", (np.zeros((0, 2)), np.ones(0)), {}),
+    ("qr", (np.zeros((2, 0)),), {"mode": "raw"}),
+    ("qr", (np.zeros((2, 0)),), {"mode": "raw", "pivoting": True}),
+    ("qr", (np.zeros((0, 2)),), {"pivoting": True}),
+    ("qr", (np.zeros((2, 0)), ), {"mode": "economic", "pivoting": True}),
+    ("qr", ([[8, 2, 3], [2, 9, 3], [5, 3, 6]],), {"lwork": 2}),
+    ("qr", (np.ones((5, 3)),), {"lwork": 3}),
+    ("qr", (np.ones((5, 3)),), {"lwork": 3, "mode": "economic"}),
+    ("qr", (np.ones((3, 3)),), {"overwrite_a": {"lwork": 0}}),
+    ("svd", ([[1.0]],), {"lapack_driver": 1.0}),
+    ("lu", (_EMPTY((3, 0), dtype=np.complex64),), {}),
+    ("lu", (_EMPTY((3, 0), dtype=np.complex64),), {"p_indices": True}),
+    ("lu", (_EMPTY((0, 0, 3)),), {}),
+    ("lu", (np.array([]),), {}),
+    ("block_diag", (), {}),
+    ("clarkson_woodruff_transform", (np.arange(40.0).reshape(20, 2), 5), {"seed": 7}),
+]
+
+
+@pytest.mark.parametrize("name,args,kwargs", EDGE_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(EDGE_CASES)])
+def test_scipy_edge_cases_cpu(name, args, kwargs):
+    """Scalar, empty and argument-check cases from SciPy's own tests: SciPy's results
+    (shapes, dtypes, values) and exception types under offload (the lane they failed on;
+    the checks run before any device arithmetic)."""
+    got, expected = _paired("cpu", lambda: getattr(scipy.linalg, name)(*args, **kwargs),
+                            lambda: getattr(trnscipy.linalg, name)(*args, **kwargs))
+    if expected is not None:
+        _same(got, expected)
+
+
+def test_integer_sparse_matrix_to_tfqmr_cpu():
+    """tfqmr converts an int64 matrix itself (A.astype): the CPU lane hands integer
+    containers to SciPy's loop as SciPy sparse, not as its float-only product operator."""
+    A = scipy.sparse.csr_array(np.diag(np.arange(1, 6)) + np.diag(np.ones(4, int), 1))
+    b = np.arange(1.0, 6.0)
+    got, expected = _paired("cpu", lambda: scipy.sparse.linalg.tfqmr(A, b),
+                            lambda: trnscipy.sparse.linalg.tfqmr(A, b))
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-12)
+    assert got[1] == expected[1]
+
+
+def test_solve_with_a_1x1_complex_a(lane):
+    """A 1x1 ``a`` divides b (SciPy's rule) in complex arithmetic on every lane (torch-xla
+    2.9 drops the imaginary part of a complex tensor division)."""
+    a, b = np.array([[2.0 + 1.0j]]), np.array([1.0 + 1.0j, 3.0 - 1.0j])
+    got, expected = _paired(lane, lambda: scipy.linalg.solve(a, b),
+                            lambda: trnscipy.linalg.solve(a, b))
+    np.testing.assert_allclose(got, expected, rtol=1e-14)

@@ -428,7 +428,9 @@ def _solver_operand(value, host_operand, operators):
         return _view(value)
     if (operators and getattr(value, "format", None) in _PARTS
             and getattr(value, "_trnscipy_device_object", False)
+            and (value.data.dtype.is_floating_point or value.data.dtype.is_complex)
             and value.data.dtype in _SUPPORTED):
+        # integer matrices go over as SciPy sparse: solvers convert them (A.astype)
         product = _host_product(value)
         if product.blocks:  # (its own block products: not SciPy's rounding)
             return host_operand(value)

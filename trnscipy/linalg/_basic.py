@@ -5,6 +5,7 @@ Differences from SciPy off the CPU: no LinAlgWarning for ill-conditioned
 solve of the symmetrized / full matrix.
 """
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
@@ -13,10 +14,11 @@ from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy._transfer import tensor_on
+from trnscipy._transfer import tensor_on, to_host
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._validate import (
+    LinAlgError,
     as_matrix,
     as_rhs,
     as_square,
@@ -38,7 +40,14 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
     device = device_of(a, b)
-    a = as_square(a, device, False, small_ints=torch.float64)
+    # SciPy's shapes: a at least 2-D, b at least 1-D, and a 1x1 a divides any b
+    a = as_tensor(a, device, False, small_ints=torch.float64)
+    a = a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
+    b = as_tensor(b, device, False, small_ints=torch.float64)
+    b = b.reshape(1) if b.ndim == 0 else b
+    if a.numel() == 1:
+        return _solve_scalar(a, b, check_finite)
+    a = as_square(a, device, False)
     b, vec, dtype = as_rhs(b, a, device, False, small_ints=torch.float64)
     if check_finite:
         check_finite_(a, b)
@@ -55,6 +64,25 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
                                               transposed=transposed)
 
     x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
+    return x[..., 0] if vec else x
+
+
+def _solve_scalar(a, b, check_finite):
+    """SciPy's solve for a 1x1 ``a``: b / a, whatever b's length."""
+    if check_finite:
+        check_finite_(a, b)
+    vec = b.ndim == 1
+    bm = b.unsqueeze(-1) if vec else b
+    dtype = common_dtype(a, bm, small_ints=torch.float64)
+    batch = torch.broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    if bm.numel() == 0:
+        x = empty(batch + bm.shape[-2:], bm, dtype)
+    else:
+        if a.item() == 0:
+            raise LinAlgError("A singular matrix detected.")
+        a, bm = a.to(dtype), bm.to(dtype)
+        # torch-xla 2.9 drops the imaginary part of a complex / complex tensor division
+        x = bm * (a.conj() / (a.real ** 2 + a.imag ** 2)) if a.is_complex() else bm / a
     return x[..., 0] if vec else x
 
 
@@ -78,11 +106,11 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 @dispatch(_sl.inv)
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
-    if assume_a not in _SOLVE_KINDS:
-        raise ValueError(f"{assume_a} is not a recognized matrix structure")
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
+    if assume_a not in _SOLVE_KINDS:  # SciPy looks the structure up after the checks
+        raise KeyError(assume_a)
     return kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
 
 
@@ -102,7 +130,12 @@ def _wide_result(t):
 @dispatch(_sl.det)
 def det(a, overwrite_a=False, check_finite=True):
     """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
-    a = as_square(a, device_of(a), check_finite)
+    a = as_tensor(a, device_of(a), check_finite)
+    if a.ndim < 2:  # SciPy's messages (its tests match them)
+        raise ValueError("The input array must be at least two-dimensional.")
+    if a.shape[-1] != a.shape[-2]:
+        raise ValueError("Last 2 dimensions of the array must be square but received "
+                         f"shape {tuple(a.shape)}.")
     if a.shape[-1] == 0:
         return _wide_result(torch.ones(a.shape[:-2], dtype=a.dtype, device=a.device))
     return _wide_result(kernel("linalg.det", a.device)(a))
@@ -135,7 +168,10 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
     if a.numel() == 0 or b.numel() == 0:
         x = torch.zeros((a.shape[1],) + tuple(b.shape[1:]), dtype=dtype, device=device)
         real = a.real.dtype if a.is_complex() else a.dtype
-        return x, empty((0,), a, real), 0, empty((0,), a, real)
+        # SciPy: with no unknowns the residues are |b|^2 per column
+        res = (b.abs() ** 2).sum(0).to(real) if a.shape[1] == 0 else \
+            empty((0,), a, real)
+        return x, res, 0, empty((0,), a, real)
     return kernel("linalg.lstsq", device)(a, b, cond=cond, lapack_driver=lapack_driver)
 
 
@@ -216,8 +252,8 @@ def _toeplitz_args(c_or_cr, b, check_finite, square=True):
 @dispatch(_sl.solve_toeplitz, composite=True)
 def solve_toeplitz(c_or_cr, b, check_finite=True):
     """CPU: SciPy's Levinson recursion on views.  Elsewhere the dense Toeplitz matrix
-    (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2),
-    and (differs from SciPy) no LinAlgError where only a leading minor is singular."""
+    (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2);
+    SciPy's LinAlgError where a leading principal minor is singular (see below)."""
     c, r, b = _toeplitz_args(c_or_cr, b, check_finite)
     return kernel("linalg.solve_toeplitz", b.device)(c, r, b)
 
@@ -226,6 +262,12 @@ def solve_toeplitz(c_or_cr, b, check_finite=True):
 def _solve_toeplitz_dense(c, r, b):
     from trnscipy.linalg._special_matrices import toeplitz
 
+    # SciPy raises LinAlgError where its Levinson recursion meets a singular leading
+    # principal minor (which a pivoted dense solve passes): that verdict depends on c and
+    # r only, so SciPy's own recursion decides it on their host copies (2n numbers read,
+    # O(n^2) host work, no right-hand side)
+    ch, rh = to_host(c), to_host(r)
+    _sl.solve_toeplitz((ch, rh), np.zeros(ch.shape[0], dtype=ch.dtype), check_finite=False)
     return solve(toeplitz(c, r), b, check_finite=False)
 
 

@@ -15,15 +15,18 @@ __all__ = ["lu", "lu_factor", "lu_solve"]
 
 @dispatch(_sl.lu)
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
-    a = as_matrix(a, device_of(a), check_finite)
+    a = as_tensor(a, device_of(a), check_finite)
+    if a.ndim < 2:  # SciPy's message (its tests match it)
+        raise ValueError("The input array must be at least two-dimensional.")
     if a.numel() == 0:
         m, n = a.shape[-2:]
         k = min(m, n)
         lo, up = empty(a.shape[:-2] + (m, k), a), empty(a.shape[:-2] + (k, n), a)
         if permute_l:
             return lo, up
-        p = empty(a.shape[:-2] + (m,), a, torch.int32) if p_indices else \
-            empty(a.shape[:-2] + (m, m), a, a.real.dtype if a.is_complex() else a.dtype)
+        # SciPy's empty P has no rows whatever m is: (..., 0) indices or (..., 0, 0)
+        p = empty(a.shape[:-2] + (0,), a, torch.int32) if p_indices else \
+            empty(a.shape[:-2] + (0, 0), a, a.real.dtype if a.is_complex() else a.dtype)
         return p, lo, up
     return kernel("linalg.lu", a.device)(a, permute_l=permute_l, p_indices=p_indices)
 

@@ -1,6 +1,9 @@
 """qr on device tensors: modes full/economic/r/raw; ``pivoting`` runs on the host
 (with DeviceFallbackWarning) off the CPU: torch has no pivoted QR."""
 
+import importlib
+import operator
+
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
@@ -11,6 +14,10 @@ from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
 __all__ = ["qr", "qr_multiply", "rq"]
 
+# the exception SciPy's LAPACK wrappers (f2py) raise for a work size too small
+_LapackError = getattr(importlib.import_module("scipy.linalg._flapack"), "__flapack_error",
+                       ValueError)
+
 
 @dispatch(_sl.qr)
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
@@ -18,19 +25,38 @@ def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_fini
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")
     a = as_matrix(a, device_of(a), check_finite)
     m, n = a.shape[-2:]
-    if a.numel() == 0:
-        k = min(m, n) if mode == "economic" else m
+    _check_lwork(lwork, m, n, mode, pivoting)
+    if overwrite_a:  # SciPy hands a true overwrite_a to LAPACK as an int (TypeError)
+        operator.index(overwrite_a)
+    if a.numel() == 0:  # SciPy's shapes: Q the identity (full) , R and tau of min(m, n)
+        k = min(m, n) if mode in ("economic", "raw") else m
         q, r = empty(a.shape[:-2] + (m, k), a), empty(a.shape[:-2] + (k, n), a)
-        if mode == "economic" and m > 0 and n == 0:
+        if mode in ("economic", "raw") and m > 0 and n == 0:
             q = torch.zeros_like(q)
         elif m > 0:
             q = torch.eye(m, dtype=a.dtype, device=a.device).expand(q.shape).clone()
+        tau = torch.zeros(a.shape[:-2] + (min(m, n),), dtype=a.dtype, device=a.device)
         out = {"full": (q, r), "economic": (q, r), "r": (r,),
-               "raw": ((a.clone(), empty(a.shape[:-2] + (0,), a)), r)}[mode]
+               "raw": ((a.clone(), tau), r)}[mode]
         if pivoting:
-            out = out + (empty(a.shape[:-2] + (n,), a, torch.int32),)
+            p = torch.arange(n, dtype=torch.int32, device=a.device)
+            out = out + (p.expand(a.shape[:-2] + (n,)).clone(),)
         return out
     return kernel("linalg.qr", a.device)(a, mode=mode, pivoting=pivoting)
+
+
+def _check_lwork(lwork, m, n, mode, pivoting):
+    """SciPy's LAPACK work-size rule (its error type): geqrf needs lwork >= n, orgqr the
+    columns of the Q it forms.  trnscipy has no use for lwork beyond that check."""
+    if lwork is None or lwork == -1:
+        return
+    need = [] if pivoting else [("geqrf", n)]
+    if mode in ("full", "economic"):
+        need.append(("orgqr", n if mode == "economic" and m >= n else m))
+    for routine, least in need:
+        if lwork < least:
+            raise _LapackError(f"(lwork>=n||lwork==-1) failed for 1st keyword lwork: "
+                               f"{routine}:lwork={lwork}")
 
 
 @dispatch(_sl.qr_multiply)

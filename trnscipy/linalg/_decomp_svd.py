@@ -19,6 +19,8 @@ def _eye(n, a):
 @dispatch(_sl.svd)
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
         lapack_driver="gesdd"):
+    if not isinstance(lapack_driver, str):
+        raise TypeError("lapack_driver must be a string")
     if lapack_driver not in ("gesdd", "gesvd"):
         raise ValueError(f'lapack_driver must be "gesdd" or "gesvd", not "{lapack_driver}"')
     a = as_matrix(a, device_of(a), check_finite)

@@ -28,7 +28,7 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device
+from trnscipy._transfer import _to_device, tensor_on
 from trnscipy.linalg._validate import device_of
 
 __all__ = ["toeplitz", "circulant", "hankel", "hadamard", "leslie", "block_diag",
@@ -129,6 +129,8 @@ def leslie(f, s):
 @dispatch(_sl.block_diag, composite=True)
 def block_diag(*arrs):
     device = device_of(*arrs)
+    if not arrs:  # SciPy: an empty 1x0 float64 array
+        return tensor_on(np.empty((1, 0)), device)
     arrs = [_raw(a, device) for a in arrs]
     arrs = [a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
             for a in arrs]
