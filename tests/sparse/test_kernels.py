@@ -366,7 +366,7 @@ def test_xla_wide_rows_are_summed_in_slices(xla_device, fmt):
     """Rows of more than _ell.CHUNK entries: the padded axis is summed by slices of at
     most CHUNK (XLA CPU then fuses the gather and the multiply into the sums: one
     kernel, no products written out), no scatter; products paired with SciPy."""
-    from trnscipy._kernels import _ell
+    from trnscipy._kernels import _ell, _plan
 
     host = sp.random_array((24, 300), density=0.25, format="csr", dtype=np.float32,
                            rng=np.random.default_rng(8))
@@ -376,7 +376,7 @@ def test_xla_wide_rows_are_summed_in_slices(xla_device, fmt):
     X = torch.linspace(-1, 1, 600).reshape(300, 2).to(xla_device)
     hlo = _spmv_hlo(A, x)
     assert "scatter" not in hlo
-    width = A.__dict__["_cache_ell"][1].shape[1]  # the slot map's
+    width = _plan.get(A, "xla", "ell", _plan.STRUCTURE)[0].shape[1]  # the slot map's
     assert width > 2 * _ell.CHUNK
     sums = [line for line in hlo.splitlines() if " reduce(" in line]
     assert len(sums) == -(-width // _ell.CHUNK), sums

@@ -16,7 +16,7 @@ from scipy.sparse import _sparsetools as _st
 from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
 from trnscipy._dispatch import offloading
-from trnscipy._kernels import register
+from trnscipy._kernels import _plan, register
 from trnscipy._kernels._generic import bsr_product, dia_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
@@ -119,22 +119,20 @@ def spmm(A, x):
 
 def _host_product(A):
     """``A``'s ``_HostProduct`` on NumPy views of its tensors (the two index arrays in one
-    dtype).  Cached on ``A`` while it holds the same tensor objects; copies
-    (non-contiguous, conjugated or mixed index dtypes) are never cached, so a cached
-    product's views always share memory with ``A``'s tensors (in-place changes show)."""
-    parts = _PART_GETTERS[A.format]
-    cached = A.__dict__.get("_cache_host_product")
-    # (identity by map and attrgetter: 0.2 us; a generator in all() took 1 us of a 13 us SpMV)
-    if cached is not None and all(map(operator.is_, parts(A), cached[0])):
-        return cached[1]
-    tensors = parts(A)
+    dtype).  Kept in ``A``'s plan (``shared``); copies (non-contiguous, conjugated or
+    mixed index dtypes) are never kept, so a kept product's views always share memory
+    with ``A``'s tensors (in-place changes show)."""
+    product = _plan.get(A, "cpu", "host_product", shared=True)
+    if product is not None:
+        return product
+    tensors = _PART_GETTERS[A.format](A)
     views = tuple(_view(t) for t in tensors)
     shared = all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in tensors)
     if len(views) == 3 and views[0].dtype != views[1].dtype:
         views, shared = (views[0], views[1].astype(views[0].dtype), views[2]), False
     product = _HostProduct(A, views)
     if shared:
-        A.__dict__["_cache_host_product"] = (tensors, product)
+        _plan.put(A, "cpu", "host_product", product, shared=True)
     return product
 
 
@@ -326,17 +324,14 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _torch_csr(A):
-    """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; cached while ``A``
-    holds the same ones (contiguous: shared, so in-place changes show)."""
-    cached = A.__dict__.get("_cache_torch_csr")
-    if cached is not None:
-        held = cached[0]
-        if held[0] is A.indptr and held[1] is A.indices and held[2] is A.data:
-            return cached[1]
-    parts = (A.indptr, A.indices, A.data)
-    mat = torch_csr(*parts, A.shape)
-    if all(t.is_contiguous() for t in parts):
-        A.__dict__["_cache_torch_csr"] = (parts, mat)
+    """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; kept in ``A``'s plan
+    where they are contiguous (shared, so in-place changes show)."""
+    mat = _plan.get(A, "cpu", "torch_csr", shared=True)
+    if mat is None:
+        parts = (A.indptr, A.indices, A.data)
+        mat = torch_csr(*parts, A.shape)
+        if all(t.is_contiguous() for t in parts):
+            _plan.put(A, "cpu", "torch_csr", mat, shared=True)
     return mat
 
 

@@ -163,7 +163,7 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
 
 
 @register("prepare_product", "generic")
-def prepare_product(A, host=None):
+def prepare_product(A, host=None, width=None):
     """Nothing to set up: eager devices multiply with the stored layout."""
 
 
