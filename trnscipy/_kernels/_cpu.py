@@ -16,8 +16,8 @@ from scipy.sparse import _sparsetools as _st
 from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
 from trnscipy._dispatch import offloading
-from trnscipy._kernels import _plan, register
-from trnscipy._kernels._generic import bsr_product, dia_product, torch_csr
+from trnscipy._kernels import _generic, _plan, register
+from trnscipy._kernels._generic import bsr_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
               torch.float32, torch.float64, torch.complex64, torch.complex128}
@@ -100,21 +100,31 @@ _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "da
 _PART_GETTERS = {fmt: operator.attrgetter(*names) for fmt, names in _PARTS.items()}
 
 
-@register("spmv", "cpu")
-@register("spmm", "cpu")
-def spmm(A, x):
-    """y = A @ x with SciPy's compiled kernels (same dtype for A and x), or torch's / BLAS's
-    where they are faster (``_HostProduct``)."""
-    if A.data.dtype not in _SUPPORTED:
-        from trnscipy._kernels._generic import spmm as generic
+def _register_product(fmt, generic, index):
+    """Register the CPU ``<fmt>_matvec``/``<fmt>_matvecs``: y = A @ x with SciPy's compiled
+    kernels (same dtype for A and x), or torch's / BLAS's where they are faster
+    (``_HostProduct``).  With autograd: ``_Product`` on the index arrays ``index(A)``, or
+    (``index`` None: BSR, DIA) the generic torch kernel, whose gradients torch derives;
+    dtypes SciPy has no kernel for: the generic kernel."""
 
-        return generic(A, x)
-    if A.data.requires_grad or x.requires_grad:
-        if A.format == "bsr" or A.format == "dia":
-            return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
-        a, b = (A.row, A.col) if A.format == "coo" else (A.indptr, A.indices)
-        return _Product.apply(A.data, x, A.format, a, b, A.shape)
-    return _host_product(A)(A, x)
+    def product(A, x):
+        if A.data.dtype not in _SUPPORTED:
+            return generic(A, x)
+        if A.data.requires_grad or x.requires_grad:
+            if index is None:
+                return generic(A, x)
+            return _Product.apply(A.data, x, fmt, *index(A), A.shape)
+        return _host_product(A)(A, x)
+
+    register(f"{fmt}_matvec", "cpu")(product)
+    register(f"{fmt}_matvecs", "cpu")(product)
+
+
+_register_product("csr", _generic.csr_product, operator.attrgetter("indptr", "indices"))
+_register_product("csc", _generic.csc_product, operator.attrgetter("indptr", "indices"))
+_register_product("coo", _generic.coo_container_product, operator.attrgetter("row", "col"))
+_register_product("bsr", _generic.bsr_product, None)
+_register_product("dia", _generic.dia_product, None)
 
 
 def _host_product(A):
@@ -345,12 +355,13 @@ def _in_host_loop(fn, kwargs):
 
 
 def _torch_spmm(A, x):
-    """A @ x through torch's CPU kernels on one thread: BSR as batched dense block
-    products (bmm) summed per block row, CSR through torch's sparse CSR kernel."""
+    """A @ x through torch's CPU kernels on one thread (``A``'s ``_HostProduct`` chose
+    them): BSR as batched dense block products (bmm) summed per block row, CSR through
+    torch's sparse CSR kernel."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # about 0.3 us each way
     try:
-        if A.format == "bsr":
+        if _host_product(A).blocks:
             return bsr_product(A, x.contiguous())
         return _torch_csr(A) @ x
     finally:

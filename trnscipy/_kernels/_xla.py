@@ -15,9 +15,8 @@ import numpy as np
 import torch
 import torch_xla
 
-from trnscipy._kernels import _ell, _plan, register
+from trnscipy._kernels import _ell, _generic, _plan, register
 from trnscipy._kernels._generic import expand_ptr as _generic_expand_ptr
-from trnscipy._kernels._generic import spmm as _generic_spmm
 from trnscipy.sparse import _sputils as su
 
 
@@ -123,16 +122,37 @@ def prepare_product(A, host=None, width=None):
         _plan.put(A, "xla", "ell_data", parts[2])
 
 
-@register("spmv", "xla")
-@register("spmm", "xla")
-def spmm(A, x):
-    """y = A @ x: over the row-padded layout when ``prepare_product`` chose one."""
+def _entry_product(generic):
+    """The XLA product of a CSR/CSC/COO container: over the row-padded layout when
+    ``prepare_product`` chose one, else ``generic``."""
+
+    def product(A, x):
+        layout = _plan.get(A, "xla", "ell", _plan.STRUCTURE)
+        if layout is None or A.data.dtype == torch.bool:
+            return generic(A, x)
+        return _ell_product(A, x, *layout)
+
+    return product
+
+
+for _fmt, _generic_product in (("csr", _generic.csr_product), ("csc", _generic.csc_product),
+                               ("coo", _generic.coo_container_product)):
+    register(f"{_fmt}_matvec", "xla")(register(f"{_fmt}_matvecs", "xla")(
+        _entry_product(_generic_product)))
+
+
+@register("bsr_matvec", "xla")
+@register("bsr_matvecs", "xla")
+def bsr_product(A, x):
+    """BSR @ x over the padded block-row layout when ``prepare_product`` chose one."""
     layout = _plan.get(A, "xla", "ell", _plan.STRUCTURE)
     if layout is None or A.data.dtype == torch.bool:
-        return _generic_spmm(A, x)
-    slot_map, cols = layout
-    if A.format == "bsr":
-        return _block_product(A, x, slot_map)
+        return _generic.bsr_product(A, x)
+    return _block_product(A, x, layout[0])
+
+
+def _ell_product(A, x, slot_map, cols):
+    """y = A @ x over the row-padded layout: a gather, a multiply, a sum per row."""
     padded = None if A.data.requires_grad else _plan.get(A, "xla", "ell_data")
     if padded is None:  # new values on the same structure, or autograd: padded in the graph
         padded = _ell.pad(A.data, slot_map)

@@ -881,7 +881,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return not runs_on_device(f"trnscipy.sparse.{op}", device_kind(self.device), dtype)
 
     def _matmul(self, other):
-        """self @ other through the kernel seam (spmv, spmm, spgemm)."""
+        """self @ other through the kernel seam: the format's product (``_product_kernel``),
+        or spgemm."""
         m, n = self.shape
         if not isinstance(other, torch.Tensor):  # sparse (dense operands are tensors here)
             if other.shape[0] != n:
@@ -923,12 +924,18 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 return tensor_on(np.asarray(host), self.device)
             if self.dtype != dt:
                 x = other.to(to_torch_dtype(dt)).resolve_conj()
-                return kernel(op, self.device)(self.astype(dt, copy=False), x)
+                A = self.astype(dt, copy=False)
+                return A._product_kernel(ndim)(A, x)
             cast = None if other.dtype == self.data.dtype else self.data.dtype
-            plan = plans[key] = (kernel(op, self.device), cast, other.dtype.is_complex)
+            plan = plans[key] = (self._product_kernel(ndim), cast, other.dtype.is_complex)
         impl, cast, conj = plan
         x = other if cast is None else other.to(cast)
         return impl(self, x.resolve_conj() if conj and x.is_conj() else x)
+
+    def _product_kernel(self, ndim):
+        """The backend's product primitive of this format, as SciPy's format classes call
+        sparsetools' ``<format>_matvec`` (``x`` a vector) or ``<format>_matvecs``."""
+        return kernel(f"{self.format}_matvec{'s' if ndim == 2 else ''}", self.device)
 
     def _rmatmul(self, other):
         if issparse(other):
