@@ -379,7 +379,7 @@ def test_xla_wide_rows_are_summed_in_slices(xla_device, fmt):
     X = torch.linspace(-1, 1, 600).reshape(300, 2).to(xla_device)
     hlo = _spmv_hlo(A, x)
     assert "scatter" not in hlo
-    width = _plan.get(A, "xla", "ell", _plan.STRUCTURE)[0].shape[1]  # the slot map's
+    width = _plan.get(A, "xla", "ell")[0].shape[1]  # the slot map's
     assert width > 2 * _ell.CHUNK
     sums = [line for line in hlo.splitlines() if " reduce(" in line]
     assert len(sums) == -(-width // _ell.CHUNK), sums

@@ -31,20 +31,20 @@ def test_an_entry_lives_while_its_tensors_are_unchanged():
     _plan.put(A, None, "view", "w", shared=True)
     A.data = A.data.clone()  # new values, same structure
     assert _plan.get(A, None, "probe") is None
-    assert _plan.get(A, None, "view", shared=True) is None
-    assert _plan.get(A, None, "pattern", _plan.STRUCTURE) == "p"
+    assert _plan.get(A, None, "view") is None
+    assert _plan.get(A, None, "pattern") == "p"
     A.indices.add_(0)  # an in-place write to the structure
-    assert _plan.get(A, None, "pattern", _plan.STRUCTURE) is None
+    assert _plan.get(A, None, "pattern") is None
     _plan.put(A, None, "pattern", "p", _plan.STRUCTURE)
     _plan.clear(A)
-    assert _plan.get(A, None, "pattern", _plan.STRUCTURE) is None
+    assert _plan.get(A, None, "pattern") is None
 
 
 def test_a_shared_entry_survives_in_place_writes():
     _, A = _csr()
     _plan.put(A, None, "view", "w", shared=True)
     A.data.mul_(3)
-    assert _plan.get(A, None, "view", shared=True) == "w"
+    assert _plan.get(A, None, "view") == "w"
 
 
 def test_products_follow_changed_arrays():
@@ -78,7 +78,7 @@ def test_the_plan_stays_behind_on_a_move(xla_device):
     assert "_plan" in A.__dict__
     B = A.to(xla_device)
     assert B.__dict__.get("_plan") is not A.__dict__["_plan"]
-    assert _plan.get(B, "cpu", "host_product", shared=True) is None
+    assert _plan.get(B, "cpu", "host_product") is None
     x = np.linspace(-1, 1, 20)
     np.testing.assert_allclose((B @ trnscipy.to_device(x, xla_device)).cpu().numpy(),
                                host @ x, rtol=1e-12)

@@ -132,7 +132,7 @@ def _host_product(A):
     dtype).  Kept in ``A``'s plan (``shared``); copies (non-contiguous, conjugated or
     mixed index dtypes) are never kept, so a kept product's views always share memory
     with ``A``'s tensors (in-place changes show)."""
-    product = _plan.get(A, "cpu", "host_product", shared=True)
+    product = _plan.get(A, "cpu", "host_product")
     if product is not None:
         return product
     tensors = _PART_GETTERS[A.format](A)
@@ -336,7 +336,7 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def _torch_csr(A):
     """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; kept in ``A``'s plan
     where they are contiguous (shared, so in-place changes show)."""
-    mat = _plan.get(A, "cpu", "torch_csr", shared=True)
+    mat = _plan.get(A, "cpu", "torch_csr")
     if mat is None:
         parts = (A.indptr, A.indices, A.data)
         mat = torch_csr(*parts, A.shape)

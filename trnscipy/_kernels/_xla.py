@@ -127,7 +127,7 @@ def _entry_product(generic):
     ``prepare_product`` chose one, else ``generic``."""
 
     def product(A, x):
-        layout = _plan.get(A, "xla", "ell", _plan.STRUCTURE)
+        layout = _plan.get(A, "xla", "ell")
         if layout is None or A.data.dtype == torch.bool:
             return generic(A, x)
         return _ell_product(A, x, *layout)
@@ -145,7 +145,7 @@ for _fmt, _generic_product in (("csr", _generic.csr_product), ("csc", _generic.c
 @register("bsr_matvecs", "xla")
 def bsr_product(A, x):
     """BSR @ x over the padded block-row layout when ``prepare_product`` chose one."""
-    layout = _plan.get(A, "xla", "ell", _plan.STRUCTURE)
+    layout = _plan.get(A, "xla", "ell")
     if layout is None or A.data.dtype == torch.bool:
         return _generic.bsr_product(A, x)
     return _block_product(A, x, layout[0])

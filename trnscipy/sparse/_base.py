@@ -908,7 +908,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         # TRNSCIPY_EMULATE can change): prepared per kind while the container holds the
         # same tensors, and per operand dtype, rank and device.
         kind = device_kind(self.data.device)
-        plans = _plan.get(self, kind, "products", shared=True)
+        plans = _plan.get(self, kind, "products")
         if plans is None:
             plans = _plan.put(self, kind, "products", {}, shared=True)
         key = (other.dtype, ndim, other.device)

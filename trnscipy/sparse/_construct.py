@@ -60,7 +60,7 @@ def _finish(result):
         tensors = result
     else:
         tensors = [getattr(result, part) for part in _PARTS.get(result.format, ())]
-        major = _plan.get(result, None, "major", _plan.STRUCTURE)
+        major = _plan.get(result, None, "major")
         if major is not None:  # the row index products gather by
             tensors.append(major)
     if tensors:

@@ -183,7 +183,7 @@ def _schedule(nblocks):
 def symbolic(A):
     """The analysis of ``A``'s pattern (a device CSR/CSC container), kept in ``A``'s plan
     while it holds the same index tensors."""
-    sym = _plan.get(A, None, "lu_symbolic", _plan.STRUCTURE)
+    sym = _plan.get(A, None, "lu_symbolic")
     if sym is not None:
         return sym
     from trnscipy._transfer import to_host

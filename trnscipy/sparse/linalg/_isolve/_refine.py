@@ -114,7 +114,7 @@ class _DFOperator:
 
 def _layout(A):
     """The row-padded layout of a sparse container, kept in its plan (indices read once)."""
-    cached = _plan.get(A, "neuron", "df_layout", _plan.STRUCTURE)
+    cached = _plan.get(A, "neuron", "df_layout")
     if cached is None:
         host = _transfer.to_host
         if A.format in ("csr", "csc"):
