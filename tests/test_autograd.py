@@ -77,7 +77,7 @@ def route(request, monkeypatch):
     if request.param == "device":
         from trnscipy._kernels import _IMPLS, _generic, kernel
 
-        kernel("spmv", torch.device("cpu"))  # load the CPU kernels before replacing some
+        kernel("csr_matvec", torch.device("cpu"))  # load the CPU kernels before replacing some
         for op in ("spsolve", "splu"):
             monkeypatch.setitem(_IMPLS, (f"sparse.linalg.{op}", "cpu"),
                                 _IMPLS[(f"sparse.linalg.{op}", "generic")])

@@ -84,15 +84,15 @@ def device_kind(device):
     return kind
 
 
-_cache_set_up = False
+_compilation_setup_done = False
 
 
 def _setup_cache():
     """The persistent compilation cache, set up when trnscipy first meets an XLA device
     (before it compiles anything there: user tensors reach trnscipy through here)."""
-    global _cache_set_up
-    if not _cache_set_up:
-        _cache_set_up = True
+    global _compilation_setup_done
+    if not _compilation_setup_done:
+        _compilation_setup_done = True
         from trnscipy._cache import setup_xla_cache
 
         setup_xla_cache(neuron="torch_neuronx" in sys.modules or emulating_neuron())

@@ -15,9 +15,14 @@ from tests.sparse.sparse_cases import (
     scipy_case,
     skip_unless_subset,
 )
-from trnscipy._kernels import _generic
+from trnscipy._kernels import _generic, kind_kernel
 
 torch = pytest.importorskip("torch")
+
+
+def _product(kind, A, x):
+    """A @ x by the product primitive of ``A``'s format that device kind ``kind`` has."""
+    return kind_kernel(f"{A.format}_matvec{'s' if x.ndim == 2 else ''}", kind)(A, x)
 
 
 def _dense(rng, shape, dtype):
@@ -49,7 +54,7 @@ def test_generic_kernel_matches_scipy(fmt):
     dev = device_case(host, "cpu")
     rng = np.random.default_rng(2)
     for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 2), "complex128")):
-        assert_same(_generic.spmm(dev, torch.from_numpy(x)), host @ x)
+        assert_same(_product("generic", dev, torch.from_numpy(x)), host @ x)
 
 
 def test_mixed_dtypes_promote_as_numpy():
@@ -124,7 +129,7 @@ def test_gradcheck(fmt, generic):
 
     def f(data, x):
         A = dev._with_data(data, copy=False)
-        return _generic.spmm(A, x) if generic else A @ x
+        return _product("generic", A, x) if generic else A @ x
 
     assert torch.autograd.gradcheck(f, (data, x))
     v = torch.randn(4, dtype=torch.float64, requires_grad=True)
@@ -140,7 +145,7 @@ def test_gradient_values_complex():
     y.abs().pow(2).sum().backward()
     data2 = dev.data.clone().requires_grad_(True)
     x2 = x.detach().clone().requires_grad_(True)
-    y2 = _generic.spmm(dev._with_data(data2, copy=False), x2)
+    y2 = _product("generic", dev._with_data(data2, copy=False), x2)
     y2.abs().pow(2).sum().backward()
     torch.testing.assert_close(x.grad, x2.grad)
     torch.testing.assert_close(data.grad, data2.grad)
@@ -201,15 +206,13 @@ def test_cuda_kernel_code_on_cpu_tensors(fmt):
     none of torch's sparse notices reaching the user (warnings are errors here)."""
     import warnings
 
-    from trnscipy._kernels import _cuda
-
     host = scipy_case(fmt, "array", "complex128")
     dev = device_case(host, "cpu")
     rng = np.random.default_rng(8)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for x in (_dense(rng, 8, "complex128"), _dense(rng, (8, 3), "complex128")):
-            assert_same(_cuda.spmm(dev, torch.from_numpy(x)), host @ x)
+            assert_same(_product("cuda", dev, torch.from_numpy(x)), host @ x)
 
 
 def test_int_matmul_is_numpys_integer_product():
@@ -366,7 +369,7 @@ def test_xla_wide_rows_are_summed_in_slices(xla_device, fmt):
     """Rows of more than _ell.CHUNK entries: the padded axis is summed by slices of at
     most CHUNK (XLA CPU then fuses the gather and the multiply into the sums: one
     kernel, no products written out), no scatter; products paired with SciPy."""
-    from trnscipy._kernels import _ell
+    from trnscipy._kernels import _ell, _plan
 
     host = sp.random_array((24, 300), density=0.25, format="csr", dtype=np.float32,
                            rng=np.random.default_rng(8))
@@ -376,7 +379,7 @@ def test_xla_wide_rows_are_summed_in_slices(xla_device, fmt):
     X = torch.linspace(-1, 1, 600).reshape(300, 2).to(xla_device)
     hlo = _spmv_hlo(A, x)
     assert "scatter" not in hlo
-    width = A.__dict__["_cache_ell"][1].shape[1]  # the slot map's
+    width = _plan.get(A, "xla", "ell")[0].shape[1]  # the slot map's
     assert width > 2 * _ell.CHUNK
     sums = [line for line in hlo.splitlines() if " reduce(" in line]
     assert len(sums) == -(-width // _ell.CHUNK), sums

@@ -1,17 +1,18 @@
 """The kernel seam: one entry point per operation, the implementation chosen by device kind.
 
-Containers and solvers call ``kernel("spmv", device)(...)`` and never branch on
-the device themselves.  Implementations register per kind; a kind without its
-own implementation uses its parent's (neuron -> xla -> generic, cuda -> generic,
-cpu -> generic).  "generic" kernels are plain torch ops that run anywhere.  NKI
-kernels for Trainium plug in here as "neuron" registrations.
+Containers and solvers call ``kernel("csr_matvec", device)(...)`` and never branch on
+the device themselves; a container calls its own format's primitives
+(``<format>_matvec``), so kernels never branch on the format either.  Implementations
+register per kind; a kind without its own implementation uses its parent's (neuron ->
+xla -> generic, cuda -> generic, cpu -> generic).  "generic" kernels are plain torch ops
+that run anywhere.  NKI kernels for Trainium plug in here as "neuron" registrations.
 """
 
 import importlib
 
 from trnscipy._device import device_kind
 
-__all__ = ["register", "kernel"]
+__all__ = ["register", "kernel", "kind_kernel"]
 
 _PARENT = {"neuron": "xla", "xla": "generic", "cuda": "generic", "cpu": "generic"}
 _MODULES = {
@@ -48,11 +49,18 @@ def _load(kind):
 
 def kernel(op, device):
     """The ``op`` implementation for ``device`` (a torch.device)."""
-    kind = device_kind(device)
+    impl = kind_kernel(op, device_kind(device))
+    if impl is None:
+        raise NotImplementedError(f"no {op!r} kernel for device {device}")
+    return impl
+
+
+def kind_kernel(op, kind):
+    """The ``op`` implementation for device kind ``kind`` (or its parent's), else None."""
     while kind is not None:
         _load(kind)
         impl = _IMPLS.get((op, kind))
         if impl is not None:
             return impl
         kind = _PARENT.get(kind)
-    raise NotImplementedError(f"no {op!r} kernel for device {device}")
+    return None

@@ -16,8 +16,8 @@ from scipy.sparse import _sparsetools as _st
 from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
 from trnscipy._dispatch import offloading
-from trnscipy._kernels import register
-from trnscipy._kernels._generic import bsr_product, dia_product, torch_csr
+from trnscipy._kernels import _generic, _plan, register
+from trnscipy._kernels._generic import bsr_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
               torch.float32, torch.float64, torch.complex64, torch.complex128}
@@ -100,41 +100,49 @@ _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "da
 _PART_GETTERS = {fmt: operator.attrgetter(*names) for fmt, names in _PARTS.items()}
 
 
-@register("spmv", "cpu")
-@register("spmm", "cpu")
-def spmm(A, x):
-    """y = A @ x with SciPy's compiled kernels (same dtype for A and x), or torch's / BLAS's
-    where they are faster (``_HostProduct``)."""
-    if A.data.dtype not in _SUPPORTED:
-        from trnscipy._kernels._generic import spmm as generic
+def _register_product(fmt, generic, index):
+    """Register the CPU ``<fmt>_matvec``/``<fmt>_matvecs``: y = A @ x with SciPy's compiled
+    kernels (same dtype for A and x), or torch's / BLAS's where they are faster
+    (``_HostProduct``).  With autograd: ``_Product`` on the index arrays ``index(A)``, or
+    (``index`` None: BSR, DIA) the generic torch kernel, whose gradients torch derives;
+    dtypes SciPy has no kernel for: the generic kernel."""
 
-        return generic(A, x)
-    if A.data.requires_grad or x.requires_grad:
-        if A.format == "bsr" or A.format == "dia":
-            return bsr_product(A, x) if A.format == "bsr" else dia_product(A, x)
-        a, b = (A.row, A.col) if A.format == "coo" else (A.indptr, A.indices)
-        return _Product.apply(A.data, x, A.format, a, b, A.shape)
-    return _host_product(A)(A, x)
+    def product(A, x):
+        if A.data.dtype not in _SUPPORTED:
+            return generic(A, x)
+        if A.data.requires_grad or x.requires_grad:
+            if index is None:
+                return generic(A, x)
+            return _Product.apply(A.data, x, fmt, *index(A), A.shape)
+        return _host_product(A)(A, x)
+
+    register(f"{fmt}_matvec", "cpu")(product)
+    register(f"{fmt}_matvecs", "cpu")(product)
+
+
+_register_product("csr", _generic.csr_product, operator.attrgetter("indptr", "indices"))
+_register_product("csc", _generic.csc_product, operator.attrgetter("indptr", "indices"))
+_register_product("coo", _generic.coo_container_product, operator.attrgetter("row", "col"))
+_register_product("bsr", _generic.bsr_product, None)
+_register_product("dia", _generic.dia_product, None)
 
 
 def _host_product(A):
     """``A``'s ``_HostProduct`` on NumPy views of its tensors (the two index arrays in one
-    dtype).  Cached on ``A`` while it holds the same tensor objects; copies
-    (non-contiguous, conjugated or mixed index dtypes) are never cached, so a cached
-    product's views always share memory with ``A``'s tensors (in-place changes show)."""
-    parts = _PART_GETTERS[A.format]
-    cached = A.__dict__.get("_cache_host_product")
-    # (identity by map and attrgetter: 0.2 us; a generator in all() took 1 us of a 13 us SpMV)
-    if cached is not None and all(map(operator.is_, parts(A), cached[0])):
-        return cached[1]
-    tensors = parts(A)
+    dtype).  Kept in ``A``'s plan (``shared``); copies (non-contiguous, conjugated or
+    mixed index dtypes) are never kept, so a kept product's views always share memory
+    with ``A``'s tensors (in-place changes show)."""
+    product = _plan.get(A, "cpu", "host_product")
+    if product is not None:
+        return product
+    tensors = _PART_GETTERS[A.format](A)
     views = tuple(_view(t) for t in tensors)
     shared = all(t.is_contiguous() and not (t.is_conj() or t.is_neg()) for t in tensors)
     if len(views) == 3 and views[0].dtype != views[1].dtype:
         views, shared = (views[0], views[1].astype(views[0].dtype), views[2]), False
     product = _HostProduct(A, views)
     if shared:
-        A.__dict__["_cache_host_product"] = (tensors, product)
+        _plan.put(A, "cpu", "host_product", product, shared=True)
     return product
 
 
@@ -326,17 +334,14 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _torch_csr(A):
-    """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; cached while ``A``
-    holds the same ones (contiguous: shared, so in-place changes show)."""
-    cached = A.__dict__.get("_cache_torch_csr")
-    if cached is not None:
-        held = cached[0]
-        if held[0] is A.indptr and held[1] is A.indices and held[2] is A.data:
-            return cached[1]
-    parts = (A.indptr, A.indices, A.data)
-    mat = torch_csr(*parts, A.shape)
-    if all(t.is_contiguous() for t in parts):
-        A.__dict__["_cache_torch_csr"] = (parts, mat)
+    """``A`` (CSR) as a torch sparse CSR tensor sharing its tensors; kept in ``A``'s plan
+    where they are contiguous (shared, so in-place changes show)."""
+    mat = _plan.get(A, "cpu", "torch_csr")
+    if mat is None:
+        parts = (A.indptr, A.indices, A.data)
+        mat = torch_csr(*parts, A.shape)
+        if all(t.is_contiguous() for t in parts):
+            _plan.put(A, "cpu", "torch_csr", mat, shared=True)
     return mat
 
 
@@ -350,12 +355,13 @@ def _in_host_loop(fn, kwargs):
 
 
 def _torch_spmm(A, x):
-    """A @ x through torch's CPU kernels on one thread: BSR as batched dense block
-    products (bmm) summed per block row, CSR through torch's sparse CSR kernel."""
+    """A @ x through torch's CPU kernels on one thread (``A``'s ``_HostProduct`` chose
+    them): BSR as batched dense block products (bmm) summed per block row, CSR through
+    torch's sparse CSR kernel."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # about 0.3 us each way
     try:
-        if A.format == "bsr":
+        if _host_product(A).blocks:
             return bsr_product(A, x.contiguous())
         return _torch_csr(A) @ x
     finally:

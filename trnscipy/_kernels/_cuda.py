@@ -8,25 +8,33 @@ import gc
 
 import torch
 
-from trnscipy._kernels import register
-from trnscipy._kernels._generic import spmm as _generic_spmm
+from trnscipy._kernels import _generic, register
 from trnscipy._kernels._generic import torch_csr
 
 _DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 
-@register("spmv", "cuda")
-@register("spmm", "cuda")
-def spmm(A, x):
-    # cuSPARSE refuses more stored entries than the shape holds (duplicates): generic then.
-    usable = (A.format in ("csr", "csc") and A.data.dtype in _DTYPES
-              and A.nnz <= A.shape[0] * A.shape[1]
-              and not (A.data.requires_grad or x.requires_grad))
-    if not usable:
-        return _generic_spmm(A, x)
-    if A.format == "csc":
-        A = A.tocsr()
+def _usable(A, x):
+    """cuSPARSE takes it: a dtype it has, no gradient needed, and no more stored entries
+    than the shape holds (it refuses duplicates beyond that)."""
+    return (A.data.dtype in _DTYPES and A.nnz <= A.shape[0] * A.shape[1]
+            and not (A.data.requires_grad or x.requires_grad))
+
+
+@register("csr_matvec", "cuda")
+@register("csr_matvecs", "cuda")
+def csr_product(A, x):
+    if not _usable(A, x):
+        return _generic.csr_product(A, x)
     return torch_csr(A.indptr, A.indices, A.data, A.shape) @ x
+
+
+@register("csc_matvec", "cuda")
+@register("csc_matvecs", "cuda")
+def csc_product(A, x):
+    if not _usable(A, x):
+        return _generic.csc_product(A, x)
+    return csr_product(A.tocsr(), x)
 
 
 @register("graph_function", "cuda")

@@ -43,15 +43,6 @@ def torch_csr(indptr, indices, data, shape):
                                        check_invariants=False)
 
 
-def _entries(A):
-    """(row, col) of each stored entry of a CSR/CSC/COO container."""
-    if A.format == "csr":
-        return A._major_index(), A.indices
-    if A.format == "csc":
-        return A.indices, A._major_index()
-    return A.row, A.col
-
-
 def coo_product(row, col, data, x, m):
     """sum_k data[k] * x[col[k]] into row[k]: y = A @ x for 1-D or 2-D x."""
     if data.dtype == torch.bool:
@@ -123,16 +114,32 @@ def dia_product(A, x):
     return (xs * (vals.unsqueeze(-1) if x.ndim == 2 else vals)).sum(0)
 
 
-@register("spmv", "generic")
-@register("spmm", "generic")
-def spmm(A, x):
-    """y = A @ x for a device container ``A`` and a 1-D or 2-D tensor ``x`` (same dtype)."""
-    if A.format == "bsr":
-        return bsr_product(A, x)
-    if A.format == "dia":
-        return dia_product(A, x)
-    row, col = _entries(A)
-    return coo_product(row, col, A.data, x, A.shape[0])
+# The per-format products y = A @ x (``x`` a 1-D or 2-D tensor of A's dtype): each
+# format class calls its own, ``<format>_matvec`` for a vector and ``<format>_matvecs``
+# for a matrix (SciPy's sparsetools names); here one function serves both.
+
+@register("csr_matvec", "generic")
+@register("csr_matvecs", "generic")
+def csr_product(A, x):
+    return coo_product(A._major_index(), A.indices, A.data, x, A.shape[0])
+
+
+@register("csc_matvec", "generic")
+@register("csc_matvecs", "generic")
+def csc_product(A, x):
+    return coo_product(A.indices, A._major_index(), A.data, x, A.shape[0])
+
+
+@register("coo_matvec", "generic")
+@register("coo_matvecs", "generic")
+def coo_container_product(A, x):
+    return coo_product(A.row, A.col, A.data, x, A.shape[0])
+
+
+register("bsr_matvec", "generic")(bsr_product)
+register("bsr_matvecs", "generic")(bsr_product)
+register("dia_matvec", "generic")(dia_product)
+register("dia_matvecs", "generic")(dia_product)
 
 
 @register("spgemm", "generic")
@@ -163,7 +170,7 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
 
 
 @register("prepare_product", "generic")
-def prepare_product(A, host=None):
+def prepare_product(A, host=None, width=None):
     """Nothing to set up: eager devices multiply with the stored layout."""
 
 

@@ -15,9 +15,8 @@ import numpy as np
 import torch
 import torch_xla
 
-from trnscipy._kernels import _ell, register
+from trnscipy._kernels import _ell, _generic, _plan, register
 from trnscipy._kernels._generic import expand_ptr as _generic_expand_ptr
-from trnscipy._kernels._generic import spmm as _generic_spmm
 from trnscipy.sparse import _sputils as su
 
 
@@ -81,13 +80,15 @@ def _host_layout(A, host):
 
 
 @register("prepare_product", "xla")
-def prepare_product(A, host=None):
-    """Choose the product layout of a new container and build it with the container.
+def prepare_product(A, host=None, width=None):
+    """Choose the product layout of a new container and build it with the container (in
+    its plan: the slot map and padded minor index as ``("xla", "ell")``, the padded
+    values as ``("xla", "ell_data")``).
 
     ``host`` is the SciPy object ``A`` was copied from: the layout is built on the CPU
     and sent with it (no graph).  Without it, a CSR/BSR container whose validation read
-    gave its widest row (``_cache_row_width``) builds it on the device in one graph
-    execution.  Matrices padded beyond ``_ell.MAX_PADDING`` keep the generic kernel."""
+    gave its widest row (``width``) builds it on the device in one graph execution.
+    Matrices padded beyond ``_ell.MAX_PADDING`` keep the generic kernel."""
     fmt = A.format
     if (fmt not in ("csr", "csc", "coo", "bsr") or len(A.shape) != 2
             or A.data.dtype == torch.bool):
@@ -106,7 +107,6 @@ def prepare_product(A, host=None):
                                slot_map)]
         parts = [su.from_host(t.numpy(), A.device) for t in parts]
     else:
-        width = A.__dict__.get("_cache_row_width")
         if fmt not in ("csr", "bsr") or width is None:
             return
         if not _ell.worth_padding(n_rows, width, stored):
@@ -116,42 +116,45 @@ def prepare_product(A, host=None):
             with torch.no_grad():
                 parts += [_ell.pad(A.indices, parts[0]), _ell.pad(A.data, parts[0])]
         materialize(parts)
-    A.__dict__["_cache_ell"] = (_stamp(A, _STRUCTURE[fmt]), parts[0],
-                                parts[1] if fmt != "bsr" else None)
+    _plan.put(A, "xla", "ell", (parts[0], parts[1] if fmt != "bsr" else None),
+              _plan.STRUCTURE)
     if fmt != "bsr":
-        A.__dict__["_cache_ell_data"] = (_stamp(A, ("data",)), parts[2])
+        _plan.put(A, "xla", "ell_data", parts[2])
 
 
-_STRUCTURE = {"csr": ("indptr", "indices"), "csc": ("indptr", "indices"),
-              "bsr": ("indptr", "indices"), "coo": ("row", "col")}
+def _entry_product(generic):
+    """The XLA product of a CSR/CSC/COO container: over the row-padded layout when
+    ``prepare_product`` chose one, else ``generic``."""
+
+    def product(A, x):
+        layout = _plan.get(A, "xla", "ell")
+        if layout is None or A.data.dtype == torch.bool:
+            return generic(A, x)
+        return _ell_product(A, x, *layout)
+
+    return product
 
 
-def _stamp(A, names):
-    """Which tensors ``A`` holds as ``names`` and their in-place version counters: a
-    layout built from them is valid while the stamp is unchanged."""
-    return tuple((t, t._version) for t in (getattr(A, name) for name in names))
+for _fmt, _generic_product in (("csr", _generic.csr_product), ("csc", _generic.csc_product),
+                               ("coo", _generic.coo_container_product)):
+    register(f"{_fmt}_matvec", "xla")(register(f"{_fmt}_matvecs", "xla")(
+        _entry_product(_generic_product)))
 
 
-def _valid(stamp, A, names):
-    return all(a is b and v == b._version
-               for (a, v), b in zip(stamp, (getattr(A, name) for name in names), strict=True))
+@register("bsr_matvec", "xla")
+@register("bsr_matvecs", "xla")
+def bsr_product(A, x):
+    """BSR @ x over the padded block-row layout when ``prepare_product`` chose one."""
+    layout = _plan.get(A, "xla", "ell")
+    if layout is None or A.data.dtype == torch.bool:
+        return _generic.bsr_product(A, x)
+    return _block_product(A, x, layout[0])
 
 
-@register("spmv", "xla")
-@register("spmm", "xla")
-def spmm(A, x):
-    """y = A @ x: over the row-padded layout when ``prepare_product`` chose one."""
-    layout = A.__dict__.get("_cache_ell")
-    if (layout is None or A.data.dtype == torch.bool
-            or not _valid(layout[0], A, _STRUCTURE[A.format])):
-        return _generic_spmm(A, x)
-    _, slot_map, cols = layout
-    if A.format == "bsr":
-        return _block_product(A, x, slot_map)
-    cached = A.__dict__.get("_cache_ell_data")
-    if cached is not None and not A.data.requires_grad and _valid(cached[0], A, ("data",)):
-        padded = cached[1]
-    else:  # new values on the same structure, or autograd: padded in the graph
+def _ell_product(A, x, slot_map, cols):
+    """y = A @ x over the row-padded layout: a gather, a multiply, a sum per row."""
+    padded = None if A.data.requires_grad else _plan.get(A, "xla", "ell_data")
+    if padded is None:  # new values on the same structure, or autograd: padded in the graph
         padded = _ell.pad(A.data, slot_map)
     gathered = x.index_select(0, cols.reshape(-1)).reshape(tuple(cols.shape)
                                                            + tuple(x.shape[1:]))

@@ -13,7 +13,6 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.distributed import _comm
 from trnscipy.distributed._array import DistributedArray, check_same
@@ -189,7 +188,7 @@ class DistributedMatrix:
         for req in reqs:
             req.wait()
         if self.off is not None:
-            y = y + kernel("spmm", x.device)(self.off, halo)
+            y = y + self.off._product_kernel(halo.ndim)(self.off, halo)
         return y
 
     def rmatvec_local(self, y):
@@ -220,7 +219,7 @@ class DistributedMatrix:
         if block is None:
             return torch.zeros((rows,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
         block = block if _np_dtype(x.dtype) == block.dtype else block.astype(_np_dtype(x.dtype))
-        return kernel("spmm", x.device)(block, x)
+        return block._product_kernel(x.ndim)(block, x)
 
     # ---- SciPy-style operators ---------------------------------------------------------
     def _vector(self, x, offsets):

@@ -23,7 +23,7 @@ from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import _plan, kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, tensor_on
 from trnscipy.sparse import _sputils as su
@@ -288,7 +288,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if device == self.device:
             return self
         moved = {k: (_tensor_to(v, device) if is_torch_array(v) else v)
-                 for k, v in self.__dict__.items() if not k.startswith("_cache")}
+                 for k, v in _plan.without_plan(self.__dict__.items())}
         obj = object.__new__(type(self))
         obj.__dict__.update(moved)
         return obj
@@ -881,7 +881,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return not runs_on_device(f"trnscipy.sparse.{op}", device_kind(self.device), dtype)
 
     def _matmul(self, other):
-        """self @ other through the kernel seam (spmv, spmm, spgemm)."""
+        """self @ other through the kernel seam: the format's product (``_product_kernel``),
+        or spgemm."""
         m, n = self.shape
         if not isinstance(other, torch.Tensor):  # sparse (dense operands are tensors here)
             if other.shape[0] != n:
@@ -904,14 +905,14 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         if ndim > 2 or other.shape[0] != n:
             raise ValueError(f"dimension mismatch: {self.shape} @ {tuple(other.shape)}")
         # The kernel and x's dtype depend only on the dtypes and the device kind (which
-        # TRNSCIPY_EMULATE can change): cached per container while it holds the same
-        # ``data`` on a device of the same kind, and per operand dtype, rank and device.
-        plans = self.__dict__.get("_cache_product_plans")
+        # TRNSCIPY_EMULATE can change): prepared per kind while the container holds the
+        # same tensors, and per operand dtype, rank and device.
         kind = device_kind(self.data.device)
-        if plans is None or plans[0] is not self.data or plans[1] != kind:
-            plans = self.__dict__["_cache_product_plans"] = (self.data, kind, {})
+        plans = _plan.get(self, kind, "products")
+        if plans is None:
+            plans = _plan.put(self, kind, "products", {}, shared=True)
         key = (other.dtype, ndim, other.device)
-        plan = plans[2].get(key)
+        plan = plans.get(key)
         if plan is None:
             if other.device != self.device:
                 raise ValueError(f"operands are on two devices, {self.device} and "
@@ -923,12 +924,18 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 return tensor_on(np.asarray(host), self.device)
             if self.dtype != dt:
                 x = other.to(to_torch_dtype(dt)).resolve_conj()
-                return kernel(op, self.device)(self.astype(dt, copy=False), x)
+                A = self.astype(dt, copy=False)
+                return A._product_kernel(ndim)(A, x)
             cast = None if other.dtype == self.data.dtype else self.data.dtype
-            plan = plans[2][key] = (kernel(op, self.device), cast, other.dtype.is_complex)
+            plan = plans[key] = (self._product_kernel(ndim), cast, other.dtype.is_complex)
         impl, cast, conj = plan
         x = other if cast is None else other.to(cast)
         return impl(self, x.resolve_conj() if conj and x.is_conj() else x)
+
+    def _product_kernel(self, ndim):
+        """The backend's product primitive of this format, as SciPy's format classes call
+        sparsetools' ``<format>_matvec`` (``x`` a vector) or ``<format>_matvecs``."""
+        return kernel(f"{self.format}_matvec{'s' if ndim == 2 else ''}", self.device)
 
     def _rmatmul(self, other):
         if issparse(other):

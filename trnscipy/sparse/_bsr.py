@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as _sp
 
 from trnscipy._dtypes import to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import _plan, kernel
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _register, sparray, spmatrix
@@ -117,11 +117,14 @@ class _bsr_base(_data_matrix):
         if len(arg1) != 3:
             raise TypeError("unrecognized form for bsr constructor")
         data, indices, indptr = arg1
-        self.__dict__.update(self._validate(su.as_tensor(data, device),
-                                            su.as_index(indices, device),
-                                            su.as_index(indptr, device), shape, dtype,
-                                            blocksize, copy))
-        kernel("prepare_product", self.device)(self)
+        parts, major, width = self._validate(su.as_tensor(data, device),
+                                             su.as_index(indices, device),
+                                             su.as_index(indptr, device), shape, dtype,
+                                             blocksize, copy)
+        self.__dict__.update(parts)
+        if major is not None:
+            _plan.put(self, None, "major", major, _plan.STRUCTURE)
+        kernel("prepare_product", self.device)(self, width=width)
 
     def _validate(self, data, indices, indptr, shape, dtype, blocksize, copy):
         if data.ndim != 3:
@@ -166,11 +169,8 @@ class _bsr_base(_data_matrix):
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
         parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
-                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None,
-                 "_cache_row_width": width}
-        if major is not None:
-            parts["_cache_major"] = major.to(idx)
-        return parts
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
+        return parts, None if major is None else major.to(idx), width
 
     # the same (data, indices, indptr) transfer as CSR/CSC; ``data`` holds blocks
     _from_scipy = _cs_matrix.__dict__["_from_scipy"]
@@ -192,13 +192,11 @@ class _bsr_base(_data_matrix):
                                _sorted=self._sorted, _canonical=self._canonical)
 
     def _block_rows(self):
-        cached = self.__dict__.get("_cache_major")
-        if cached is None:
-            cached = kernel("expand_ptr", self.device)(self.indptr, self.data.shape[0])
-            self.__dict__["_cache_major"] = cached
-        return cached
+        """Block row of each stored block; computed once per structure."""
+        return _plan.prepared(self, None, "major", self._expand_ptr, _plan.STRUCTURE)
 
     _major_index = _block_rows
+    _expand_ptr = _cs_matrix._expand_ptr
 
     @property
     def has_sorted_indices(self):
@@ -235,8 +233,7 @@ class _bsr_base(_data_matrix):
         self._canonical = bool(value)
 
     def _rebuild(self, other):
-        for key in [k for k in self.__dict__ if k.startswith("_cache")]:
-            del self.__dict__[key]
+        _plan.clear(self)
         self.__dict__.update(other.__dict__)
 
     def sum_duplicates(self):

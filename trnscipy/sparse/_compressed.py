@@ -3,7 +3,7 @@
 import numpy as np
 
 from trnscipy._dtypes import to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import _plan, kernel
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _CLASSES1D
@@ -60,16 +60,20 @@ class _cs_matrix(_data_matrix):
         shape_1d = shape is not None and len(shape) == 1
         if shape_1d and not one_d:
             raise ValueError(f"shape must have length in (2,). Got new_shape={shape}")
-        parts = self._validate(su.as_tensor(data, device), su.as_index(indices, device),
-                               su.as_index(indptr, device),
-                               (1, shape[0]) if shape_1d else shape, dtype, copy)
+        parts, major, width = self._validate(
+            su.as_tensor(data, device), su.as_index(indices, device),
+            su.as_index(indptr, device), (1, shape[0]) if shape_1d else shape, dtype, copy)
         if shape_1d:  # a 1-D csr_array: the (1, n) structure
             parts["_shape"] = (parts["_shape"][1],)
         self.__dict__.update(parts)
-        kernel("prepare_product", self.device)(self)
+        if major is not None:
+            _plan.put(self, None, "major", major, _plan.STRUCTURE)
+        kernel("prepare_product", self.device)(self, width=width)
 
     def _validate(self, data, indices, indptr, shape, dtype, copy):
-        """Checked parts (one host read); SciPy's messages for bad input."""
+        """Checked parts (one host read; SciPy's messages for bad input), the major index
+        of each entry where the device computes it with the check (else None), and the
+        widest row (CSR; else None)."""
         if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1:
             raise ValueError("data, indices, and indptr should be 1-D")
         if data.shape[0] != indices.shape[0]:
@@ -120,11 +124,10 @@ class _cs_matrix(_data_matrix):
         if copy:
             data, indices, indptr = data.clone(), indices.clone(), indptr.clone()
         parts = {"_shape": shape, "data": data, "indices": indices.to(idx),
-                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None,
-                 "_cache_row_width": width if self.format == "csr" else None}
+                 "indptr": indptr.to(idx), "_sorted": None, "_canonical": None}
         if major is not None:
-            parts["_cache_major"] = (major[:last] if last < length else major).to(idx)
-        return parts
+            major = (major[:last] if last < length else major).to(idx)
+        return parts, major, width if self.format == "csr" else None
 
     @property
     def _minor_name(self):
@@ -141,7 +144,7 @@ class _cs_matrix(_data_matrix):
                              _canonical=flags.get("_has_canonical_format"))
         major = kernel("product_index", device)(sp.indptr, int(stored), device)
         if major is not None:
-            out._cache_major = major
+            _plan.put(out, None, "major", major, _plan.STRUCTURE)
         return out
 
     def to_scipy(self, copy=True):
@@ -160,8 +163,7 @@ class _cs_matrix(_data_matrix):
                                _sorted=self._sorted, _canonical=self._canonical)
 
     def _set(self, data, indices, indptr, sorted_, canonical):
-        for key in [k for k in self.__dict__ if k.startswith("_cache")]:
-            del self.__dict__[key]
+        _plan.clear(self)
         self.data, self.indices, self.indptr = data, indices, indptr
         self._sorted, self._canonical = sorted_, canonical
 
@@ -173,11 +175,10 @@ class _cs_matrix(_data_matrix):
 
     def _major_index(self):
         """Major (row for CSR) index of each stored entry; computed once per object."""
-        cached = self.__dict__.get("_cache_major")
-        if cached is None:
-            cached = kernel("expand_ptr", self.device)(self.indptr, self.nnz)
-            self.__dict__["_cache_major"] = cached
-        return cached
+        return _plan.prepared(self, None, "major", self._expand_ptr, _plan.STRUCTURE)
+
+    def _expand_ptr(self):
+        return kernel("expand_ptr", self.device)(self.indptr, self.data.shape[0])
 
     def _order_flags(self):
         major, minor = self._major_index(), self.indices
@@ -261,10 +262,11 @@ class _cs_matrix(_data_matrix):
         minor_sorted, order = su.sort(self.indices, stable=True)
         indptr = su.compress(minor_sorted, n_minor, self.indptr.dtype)
         other = "csc" if self.format == "csr" else "csr"
-        return self._container(other)._construct(
+        out = self._container(other)._construct(
             self.shape, data=self.data[order], indices=self._major_index()[order],
-            indptr=indptr, _sorted=True, _canonical=self._canonical or None,
-            _cache_major=minor_sorted)
+            indptr=indptr, _sorted=True, _canonical=self._canonical or None)
+        _plan.put(out, None, "major", minor_sorted, _plan.STRUCTURE)
+        return out
 
     def tocsr(self, copy=False):
         if self.format == "csr":

@@ -4,6 +4,7 @@ import numpy as np
 import scipy.sparse as _sp
 
 from trnscipy._dtypes import to_torch_dtype
+from trnscipy._kernels import _plan
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _register, sparray, spmatrix
@@ -118,9 +119,10 @@ class _coo_base(_data_matrix):
         major, minor, data = su.coalesce(major, minor, self.data, n_minor)
         major = major.to(idx)
         indptr = su.compress(major, n_major, idx)
-        return self._container(fmt)._construct(self.shape, data=data, indices=minor.to(idx),
-                                               indptr=indptr, _sorted=True,
-                                               _canonical=True, _cache_major=major)
+        out = self._container(fmt)._construct(self.shape, data=data, indices=minor.to(idx),
+                                              indptr=indptr, _sorted=True, _canonical=True)
+        _plan.put(out, None, "major", major, _plan.STRUCTURE)
+        return out
 
     def tocsr(self, copy=False):
         """CSR with duplicates summed (as SciPy)."""

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as _sp
 
 from trnscipy._errors import fallback
+from trnscipy._kernels import _plan
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _CLASSES1D, issparse
@@ -301,11 +302,16 @@ class _coo_array_1d(_oned, coo_array):
 
 
 def _csr_parts(A):
-    """The CSR tensors and flags of ``A`` (with its row index, if computed)."""
-    parts = {k: A.__dict__[k] for k in ("data", "indices", "indptr", "_sorted", "_canonical")}
-    if A.__dict__.get("_cache_major") is not None:
-        parts["_cache_major"] = A.__dict__["_cache_major"]
-    return parts
+    """The CSR tensors and flags of ``A``."""
+    return {k: A.__dict__[k] for k in ("data", "indices", "indptr", "_sorted", "_canonical")}
+
+
+def _same_csr(cls, shape, A):
+    """A ``cls`` container of ``shape`` on ``A``'s CSR tensors (with its row index, if
+    computed)."""
+    out = cls._construct(shape, **_csr_parts(A))
+    _plan.carry(A, out, "major")
+    return out
 
 
 class _csr_array_1d(_oned, csr_array):
@@ -316,10 +322,10 @@ class _csr_array_1d(_oned, csr_array):
         if A.shape[0] != 1:
             A = A.tocoo(copy=False).transpose()
         A = A.tocsr(copy=False)
-        return cls._construct((A.shape[1],), **_csr_parts(A))
+        return _same_csr(cls, (A.shape[1],), A)
 
     def _2d(self):
-        return csr_array._construct((1, self.shape[0]), **_csr_parts(self))
+        return _same_csr(csr_array, (1, self.shape[0]), self)
 
     def sort_indices(self):
         self._inplace("sort_indices")

@@ -31,7 +31,7 @@ def route(request, monkeypatch):
     if request.param == "device":
         from trnscipy._kernels import _IMPLS, kernel
 
-        kernel("spmv", torch.device("cpu"))
+        kernel("csr_matvec", torch.device("cpu"))
         for op in _OPS:
             monkeypatch.setitem(_IMPLS, (f"sparse.linalg.{op}", "cpu"),
                                 _IMPLS[(f"sparse.linalg.{op}", "generic")])
@@ -551,7 +551,7 @@ def test_spilu_is_ilu_on_its_pattern():
     solve(trans) applies (Pr^T L U)^-1 and its transposes."""
     from trnscipy._kernels import _IMPLS, kernel
 
-    kernel("spmv", torch.device("cpu"))
+    kernel("csr_matvec", torch.device("cpu"))
     generic = _IMPLS[("sparse.linalg.splu", "generic")]
     for a, ff in ((poisson2d(5), 10), (needs_pivoting(12), 10), (convdiff(5), 1)):
         for dtype in (np.float64, np.complex128):

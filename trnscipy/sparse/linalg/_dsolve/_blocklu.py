@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as _sp
 from scipy.sparse import csgraph as _csgraph
 
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import _plan, kernel, register
 from trnscipy._torch import torch
 
 __all__ = ["Symbolic", "symbolic", "factor", "solve"]
@@ -189,21 +189,21 @@ def _schedule(nblocks):
 
 
 def symbolic(A):
-    """The analysis of ``A``'s pattern (a device CSR/CSC container), cached on ``A``
+    """The analysis of ``A``'s pattern (a device CSR/CSC container), kept in ``A``'s plan
     while it holds the same index tensors."""
-    a, b = A.indptr, A.indices
-    cached = A.__dict__.get("_cache_lu_symbolic")
-    if cached is not None and cached[0] is a and cached[1] is b:
-        return cached[2]
+    sym = _plan.get(A, None, "lu_symbolic")
+    if sym is not None:
+        return sym
     from trnscipy._transfer import to_host
+
+    a, b = A.indptr, A.indices
 
     indptr = to_host(a).astype(np.int64)
     major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     minor = to_host(b).astype(np.int64)
     row, col = (major, minor) if A.format == "csr" else (minor, major)
     sym = Symbolic(A.shape[0], row, col)
-    A.__dict__["_cache_lu_symbolic"] = (a, b, sym)
-    return sym
+    return _plan.put(A, None, "lu_symbolic", sym, _plan.STRUCTURE)
 
 
 # ---- dense batched kernels (device) -----------------------------------------------------------

@@ -185,7 +185,7 @@ def _depth(sym):
 def symbolic(A, fill_factor):
     """The analysis of ``A``'s pattern, cached on ``A`` per ``fill_factor``."""
     return _triangular.pattern_analysis(
-        A, "_cache_ilu_symbolic", fill_factor,
+        A, "ilu_symbolic", fill_factor,
         lambda n, row, col: IluSymbolic(n, row, col, fill_factor))
 
 

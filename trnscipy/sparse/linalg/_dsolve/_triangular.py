@@ -17,7 +17,7 @@ ignored).
 
 import numpy as np
 
-from trnscipy._kernels import kernel
+from trnscipy._kernels import _plan, kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
@@ -119,25 +119,22 @@ def _levels(n, erow, ecol):
 
 def pattern_analysis(A, name, key, analyse):
     """``analyse(n, row, col)`` of the pattern of ``A`` (a device CSR/CSC container), read
-    to the host once and cached on ``A`` under (``name``, ``key``) while it holds the same
-    index tensors."""
-    a, b = A.indptr, A.indices
-    cache = A.__dict__.setdefault(name, {})
-    hit = cache.get(key)
-    if hit is not None and hit[0] is a and hit[1] is b:
-        return hit[2]
-    indptr = to_host(a).astype(np.int64)
-    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-    minor = to_host(b).astype(np.int64)
-    row, col = (major, minor) if A.format == "csr" else (minor, major)
-    result = analyse(A.shape[0], row, col)
-    cache[key] = (a, b, result)
-    return result
+    to the host once and kept in ``A``'s plan as (``name``, ``key``) while it holds the
+    same index tensors."""
+
+    def build():
+        indptr = to_host(A.indptr).astype(np.int64)
+        major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        minor = to_host(A.indices).astype(np.int64)
+        row, col = (major, minor) if A.format == "csr" else (minor, major)
+        return analyse(A.shape[0], row, col)
+
+    return _plan.prepared(A, None, (name, key), build, _plan.STRUCTURE)
 
 
 def schedule(A, lower):
     """The level schedule of ``A``'s triangle, cached on A."""
-    return pattern_analysis(A, "_cache_triangular", lower,
+    return pattern_analysis(A, "triangular", lower,
                             lambda n, row, col: _Schedule(n, row, col, lower))
 
 

@@ -40,7 +40,7 @@ from scipy.sparse.linalg import _interface as _si
 
 from trnscipy import _transfer
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, _plan, kernel, register
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import check_atol, check_x0, host_value
 
@@ -63,8 +63,8 @@ def _parts(t):
 
 
 def _df_operator(A):
-    """The ``_DFOperator`` of ``A``, cached on a sparse container while its data tensor
-    is the same, unchanged (the float32 copy, its product plans and the double-float
+    """The ``_DFOperator`` of ``A``, kept in a sparse container's plan while its tensors
+    are the same, unchanged (the float32 copy, its product plans and the double-float
     layout are then built once, not per call or refinement step)."""
     from trnscipy.sparse.linalg._interface import MatrixLinearOperator
 
@@ -72,12 +72,7 @@ def _df_operator(A):
         A = A.A
     if getattr(A, "format", None) not in ("csr", "csc", "coo", "bsr", "dia"):
         return _DFOperator(A)
-    with torch._C.DisableTorchFunctionSubclass():
-        key = (id(A.data), A.data._version)
-    cached = A.__dict__.get("_cache_df_operator")
-    if cached is None or cached[0] != key:
-        cached = A.__dict__["_cache_df_operator"] = (key, _DFOperator(A))
-    return cached[1]
+    return _plan.prepared(A, "neuron", "df_operator", lambda: _DFOperator(A))
 
 
 class _DFOperator:
@@ -119,8 +114,8 @@ class _DFOperator:
 
 
 def _layout(A):
-    """The row-padded layout of a sparse container, cached on it (indices read once)."""
-    cached = A.__dict__.get("_cache_df_layout")
+    """The row-padded layout of a sparse container, kept in its plan (indices read once)."""
+    cached = _plan.get(A, "neuron", "df_layout")
     if cached is None:
         host = _transfer.to_host
         if A.format in ("csr", "csc"):
@@ -132,7 +127,7 @@ def _layout(A):
         else:
             index = (A._offsets_host, A.data.shape[1])
         cached = _df.row_padded(A.shape, A.format, index, A.data.device)
-        A.__dict__["_cache_df_layout"] = cached
+        _plan.put(A, "neuron", "df_layout", cached, _plan.STRUCTURE)
     return cached
 
 
