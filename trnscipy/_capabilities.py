@@ -85,7 +85,8 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
        "scipy.sparse.linalg._eigen.lobpcg.lobpcg.lobpcg",
-       "scipy.sparse.linalg._eigen._svds.svds"])
+       "scipy.sparse.linalg._eigen._svds.svds",
+       "scipy.sparse.linalg._isolve.lsqr.lsqr", "scipy.sparse.linalg._isolve.lsmr.lsmr"])
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),
