@@ -86,7 +86,9 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
        "scipy.sparse.linalg._eigen.lobpcg.lobpcg.lobpcg",
        "scipy.sparse.linalg._eigen._svds.svds",
-       "scipy.sparse.linalg._isolve.lsqr.lsqr", "scipy.sparse.linalg._isolve.lsmr.lsmr"])
+       "scipy.sparse.linalg._isolve.lsqr.lsqr", "scipy.sparse.linalg._isolve.lsmr.lsmr",
+       "scipy.sparse.linalg._expm_multiply.expm_multiply",
+       "scipy.sparse.linalg._norm.norm"])
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),

@@ -39,5 +39,6 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
 from trnscipy.sparse.linalg._matfuncs import expm, inv, matrix_power  # noqa: F401
 from trnscipy.sparse.linalg._norm import norm  # noqa: F401
 from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
+from trnscipy.sparse.linalg import _refine_norm  # noqa: F401  (the neuron norm kernel)
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

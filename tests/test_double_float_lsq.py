@@ -1,0 +1,77 @@
+"""float64 least squares and matrix functions on an emulated Neuron device (issue 27,
+item 3): float32 arithmetic only, compared with SciPy in float64."""
+
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+
+from tests.test_double_float import COUNTS, _recorded
+
+torch = pytest.importorskip("torch")
+
+
+def _rel(got, want):
+    return np.linalg.norm(got - want) / np.linalg.norm(want)
+
+
+def _lsq_case(name, m, n, damp, monkeypatch):
+    """float64 lsqr/lsmr offloaded: x against SciPy's at tight tolerances and against the
+    exact damped least-squares solution; SciPy's tuple; no float64 op on the device."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = sp.random_array((m, n), density=0.01 if m > 1000 else 0.1, rng=0, format="csr")
+    b = np.random.default_rng(1).standard_normal(m)
+    kw = {"atol": 1e-12, "btol": 1e-12, "damp": damp}
+
+    def run():
+        with trnscipy.offload("xla"):
+            return getattr(tsl, name)(A, b, **kw)
+
+    t0 = time.perf_counter()
+    out, ops = _recorded(run)
+    wall = time.perf_counter() - t0
+    assert ops == []
+    ref = getattr(spl, name)(A, b, **kw)
+    assert len(out) == len(ref)
+    x = out[0]
+    assert x.dtype == np.float64 and x.shape == (n,)
+    exact = np.linalg.lstsq(np.vstack([A.toarray(), damp * np.eye(n)]),
+                            np.concatenate([b, np.zeros(n)]), rcond=None)[0]
+    err, err_scipy = _rel(x, exact), _rel(ref[0], exact)
+    agree = _rel(x, ref[0])
+    assert agree <= 1e-8, agree
+    assert err <= max(1e-12, err_scipy), (err, err_scipy)
+    assert out[1] in (1, 2)
+    r = b - A @ x
+    normr = np.hypot(np.linalg.norm(r), damp * np.linalg.norm(x))
+    if name == "lsqr":
+        assert abs(out[3] - np.linalg.norm(r)) <= 1e-12 * normr
+        assert abs(out[4] - normr) <= 1e-12 * normr
+    else:
+        assert abs(out[3] - normr) <= 1e-12 * normr
+    c = COUNTS[0]
+    print(f"\n{name} {m}x{n} damp={damp}: error vs SciPy {agree:.1e}, vs exact {err:.1e} "
+          f"(SciPy's {err_scipy:.1e}) istop {out[1]} itn {out[2]} (SciPy {ref[2]}) "
+          f"compilations {c.compilations} executions {c.executions} wall {wall:.0f} s")
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name,damp", [
+    ("lsqr", 0.0), pytest.param("lsmr", 0.5, marks=pytest.mark.slow),
+    pytest.param("lsqr", 0.5, marks=pytest.mark.slow),
+    pytest.param("lsmr", 0.0, marks=pytest.mark.slow)])
+def test_lsq_float64_small(name, damp, emulate_neuron, monkeypatch):
+    _lsq_case(name, 300, 80, damp, monkeypatch)
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+@pytest.mark.parametrize("damp", [0.0, 0.1])
+@pytest.mark.parametrize("name", ["lsqr", "lsmr"])
+def test_lsq_float64_3000x800(name, damp, emulate_neuron, monkeypatch):
+    _lsq_case(name, 3000, 800, damp, monkeypatch)
