@@ -75,3 +75,89 @@ def test_lsq_float64_small(name, damp, emulate_neuron, monkeypatch):
 @pytest.mark.parametrize("name", ["lsqr", "lsmr"])
 def test_lsq_float64_3000x800(name, damp, emulate_neuron, monkeypatch):
     _lsq_case(name, 3000, 800, damp, monkeypatch)
+
+
+def _laplacian(n):
+    """A random graph's Laplacian (symmetric, about 8 neighbours a vertex)."""
+    W = sp.random_array((n, n), density=min(1.0, 8 / n), rng=0, format="csr")
+    W = W + W.T
+    return (sp.diags_array(np.asarray(W.sum(axis=1)).ravel()) - W).tocsr()
+
+
+def _expm_case(n, monkeypatch, k=None):
+    """float64 expm_multiply(-L, b) offloaded: SciPy's series in double-float."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    L = _laplacian(n)
+    rng = np.random.default_rng(1)
+    b = rng.standard_normal(n) if k is None else rng.standard_normal((n, k))
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tsl.expm_multiply(-L, b)
+
+    t0 = time.perf_counter()
+    x, ops = _recorded(run)
+    wall = time.perf_counter() - t0
+    assert ops == []
+    ref = spl.expm_multiply(-L, b)
+    assert x.dtype == np.float64 and x.shape == ref.shape
+    err = _rel(x, ref)
+    assert err <= 1e-10, err
+    c = COUNTS[0]
+    print(f"\nexpm_multiply n={n} k={k}: error vs SciPy {err:.1e} compilations "
+          f"{c.compilations} executions {c.executions} wall {wall:.0f} s")
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("k", [None, pytest.param(3, marks=pytest.mark.slow)])
+def test_expm_multiply_float64_small(k, emulate_neuron, monkeypatch):
+    _expm_case(200, monkeypatch, k)
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+def test_expm_multiply_float64_2000(emulate_neuron, monkeypatch):
+    _expm_case(2000, monkeypatch)
+
+
+NORMS = [{}, {"ord": 1}, {"ord": np.inf}, {"ord": -1}, {"ord": -np.inf}, {"ord": 1, "axis": 0},
+         {"ord": 2, "axis": 1}, {"ord": np.inf, "axis": 1}, {"axis": 0},
+         {"ord": "fro", "axis": (1, 0)}]
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("fmt", ["csr", pytest.param("csc", marks=pytest.mark.slow)])
+def test_norm_float64(fmt, emulate_neuron, monkeypatch):
+    """float64 sparse norm offloaded: double-float sums against SciPy's float64 norms."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = sp.random_array((50, 40), density=0.2, rng=0, format=fmt)
+    A.data -= 0.5
+    for kw in NORMS:
+        def run(kw=kw):
+            with trnscipy.offload("xla"):
+                return tsl.norm(A, **kw)
+
+        got, ops = _recorded(run)
+        ref = spl.norm(A, **kw)
+        assert ops == []
+        assert np.shape(got) == np.shape(ref) and np.asarray(got).dtype == np.float64
+        assert np.max(np.abs(got - ref)) <= 1e-14 * np.max(np.abs(ref)), kw
+
+
+@pytest.mark.xla
+def test_norm_float64_duplicates_on_host(emulate_neuron, monkeypatch):
+    """Duplicate entries (|a + b| is not |a| + |b|): the host, announced."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    B = sp.csr_array((np.array([1.0, -3.0, 2.0]), np.array([0, 0, 1]), np.array([0, 2, 3])),
+                     shape=(2, 2))
+    with pytest.warns(trnscipy.DeviceFallbackWarning), trnscipy.offload("xla"):
+        got = tsl.norm(B, 1)
+    assert got == spl.norm(B, 1)

@@ -3,6 +3,7 @@
 import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
+from trnscipy.sparse.linalg import _refine_norm  # noqa: F401  (the neuron norm kernel)
 from trnscipy.sparse.linalg._dsolve import (  # noqa: F401
     factorized,
     spilu,
@@ -39,6 +40,5 @@ from trnscipy.sparse.linalg._isolve import (  # noqa: F401
 from trnscipy.sparse.linalg._matfuncs import expm, inv, matrix_power  # noqa: F401
 from trnscipy.sparse.linalg._norm import norm  # noqa: F401
 from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
-from trnscipy.sparse.linalg import _refine_norm  # noqa: F401  (the neuron norm kernel)
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)

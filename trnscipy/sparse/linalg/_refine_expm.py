@@ -70,7 +70,6 @@ def expm_multiply(scipy_func, device_func, args, kwargs):
     if not isinstance(B, torch.Tensor):
         B = _transfer.tensor_on(np.asarray(B, dtype=np.float64), device)
     n0 = _check(A, B)
-    n = A.shape[0]
     Bp = _parts(B)
     traceA = p["traceA"]
     trace = float(traceA) if traceA is not None else _trace(A, op)
