@@ -161,3 +161,32 @@ def test_norm_float64_duplicates_on_host(emulate_neuron, monkeypatch):
     with pytest.warns(trnscipy.DeviceFallbackWarning), trnscipy.offload("xla"):
         got = tsl.norm(B, 1)
     assert got == spl.norm(B, 1)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("kw", [{}, pytest.param({"t": 3, "compute_v": True, "compute_w": True},
+                                                  marks=pytest.mark.slow)])
+def test_onenormest_float64(kw, emulate_neuron, monkeypatch):
+    """float64 onenormest offloaded: SciPy's estimator (same random draws) with
+    double-float products: the estimate, v and w as SciPy's."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = sp.random_array((60, 60), density=0.2, rng=0, format="csr")
+    A.data -= 0.3
+    np.random.seed(5)
+    ref = spl.onenormest(A, **kw)
+
+    def run():
+        np.random.seed(5)
+        with trnscipy.offload("xla"):
+            return tsl.onenormest(A, **kw)
+
+    got, ops = _recorded(run)
+    assert ops == []
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    got = got if isinstance(got, tuple) else (got,)
+    for g, r in zip(got, ref, strict=True):
+        assert np.asarray(g).dtype == np.float64
+        assert np.max(np.abs(g - r)) <= 1e-14 * np.max(np.abs(r))
