@@ -1,5 +1,6 @@
-"""float64 sparse ``norm`` on a Neuron device: double-float sums of the stored values (the
-'neuron' registration of the ``sparse.linalg.norm`` kernel).
+"""float64 sparse ``norm`` and ``onenormest`` on a Neuron device: double-float sums of the
+stored values, and the 1-norm estimator with double-float products (the 'neuron'
+registrations of the ``sparse.linalg.norm`` and ``sparse.linalg.onenormest`` kernels).
 
 The device has no float64 arithmetic; a float64 container there holds its values exactly
 as double-float pairs (``trnscipy._transfer.df_parts``).  The stored values of each row
@@ -9,7 +10,9 @@ the index structure) and summed by double-float trees: ``|a|`` sums for ord 1 / 
 (``_df.norm``, scaled), the largest ``|a|`` for the axis form ord=inf; maxima and minima
 compare the pairs.  Covered: CSR/CSC containers in canonical format (no duplicate
 entries: |a + b| is not |a| + |b|); other formats, duplicates and the remaining orders run
-on the host, announced.
+on the host, announced.  ``onenormest``: float64 matrices (sparse containers, dense
+tensors); a float64 LinearOperator runs the device estimator on its float32 products, as
+on XLA.
 """
 
 import numpy as np
