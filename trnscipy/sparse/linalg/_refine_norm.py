@@ -11,8 +11,7 @@ the index structure) and summed by double-float trees: ``|a|`` sums for ord 1 / 
 compare the pairs.  Covered: CSR/CSC containers in canonical format (no duplicate
 entries: |a + b| is not |a| + |b|); other formats, duplicates and the remaining orders run
 on the host, announced.  ``onenormest``: float64 matrices (sparse containers, dense
-tensors); a float64 LinearOperator runs the device estimator on its float32 products, as
-on XLA.
+tensors); a float64 operator given by functions runs on the host, announced.
 """
 
 import numpy as np
@@ -119,13 +118,21 @@ def _extreme(pair, largest, dim=0):
 @register("sparse.linalg.onenormest", "neuron")
 def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
     """float64 matrices: the double-float estimator below; everything else as on XLA."""
+    from trnscipy._dispatch import call_device
+    from trnscipy._dtypes import to_numpy_dtype
     from trnscipy.sparse.linalg._onenormest import _onenormest
 
     dtype = A.data.dtype if getattr(A, "format", None) in ("csr", "csc", "coo", "bsr", "dia") \
         else getattr(A, "dtype", None)
-    matrix = isinstance(A, torch.Tensor) or getattr(A, "_trnscipy_device_object", False)
-    if dtype != torch.float64 or not matrix:
+    if dtype is None or to_numpy_dtype(dtype) != np.float64:
         return _onenormest(A, t, itmax, compute_v, compute_w)
+    if type(A).__name__ == "MatrixLinearOperator":  # aslinearoperator of a matrix
+        A = A.A
+    if not (isinstance(A, torch.Tensor) or getattr(A, "format", None) is not None):
+        return _on_host(_scipy.onenormest, {"A": A, "t": t, "itmax": itmax,
+                                            "compute_v": compute_v, "compute_w": compute_w},
+                        f"a {type(A).__name__} operator has no double-float product",
+                        device=call_device((A,)))
     if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
         raise ValueError("expected the operator to act like a square matrix")
     return _df_onenormest(A, t, itmax, compute_v, compute_w)
