@@ -151,7 +151,9 @@ def _series(op, B, t, mu, m_star, s, device):
         if m_star:
             j0 = torch.zeros((1,), dtype=torch.int64).to(device)
             state = (B[0], B[1], F[0], F[1], _inf_norm(B[0]), j0)
-            out = run(step, state, m_star, device, block=None, peel=None, loop=True)[0]
+            # block=1: one While to the stop flag whatever m* (a block of unrolled
+            # double-float terms compiles for minutes)
+            out = run(step, state, m_star, device, block=1, peel=None, loop=True)[0]
             F = (out[2], out[3])
         F = _df.mul(view(eta), F)
         B = F
