@@ -68,8 +68,9 @@ _HOST_SUPERLU = frozenset({"scipy.sparse.linalg.SuperLU.solve",
                            "scipy.sparse.linalg.SuperLU.L"})
 
 # Operations with a double-float method on Neuron (sparse/linalg/_isolve/_refine.py,
-# sparse/linalg/_dsolve/_refine.py, linalg/_refine.py): float32 factorizations and solves
-# plus double-float refinement.
+# _refine_lsq.py, sparse/linalg/_dsolve/_refine.py, _eigen/_refine.py, linalg/_refine.py:
+# float32 factorizations and solves plus double-float refinement; sparse/linalg/
+# _refine_expm.py, _refine_norm.py: the computation itself in double-float).
 _DOUBLE_FLOAT = frozenset(
     [f"scipy.sparse.linalg._isolve.iterative.{name}"
      for name in ("cg", "bicg", "bicgstab", "cgs", "gmres", "qmr")]
@@ -85,7 +86,10 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
        "scipy.sparse.linalg._eigen.lobpcg.lobpcg.lobpcg",
-       "scipy.sparse.linalg._eigen._svds.svds"])
+       "scipy.sparse.linalg._eigen._svds.svds",
+       "scipy.sparse.linalg._isolve.lsqr.lsqr", "scipy.sparse.linalg._isolve.lsmr.lsmr",
+       "scipy.sparse.linalg._expm_multiply.expm_multiply",
+       "scipy.sparse.linalg._norm.norm", "scipy.sparse.linalg._onenormest.onenormest"])
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),

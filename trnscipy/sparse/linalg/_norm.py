@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 
@@ -40,6 +41,12 @@ def _issparse(x):
 def norm(x, ord=None, axis=None):
     if not _issparse(x):
         raise TypeError("input is not sparse. use numpy.linalg.norm")
+    return kernel("sparse.linalg.norm", x.device)(x, ord, axis)
+
+
+@register("sparse.linalg.norm", "generic")
+def _norm(x, ord=None, axis=None):
+    """norm with the containers' methods (on Neuron, float64: ``_refine_norm``)."""
     if axis is None and ord in (None, "fro", "f"):
         return _frobenius(x)
     v118 = scipy_at_least(1, 18)

@@ -13,6 +13,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import call_device, dispatch
 from trnscipy._dtypes import absolute
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 
@@ -135,6 +136,13 @@ def _core(A, t, itmax):
 
 @dispatch(_scipy.onenormest)
 def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
+    device = call_device((A,))
+    return kernel("sparse.linalg.onenormest", device)(A, t, itmax, compute_v, compute_w)
+
+
+@register("sparse.linalg.onenormest", "generic")
+def _onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
+    """onenormest on the device operator (on Neuron, float64 matrices: ``_refine_norm``)."""
     device = call_device((A,))
     A = _operator(A, device)
     if A.shape[0] != A.shape[1]:

@@ -81,10 +81,11 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     return _lobpcg(device_func, p)
 
 
-def _on_host(scipy_func, p, reason):
+def _on_host(scipy_func, p, reason, device=None):
+    """SciPy's ``scipy_func`` on host copies of the arguments ``p``, announced; results
+    back on ``device`` (default: A's)."""
     fallback(f"scipy.sparse.linalg.{scipy_func.__name__}", reason, stacklevel=7)
-    A = p["A"]
-    device = A.device
+    device = p["A"].device if device is None else device
     host = {k: _transfer.to_host(v) if isinstance(v, torch.Tensor) or getattr(
         v, "_trnscipy_device_object", False) else v for k, v in p.items()}
     out = scipy_func(**host)

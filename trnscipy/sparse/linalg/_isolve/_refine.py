@@ -32,6 +32,7 @@ see float32 tensors.  A ``LinearOperator`` given by user functions as ``A`` has 
 double-float product: it runs on SciPy on the host, announced.
 """
 
+import importlib
 import inspect
 import math
 
@@ -157,6 +158,14 @@ _REFINED = frozenset({"cg", "bicg", "bicgstab", "cgs", "gmres", "lgmres", "gcrot
                       "qmr", "tfqmr"})
 
 
+# The other solvers of the krylov kernel with a double-float method, by module (imported
+# on use: they import this one).
+_ELSEWHERE = {
+    "lsqr": ("trnscipy.sparse.linalg._isolve._refine_lsq", "least_squares"),
+    "lsmr": ("trnscipy.sparse.linalg._isolve._refine_lsq", "least_squares"),
+    "expm_multiply": ("trnscipy.sparse.linalg._refine_expm", "expm_multiply")}
+
+
 @register("krylov", "neuron")
 def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None, operators=True):
     """float64 systems: refinement around the float32 device solver (module docstring);
@@ -166,7 +175,11 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand=None, operato
     except TypeError:  # e.g. tol=: the solver raises SciPy's TypeError
         return device_solver(*args, **kwargs)
     name = scipy_solver.__name__
-    if name not in _REFINED:  # lsqr, lsmr, expm_multiply: float64 is not let through here
+    if name in _ELSEWHERE:  # lsqr, lsmr, expm_multiply: their own double-float methods
+        module, function = _ELSEWHERE[name]
+        method = getattr(importlib.import_module(module), function)
+        return method(scipy_solver, device_solver, args, kwargs)
+    if name not in _REFINED:
         return device_solver(*args, **kwargs)
     A, b = params["A"], params["b"]
     if not (_is_float64(b) or getattr(A, "dtype", None) in (torch.float64, np.float64)):

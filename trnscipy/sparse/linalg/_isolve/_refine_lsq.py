@@ -1,0 +1,207 @@
+"""float64 lsqr and lsmr on a Neuron device: the float32 solver, then double-float
+refinement on the normal equations (called by the 'neuron' ``krylov`` kernel).
+
+The device has no float64 arithmetic; a float64 matrix there is held exactly as
+double-float pairs (``trnscipy._transfer.df_parts``).  The solve:
+
+1. the float32 lsqr (lsmr) on A's and b's float32 parts to a relative tolerance of about
+   1e-5: the start x, and the estimates SciPy returns (``anorm``, ``acond``, ``var``);
+2. in double-float: r = b - A x and the normal-equations residual
+   g = A^T r - damp^2 (x - x0) (x0: SciPy's start, which its damping term is centred on),
+   and the norms of SciPy's stopping tests, read once per step;
+3. SciPy's tests on those true norms (istop 1, 2; 4, 5 at double-float's rounding level
+   2**-44 where SciPy tests float64's eps); otherwise the correction d solves
+   (A^T A + damp^2 I) d = g by float32 cg on the normal equations (A's and A^T's float32
+   copies), and x += d in double-float.
+
+Each step shrinks the error by about max(1e-4, eps32 cond(A)^2): corrections from the
+residual of the normal equations, not of b - A x, so a large least-squares residual does
+not set a floor (the float32 products of A^T r with r ~ ||b|| would).  Where a step does
+not halve ||g|| (cond(A) beyond about 3e3), or the float32 solver stops on its iteration
+limit or condition estimate, SciPy runs the solve on the host from the exact data,
+announced (its unconverged or ill-conditioned float64 iterate is not what float32
+iterations reproduce).
+
+Differs from SciPy: ``itn`` counts the float32 solver's iterations plus one per refinement
+step; ``anorm``/``normA``, ``acond``/``condA`` and ``var`` are the float32 solver's
+estimates; the norms of the residuals and of x are computed from the returned x.
+``show`` and operators given by functions run on the host, announced.
+"""
+
+import inspect
+import warnings
+
+import numpy as np
+
+from trnscipy import _transfer
+from trnscipy._kernels import _df, kernel
+from trnscipy._torch import torch
+from trnscipy.sparse.linalg._eigen._refine import _on_host
+from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
+
+__all__ = ["least_squares"]
+
+_TOL32 = 1e-5  # the float32 stage's atol/btol (at least)
+_INNER_RTOL = 1e-4  # a correction's float32 cg: relative residual
+_MAX_STEPS = 30
+_EPS_DF = 2.0 ** -44  # double-float's "machine" level in SciPy's tests 4 and 5
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _float64(x):
+    dtype = getattr(x, "dtype", None)
+    return dtype in (torch.float64, np.float64) or (
+        dtype is None and np.asarray(x).dtype == np.float64)
+
+
+def least_squares(scipy_solver, device_solver, args, kwargs):
+    """lsqr/lsmr: the refined solve for float64 operands, else the device solver."""
+    bound = inspect.signature(scipy_solver).bind(*args, **kwargs)
+    bound.apply_defaults()
+    p = bound.arguments
+    A, b = p["A"], p["b"]
+    if not (_float64(A) or _float64(b)):
+        return device_solver(*args, **kwargs)
+    name = scipy_solver.__name__
+    if p["show"]:
+        return _on_host(scipy_solver, p, "show's per-iteration table has no double-float "
+                        "method")
+    try:
+        op = _df_operator(A)
+    except TypeError:
+        return _on_host(scipy_solver, p, f"a {type(A).__name__} operator has no "
+                        "double-float product")
+    device = op.parts[0].device
+    m, n = op.shape
+    b = _as_device(b, device)
+    if b.numel() != m:
+        return device_solver(*args, **kwargs)  # the solver's own shape error
+    bp = tuple(t.reshape(-1) for t in _parts(b))
+    x0 = p["x0"]
+    c = None if x0 is None else tuple(t.reshape(-1) for t in _parts(_as_device(x0, device)))
+    damp = float(p["damp"])
+    limit = "iter_lim" if name == "lsqr" else "maxiter"
+    kw = {"damp": damp, "atol": max(float(p["atol"]), _TOL32),
+          "btol": max(float(p["btol"]), _TOL32), "conlim": p["conlim"],
+          limit: p[limit], "x0": None if c is None else c[0]}
+    if name == "lsqr":
+        kw["calc_var"] = p["calc_var"]
+    with warnings.catch_warnings():  # the float32 stage's notices are not the user's
+        warnings.simplefilter("ignore", UserWarning)
+        out = device_solver(op.float32, bp[0], **kw)
+    istop32 = int(out[1])
+    if istop32 == 0:  # SciPy's early return: x = x0 (exactly) or zeros
+        x = out[0] if c is None else _transfer.df_tensor(*c)
+        return (x, *out[1:])
+    if istop32 in (3, 6, 7):
+        return _on_host(scipy_solver, p, "the float32 solve that starts the double-float "
+                        "refinement stopped on its iteration limit or condition estimate "
+                        f"(istop {istop32}): SciPy's float64 iterate is computed on the host")
+    x32 = _parts(out[0])[0].reshape(-1)
+    refined = _Refinement(op, _transposed(A), bp, c, damp, device)
+    found = refined.run((x32, torch.zeros_like(x32)), float(out[5]), float(p["atol"]),
+                        float(p["btol"]), lsmr=name == "lsmr")
+    if found is None:
+        return _on_host(scipy_solver, p, "the double-float refinement stagnated (condition "
+                        "too large for float32 corrections)")
+    x, istop, steps, r1norm, r2norm, arnorm, dxnorm, xnorm = found
+    itn = int(out[2]) + steps
+    if name == "lsqr":
+        var = out[9]
+        return (x, istop, itn, r1norm, r2norm, float(out[5]), float(out[6]),
+                np.float64(arnorm), dxnorm, var)
+    return (x, istop, itn, r2norm, np.float64(arnorm), float(out[5]), np.float64(out[6]),
+            xnorm)
+
+
+def _as_device(x, device):
+    if isinstance(x, torch.Tensor):
+        return x
+    return _transfer.tensor_on(np.asarray(x, dtype=np.float64), device)
+
+
+class _Refinement:
+    """Refinement steps for min ||A x - b||^2 + damp^2 ||x - c||^2 (module docstring)."""
+
+    def __init__(self, op, AT, b, c, damp, device):
+        self.op, self.b, self.c = op, b, c
+        self.opT = _df_operator(AT)
+        self.damp = damp
+        self.device = device
+        n = op.shape[1]
+        self.dsq = _pair(damp * damp, device)
+        A32, AT32 = op.float32, self.opT.float32
+        dsq32 = float(np.float32(damp * damp))
+
+        def matvec(v):
+            v = v.reshape(-1)
+            w = AT32 @ (A32 @ v)
+            return w + dsq32 * v if damp else w
+
+        from trnscipy.sparse.linalg._interface import LinearOperator
+        from trnscipy.sparse.linalg._isolve.iterative import cg
+
+        normal = LinearOperator((n, n), matvec=matvec, rmatvec=matvec, dtype=np.float32)
+        normal.pure_tensor_code = True  # (cg traces it into its device loop)
+        self.normal = normal
+        self.cg = cg._trnscipy_device_impl.torch_loop
+        self.maxiter = max(50, 4 * int(np.sqrt(n)))
+
+    def residuals(self, x):
+        """r = b - A x, g = A^T r - damp^2 (x - c), x - c (double-float)."""
+        r = _df.sub(self.b, self.op.product(x))
+        g = self.opT.product(r)
+        dx = x if self.c is None else _df.sub(x, self.c)
+        if self.damp:
+            g = _df.sub(g, _df.mul(self.dsq, dx))
+        return r, g, dx
+
+    def run(self, x, anorm, atol, btol, lsmr):
+        """(x, istop, steps, ||r||, ||[r; damp dx]||, ||g||, ||dx||, ||x||) once SciPy's
+        tests hold, or None where a step does not halve ||g||."""
+        read = kernel("materialize", self.device)
+        bnorm = None
+        prev = np.inf
+        for step in range(_MAX_STEPS):
+            r, g, dx = self.residuals(x)
+            pairs = [_df.norm(v) for v in (r, g, dx, x, self.b)]
+            norms = torch.stack([p[0] for p in pairs] + [p[1] for p in pairs])
+            gn = norms[1]
+            rhs = g[0] / torch.where(gn > 0, gn, torch.ones_like(gn))
+            read([norms, rhs, *x])
+            host = np.asarray(norms.cpu(), dtype=np.float64)  # one read: the norms' parts
+            rn, gnorm, dxn, xn, bn = host[:5] + host[5:]
+            scale = norms[1:2]
+            bnorm = bn if bnorm is None else bnorm
+            r2 = float(np.hypot(rn, self.damp * dxn))
+            xnorm = xn if lsmr else dxn
+            test1 = r2 / bnorm
+            test2 = gnorm / (anorm * r2 + (0.0 if lsmr else _EPS)) if anorm * r2 else np.inf
+            t1 = test1 / (1 + anorm * xnorm / bnorm)
+            rtol = btol + atol * anorm * xnorm / bnorm
+            istop = 1 if test1 <= rtol else 2 if test2 <= atol else \
+                4 if t1 <= _EPS_DF else 5 if test2 <= _EPS_DF else 0
+            if istop or gnorm == 0:
+                return (_transfer.df_tensor(*x), istop or 2, step, rn, r2, gnorm, dxn, xn)
+            if not gnorm <= 0.5 * prev:
+                return None
+            prev = gnorm
+            d, _ = self.cg(self.normal, rhs, rtol=_INNER_RTOL, atol=0.0, maxiter=self.maxiter)
+            x = _df.add_f(x, d.reshape(-1) * scale)
+        return None
+
+
+def _transposed(A):
+    """A^T with A's float64 data (a sparse container's: a view of the same data)."""
+    from trnscipy.sparse.linalg._interface import MatrixLinearOperator
+
+    if type(A) is MatrixLinearOperator:
+        A = A.A
+    return A.mT if isinstance(A, torch.Tensor) else A.T
+
+
+def _pair(value, device):
+    """A float64 host number as a double-float pair of 0-d device tensors (data)."""
+    hi = np.float32(value)
+    lo = np.float32(value - float(hi))
+    return (torch.tensor(hi).to(device), torch.tensor(lo).to(device))
