@@ -12,7 +12,7 @@ from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 __all__ = ["qr", "qr_multiply", "rq"]
 
 
-@dispatch(_sl.qr)
+@dispatch(_sl.qr, stacks=True)
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     if mode not in ("full", "r", "economic", "raw"):
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")
