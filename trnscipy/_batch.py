@@ -100,10 +100,12 @@ class Batch:
         return torch.broadcast_to(x, self.shape + core)
 
     def broadcast(self, device):
-        """(args, kwargs) with every batched operand broadcast to the batch shape."""
+        """(args, kwargs) with every batched operand broadcast to the batch shape (an
+        operand without batch dimensions stays as it is: solve's vector b)."""
         bound = dict(self.bound)
         for path, core in self.cores.items():
-            _set(bound, path, self._broadcast(_get(bound, path), core, device))
+            if len(_shape(_get(bound, path))) > len(core):
+                _set(bound, path, self._broadcast(_get(bound, path), core, device))
         return self._call_args(bound)
 
     def _call_args(self, bound):

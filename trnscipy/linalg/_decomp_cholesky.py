@@ -31,9 +31,10 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
 @dispatch(_sl.cho_factor, stacks=True)
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
-    back as given (SciPy 1.17) or as an array of the batch's shape (1.18: np.tile)."""
+    back as given (SciPy 1.17, one matrix) or as an array of the batch's shape (1.18:
+    np.tile; 1.17's batch loop stacks the flags too)."""
     c = cholesky(a, lower=lower, check_finite=check_finite)
-    if scipy_at_least(1, 18):
+    if scipy_at_least(1, 18) or c.ndim > 2:
         return c, np.tile(lower, reps=tuple(c.shape[:-2]))
     return c, lower
 
