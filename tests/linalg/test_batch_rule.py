@@ -30,10 +30,12 @@ def _dev(x, device):
     lambda m, a, b: m.cholesky(a + a.swapaxes(-1, -2)),
     lambda m, a, b: m.eigvalsh(a + a.swapaxes(-1, -2)),
     lambda m, a, b: m.solve_triangular(a, b, lower=True),
+    lambda m, a, b: m.sinm(a / 4),
     # (XLA compiles lu_factor's and svd's step graphs for a minute: slow)
     pytest.param(lambda m, a, b: m.lu_factor(a)[0], marks=pytest.mark.slow),
     pytest.param(lambda m, a, b: m.svdvals(a), marks=pytest.mark.slow),
-], ids=["solve", "cholesky", "eigvalsh", "solve_triangular", "lu_factor", "svdvals"])
+], ids=["solve", "cholesky", "eigvalsh", "solve_triangular", "sinm", "lu_factor",
+        "svdvals"])
 def test_stacks_paired(call, device):
     """Broadcast batches: same shape and values as SciPy's batched call."""
     ref = call(sl, A, B)
@@ -90,10 +92,11 @@ def test_xla_one_execution_per_batch(xla_device):
 
 @pytest.mark.xla
 def test_xla_no_batched_form_is_announced(xla_device):
-    """A function with no batched device form runs SciPy on the host, warned."""
+    """A function with no batched device form (signm: a loop) runs SciPy on the host,
+    warned."""
     a = _dev(A.astype(np.float32), xla_device)
     with pytest.warns(DeviceFallbackWarning, match="no batched device form"):
-        out = tl.sinm(a)
+        out = tl.signm(a)
     assert out.device.type == "xla" and tuple(out.shape) == A.shape
-    np.testing.assert_allclose(trnscipy.to_host(out), sl.sinm(A.astype(np.float32)),
+    np.testing.assert_allclose(trnscipy.to_host(out), sl.signm(A.astype(np.float32)),
                                rtol=1e-5)
