@@ -58,7 +58,9 @@ PROFILES = {
                           "solve": [256, 1024, 2048], "lu": [256, 1024, 2048],
                           "qr": [256, 1024], "svd": [256, 1024]},
                   "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 1024,
-                                "qr": 1024, "lu": 1024}},
+                                "qr": 1024, "lu": 1024},
+                  # (batch, n): SciPy's batched call against a Python loop of single solves
+                  "batched_solve": [(256, 64)]},
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},

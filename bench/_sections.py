@@ -384,6 +384,49 @@ def dense_cases(cfg, lanes):
                 yield Case("dense", op, {"n": n, "dtype": str(dtype)}, builders,
                            check=lambda ref, host, A=A, f=invariant: f(A, ref, host),
                            tol=_tol(dtype, n, 100), bytes_moved=factor * n * n * dtype.itemsize)
+    for batch, n in cfg.get("batched_solve", []):
+        for dtype in cfg["dtypes"]:
+            yield from _batched_solve_cases(batch, n, np.dtype(dtype), lanes, torch)
+
+
+def _batched_solve_cases(batch, n, dtype, lanes, torch):
+    """A stack of ``batch`` n x n systems: one batched call (SciPy's batch rule) and a
+    Python loop of single solves, on every lane."""
+    rng = np.random.default_rng(5)
+    A = (rng.standard_normal((batch, n, n)) + n * np.eye(n)).astype(dtype)
+    b = rng.standard_normal((batch, n, 1)).astype(dtype)  # (a 2-D b is one matrix)
+
+    def loop(f):
+        return lambda *a: [f(a[0][i], a[1][i]) for i in range(batch)]
+
+    def check(ref, host):
+        x = np.stack([np.asarray(h) for h in host]) if isinstance(host, tuple) else host
+        x = np.asarray(x, dtype=np.float64)
+        r = np.einsum("bij,bjk->bik", A.astype(np.float64), x) - b
+        return float(np.linalg.norm(r) / np.linalg.norm(b))
+
+    for route in ("one batched call", "Python loop of single solves"):
+        wrap = (lambda f: f) if route == "one batched call" else loop
+        builders = {"scipy": lambda w=wrap: (lambda: w(sla.solve)(A, b)),
+                    "torch": _torch_dense_builder(wrap(torch.linalg.solve), (A, b),
+                                                  torch.device("cpu"))}
+        for lane in lanes:
+            if lane.name in ("trn_cpu", "trn_xla", "trn_cuda"):
+                builders[lane.name] = _trn_batched_builder(wrap, (A, b), lane.device)
+        yield Case("dense", "solve (batch)", {"batch": batch, "n": n, "dtype": str(dtype),
+                                              "route": route}, builders, check=check,
+                   tol=_tol(dtype, n, 100), bytes_moved=batch * n * n * dtype.itemsize)
+
+
+def _trn_batched_builder(wrap, args, device):
+    def build():
+        import trnscipy.linalg as tla
+
+        f = _require_route(tla.solve, "trnscipy.linalg.solve", device)
+        targs = tuple(_t(a, device) for a in args)
+        return lambda: wrap(f)(*targs)
+
+    return build
 
 
 def _torch_dense_builder(call, args, device):

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
+from trnscipy import _batch
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dtypes import device_dtype_problem
@@ -212,7 +213,7 @@ def _operands_problem(args, kwargs):
 
 
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False,
-                   double=False):
+                   double=False, batch=None):
     problem = _operands_problem(args, kwargs)
     if problem is not None:
         fallback(name, problem, stacklevel=5 if _OFFLOADING.get() else 4)
@@ -225,15 +226,25 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
         if stores_float32(device):
             args = tuple(_held(x) for x in args)
             kwargs = {k: _held(v) for k, v in kwargs.items()}
+        reason = "it has no device implementation"
         if device_impl is not None and (composite or runs_on_device(
                 name, device_kind(device), _working_dtype(args, kwargs, double))):
+            argdefs, stacks = batch or (None, False)
+            plan = _batch.plan(scipy_func, argdefs, args, kwargs) if argdefs else None
             token = _CALL_DEVICE.set(device)
             try:
-                return device_impl(*args, **kwargs)
+                if plan is None:
+                    return device_impl(*args, **kwargs)
+                if stacks:  # the implementation takes the broadcast stacks at once
+                    args, kwargs = plan.broadcast(device)
+                    return device_impl(*args, **kwargs)
+                if device_kind(device) == "cpu":  # host memory: SciPy's own loop
+                    return plan.loop(device_impl, device)
             finally:
                 _CALL_DEVICE.reset(token)
-        if device_impl is None:
-            fallback(name, "it has no device implementation", stacklevel=4)
+            reason = "it has no batched device form (a stack of matrices came)"
+        if device_impl is None or reason != "it has no device implementation":
+            fallback(name, reason, stacklevel=4)
         result = scipy_func(*(_host(x) for x in args),
                             **{k: _host(v) for k, v in kwargs.items()})
         return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
@@ -247,11 +258,12 @@ def _offload_target():
     return target
 
 
-def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double):
+def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double,
+                   batch):
     token = _OFFLOADING.set(True)
     try:
         result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite,
-                                double)
+                                double, batch)
     finally:
         _OFFLOADING.reset(token)
     return _to_host(result, strict=False)
@@ -275,7 +287,8 @@ def _run_distributed(name, scipy_func, args, kwargs):
     return impl(*args, **kwargs)
 
 
-def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False):
+def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False,
+             batch=None, stacks=False):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
@@ -287,8 +300,17 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
     without float64 that arithmetic would escape the table's dtype check).
     ``double=True`` for functions that compute in float64 (complex128) whatever their
     operands' precision, as SciPy's do: the table is asked for that dtype.
+
+    SciPy's batch rule (``_batch``): ``batch`` declares the ``(argument, core ndim)``
+    pairs of a function SciPy batches in its own code (default: what SciPy's
+    ``_apply_over_batch`` declares); ``stacks=True`` says the implementation takes the
+    broadcast stacks (one device execution for the batch).  Without it a batched call
+    loops over the implementation on CPU tensors and runs SciPy on the host, announced,
+    elsewhere.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
+    argdefs = batch if batch is not None else _batch.core_dims(scipy_func)
+    batch = (argdefs, stacks) if argdefs else None
 
     def decorate(device_impl):
         @functools.wraps(scipy_func)
@@ -298,18 +320,19 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
                 return _run_distributed(name, scipy_func, args, kwargs)
             if device is not None:
                 return _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
-                                      composite, double)
+                                      composite, double, batch)
             if offloadable and _OFFLOAD.get() is not None:
                 if device_impl is None:
                     fallback(name, "it has no device implementation", stacklevel=3)
                     return scipy_func(*args, **kwargs)
                 return _run_offloaded(name, scipy_func, device_impl, _offload_target(),
-                                      args, kwargs, composite, double)
+                                      args, kwargs, composite, double, batch)
             return scipy_func(*args, **kwargs)
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"
         wrapper._trnscipy_name = name  # the capability table's key for this function
         wrapper._trnscipy_device_impl = device_impl
+        wrapper._trnscipy_batch = batch  # ((argument, core ndim) pairs, stacks) or None
         wrapper.__wrapped__ = scipy_func
         return wrapper
 

@@ -86,7 +86,7 @@ def _solve_scalar(a, b, check_finite):
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.solve_triangular)
+@dispatch(_sl.solve_triangular, stacks=True)
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
     trans = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
@@ -183,7 +183,13 @@ def _banded_rhs(ab, b, name):
     return (b.unsqueeze(-1) if vec else b), vec
 
 
-@dispatch(_sl.solve_banded)
+# SciPy's batch rule where SciPy batches in its own code: (argument or (tuple argument,
+# element), core dimensions); c_or_cr is one vector or a (c, r) tuple
+_TOEPLITZ = (("c_or_cr", 1), (("c_or_cr", 0), 1), (("c_or_cr", 1), 1))
+
+
+@dispatch(_sl.solve_banded, batch=((("l_and_u", 0), 0), (("l_and_u", 1), 0), ("ab", 2),
+                                   ("b", "1|2")))
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's)."""
     lower, upper = (int(x) for x in l_and_u)
@@ -249,7 +255,7 @@ def _toeplitz_args(c_or_cr, b, check_finite, square=True):
     return tuple(tensor_on(t, device, dtype) for t in (c, r, b))  # exact on float32 storage
 
 
-@dispatch(_sl.solve_toeplitz, composite=True)
+@dispatch(_sl.solve_toeplitz, composite=True, batch=_TOEPLITZ + (("b", "1|2"),))
 def solve_toeplitz(c_or_cr, b, check_finite=True):
     """CPU: SciPy's Levinson recursion on views.  Elsewhere the dense Toeplitz matrix
     (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2);
@@ -271,7 +277,7 @@ def _solve_toeplitz_dense(c, r, b):
     return solve(toeplitz(c, r), b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz, double=True)
+@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),))
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs), in float64 as SciPy
     (double-float on a device without it)."""

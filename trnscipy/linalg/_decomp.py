@@ -25,7 +25,7 @@ def _real_dtype(t):
     return t.real.dtype if t.is_complex() else t.dtype
 
 
-@dispatch(_sl.eigh)
+@dispatch(_sl.eigh, stacks=True)
 def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
          overwrite_b=False, type=1, check_finite=True, subset_by_index=None,
          subset_by_value=None, driver=None):
@@ -74,7 +74,7 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
                           subset=subset_by_index is not None or subset_by_value is not None)
 
 
-@dispatch(_sl.eigvalsh)
+@dispatch(_sl.eigvalsh, stacks=True)
 def eigvalsh(a, b=None, *, lower=True, overwrite_a=False, overwrite_b=False, type=1,
              check_finite=True, subset_by_index=None, subset_by_value=None, driver=None):
     return eigh(a, b, lower=lower, eigvals_only=True, type=type, check_finite=check_finite,

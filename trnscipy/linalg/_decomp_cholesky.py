@@ -17,7 +17,7 @@ from trnscipy.linalg._validate import check_finite as check_finite_
 __all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_banded"]
 
 
-@dispatch(_sl.cholesky)
+@dispatch(_sl.cholesky, stacks=True)
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     if not is_torch_array(a) and np.ndim(a) < 2:  # SciPy: atleast_2d (a scalar is 1 x 1)
         a = np.atleast_2d(a)
@@ -28,12 +28,13 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
                               solve_triangular, a, lower)
 
 
-@dispatch(_sl.cho_factor)
+@dispatch(_sl.cho_factor, stacks=True)
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
-    back as given (SciPy 1.17) or as an array of the batch's shape (1.18: np.tile)."""
+    back as given (SciPy 1.17, one matrix) or as an array of the batch's shape (1.18:
+    np.tile; 1.17's batch loop stacks the flags too)."""
     c = cholesky(a, lower=lower, check_finite=check_finite)
-    if scipy_at_least(1, 18):
+    if scipy_at_least(1, 18) or c.ndim > 2:
         return c, np.tile(lower, reps=tuple(c.shape[:-2]))
     return c, lower
 
@@ -65,7 +66,7 @@ def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
     return kernel("linalg.cholesky_banded", ab.device)(ab, lower=lower)
 
 
-@dispatch(_sl.cho_solve_banded)
+@dispatch(_sl.cho_solve_banded, batch=((("cb_and_lower", 0), 2), ("b", "1|2")))
 def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
     cb, lower = cb_and_lower
     device = device_of(cb, b)

@@ -31,7 +31,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     return kernel("linalg.lu", a.device)(a, permute_l=permute_l, p_indices=p_indices)
 
 
-@dispatch(_sl.lu_factor)
+@dispatch(_sl.lu_factor, stacks=True)
 def lu_factor(a, overwrite_a=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
     if a.numel() == 0:

@@ -19,7 +19,7 @@ _LapackError = getattr(importlib.import_module("scipy.linalg._flapack"), "__flap
                        ValueError)
 
 
-@dispatch(_sl.qr)
+@dispatch(_sl.qr, stacks=True)
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     if mode not in ("full", "r", "economic", "raw"):
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")

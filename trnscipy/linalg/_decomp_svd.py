@@ -16,7 +16,7 @@ def _eye(n, a):
     return torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape[:-2] + (n, n)).clone()
 
 
-@dispatch(_sl.svd)
+@dispatch(_sl.svd, stacks=True)
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
         lapack_driver="gesdd"):
     if not isinstance(lapack_driver, str):
@@ -36,7 +36,7 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
                                            compute_uv=compute_uv, lapack_driver=lapack_driver)
 
 
-@dispatch(_sl.svdvals)
+@dispatch(_sl.svdvals, stacks=True)
 def svdvals(a, overwrite_a=False, check_finite=True):
     return svd(a, compute_uv=False, check_finite=check_finite)
 

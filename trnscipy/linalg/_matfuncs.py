@@ -147,11 +147,12 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
 
 def _square_input(A):
     a = as_tensor(A, device_of(A), finite=False, small_ints=torch.float64)
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:  # (a stack: cosm, sinm take one)
         raise ValueError("expected square array_like input")
     return a
 
 
+# (no stacks for tanm, coshm, sinhm, tanhm: SciPy decides real or complex per matrix)
 def _maybe_real(a, b):
     """b.real where a is real and b's imaginary part is negligible (SciPy's rule)."""
     if a.is_complex() or not b.is_complex():
@@ -166,7 +167,7 @@ def _ij(a):
                 torch.complex128 if not a.is_complex() else a.dtype) * 1j
 
 
-@dispatch(_sl.cosm)
+@dispatch(_sl.cosm, stacks=True)
 def cosm(A):
     a = _square_input(A)
     if a.is_complex():
@@ -174,7 +175,7 @@ def cosm(A):
     return expm(_ij(a)).real.clone()
 
 
-@dispatch(_sl.sinm)
+@dispatch(_sl.sinm, stacks=True)
 def sinm(A):
     a = _square_input(A)
     if a.is_complex():

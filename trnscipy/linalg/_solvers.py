@@ -67,6 +67,10 @@ def _at_least_2d(x, device):
     return t.reshape(1, 1) if t.ndim == 0 else t.reshape(1, -1) if t.ndim == 1 else t
 
 
+# SciPy batches the Riccati solvers' six matrices (its inner function's declaration)
+_ARE = tuple((name, 2) for name in ("a", "b", "q", "r", "e", "s"))
+
+
 def _are_args(a, b, q, r, e, s, eq_type):
     """SciPy's _are_validate_args on device tensors (its checks, types and messages; the
     symmetry and singularity tests read a few norms on the host at once)."""
@@ -145,13 +149,13 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-@dispatch(_sl.solve_continuous_are)
+@dispatch(_sl.solve_continuous_are, batch=_ARE)
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
-@dispatch(_sl.solve_discrete_are)
+@dispatch(_sl.solve_discrete_are, batch=_ARE)
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)

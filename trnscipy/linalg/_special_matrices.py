@@ -76,7 +76,8 @@ def _toeplitz(c, r):
     return vals[..., idx]
 
 
-@dispatch(_sl.toeplitz, composite=True)  # data movement only: no table to ask
+# data movement only: no table to ask; SciPy batches c and r (its inner function)
+@dispatch(_sl.toeplitz, composite=True, batch=(("c", 1), ("r", 1)), stacks=True)
 def toeplitz(c, r=None):
     c = torch.atleast_1d(_raw(c, device_of(c, r)))
     r = c.conj() if r is None else torch.atleast_1d(_raw(r, c.device))

@@ -1,0 +1,102 @@
+"""SciPy's batch rule on device tensors (trnscipy/_batch.py, ``dispatch(batch=, stacks=)``).
+
+Paired with SciPy's own batched call on the same stacks: CPU tensors (the implementation
+looped or given the stacks) and XLA (one execution for a batch where the implementation
+takes stacks, SciPy on the host with DeviceFallbackWarning where it has none).
+"""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import trnscipy
+import trnscipy.linalg as tl
+from trnscipy import DeviceFallbackWarning
+
+torch = pytest.importorskip("torch")
+
+rng = np.random.default_rng(1234)
+A = rng.random((2, 3, 4, 4)) + 4 * np.eye(4)
+H = A + A.swapaxes(-1, -2)
+B = rng.random((3, 4, 2))  # batch (3,) broadcasts against A's (2, 3)
+
+
+def _dev(x, device):
+    return trnscipy.to_device(x, device)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, a, b: m.solve(a, b),
+    lambda m, a, b: m.cholesky(a + a.swapaxes(-1, -2)),
+    lambda m, a, b: m.eigvalsh(a + a.swapaxes(-1, -2)),
+    lambda m, a, b: m.solve_triangular(a, b, lower=True),
+    lambda m, a, b: m.sinm(a / 4),
+    # (XLA compiles lu_factor's and svd's step graphs for a minute: slow)
+    pytest.param(lambda m, a, b: m.lu_factor(a)[0], marks=pytest.mark.slow),
+    pytest.param(lambda m, a, b: m.svdvals(a), marks=pytest.mark.slow),
+], ids=["solve", "cholesky", "eigvalsh", "solve_triangular", "sinm", "lu_factor",
+        "svdvals"])
+def test_stacks_paired(call, device):
+    """Broadcast batches: same shape and values as SciPy's batched call."""
+    ref = call(sl, A, B)
+    out = trnscipy.to_host(call(tl, _dev(A, device), _dev(B, device)))
+    assert out.shape == ref.shape
+    np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_cpu_loop_matches_scipy():
+    """A function without a batched form loops on CPU tensors, as SciPy's decorator."""
+    ref = sl.sinm(A)
+    out = tl.sinm(torch.from_numpy(A))
+    assert isinstance(out, torch.Tensor) and out.shape == ref.shape
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12)
+    w, v = tl.eig_banded(torch.from_numpy(rng.random((2, 3, 2, 5))))
+    assert w.shape == (2, 3, 5) and v.shape == (2, 3, 5, 5)
+
+
+def test_tuple_operands_and_scalar_cores():
+    """solve_banded's per-matrix (l, u) and solve_toeplitz's (c, r) follow SciPy."""
+    ab = rng.random((2, 3, 3, 5)) + np.array([0, 4, 0])[:, None]
+    b = rng.random((5, 2))
+    ref = sl.solve_banded(([1, 1, 1], [1, 1, 1]), ab, b)
+    out = tl.solve_banded(([1, 1, 1], [1, 1, 1]), torch.from_numpy(ab), torch.from_numpy(b))
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12)
+    c, r = rng.random((2, 3, 5)) + 3, rng.random((2, 3, 5))
+    ref = sl.solve_toeplitz((c, r), b)
+    out = tl.solve_toeplitz((torch.from_numpy(c), torch.from_numpy(r)), torch.from_numpy(b))
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10)
+
+
+def test_errors_as_scipy():
+    """Non-broadcasting batches and empty batches: SciPy's ValueError."""
+    a = torch.from_numpy(A)
+    with pytest.raises(ValueError):
+        tl.eigvals(a, torch.from_numpy(rng.random((5, 4, 4))))
+    with pytest.raises(ValueError, match="zero-size batches"):
+        tl.eig(torch.ones((3, 0, 5, 5), dtype=torch.float64))
+
+
+@pytest.mark.xla
+def test_xla_one_execution_per_batch(xla_device):
+    """A batch of solves is one device execution, not one per matrix."""
+    from trnscipy._metrics import xla_counts
+
+    a = _dev(A.astype(np.float32), xla_device)
+    b = _dev(B.astype(np.float32), xla_device)
+    tl.solve(a, b)  # compile outside the count
+    with xla_counts() as counts:
+        x = tl.solve(a, b)
+        x.cpu()
+    assert counts.executions <= 2  # the solve, and check_finite's flag
+
+
+@pytest.mark.xla
+def test_xla_no_batched_form_is_announced(xla_device):
+    """A function with no batched device form (signm: a loop) runs SciPy on the host,
+    warned."""
+    a = _dev(A.astype(np.float32), xla_device)
+    with pytest.warns(DeviceFallbackWarning, match="no batched device form"):
+        out = tl.signm(a)
+    assert out.device.type == "xla" and tuple(out.shape) == A.shape
+    np.testing.assert_allclose(trnscipy.to_host(out), sl.signm(A.astype(np.float32)),
+                               rtol=1e-5)
