@@ -5,13 +5,12 @@ implementation of SciPy's; host inputs go to SciPy itself.
 """
 
 import math
-import warnings
 
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve import utils
+from trnscipy.sparse.linalg._isolve import _krylov, utils
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
@@ -70,21 +69,10 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.matvec, system.psolve, system.tol
+    V, tol = _krylov.Local(system.matvec, system.psolve), system.tol
 
     def step(state, s, first):
-        x, r, p, rho_prev = state
-        s.stop_if(norm(r) < tol, 0)
-        if s.stopped:
-            return state
-        z = psolve(r)
-        rho = dot(r, z)
-        p = z.clone() if first else s.xpay(z, rho / rho_prev, p)
-        q = matvec(p)
-        alpha = rho / dot(p, q)
-        x = s.axpy(x, alpha, p)
-        r = s.update(r, -alpha, q)
-        return x, r, p, rho
+        return _krylov.cg(V, s, state, first, tol)
 
     r = _residual(system, x0 is not None)
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
@@ -113,18 +101,7 @@ def _conj(t):
 @solver_kernel(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
-    if callback is not None and callback_type is None:
-        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
-                      "The default value will be changed in a future release. For "
-                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
-                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
-                      "``gmres(..., callback_type='legacy')``", DeprecationWarning, stacklevel=4)
-    if callback_type is None:
-        callback_type = "legacy"
-    if callback_type not in ("x", "pr_norm", "legacy"):
-        raise ValueError(f"Unknown callback_type: {callback_type!r}")
-    if callback is None:
-        callback_type = None
+    callback_type = utils.gmres_callback_type(callback, callback_type, stacklevel=4)
 
     system = _setup("gmres", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):

@@ -14,6 +14,7 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 """
 
 import functools
+import warnings
 
 import numpy as np
 from array_api_compat import is_torch_array
@@ -27,7 +28,8 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
-__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "run", "sync",
+__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol",
+           "gmres_callback_type", "run", "sync",
            "host_reads_free", "dot", "inner", "norm", "traceable"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
@@ -234,6 +236,23 @@ def check_x0(x0):
         raise ValueError(f"x0 must be an array, None or 'Mb', not {x0!r}")
 
 
+def gmres_callback_type(callback, callback_type, stacklevel):
+    """SciPy's gmres ``callback_type`` rule: its DeprecationWarning for a callback without
+    one ('legacy' then), its ValueError for an unknown one; None without a callback."""
+    if callback is not None and callback_type is None:
+        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
+                      "The default value will be changed in a future release. For "
+                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
+                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
+                      "``gmres(..., callback_type='legacy')``", DeprecationWarning,
+                      stacklevel=stacklevel + 1)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError(f"Unknown callback_type: {callback_type!r}")
+    return None if callback is None else callback_type
+
+
 def check_atol(name, atol):
     """SciPy's validation of ``atol`` (the rtol*||b|| part is computed on the device)."""
     if atol == "legacy" or atol is None or atol < 0:
@@ -317,6 +336,10 @@ class _EagerStep:
     def keep(self, new, old):
         return new if self.live else old
 
+    def carry(self, new, old):
+        """A scalar of the carry (unmasked: the loop leaves at the stop)."""
+        return new
+
 
 class _LazyStep:
     """Stop flags as device booleans; the returned iterate masked with torch.where."""
@@ -349,6 +372,10 @@ class _LazyStep:
 
     def keep(self, new, old):
         return torch.where(self.live, new, old)
+
+    def carry(self, new, old):
+        """A scalar of the carry (unmasked: only the iterate is kept at the stop)."""
+        return new
 
 
 def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
