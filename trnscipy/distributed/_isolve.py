@@ -98,6 +98,19 @@ class System:
         """conj(a).b for each pair, in one all_reduce (``_krylov``'s vector space)."""
         return self.sums(*(_sq(a) if a is b else _dot(a, b) for a, b in pairs))
 
+    def sync(self):
+        pass
+
+    def gram_schmidt(self, w, basis):
+        """``_krylov.Local.gram_schmidt`` in two all_reduces (the projections) and one
+        (||w|| after), ||w|| before travelling with the first."""
+        first = self.sums(_sq(w), *(basis.conj() @ w))
+        h0, h = math.sqrt(first[0].real), first[1:]
+        w = w - torch.tensor(h, dtype=self.dtype, device=w.device) @ basis
+        h2 = self.sums(*(basis.conj() @ w))
+        w = w - torch.tensor(h2, dtype=self.dtype, device=w.device) @ basis
+        return h0, [a + c for a, c in zip(h, h2, strict=True)], w, self.norm(w)
+
 
 def _np(dtype):
     from trnscipy._dtypes import to_numpy_dtype
@@ -195,12 +208,6 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     return xk, s.maxiter
 
 
-def _lartg(f, g):
-    from trnscipy.sparse.linalg._isolve.iterative import _lartg_host
-
-    return _lartg_host(f, g)
-
-
 @register_distributed(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
@@ -211,64 +218,26 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     n, eps, maxiter, tol, bnrm2 = s.n, s.eps, s.maxiter, s.atol, s.bnrm2
     m = min(20 if restart is None else restart, n)
     ptol = s.norm(s.psolve(s.b)) * min(1.0, tol / bnrm2)
-    pfac, presid, inner = 1.0, 0.0, 0
+    pfac = 1.0
+    inner = [0]
     x = s.x
     xk = s.array(x)
-    V = torch.empty((m + 1, x.shape[0]), dtype=s.dtype, device=x.device)
     r = _residual(s)
     if s.norm(r) < tol:
         return xk, 0
+
+    def on_step(presid):
+        inner[0] += 1
+        if callback_type in ("legacy", "pr_norm"):
+            callback(presid / bnrm2)
+        return callback_type == "legacy" and inner[0] == maxiter
+
     for _ in range(maxiter):
-        v0 = s.psolve(r)
-        beta = s.norm(v0)
-        V[0] = v0 * (1 / beta)
-        S = [beta] + [0.0] * m
-        cols, rots, brk = [], [], False
-        for col in range(m):
-            w = s.psolve(s.matvec(V[col]))
-            basis = V[: col + 1]
-            # classical Gram-Schmidt twice (SciPy: modified; equal in exact arithmetic),
-            # so the projections of a step take two all_reduces instead of col + 1
-            first = s.sums(_sq(w), *(basis.conj() @ w))
-            h0, h = math.sqrt(first[0].real), first[1:]
-            w = w - torch.tensor(h, dtype=s.dtype, device=w.device) @ basis
-            h2 = s.sums(*(basis.conj() @ w))
-            w = w - torch.tensor(h2, dtype=s.dtype, device=w.device) @ basis
-            h1 = s.norm(w)
-            hl = [a + c for a, c in zip(h, h2, strict=True)]
-            brk = h1 <= eps * h0
-            V[col + 1] = w if brk else w * (1 / h1)
-            hl.append(0.0 if brk else h1)
-            for k, (c, sn) in enumerate(rots):
-                n0, n1 = hl[k], hl[k + 1]
-                hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
-            c, sn, hl[col] = _lartg(hl[col], hl[col + 1])
-            hl[col + 1] = 0.0
-            rots.append((c, sn))
-            cols.append(hl)
-            t = -sn.conjugate() * S[col]
-            S[col], S[col + 1] = c * S[col], t
-            presid = abs(t)
-            inner += 1
-            if callback_type in ("legacy", "pr_norm"):
-                callback(presid / bnrm2)
-            if callback_type == "legacy" and inner == maxiter:
-                break
-            if presid <= ptol or brk:
-                break
-        k = col + 1
-        if cols[col][col] == 0:
-            S[col] = 0
-        y = S[:k]
-        for j in range(k - 1, -1, -1):
-            if y[j] != 0:
-                y[j] /= cols[j][j]
-                for i in range(j):
-                    y[i] -= y[j] * cols[j][i]
-        x.add_(torch.tensor(y, dtype=s.dtype, device=x.device) @ V[:k])
+        dx, presid, brk = _krylov.gmres_cycle(s, r, m, eps, s.dtype, ptol, on_step)
+        x.add_(dx)
         r = s.b - s.matvec(x)
         rnorm = s.norm(r)
-        if callback_type == "legacy" and inner == maxiter:
+        if callback_type == "legacy" and inner[0] == maxiter:
             return xk, 0 if rnorm <= tol else maxiter
         if callback_type == "x":
             callback(xk)

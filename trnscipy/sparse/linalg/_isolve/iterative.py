@@ -4,8 +4,6 @@ Loop structure and host reads: see ``utils``.  Each function is the device
 implementation of SciPy's; host inputs go to SciPy itself.
 """
 
-import math
-
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
@@ -81,18 +79,6 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     return state[0], info
 
 
-def _lartg_host(f, g):
-    """LAPACK's ?lartg on Python numbers (``_arnoldi.lartg`` on 0-d tensors)."""
-    af, ag = abs(f), abs(g)
-    if ag == 0:
-        return 1.0, 0.0, f
-    if af == 0:
-        return 0.0, g.conjugate() / ag, ag
-    d = math.sqrt(af * af + ag * ag)
-    phase = f / af
-    return af / d, phase * g.conjugate() / d, phase * d
-
-
 def _conj(t):
     return t.conj() if t.is_complex() else t
 
@@ -114,57 +100,18 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     inner_total = [0]
     rdtype = bnrm2.dtype
 
+    space = _krylov.Local(matvec, psolve, device)
+
+    def on_step(presid):
+        inner_total[0] += 1
+        if callback_type in ("legacy", "pr_norm"):
+            callback(presid / bnrm2_host)
+        return callback_type == "legacy" and inner_total[0] == maxiter
+
     def arnoldi_host(x, r, ptol, s):
         """One restart cycle with the small Hessenberg work in Python numbers, as SciPy
         (CPU, or a callback): returns x, presid, breakdown."""
-        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
-        v0 = psolve(r)
-        tmp = float(norm(v0))
-        V[0] = v0 * (1 / tmp)
-        S = [tmp] + [0.0] * m
-        cols, rots = [], []
-        presid, brk = 0.0, False
-        for col in range(m):
-            sync(device)  # XLA with a callback: cut the graph before the host reads
-            w = psolve(matvec(V[col]))
-            h0 = float(norm(w))
-            basis = V[:col + 1]
-            h = basis.conj() @ w          # classical Gram-Schmidt, twice (SciPy: modified
-            w = w - h @ basis             # Gram-Schmidt; equal in exact arithmetic)
-            h2 = basis.conj() @ w
-            w = w - h2 @ basis
-            hl = (h + h2).tolist()
-            h1 = float(norm(w))
-            brk = h1 <= eps * h0
-            V[col + 1] = w if brk else w * (1 / h1)
-            hl.append(0.0 if brk else h1)
-            for k, (c, sn) in enumerate(rots):
-                n0, n1 = hl[k], hl[k + 1]
-                hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
-            c, sn, hl[col] = _lartg_host(hl[col], hl[col + 1])
-            hl[col + 1] = 0.0
-            rots.append((c, sn))
-            cols.append(hl)
-            t = -sn.conjugate() * S[col]
-            S[col], S[col + 1] = c * S[col], t
-            presid = abs(t)
-            inner_total[0] += 1
-            if callback_type in ("legacy", "pr_norm"):
-                callback(presid / bnrm2_host)
-            if callback_type == "legacy" and inner_total[0] == maxiter:
-                break
-            if presid <= ptol or brk:
-                break
-        k = col + 1
-        if cols[col][col] == 0:
-            S[col] = 0
-        y = S[:k]
-        for j in range(k - 1, -1, -1):  # SciPy's back-substitution, zero entries skipped
-            if y[j] != 0:
-                y[j] /= cols[j][j]
-                for i in range(j):
-                    y[i] -= y[j] * cols[j][i]
-        dx = torch.tensor(y, dtype=dtype).to(device) @ V[:k]
+        dx, presid, brk = _krylov.gmres_cycle(space, r, m, eps, dtype, ptol, on_step)
         return s.keep(x + dx, x), presid, brk
 
     arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve,
