@@ -166,7 +166,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); a cycle (its steps
     # one device loop) is one replayed graph
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1,
+                      block=max(1, utils.CHECK_EVERY // m), peel=False, unroll=1,
                       host_effects=not system.traceable, loop=True)
     return state[0], info
 

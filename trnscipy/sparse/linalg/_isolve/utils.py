@@ -391,9 +391,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     one traced graph.  The loop counters are device data from the start, so the graph
     does not depend on ``maxiter``.
     ``peel`` (for a ``step`` that uses ``first``) runs iteration 0 as a graph of its
-    own; ``peel=None`` says ``step`` ignores ``first`` (every block is the same graph);
-    ``peel=False`` puts iteration 0, with ``first``, in the first block (a graph of its
-    own).
+    own; false (None too) says ``step`` ignores ``first``: every block is the same graph.
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -453,31 +451,25 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
         state, done, info, left = iterate(state, done, info, left, first)
         return tuple(pytree.tree_leaves(state)) + (done, info, left)
 
-    def steps_of(first):
-        def run_steps(*flat):  # ``steps`` iterations as a function of the state's leaves
-            if replayable and loop:
-                flat = flat_iterate(flat, True) if first else flat
-                return device_loop(lambda carry, _: flat_iterate(carry, False), flat,
-                                   int(first), steps, until=len(flat) - 3)
-            for k in range(steps):
-                flat = flat_iterate(flat, first and k == 0)
-            return flat
+    def run_steps(*flat):  # ``steps`` iterations as a function of the state's leaves
+        if replayable and loop:
+            return device_loop(lambda carry, _: flat_iterate(carry, False), flat, 0, steps,
+                               until=len(flat) - 3)
+        for _ in range(steps):
+            flat = flat_iterate(flat, False)
+        return flat
 
-        if replayable:
-            return kernel("graph_function", device)(run_steps)
-
-        def traced(*flat):
+    if replayable:
+        graph = kernel("graph_function", device)(run_steps)
+    else:
+        def graph(*flat):
             out = run_steps(*flat)
             sync(device)
             return out
-        return traced
 
-    later = steps_of(False)
-    first = steps_of(True) if peel is False else later
-
-    def run_block(graph, flat):
+    def run_block(flat):
         for _ in range(block // steps):
-            flat, graph = graph(*flat), later
+            flat = graph(*flat)
         return flat
 
     it = 0
@@ -487,8 +479,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
             sync(device)
             it = 1
         else:
-            *leaves, done, info, left = run_block(first if it == 0 else later,
-                                                  (*pytree.tree_leaves(state), done, info, left))
+            *leaves, done, info, left = run_block((*pytree.tree_leaves(state), done, info,
+                                                   left))
             state = pytree.tree_unflatten(leaves, spec)
             it += block
         if bool(done):
