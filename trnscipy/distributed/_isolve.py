@@ -6,8 +6,9 @@ cg is ``_krylov.cg_single_reduction`` (Chronopoulos and Gear's variant, written 
 the shared vector space): z = M r and w = A z come first, then ||r||^2, (r, z) and (z, w)
 in a single all_reduce, so one reduction and one halo exchange per iteration, with
 SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of each iteration) and
-SciPy's iteration count.  gmres, bicgstab and minres follow SciPy's
-loops step for step with the dot products fused where the algorithm allows.
+SciPy's iteration count.  gmres runs ``_krylov.gmres_cycle`` (``System.gram_schmidt``: the
+projections in two all_reduces); bicgstab and minres follow SciPy's loops step for step
+with the dot products fused where the algorithm allows.
 
 Callbacks run on every rank.  Those that SciPy gives the iterate ``xk`` get a
 DistributedArray (``xk.local`` is this rank's rows; ``gather(xk)`` inside the callback
