@@ -436,7 +436,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
 
     # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
     # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
-    loop = loop and not any(leaf.is_complex() for leaf in leaves)
+    loop = loop and not any(isinstance(leaf, torch.Tensor) and leaf.is_complex()
+                            for leaf in leaves)
     one_while = replayable and loop and capability(device_kind(device)).device_while
     if one_while:
         block = maxiter - bool(peel)  # one While to the stop flag: one execution
