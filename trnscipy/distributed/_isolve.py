@@ -2,11 +2,13 @@
 
 Vectors are this rank's rows (torch tensors); every inner product is a partial sum
 per rank, and the partial sums one step needs travel in one all_reduce (``System.sums``).
-cg is Chronopoulos and Gear's variant: z = M r and w = A z come first, then ||r||^2,
-(r, z) and (z, w) in a single all_reduce, so one reduction and one halo exchange per
-iteration, with SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of
-each iteration) and SciPy's iteration count.  gmres, bicgstab and minres follow SciPy's
-loops step for step with the dot products fused where the algorithm allows.
+cg is ``_krylov.cg_single_reduction`` (Chronopoulos and Gear's variant, written against
+the shared vector space): z = M r and w = A z come first, then ||r||^2, (r, z) and (z, w)
+in a single all_reduce, so one reduction and one halo exchange per iteration, with
+SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of each iteration) and
+SciPy's iteration count.  gmres runs ``_krylov.gmres_cycle`` (``System.gram_schmidt``: the
+projections in two all_reduces); bicgstab and minres follow SciPy's loops step for step
+with the dot products fused where the algorithm allows.
 
 Callbacks run on every rank.  Those that SciPy gives the iterate ``xk`` get a
 DistributedArray (``xk.local`` is this rank's rows; ``gather(xk)`` inside the callback
@@ -16,7 +18,6 @@ DistributedArray partitioned like A's rows.
 """
 
 import math
-import warnings
 
 import numpy as np
 import scipy.sparse.linalg as _scipy
@@ -27,19 +28,14 @@ from trnscipy._torch import torch
 from trnscipy.distributed import _comm
 from trnscipy.distributed._array import DistributedArray, check_same
 from trnscipy.distributed._matrix import DistributedMatrix
+from trnscipy.sparse.linalg._isolve import _krylov
+from trnscipy.sparse.linalg._isolve.utils import _coerce, gmres_callback_type
 
 __all__ = ["cg", "gmres", "bicgstab", "minres", "System"]
 
-_CHARS = {"f": 0, "d": 1, "F": 2, "D": 3}
-
-
-def _coerce(a, b):
-    a, b = _CHARS.get(a, 1), _CHARS.get(b, 1)
-    return np.dtype("fdFD"[2 * max(a // 2, b // 2) + max(a % 2, b % 2)])
-
-
 class System:
-    """A distributed system: A and M as functions on local tensors, x, b, reductions."""
+    """A distributed system: A and M as functions on local tensors, x, b, reductions; the
+    vector space the shared iterations (``sparse.linalg._isolve._krylov``) run in."""
 
     def __init__(self, A, b, x0=None, M=None, square=True):
         if not isinstance(A, DistributedMatrix):
@@ -49,7 +45,7 @@ class System:
             raise ValueError(f"expected square matrix, but got shape={A.shape}")
         self.A, self.where, self.n = A, A.placement, A.shape[0]
         b_local = self._local(b, "b")
-        self.np_dtype = _coerce(A.dtype.char, np.dtype(_np(b_local.dtype)).char)
+        self.np_dtype = np.dtype(_coerce(A.dtype.char, np.dtype(_np(b_local.dtype)).char))
         self.dtype = to_torch_dtype(self.np_dtype)
         self.b = b_local.to(self.dtype).clone()
         if self.b.dim() == 2 and self.b.shape[1] == 1:
@@ -99,6 +95,23 @@ class System:
     def norm(self, v):
         return math.sqrt(self.sums(_sq(v))[0].real)
 
+    def dots(self, *pairs):
+        """conj(a).b for each pair, in one all_reduce (``_krylov``'s vector space)."""
+        return self.sums(*(_sq(a) if a is b else _dot(a, b) for a, b in pairs))
+
+    def sync(self):
+        pass
+
+    def gram_schmidt(self, w, basis):
+        """``_krylov.Local.gram_schmidt`` in two all_reduces (the projections) and one
+        (||w|| after), ||w|| before travelling with the first."""
+        first = self.sums(_sq(w), *(basis.conj() @ w))
+        h0, h = math.sqrt(first[0].real), first[1:]
+        w = w - torch.tensor(h, dtype=self.dtype, device=w.device) @ basis
+        h2 = self.sums(*(basis.conj() @ w))
+        w = w - torch.tensor(h2, dtype=self.dtype, device=w.device) @ basis
+        return h0, [a + c for a, c in zip(h, h2, strict=True)], w, self.norm(w)
+
 
 def _np(dtype):
     from trnscipy._dtypes import to_numpy_dtype
@@ -138,25 +151,13 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     s = _start("cg", A, b, x0, M, atol, rtol, maxiter)
     if s.bnrm2 == 0:
         return s.array(s.b), 0
-    x, r = s.x, _residual(s)
-    xk = s.array(x)
-    p = q = gamma_prev = alpha_prev = None
+    state = (s.x, _residual(s), None, None, None, None)
+    xk = s.array(s.x)
     for iteration in range(s.maxiter):
-        z = s.psolve(r)
-        w = s.matvec(z)
-        rr, gamma, delta = s.sums(_sq(r), _dot(r, z), _dot(z, w))
-        if math.sqrt(rr.real) < s.atol:
-            return xk, 0
-        if iteration == 0:
-            alpha, p, q = gamma / delta, z.clone(), w.clone()
-        else:
-            beta = gamma / gamma_prev
-            alpha = gamma / (delta - beta * gamma / alpha_prev)
-            p.mul_(beta).add_(z)
-            q.mul_(beta).add_(w)
-        x.add_(p, alpha=alpha)
-        r.sub_(q, alpha=alpha)
-        gamma_prev, alpha_prev = gamma, alpha
+        step = _krylov.HostStep()
+        state = _krylov.cg_single_reduction(s, step, state, iteration == 0, s.atol)
+        if step.stopped:
+            return xk, step.info
         if callback:
             callback(xk)
     return xk, s.maxiter
@@ -208,91 +209,36 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     return xk, s.maxiter
 
 
-def _lartg(f, g):
-    from trnscipy.sparse.linalg._isolve.iterative import _lartg_host
-
-    return _lartg_host(f, g)
-
-
 @register_distributed(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
-    if callback is not None and callback_type is None:
-        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
-                      "The default value will be changed in a future release. For "
-                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
-                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
-                      "``gmres(..., callback_type='legacy')``", DeprecationWarning, stacklevel=3)
-    if callback_type is None:
-        callback_type = "legacy"
-    if callback_type not in ("x", "pr_norm", "legacy"):
-        raise ValueError(f"Unknown callback_type: {callback_type!r}")
-    if callback is None:
-        callback_type = None
+    callback_type = gmres_callback_type(callback, callback_type, stacklevel=3)
     s = _start("gmres", A, b, x0, M, atol, rtol, maxiter)
     if s.bnrm2 == 0:
         return s.array(s.b), 0
     n, eps, maxiter, tol, bnrm2 = s.n, s.eps, s.maxiter, s.atol, s.bnrm2
     m = min(20 if restart is None else restart, n)
     ptol = s.norm(s.psolve(s.b)) * min(1.0, tol / bnrm2)
-    pfac, presid, inner = 1.0, 0.0, 0
+    pfac = 1.0
+    inner = [0]
     x = s.x
     xk = s.array(x)
-    V = torch.empty((m + 1, x.shape[0]), dtype=s.dtype, device=x.device)
     r = _residual(s)
     if s.norm(r) < tol:
         return xk, 0
+
+    def on_step(presid):
+        inner[0] += 1
+        if callback_type in ("legacy", "pr_norm"):
+            callback(presid / bnrm2)
+        return callback_type == "legacy" and inner[0] == maxiter
+
     for _ in range(maxiter):
-        v0 = s.psolve(r)
-        beta = s.norm(v0)
-        V[0] = v0 * (1 / beta)
-        S = [beta] + [0.0] * m
-        cols, rots, brk = [], [], False
-        for col in range(m):
-            w = s.psolve(s.matvec(V[col]))
-            basis = V[: col + 1]
-            # classical Gram-Schmidt twice (SciPy: modified; equal in exact arithmetic),
-            # so the projections of a step take two all_reduces instead of col + 1
-            first = s.sums(_sq(w), *(basis.conj() @ w))
-            h0, h = math.sqrt(first[0].real), first[1:]
-            w = w - torch.tensor(h, dtype=s.dtype, device=w.device) @ basis
-            h2 = s.sums(*(basis.conj() @ w))
-            w = w - torch.tensor(h2, dtype=s.dtype, device=w.device) @ basis
-            h1 = s.norm(w)
-            hl = [a + c for a, c in zip(h, h2, strict=True)]
-            brk = h1 <= eps * h0
-            V[col + 1] = w if brk else w * (1 / h1)
-            hl.append(0.0 if brk else h1)
-            for k, (c, sn) in enumerate(rots):
-                n0, n1 = hl[k], hl[k + 1]
-                hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
-            c, sn, hl[col] = _lartg(hl[col], hl[col + 1])
-            hl[col + 1] = 0.0
-            rots.append((c, sn))
-            cols.append(hl)
-            t = -sn.conjugate() * S[col]
-            S[col], S[col + 1] = c * S[col], t
-            presid = abs(t)
-            inner += 1
-            if callback_type in ("legacy", "pr_norm"):
-                callback(presid / bnrm2)
-            if callback_type == "legacy" and inner == maxiter:
-                break
-            if presid <= ptol or brk:
-                break
-        k = col + 1
-        if cols[col][col] == 0:
-            S[col] = 0
-        y = S[:k]
-        for j in range(k - 1, -1, -1):
-            if y[j] != 0:
-                y[j] /= cols[j][j]
-                for i in range(j):
-                    y[i] -= y[j] * cols[j][i]
-        x.add_(torch.tensor(y, dtype=s.dtype, device=x.device) @ V[:k])
+        dx, presid, brk = _krylov.gmres_cycle(s, r, m, eps, s.dtype, ptol, on_step)
+        x.add_(dx)
         r = s.b - s.matvec(x)
         rnorm = s.norm(r)
-        if callback_type == "legacy" and inner == maxiter:
+        if callback_type == "legacy" and inner[0] == maxiter:
             return xk, 0 if rnorm <= tol else maxiter
         if callback_type == "x":
             callback(xk)

@@ -286,6 +286,20 @@ def test_xla_callback_per_iteration(xla_device):
     _compare(ours[-1], ref[-1], np.float64)
 
 
+@pytest.mark.xla
+@pytest.mark.parametrize("callback_type", ["x", "pr_norm", "legacy"])
+def test_xla_gmres_callback_as_scipy(callback_type, xla_device):
+    """A callback runs gmres' host restart cycle on XLA (its state holds host numbers)."""
+    A, b = _problem("gmres", np.float64, m=5)
+    ref, ours = [], []
+    x_ref, info_ref = spla.gmres(A, b, restart=5, callback=ref.append,
+                                 callback_type=callback_type)
+    x, info = tsl.gmres(_to(A, xla_device), _to(b, xla_device), restart=5,
+                        callback=ours.append, callback_type=callback_type)
+    assert info == info_ref and len(ours) == len(ref)
+    _compare(x, x_ref, np.float64)
+
+
 # -- info codes, bad input, NaN ----------------------------------------------------------------
 
 @pytest.mark.parametrize("solver", SOLVERS)

@@ -43,6 +43,7 @@ from trnscipy import _transfer
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, _plan, kernel, register
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve import _krylov, utils
 from trnscipy.sparse.linalg._isolve.utils import check_atol, check_x0, host_value
 
 _INNER_RTOL = 1e-5
@@ -392,25 +393,15 @@ class _CG:
     again."""
 
     def __init__(self, op, M, device):
-        from trnscipy.sparse.linalg._isolve import utils
-
         A32 = op.float32
+        V = _krylov.Local(lambda v: A32 @ v, (lambda v: v) if M is None else (lambda v: M @ v))
         loop = kernel("device_loop", device)
 
         def iteration(carry, _):
             xh, xl, r, p, rho, left, rref, tol = carry
-            rn = utils.norm(r)
-            live = (left > 0) & (rn >= tol) & (rn >= _REPLACE * rref)
-            z = r if M is None else M @ r
-            rho_new = utils.dot(r, z)
-            p_new = z + (rho_new / rho) * p
-            q = A32 @ p_new
-            alpha = rho_new / utils.dot(p_new, q)
-            x = _df.add_f((xh, xl), alpha * p_new)
-            xh, xl = torch.where(live, x[0], xh), torch.where(live, x[1], xl)
-            r = torch.where(live, r - alpha * q, r)
-            p, rho = torch.where(live, p_new, p), torch.where(live, rho_new, rho)
-            return xh, xl, r, p, rho, left - live.to(left.dtype), rref, tol
+            s = _DFStep((left > 0) & (utils.norm(r) >= _REPLACE * rref))
+            (xh, xl), r, p, rho = _krylov.cg(V, s, ((xh, xl), r, p, rho), False, tol)
+            return xh, xl, r, p, rho, left - s.live.to(left.dtype), rref, tol
 
         def blocks(xh, xl, r, p, rho, left, rref, tol, bh, bl, best, stalled, done, tol_down,
                    stop):
@@ -428,6 +419,33 @@ class _CG:
             return (*out, _status(out[6], out[5], out[8]))
 
         self.blocks = kernel("graph_function", device)(blocks)
+
+
+class _DFStep:
+    """The step (``_krylov``) of the double-float cg's device loop: the iterate is a
+    double-float pair (x += a p by TwoSum), and every update is masked, since the loop
+    runs on after the stop to the block's residual replacement."""
+
+    stopped = False
+
+    def __init__(self, live):
+        self.live = live
+
+    def stop_if(self, cond, code):
+        self.live = self.live & ~cond
+
+    def axpy(self, x, a, p):
+        return tuple(torch.where(self.live, new, old)
+                     for new, old in zip(_df.add_f(x, a * p), x, strict=True))
+
+    def update(self, y, a, x):
+        return torch.where(self.live, y + a * x, y)
+
+    def xpay(self, x, a, y):
+        return torch.where(self.live, x + a * y, y)
+
+    def carry(self, new, old):
+        return torch.where(self.live, new, old)
 
 
 _STALLED_BLOCKS = 10  # blocks without a new smallest true residual: hand over
@@ -530,8 +548,6 @@ def _cg(device_solver, op, params):
         return device_solver(**params)  # the solver's own shape errors
     if len(start) == 2:
         return start
-    from trnscipy.sparse.linalg._isolve import utils
-
     bh, bl, xh, xl, r, rnorm, tol, maxiter = start
     device = r.device
     graphs = _cached_graphs(op, "cg", M, lambda: _CG(op, M, device))

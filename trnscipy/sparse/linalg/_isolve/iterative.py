@@ -4,14 +4,11 @@ Loop structure and host reads: see ``utils``.  Each function is the device
 implementation of SciPy's; host inputs go to SciPy itself.
 """
 
-import math
-import warnings
-
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve import utils
+from trnscipy.sparse.linalg._isolve import _krylov, utils
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
@@ -70,39 +67,16 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.matvec, system.psolve, system.tol
+    V, tol = _krylov.Local(system.matvec, system.psolve), system.tol
 
     def step(state, s, first):
-        x, r, p, rho_prev = state
-        s.stop_if(norm(r) < tol, 0)
-        if s.stopped:
-            return state
-        z = psolve(r)
-        rho = dot(r, z)
-        p = z.clone() if first else s.xpay(z, rho / rho_prev, p)
-        q = matvec(p)
-        alpha = rho / dot(p, q)
-        x = s.axpy(x, alpha, p)
-        r = s.update(r, -alpha, q)
-        return x, r, p, rho
+        return _krylov.cg(V, s, state, first, tol)
 
     r = _residual(system, x0 is not None)
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
     state, info = run(step, state, system.maxiter, system.device, callback, _x, loop=True,
                       host_effects=not system.traceable)
     return state[0], info
-
-
-def _lartg_host(f, g):
-    """LAPACK's ?lartg on Python numbers (``_arnoldi.lartg`` on 0-d tensors)."""
-    af, ag = abs(f), abs(g)
-    if ag == 0:
-        return 1.0, 0.0, f
-    if af == 0:
-        return 0.0, g.conjugate() / ag, ag
-    d = math.sqrt(af * af + ag * ag)
-    phase = f / af
-    return af / d, phase * g.conjugate() / d, phase * d
 
 
 def _conj(t):
@@ -113,18 +87,7 @@ def _conj(t):
 @solver_kernel(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
-    if callback is not None and callback_type is None:
-        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
-                      "The default value will be changed in a future release. For "
-                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
-                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
-                      "``gmres(..., callback_type='legacy')``", DeprecationWarning, stacklevel=4)
-    if callback_type is None:
-        callback_type = "legacy"
-    if callback_type not in ("x", "pr_norm", "legacy"):
-        raise ValueError(f"Unknown callback_type: {callback_type!r}")
-    if callback is None:
-        callback_type = None
+    callback_type = utils.gmres_callback_type(callback, callback_type, stacklevel=4)
 
     system = _setup("gmres", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
@@ -137,57 +100,18 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     inner_total = [0]
     rdtype = bnrm2.dtype
 
+    space = _krylov.Local(matvec, psolve, device)
+
+    def on_step(presid):
+        inner_total[0] += 1
+        if callback_type in ("legacy", "pr_norm"):
+            callback(presid / bnrm2_host)
+        return callback_type == "legacy" and inner_total[0] == maxiter
+
     def arnoldi_host(x, r, ptol, s):
         """One restart cycle with the small Hessenberg work in Python numbers, as SciPy
         (CPU, or a callback): returns x, presid, breakdown."""
-        V = torch.zeros((m + 1, n), dtype=dtype, device=device)
-        v0 = psolve(r)
-        tmp = float(norm(v0))
-        V[0] = v0 * (1 / tmp)
-        S = [tmp] + [0.0] * m
-        cols, rots = [], []
-        presid, brk = 0.0, False
-        for col in range(m):
-            sync(device)  # XLA with a callback: cut the graph before the host reads
-            w = psolve(matvec(V[col]))
-            h0 = float(norm(w))
-            basis = V[:col + 1]
-            h = basis.conj() @ w          # classical Gram-Schmidt, twice (SciPy: modified
-            w = w - h @ basis             # Gram-Schmidt; equal in exact arithmetic)
-            h2 = basis.conj() @ w
-            w = w - h2 @ basis
-            hl = (h + h2).tolist()
-            h1 = float(norm(w))
-            brk = h1 <= eps * h0
-            V[col + 1] = w if brk else w * (1 / h1)
-            hl.append(0.0 if brk else h1)
-            for k, (c, sn) in enumerate(rots):
-                n0, n1 = hl[k], hl[k + 1]
-                hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
-            c, sn, hl[col] = _lartg_host(hl[col], hl[col + 1])
-            hl[col + 1] = 0.0
-            rots.append((c, sn))
-            cols.append(hl)
-            t = -sn.conjugate() * S[col]
-            S[col], S[col + 1] = c * S[col], t
-            presid = abs(t)
-            inner_total[0] += 1
-            if callback_type in ("legacy", "pr_norm"):
-                callback(presid / bnrm2_host)
-            if callback_type == "legacy" and inner_total[0] == maxiter:
-                break
-            if presid <= ptol or brk:
-                break
-        k = col + 1
-        if cols[col][col] == 0:
-            S[col] = 0
-        y = S[:k]
-        for j in range(k - 1, -1, -1):  # SciPy's back-substitution, zero entries skipped
-            if y[j] != 0:
-                y[j] /= cols[j][j]
-                for i in range(j):
-                    y[i] -= y[j] * cols[j][i]
-        dx = torch.tensor(y, dtype=dtype).to(device) @ V[:k]
+        dx, presid, brk = _krylov.gmres_cycle(space, r, m, eps, dtype, ptol, on_step)
         return s.keep(x + dx, x), presid, brk
 
     arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve,
@@ -242,7 +166,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     # a host read per CHECK_EVERY Arnoldi steps (at least one cycle); a cycle (its steps
     # one device loop) is one replayed graph
     state, info = run(cycle, state, maxiter, device, callback, None,
-                      block=max(1, utils.CHECK_EVERY // m), peel=None, unroll=1,
+                      block=max(1, utils.CHECK_EVERY // m), peel=False, unroll=1,
                       host_effects=not system.traceable, loop=True)
     return state[0], info
 

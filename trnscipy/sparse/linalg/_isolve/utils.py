@@ -14,6 +14,7 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 """
 
 import functools
+import warnings
 
 import numpy as np
 from array_api_compat import is_torch_array
@@ -27,7 +28,8 @@ from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
-__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "run", "sync",
+__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol",
+           "gmres_callback_type", "run", "sync",
            "host_reads_free", "dot", "inner", "norm", "traceable"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
@@ -234,6 +236,23 @@ def check_x0(x0):
         raise ValueError(f"x0 must be an array, None or 'Mb', not {x0!r}")
 
 
+def gmres_callback_type(callback, callback_type, stacklevel):
+    """SciPy's gmres ``callback_type`` rule: its DeprecationWarning for a callback without
+    one ('legacy' then), its ValueError for an unknown one; None without a callback."""
+    if callback is not None and callback_type is None:
+        warnings.warn("scipy.sparse.linalg.gmres called without specifying `callback_type`. "
+                      "The default value will be changed in a future release. For "
+                      "compatibility, specify a value for `callback_type` explicitly, e.g., "
+                      "``gmres(..., callback_type='pr_norm')``, or to retain the old behavior "
+                      "``gmres(..., callback_type='legacy')``", DeprecationWarning,
+                      stacklevel=stacklevel + 1)
+    if callback_type is None:
+        callback_type = "legacy"
+    if callback_type not in ("x", "pr_norm", "legacy"):
+        raise ValueError(f"Unknown callback_type: {callback_type!r}")
+    return None if callback is None else callback_type
+
+
 def check_atol(name, atol):
     """SciPy's validation of ``atol`` (the rtol*||b|| part is computed on the device)."""
     if atol == "legacy" or atol is None or atol < 0:
@@ -317,6 +336,10 @@ class _EagerStep:
     def keep(self, new, old):
         return new if self.live else old
 
+    def carry(self, new, old):
+        """A scalar of the carry (unmasked: the loop leaves at the stop)."""
+        return new
+
 
 class _LazyStep:
     """Stop flags as device booleans; the returned iterate masked with torch.where."""
@@ -350,6 +373,10 @@ class _LazyStep:
     def keep(self, new, old):
         return torch.where(self.live, new, old)
 
+    def carry(self, new, old):
+        """A scalar of the carry (unmasked: only the iterate is kept at the stop)."""
+        return new
+
 
 def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
         host_effects=False, unroll=None, loop=False):
@@ -364,9 +391,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     one traced graph.  The loop counters are device data from the start, so the graph
     does not depend on ``maxiter``.
     ``peel`` (for a ``step`` that uses ``first``) runs iteration 0 as a graph of its
-    own; ``peel=None`` says ``step`` ignores ``first`` (every block is the same graph);
-    ``peel=False`` puts iteration 0, with ``first``, in the first block (a graph of its
-    own).
+    own; false (None too) says ``step`` ignores ``first``: every block is the same graph.
 
     ``s`` carries the stop flags (``s.stop_if(cond, code)``); ``first`` is True for
     iteration 0.  ``value(state)`` is what the callback receives after each completed
@@ -411,7 +436,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
 
     # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
     # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
-    loop = loop and not any(leaf.is_complex() for leaf in leaves)
+    loop = loop and not any(isinstance(leaf, torch.Tensor) and leaf.is_complex()
+                            for leaf in leaves)
     one_while = replayable and loop and capability(device_kind(device)).device_while
     if one_while:
         block = maxiter - bool(peel)  # one While to the stop flag: one execution
@@ -426,31 +452,25 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
         state, done, info, left = iterate(state, done, info, left, first)
         return tuple(pytree.tree_leaves(state)) + (done, info, left)
 
-    def steps_of(first):
-        def run_steps(*flat):  # ``steps`` iterations as a function of the state's leaves
-            if replayable and loop:
-                flat = flat_iterate(flat, True) if first else flat
-                return device_loop(lambda carry, _: flat_iterate(carry, False), flat,
-                                   int(first), steps, until=len(flat) - 3)
-            for k in range(steps):
-                flat = flat_iterate(flat, first and k == 0)
-            return flat
+    def run_steps(*flat):  # ``steps`` iterations as a function of the state's leaves
+        if replayable and loop:
+            return device_loop(lambda carry, _: flat_iterate(carry, False), flat, 0, steps,
+                               until=len(flat) - 3)
+        for _ in range(steps):
+            flat = flat_iterate(flat, False)
+        return flat
 
-        if replayable:
-            return kernel("graph_function", device)(run_steps)
-
-        def traced(*flat):
+    if replayable:
+        graph = kernel("graph_function", device)(run_steps)
+    else:
+        def graph(*flat):
             out = run_steps(*flat)
             sync(device)
             return out
-        return traced
 
-    later = steps_of(False)
-    first = steps_of(True) if peel is False else later
-
-    def run_block(graph, flat):
+    def run_block(flat):
         for _ in range(block // steps):
-            flat, graph = graph(*flat), later
+            flat = graph(*flat)
         return flat
 
     it = 0
@@ -460,8 +480,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
             sync(device)
             it = 1
         else:
-            *leaves, done, info, left = run_block(first if it == 0 else later,
-                                                  (*pytree.tree_leaves(state), done, info, left))
+            *leaves, done, info, left = run_block((*pytree.tree_leaves(state), done, info,
+                                                   left))
             state = pytree.tree_unflatten(leaves, spec)
             it += block
         if bool(done):
