@@ -68,8 +68,8 @@ _HOST_SUPERLU = frozenset({"scipy.sparse.linalg.SuperLU.solve",
                            "scipy.sparse.linalg.SuperLU.L"})
 
 # Operations with a double-float method on Neuron (sparse/linalg/_isolve/_refine.py,
-# sparse/linalg/_dsolve/_refine.py, linalg/_refine.py): float32 factorizations and solves
-# plus double-float refinement.
+# sparse/linalg/_dsolve/_refine.py, linalg/_refine.py, linalg/_refine_orth.py): float32
+# factorizations and solves plus double-float refinement.
 _DOUBLE_FLOAT = frozenset(
     [f"scipy.sparse.linalg._isolve.iterative.{name}"
      for name in ("cg", "bicg", "bicgstab", "cgs", "gmres", "qmr")]
@@ -81,6 +81,7 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.linalg._decomp.eigh", "scipy.linalg._decomp.eigvalsh",
        "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",
        "scipy.linalg._decomp_lu.lu", "scipy.linalg._basic.inv",
+       "scipy.linalg._basic.solve_triangular", "scipy.linalg._basic.det",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
