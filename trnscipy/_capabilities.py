@@ -82,6 +82,7 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",
        "scipy.linalg._decomp_lu.lu", "scipy.linalg._basic.inv",
        "scipy.linalg._basic.solve_triangular", "scipy.linalg._basic.det",
+       "scipy.linalg._decomp_qr.qr",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",

@@ -78,3 +78,58 @@ def test_det_float64(emulate_neuron, monkeypatch):
         # beyond float32's exponent range the device cannot hold the result: said
         with pytest.raises(ValueError, match="exponent range"):
             tl.det(mats[0] * 1e4)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("modes", [
+    ("economic", "r"),
+    # every shape and Q width compiles its own graphs (about 45 s each on XLA CPU)
+    pytest.param(("full", "economic"), marks=pytest.mark.slow)])
+def test_qr_float64(modes, emulate_neuron, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(2)
+    tall, wide = rng.standard_normal((20, 12)), rng.standard_normal((12, 20))
+    cases = [(tall, modes[0]), (wide, modes[1])]
+
+    def run():
+        with trnscipy.offload("xla"):
+            return [tl.qr(a, mode=mode) for a, mode in cases]
+
+    out, ops, aten, counts = _on_neuron(run)
+    assert ops == [] and aten == 0
+    for (a, mode), got in zip(cases, out, strict=True):
+        want = sl.qr(a, mode=mode)
+        k = min(a.shape)
+        r = got[-1]
+        assert r.shape == want[-1].shape
+        # LAPACK's sign convention survives the float32 QR: R and Q's first k columns
+        # match SciPy's to float64 rounding
+        np.testing.assert_allclose(r, want[-1], rtol=0, atol=1e-13 * np.abs(a).max())
+        if mode == "r":
+            continue
+        q = got[0]
+        assert q.shape == want[0].shape
+        np.testing.assert_allclose(q[:, :k], want[0][:, :k], rtol=0, atol=1e-13)
+        # the full Q's complement is any orthonormal basis: orthogonality, backward error
+        assert np.abs(q.T @ q - np.eye(q.shape[1])).max() <= 2 * a.shape[0] * EPS
+        assert np.abs(a - q @ r).max() <= 2 * a.shape[0] * EPS * np.abs(a).max()
+
+
+@pytest.mark.xla
+def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
+    """A rank-deficient matrix stops the refinement (R's triangle is singular): SciPy's
+    QR of the exact values, announced, never the float32 factors."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((20, 12))
+    a[:, 5] = a[:, 2]
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="did not converge"):
+        q, r = tl.qr(a, mode="economic")
+    qs, rs = sl.qr(a, mode="economic")
+    assert np.array_equal(q, qs) and np.array_equal(r, rs)

@@ -20,6 +20,7 @@ from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
+from trnscipy.linalg import _xla_dense
 
 _QR_STEPS = 2  # Newton steps in the graph of the float32 QR, before its one host read
 _QR_MORE = 4  # further steps, one host read each, where the first ones did not finish
@@ -115,3 +116,80 @@ def det(a):
                          "(Trainium) holds float64 data; scale the matrix or compute on "
                          "the host")
     return out
+
+
+def _qr_step(A1, k, eye):
+    """One Newton step of the QR refinement (module docstring) on the carry
+    (Q hi, Q lo, R1 hi, R1 lo, size): Q with c columns, R1 the k x k triangle."""
+    c = eye.shape[0]
+    idx = torch.arange(c, device=eye.device)
+    top = (idx[:, None] < k).to(eye.dtype)  # rows (and columns) of the first k
+    rest = (1 - top) * (1 - top).mT * (1 - eye)  # both indices >= k, off the diagonal
+
+    def step(carry, _):
+        Q, R1 = (carry[0], carry[1]), (carry[2], carry[3])
+        Qh, Rh = Q[0], R1[0]
+        Qk = (Q[0][:, :k], Q[1][:, :k])
+        E = _df.sub(A1, _df.gemm(Qk, R1))[0]
+        G = _df.sub((eye, torch.zeros_like(eye)), _df.gemm(_r._t(Q), Q))[0]
+        Y = _r._trsm(Rh, E.mT, upper=True, trans=1).mT  # E R^-1
+        M = Qh.mT @ Y  # c x k
+        K = torch.cat([M.tril(-1), torch.zeros_like(eye[:, k:])], 1)
+        X = K + (G - K.mT).triu(1) * top + torch.diag_embed(G.diagonal() * 0.5) \
+            + G * rest * 0.5
+        dR = (M - X[:, :k])[:k].triu() @ Rh
+        dQ = Qh @ X + torch.cat([Y - Qh @ M, torch.zeros_like(Qh[:, k:])], 1)
+        Q, R1 = _df.add_f(Q, dQ), _df.add_f(R1, dR)
+        size = torch.maximum(dQ.abs().max(), dR.abs().max() / Rh.abs().max())
+        return (*Q, *R1, size)
+
+    return step
+
+
+_QR_HOST = "the double-float refinement of the QR did not converge (rank-deficient or " \
+    "ill-conditioned matrix): SciPy's QR on the exact values"
+
+
+@register("linalg.qr", "neuron")
+def qr(a, mode="full", pivoting=False):
+    if not _r._df64(a):
+        return _xla_dense.qr(a, mode=mode, pivoting=pivoting)
+    host = lambda reason: _r._on_host("scipy.linalg.qr", reason, lambda x: _k._sl.qr(  # noqa: E731
+        x, mode=mode, pivoting=pivoting, check_finite=False), a)
+    if a.ndim != 2 or pivoting or mode == "raw":
+        return host("batched input, column pivoting and mode='raw' (LAPACK's Householder "
+                    "form) have no double-float method")
+    A = _r._parts(a)
+    m, n = a.shape
+    k = min(m, n)
+    c = m if mode == "full" else k
+    h, tau = _xla_dense.geqrf(A[0])
+    Q0, R0 = _xla_dense.orgqr(h, tau, c), h.triu()[:k, :k]
+    eye = torch.eye(c, dtype=Q0.dtype, device=Q0.device)
+    A1 = (A[0][:, :k], A[1][:, :k])
+    step = _qr_step(A1, k, eye)
+    loop = kernel("device_loop", Q0.device)
+    zero = torch.zeros((), dtype=Q0.dtype, device=Q0.device)
+    # a fixed number of steps in the graph of the float32 QR, one host read
+    carry = loop(step, (Q0, torch.zeros_like(Q0), R0, torch.zeros_like(R0), zero), 0,
+                 _QR_STEPS)
+    size = float(_r._fetch(carry[4]))
+    for _ in range(_QR_MORE):
+        if size <= _QR_DONE or size != size:
+            break
+        carry = step(carry, None)
+        size = float(_r._fetch(carry[4]))
+    if not size <= _QR_DONE:
+        return host(_QR_HOST)
+    Q, R1 = (carry[0], carry[1]), (carry[2], carry[3])
+    R = R1
+    if n > k:  # the columns past the square: R2 = Q^T A2 (Q orthogonal to double-float)
+        R2 = _df.gemm(_r._t(Q), (A[0][:, k:], A[1][:, k:]))
+        R = (torch.cat([R1[0], R2[0]], 1), torch.cat([R1[1], R2[1]], 1))
+    if mode != "economic" and m > n:  # R has Q's m rows
+        pad = torch.zeros((m - n, n), dtype=R[0].dtype, device=R[0].device)
+        R = (torch.cat([R[0], pad]), torch.cat([R[1], pad]))
+    R = _transfer.df_tensor(*R)
+    if mode == "r":
+        return (R,)
+    return _transfer.df_tensor(*Q), R
