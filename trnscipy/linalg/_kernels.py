@@ -626,4 +626,4 @@ def norm(a, ord=None, axis=None, keepdims=False):
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)
 
 
-from trnscipy.linalg import _refine, _refine_orth, _xla_dense, _xla_svd  # noqa: E402,F401,I001  (xla, neuron)
+from trnscipy.linalg import _refine, _xla_dense, _xla_svd  # noqa: E402,F401  (xla, neuron)
