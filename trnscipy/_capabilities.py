@@ -68,9 +68,9 @@ _HOST_SUPERLU = frozenset({"scipy.sparse.linalg.SuperLU.solve",
                            "scipy.sparse.linalg.SuperLU.L"})
 
 # Operations with a double-float method on Neuron (sparse/linalg/_isolve/_refine.py,
-# _refine_lsq.py, sparse/linalg/_dsolve/_refine.py, _eigen/_refine.py, linalg/_refine.py:
-# float32 factorizations and solves plus double-float refinement; sparse/linalg/
-# _refine_expm.py, _refine_norm.py: the computation itself in double-float).
+# _refine_lsq.py, sparse/linalg/_dsolve/_refine.py, _eigen/_refine.py, linalg/_refine.py,
+# linalg/_refine_orth.py: float32 factorizations and solves plus double-float refinement;
+# sparse/linalg/_refine_expm.py, _refine_norm.py: the computation itself in double-float).
 _DOUBLE_FLOAT = frozenset(
     [f"scipy.sparse.linalg._isolve.iterative.{name}"
      for name in ("cg", "bicg", "bicgstab", "cgs", "gmres", "qmr")]
@@ -82,6 +82,8 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.linalg._decomp.eigh", "scipy.linalg._decomp.eigvalsh",
        "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",
        "scipy.linalg._decomp_lu.lu", "scipy.linalg._basic.inv",
+       "scipy.linalg._basic.solve_triangular", "scipy.linalg._basic.det",
+       "scipy.linalg._decomp_qr.qr",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",

@@ -1,0 +1,137 @@
+"""float64 solve_triangular, det and qr on an emulated Neuron device (issue 27): float32
+device work plus double-float refinement (trnscipy/linalg/_refine_orth.py), paired
+against SciPy's float64."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tests.linalg.test_double_float_lu import _on_neuron
+
+torch = pytest.importorskip("torch")
+
+EPS = np.finfo(np.float64).eps
+N = 32
+
+
+@pytest.mark.xla
+def test_solve_triangular_float64(emulate_neuron, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(0)
+    a = np.triu(rng.standard_normal((N, N))) + 4 * np.eye(N)
+    b = rng.standard_normal((N, 2))
+    cases = [dict(), dict(lower=True), dict(trans=1), dict(trans="T", lower=True),
+             dict(unit_diagonal=True)]
+
+    def run():
+        with trnscipy.offload("xla"):
+            return [tl.solve_triangular(a if not kw.get("lower") else a.T, b, **kw)
+                    for kw in cases] + [tl.solve_triangular(a, b[:, 0])]
+
+    out, ops, aten, counts = _on_neuron(run)
+    assert ops == [] and aten == 0
+    for kw, x in zip(cases + [dict()], out, strict=True):
+        m = a if not kw.get("lower") else a.T
+        op = np.tril(m) if kw.get("lower") else np.triu(m)
+        if kw.get("unit_diagonal"):
+            op = op - np.diag(np.diag(op)) + np.eye(N)
+        op = op.T if kw.get("trans") else op
+        rhs = b if x.ndim == 2 else b[:, 0]
+        want = sl.solve_triangular(m, rhs, **kw)
+        # backward error at float64's level (the triangular solve is backward stable)
+        berr = np.abs(op @ x - rhs).max() / (np.abs(op).sum(1).max() * np.abs(x).max())
+        assert berr <= 4 * N * EPS, (kw, berr)
+        np.testing.assert_allclose(x, want, rtol=0, atol=1e-12 * np.abs(want).max())
+    a0 = a.copy()
+    a0[7, 7] = 0
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="diagonal 7"):
+        tl.solve_triangular(a0, b)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 100 s of XLA compiles (each shape's LU and pivot-product loop)
+def test_det_float64(emulate_neuron, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(1)
+    mats = [rng.standard_normal((N, N)), rng.standard_normal((N, N)) * 2.0,
+            rng.standard_normal((3, 3)), np.array([[2.5]])]
+    singular = mats[0].copy()
+    singular[:, 4] = 0
+
+    def run():
+        with trnscipy.offload("xla"):
+            return [tl.det(m) for m in mats]
+
+    out, ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    for m, d in zip(mats, out, strict=True):
+        want = sl.det(m)
+        # relative error of the refined LU's pivot product: cond(A) eps64-sized
+        assert abs(d - want) <= 1e-13 * abs(want), (d, want)
+    with trnscipy.offload("xla"):
+        assert tl.det(singular) == 0.0 == sl.det(singular)
+        # beyond float32's exponent range the device cannot hold the result: said
+        with pytest.raises(ValueError, match="exponent range"):
+            tl.det(mats[0] * 1e4)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("modes", [
+    ("economic", "r"),
+    # every shape and Q width compiles its own graphs (about 45 s each on XLA CPU)
+    pytest.param(("full", "economic"), marks=pytest.mark.slow)])
+def test_qr_float64(modes, emulate_neuron, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(2)
+    tall, wide = rng.standard_normal((20, 12)), rng.standard_normal((12, 20))
+    cases = [(tall, modes[0]), (wide, modes[1])]
+
+    def run():
+        with trnscipy.offload("xla"):
+            return [tl.qr(a, mode=mode) for a, mode in cases]
+
+    out, ops, aten, counts = _on_neuron(run)
+    assert ops == [] and aten == 0
+    for (a, mode), got in zip(cases, out, strict=True):
+        want = sl.qr(a, mode=mode)
+        k = min(a.shape)
+        r = got[-1]
+        assert r.shape == want[-1].shape
+        # LAPACK's sign convention survives the float32 QR: R and Q's first k columns
+        # match SciPy's to float64 rounding
+        np.testing.assert_allclose(r, want[-1], rtol=0, atol=1e-13 * np.abs(a).max())
+        if mode == "r":
+            continue
+        q = got[0]
+        assert q.shape == want[0].shape
+        np.testing.assert_allclose(q[:, :k], want[0][:, :k], rtol=0, atol=1e-13)
+        # the full Q's complement is any orthonormal basis: orthogonality, backward error
+        assert np.abs(q.T @ q - np.eye(q.shape[1])).max() <= 2 * a.shape[0] * EPS
+        assert np.abs(a - q @ r).max() <= 2 * a.shape[0] * EPS * np.abs(a).max()
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # the QR graphs of another shape (about 45 s)
+def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
+    """A rank-deficient matrix stops the refinement (R's triangle is singular): SciPy's
+    QR of the exact values, announced, never the float32 factors."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((20, 12))
+    a[:, 5] = a[:, 2]
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="did not converge"):
+        q, r = tl.qr(a, mode="economic")
+    qs, rs = sl.qr(a, mode="economic")
+    assert np.array_equal(q, qs) and np.array_equal(r, rs)
