@@ -42,3 +42,6 @@ from trnscipy.sparse.linalg._norm import norm  # noqa: F401
 from trnscipy.sparse.linalg._onenormest import onenormest  # noqa: F401
 
 __all__ = mirror(globals(), _scipy_sparse_linalg)
+
+# trnscipy's extensions: attributes of the namespace, not in SciPy's __all__
+from trnscipy.sparse.linalg._isolve._batched import cg_batched  # noqa: E402,F401
