@@ -17,8 +17,8 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts", "is_exact",
-           "host_value"]
+__all__ = ["is_float64", "MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts",
+           "is_exact", "host_value"]
 
 # torch functions and Tensor methods (by name) that only move stored values: not
 # arithmetic on Trainium (docs/design.md), and what a DoubleFloatTensor's low part follows.
@@ -51,6 +51,16 @@ _WIDE = {np.dtype(np.float64): np.float32, np.dtype(np.complex128): np.complex64
 # (a device flushes subnormals) for data down to float32's smallest normal magnitude.
 LO_SCALE = 2.0 ** 24
 TAIL_SCALE = 2.0 ** 48
+
+
+def is_float64(x):
+    """True for float64 data: a tensor, a NumPy array or scalar, a sparse container (its
+    values), or array_like that NumPy reads as float64."""
+    if getattr(x, "format", None) is not None:
+        x = x.data
+    dtype = getattr(x, "dtype", None)
+    return dtype in (torch.float64, np.float64) or (
+        dtype is None and np.asarray(x).dtype == np.float64)
 
 
 def split(a):

@@ -29,6 +29,7 @@ import inspect
 import numpy as np
 
 from trnscipy import _transfer
+from trnscipy._double_float import is_float64
 from trnscipy._kernels import _df, kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
@@ -39,14 +40,6 @@ __all__ = ["expm_multiply"]
 _TOL = 2.0 ** -53
 
 
-def _float64(x):
-    dtype = getattr(x, "dtype", None)
-    if getattr(x, "format", None) is not None:
-        dtype = x.data.dtype
-    return dtype in (torch.float64, np.float64) or (
-        dtype is None and np.asarray(x).dtype == np.float64)
-
-
 def expm_multiply(scipy_func, device_func, args, kwargs):
     """The double-float series for float64 operands, else the device function."""
     from trnscipy.sparse.linalg._expm_multiply import _check, _Problem
@@ -55,7 +48,7 @@ def expm_multiply(scipy_func, device_func, args, kwargs):
     bound.apply_defaults()
     p = bound.arguments
     A, B = p["A"], p["B"]
-    if not (_float64(A) or _float64(B)) or getattr(A, "dtype", None) in (
+    if not (is_float64(A) or is_float64(B)) or getattr(A, "dtype", None) in (
             torch.complex64, torch.complex128) or getattr(B, "dtype", None) in (
             torch.complex64, torch.complex128):
         return device_func(*args, **kwargs)

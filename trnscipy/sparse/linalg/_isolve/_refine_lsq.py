@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from trnscipy import _transfer
+from trnscipy._double_float import is_float64
 from trnscipy._kernels import _df, kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
@@ -48,19 +49,13 @@ _EPS_DF = 2.0 ** -44  # double-float's "machine" level in SciPy's tests 4 and 5
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _float64(x):
-    dtype = getattr(x, "dtype", None)
-    return dtype in (torch.float64, np.float64) or (
-        dtype is None and np.asarray(x).dtype == np.float64)
-
-
 def least_squares(scipy_solver, device_solver, args, kwargs):
     """lsqr/lsmr: the refined solve for float64 operands, else the device solver."""
     bound = inspect.signature(scipy_solver).bind(*args, **kwargs)
     bound.apply_defaults()
     p = bound.arguments
     A, b = p["A"], p["b"]
-    if not (_float64(A) or _float64(b)):
+    if not (is_float64(A) or is_float64(b)):
         return device_solver(*args, **kwargs)
     name = scipy_solver.__name__
     if p["show"]:
