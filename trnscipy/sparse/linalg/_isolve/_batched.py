@@ -16,7 +16,7 @@ from array_api_compat import is_torch_array
 
 from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind
-from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_device, to_host
@@ -99,10 +99,10 @@ def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
         Z = R if pre is None else pre.matmat(R)
         rho = _cols_dot(R, Z)
         first = j == 0
-        beta = torch.where(live & ~first, rho / rho_prev, torch.zeros_like(rho))
+        beta = torch.where(live & ~first, divide(rho, rho_prev), torch.zeros_like(rho))
         P = Z + beta * P
         Q = op.matmat(P)
-        alpha = torch.where(live, rho / _cols_dot(P, Q), torch.zeros_like(rho))
+        alpha = torch.where(live, divide(rho, _cols_dot(P, Q)), torch.zeros_like(rho))
         X = torch.where(live, X + alpha * P, X)
         R = torch.where(live, R - alpha * Q, R)
         rho_prev = torch.where(live, rho, rho_prev)
