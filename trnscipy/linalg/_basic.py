@@ -12,6 +12,7 @@ from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
@@ -81,8 +82,7 @@ def _solve_scalar(a, b, check_finite):
         if a.item() == 0:
             raise LinAlgError("A singular matrix detected.")
         a, bm = a.to(dtype), bm.to(dtype)
-        # torch-xla 2.9 drops the imaginary part of a complex / complex tensor division
-        x = bm * (a.conj() / (a.real ** 2 + a.imag ** 2)) if a.is_complex() else bm / a
+        x = divide(bm, a)
     return x[..., 0] if vec else x
 
 
@@ -207,7 +207,7 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     if b.numel() == 0:
         return b.to(dtype).clone()
     if ab.shape[-1] == 1:
-        return (b.to(dtype) / ab[..., upper, 0].to(dtype)).clone()
+        return divide(b.to(dtype), ab[..., upper, 0].to(dtype)).clone()
     x = kernel("linalg.solve_banded", device)((lower, upper), ab.to(dtype), bm.to(dtype))
     return x[..., 0] if vec else x
 

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels_struct  # noqa: F401  (registers kernels)
@@ -184,7 +185,7 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
         _, logdet = torch.linalg.slogdet(z)
         c = torch.exp(logdet / (2 * n))
         z_new = 0.5 * (z / c + c * inv(z, check_finite=False))
-        change = torch.stack([(z_new - z).abs().sum(0).max(), z_new.abs().sum(0).max()])
+        change = torch.stack([absolute(z_new - z).sum(0).max(), absolute(z_new).sum(0).max()])
         z = z_new
         if _converged(change, tol):
             break
@@ -236,7 +237,7 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
         h_new = hk + ak.mH @ hk @ wa
         gk = gk + ak @ wg @ ak.mH
         ak = ak @ wa
-        change = torch.stack([(h_new - hk).abs().sum(0).max(), h_new.abs().sum(0).max()])
+        change = torch.stack([absolute(h_new - hk).sum(0).max(), absolute(h_new).sum(0).max()])
         hk = 0.5 * (h_new + h_new.mH)
         gk = 0.5 * (gk + gk.mH)
         if _converged(change, tol):

@@ -22,7 +22,7 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
-from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import _plan, kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, tensor_on
@@ -481,7 +481,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             res_dtype = np.dtype(dtype)
         total = self.astype(res_dtype, copy=False).sum(axis=axis, dtype=res_dtype)
         count = self.shape[0] * self.shape[1] if axis is None else self.shape[axis]
-        res = total / count
+        res = divide(total, count)
         if out is not None:
             out.copy_(res)
             return out
@@ -833,12 +833,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 return r.astype(self.dtype, copy=False)
             return r
         if issparse(other):
-            return self.toarray() / other.toarray()
-        return self.toarray() / other
+            return divide(self.toarray(), other.toarray())
+        return divide(self.toarray(), other)
 
     @_computes("truediv")
     def __rtruediv__(self, other):
-        return other / self.toarray()
+        return divide(other, self.toarray())
 
     def __mul__(self, other):
         if self._is_array:

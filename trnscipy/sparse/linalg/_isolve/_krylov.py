@@ -28,6 +28,7 @@ where the stop flag is read; refinement is an outer algorithm around them.
 
 import math
 
+from trnscipy._dtypes import divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import utils
 
@@ -89,9 +90,9 @@ def cg(V, s, state, first, tol):
         return state
     z = V.psolve(r)
     rho = V.dot(r, z)
-    p = z.clone() if first else s.xpay(z, rho / rho_prev, p)
+    p = z.clone() if first else s.xpay(z, divide(rho, rho_prev), p)
     q = V.matvec(p)
-    alpha = rho / V.dot(p, q)
+    alpha = divide(rho, V.dot(p, q))
     x = s.axpy(x, alpha, p)
     r = s.update(r, -alpha, q)
     return x, r, p, s.carry(rho, rho_prev)
@@ -109,10 +110,10 @@ def cg_single_reduction(V, s, state, first, tol):
     if s.stopped:
         return state
     if first:
-        alpha, p, q = gamma / delta, z.clone(), w.clone()
+        alpha, p, q = divide(gamma, delta), z.clone(), w.clone()
     else:
-        beta = gamma / gamma_prev
-        alpha = gamma / (delta - beta * gamma / alpha_prev)
+        beta = divide(gamma, gamma_prev)
+        alpha = divide(gamma, delta - divide(beta * gamma, alpha_prev))
         p = s.xpay(z, beta, p)
         q = s.xpay(w, beta, q)
     x = s.axpy(x, alpha, p)

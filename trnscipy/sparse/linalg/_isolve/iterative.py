@@ -7,6 +7,7 @@ implementation of SciPy's; host inputs go to SciPy itself.
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import _krylov, utils
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
@@ -212,7 +213,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
             s.stop_if(omega.abs() < omegatol, -11)
             if s.stopped:
                 return state
-            beta = (rho / rho_prev) * (alpha / omega)
+            beta = divide(rho, rho_prev) * divide(alpha, omega)
             p = s.xpay(r, beta, s.update(p, -omega, v))
         if s.stopped:
             return state
@@ -220,7 +221,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
         v = matvec(phat)
         rv = dot(rtilde, v)
         s.stop_if(rv == 0, -11)
-        alpha = rho / rv
+        alpha = divide(rho, rv)
         r = s.update(r, -alpha, v)
         x = s.axpy(x, alpha, phat)
         s.stop_if(norm(r) < tol, 0)
@@ -228,7 +229,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
             return (x,) + state[1:]
         shat = psolve(r)
         t = matvec(shat)
-        omega = dot(t, r) / dot(t, t)
+        omega = divide(dot(t, r), dot(t, t))
         x = s.axpy(x, omega, shat)
         r = s.update(r, -omega, t)
         return x, r, rtilde, p, v, rho, alpha, omega
@@ -265,14 +266,14 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
         if first:
             p, ptilde = z.clone(), ztilde.clone()
         else:
-            beta = rho / rho_prev
+            beta = divide(rho, rho_prev)
             p = s.xpay(z, beta, p)
             ptilde = s.xpay(ztilde, _conj(beta), ptilde)
         q = matvec(p)
         qtilde = rmatvec(ptilde)
         rv = dot(ptilde, q)
         s.stop_if(rv == 0, -11)
-        alpha = rho / rv
+        alpha = divide(rho, rv)
         x = s.axpy(x, alpha, p)
         r = s.update(r, -alpha, q)
         rtilde = s.update(rtilde, -_conj(alpha), qtilde)
@@ -307,14 +308,14 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
         if first:
             p, u = r.clone(), r.clone()
         else:
-            beta = rho / rho_prev
+            beta = divide(rho, rho_prev)
             u = r + beta * q
             p = (p * beta + q) * beta + u
         phat = psolve(p)
         vhat = matvec(phat)
         rv = dot(rtilde, vhat)
         s.stop_if(rv == 0, -11)
-        alpha = rho / rv
+        alpha = divide(rho, rv)
         q = u - alpha * vhat
         uhat = psolve(u + q)
         x = s.axpy(x, alpha, uhat)
@@ -375,12 +376,12 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
         if first:
             p, q = ytilde.clone(), ztilde.clone()
         else:
-            p = ytilde - (xi * delta / epsilon) * p
-            q = ztilde - (rho * _conj(delta / epsilon)) * q
+            p = ytilde - divide(xi * delta, epsilon) * p
+            q = ztilde - (rho * _conj(divide(delta, epsilon))) * q
         ptilde = Aop.matvec(p)
         epsilon = dot(q, ptilde)
         s.stop_if(epsilon.abs() < tiny, -14)
-        beta = epsilon / delta
+        beta = divide(epsilon, delta)
         s.stop_if(beta.abs() < tiny, -11)
         if s.stopped:
             return state
@@ -396,7 +397,7 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
         s.stop_if(gamma.abs() < tiny, -12)
         if s.stopped:
             return state
-        eta = eta * (-(rho_prev / beta) * (gamma / gamma_prev) ** 2)
+        eta = eta * (-divide(rho_prev, beta) * (gamma / gamma_prev) ** 2)
         if first:
             d, sv = p * eta, ptilde * eta
         else:
