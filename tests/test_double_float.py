@@ -430,7 +430,7 @@ def _offload_eigh(trnscipy, tl, S):
 
 
 def _sparse_direct_case(problem, k, monkeypatch):
-    """spsolve, splu with 8 right-hand sides and its transposed solve, float64 offload on
+    """spsolve, splu with 8 right-hand sides and its transposed solves, float64 offload on
     the emulated Neuron device: relative residuals at double-float level, no float64 op
     on the device, nothing on the host."""
     import trnscipy
@@ -444,12 +444,14 @@ def _sparse_direct_case(problem, k, monkeypatch):
     def run():
         with trnscipy.offload("xla"):
             lu = tsl.splu(A)
-            return tsl.spsolve(A, b), lu.solve(B), lu.solve(B, trans="T")
+            return (tsl.spsolve(A, b), lu.solve(B), lu.solve(B, trans="T"),
+                    lu.solve(B[:, 0], trans="H"))
 
-    (x, X, XT), ops = _recorded(run)
+    (x, X, XT, xH), ops = _recorded(run)
     assert ops == []
     rel = [np.linalg.norm(r) / np.linalg.norm(v)
-           for r, v in ((b - A @ x, b), (B - A @ X, B), (B - A.T @ XT, B))]
+           for r, v in ((b - A @ x, b), (B - A @ X, B), (B - A.T @ XT, B),
+                        (B[:, 0] - A.T @ xH, B[:, 0]))]
     assert max(rel) <= 1e-12, rel
     exact = spl.spsolve(A, b)
     assert np.linalg.norm(x - exact) / np.linalg.norm(exact) <= 1e-12
@@ -667,3 +669,67 @@ def test_spsolve_triangular_float64_singular(emulate_neuron, monkeypatch):
         x = tsl.spsolve_triangular(T, np.ones(3), unit_diagonal=True)
     np.testing.assert_allclose(x, spl.spsolve_triangular(T, np.ones(3), unit_diagonal=True),
                                rtol=1e-15)
+
+
+@pytest.mark.xla
+def test_spilu_float64(emulate_neuron, monkeypatch):
+    """spilu of float64 data on the emulated Neuron device: float32 factors, solve takes
+    and returns float64 as SciPy's (float32 and small-integer right-hand sides too), no
+    float64 op on the device; as good a preconditioner as SciPy's ILU (paired)."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = _convection_diffusion(12).tocsc()
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+
+    def run():
+        with trnscipy.offload("xla"):
+            ilu = tsl.spilu(A)
+            return (ilu.solve(b), ilu.solve(b, trans="T"), ilu.solve(b.astype(np.float32)),
+                    ilu.solve(np.ones(A.shape[0], dtype=np.int8)))
+
+    (y, yT, y32, yint), ops = _recorded(run)
+    assert ops == []
+    ref = spl.spilu(A)
+    for got, want in ((y, ref.solve(b)), (yT, ref.solve(b, trans="T")),
+                      (y32, ref.solve(b.astype(np.float32))),
+                      (yint, ref.solve(np.ones(A.shape[0], dtype=np.int8)))):
+        assert got.dtype == want.dtype == np.float64
+    # not SciPy's ILUTP (``_ilu``: ILU(k) by parallel sweeps): the residual of applying
+    # it within 3x SciPy's, as test_dsolve's ILU_FACTOR, and the float32 device ILU's
+    rel = lambda M, v: np.linalg.norm(b - M @ v) / np.linalg.norm(b)  # noqa: E731
+    assert rel(A, y) <= 3 * rel(A, ref.solve(b)) + 1e-6
+    assert rel(A.T, yT) <= 3 * rel(A.T, ref.solve(b, trans="T")) + 1e-6
+    with trnscipy.offload("xla"):
+        y_f32 = tsl.spilu(A.astype(np.float32)).solve(b.astype(np.float32))
+    np.testing.assert_allclose(y, y_f32, rtol=1e-5, atol=1e-6 * np.abs(y).max())
+    np.testing.assert_allclose(y32, y, rtol=1e-6, atol=1e-6 * np.abs(y).max())
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name,problem", [("gmres", _convection_diffusion), ("cg", _poisson)])
+def test_ilu_preconditioned_float64(name, problem, emulate_neuron, monkeypatch):
+    """An ILU-preconditioned float64 Krylov solve, offloaded as a SciPy script writes it
+    (M = LinearOperator(A.shape, spilu(A).solve)): on the device, no float64 op, to
+    rtol 1e-10, paired with SciPy's."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A = problem(12).tocsc()
+    b = np.random.default_rng(0).standard_normal(A.shape[0])
+
+    def solve(lib):
+        M = lib.LinearOperator(A.shape, lib.spilu(A).solve)
+        return getattr(lib, name)(A, b, M=M, rtol=1e-10)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return solve(tsl)
+
+    (x, info), ops = _recorded(run)
+    xs, info_s = solve(spl)
+    assert ops == [] and info == info_s == 0 and x.dtype == np.float64
+    assert np.linalg.norm(b - A @ x) / np.linalg.norm(b) <= 1e-10
+    assert np.linalg.norm(x - xs) / np.linalg.norm(xs) <= 1e-8

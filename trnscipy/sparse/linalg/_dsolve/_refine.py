@@ -20,6 +20,10 @@ assembled on the host as on every device kind.
 (``_triangular``) of the float32 part of the triangle as the approximate solver, the
 residual b - T x with the triangle's double-float product (only the chosen triangle
 and the diagonal are read, as the float32 solve does).
+
+``spilu`` of float64 data factorizes A's float32 part (a preconditioner needs no more):
+its ``solve`` takes and returns float64 data as SciPy's, applying the float32 factors
+to the right-hand side rounded to float32 (``Float64ILU``).
 """
 
 import numpy as np
@@ -32,11 +36,11 @@ from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine
 from trnscipy.sparse.linalg._dsolve import _triangular
-from trnscipy.sparse.linalg._dsolve._devicelu import DeviceLU, device_factor
+from trnscipy.sparse.linalg._dsolve._devicelu import DeviceILU, DeviceLU, device_factor, device_ilu
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
 
-__all__ = ["RefinedLU", "triangular"]
+__all__ = ["Float64ILU", "RefinedLU", "triangular"]
 
 
 @register("sparse.linalg.factor", "neuron")
@@ -54,6 +58,17 @@ def factor(A):
                  "non-finite pivot (a singular matrix, or one beyond float32's range)",
                  stacklevel=5)
     return SuperLU(_spla.splu(_transfer.to_host(A).tocsc()), A.device)
+
+
+def _float_parts(rhs):
+    """A right-hand side of a float64 solve: float32 or float64 as given (``_parts`` takes
+    both: a conversion to float64 would be a float64 op on the device), integers that
+    float32 holds exactly (SciPy's LinearOperator probes with int8) as float32."""
+    if rhs.dtype in (torch.float32, torch.float64):
+        return rhs
+    if rhs.dtype == torch.bool or (not rhs.dtype.is_floating_point and rhs.element_size() <= 2):
+        return rhs.to(torch.float32)
+    return rhs.to(torch.float64)
 
 
 class RefinedLU(DeviceLU):
@@ -80,6 +95,9 @@ class RefinedLU(DeviceLU):
         return x if x.dtype == torch.float64 else _transfer.df_tensor(*_parts(x))
 
     traced_solve = None  # the refinement reads the host: callers use ``solve``
+
+    def _cast(self, rhs):
+        return _float_parts(rhs)
 
     def to(self, device):
         return RefinedLU(self._A.to(device))
@@ -135,3 +153,36 @@ def _df_triangle(A, lower, unit_diagonal):
                 _df.RowPadded((n, n), row[on_diag], col[on_diag], pos[on_diag], device))
 
     return _triangular.pattern_analysis(A, "df_triangle", (lower, unit_diagonal), analyse)
+
+
+@register("sparse.linalg.ilu", "neuron")
+def ilu(A, drop_tol, fill_factor):
+    """``device_ilu`` for float32 data; for float64, that of A's float32 part (kept in
+    A's plan with the double-float operator, so its symbolic analysis is reused)."""
+    if A.data.dtype != torch.float64:
+        return device_ilu(A, drop_tol, fill_factor)
+    return Float64ILU(device_ilu(_df_operator(A).float32, drop_tol, fill_factor))
+
+
+class Float64ILU(DeviceILU):
+    """The float32 incomplete factors of a float64 matrix with SciPy's float64 interface:
+    ``solve`` rounds the right-hand side to float32, applies the factors and returns the
+    float64 (double-float) result.  L and U are the float32 factors, as float64."""
+
+    def __init__(self, lu):
+        super().__init__(lu._sym, lu._values, lu._scale, lu._tables)
+        self.dtype = np.dtype(np.float64)
+
+    def __repr__(self):
+        return f"<Float64ILU {self.shape[0]}x{self.shape[1]} on {self.device}>"
+
+    def _cast(self, rhs):
+        return _float_parts(rhs)
+
+    def _solve(self, b, trans):
+        x = super()._solve(_parts(b)[0], trans)
+        return _transfer.df_tensor(x, torch.zeros_like(x))
+
+    def to(self, device):
+        return Float64ILU(DeviceILU(self._sym, self._values.to(device),
+                                    self._scale.to(device)))

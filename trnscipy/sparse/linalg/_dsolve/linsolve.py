@@ -75,8 +75,14 @@ def _splu_device(scipy_func, A, **options):
     if scipy_func is _spla.spilu:
         drop_tol = 1e-4 if options["drop_tol"] is None else float(options["drop_tol"])
         fill_factor = 10.0 if options["fill_factor"] is None else float(options["fill_factor"])
-        return device_ilu(A, drop_tol, fill_factor)
+        return kernel("sparse.linalg.ilu", A.device)(A, drop_tol, fill_factor)
     return kernel("sparse.linalg.factor", A.device)(A)
+
+
+@register("sparse.linalg.ilu", "generic")
+def _ilu(A, drop_tol, fill_factor):
+    """The device ILU of ``A`` (float64 on Neuron: ``_refine``'s float32 factors)."""
+    return device_ilu(A, drop_tol, fill_factor)
 
 
 @register("sparse.linalg.factor", "generic")
