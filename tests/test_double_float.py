@@ -710,8 +710,9 @@ def test_spilu_float64(emulate_neuron, monkeypatch):
 @pytest.mark.xla
 @pytest.mark.parametrize("name,problem,k", [
     ("gmres", _convection_diffusion, 12), ("cg", _poisson, 12),
-    pytest.param("gmres", _convection_diffusion, 100, marks=pytest.mark.slow),
-    pytest.param("cg", _poisson, 100, marks=pytest.mark.slow)])
+    # (cg at 10^4 not paired: SciPy's cg with SciPy's ILUTP, not symmetric, reaches
+    # maxiter there, measured)
+    pytest.param("gmres", _convection_diffusion, 100, marks=pytest.mark.slow)])
 def test_ilu_preconditioned_float64(name, problem, k, emulate_neuron, monkeypatch):
     """An ILU-preconditioned float64 Krylov solve, offloaded as a SciPy script writes it
     (M = LinearOperator(A.shape, spilu(A).solve)): on the device, no float64 op, to
