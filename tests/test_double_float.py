@@ -671,7 +671,14 @@ def test_spsolve_triangular_float64_singular(emulate_neuron, monkeypatch):
                                rtol=1e-15)
 
 
+_SPILU_HOST = pytest.mark.xfail(strict=True, reason=(
+    "spilu of float64 data stays on the host on Neuron (not in the capability table's "
+    "double-float names): its float32-factor solve (_refine.Float64ILU) has backward "
+    "error 2.5e-7 where SciPy's ILU is a complete LU, a conformance regression"))
+
+
 @pytest.mark.xla
+@_SPILU_HOST
 def test_spilu_float64(emulate_neuron, monkeypatch):
     """spilu of float64 data on the emulated Neuron device: float32 factors, solve takes
     and returns float64 as SciPy's (float32 and small-integer right-hand sides too), no
@@ -708,6 +715,7 @@ def test_spilu_float64(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@_SPILU_HOST
 @pytest.mark.parametrize("name,problem,k", [
     ("gmres", _convection_diffusion, 12), ("cg", _poisson, 12),
     # (cg at 10^4 not paired: SciPy's cg with SciPy's ILUTP, not symmetric, reaches

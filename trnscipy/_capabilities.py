@@ -87,7 +87,6 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve_triangular",
-       "scipy.sparse.linalg._dsolve.linsolve.spilu",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
        "scipy.sparse.linalg._eigen.lobpcg.lobpcg.lobpcg",
        "scipy.sparse.linalg._eigen._svds.svds",

@@ -16,9 +16,9 @@ triangular solves level-scheduled, ``_triangular``).  What differs from SciPy th
   fine-grained parallel sweeps, with ``drop_tol`` applied inside the pattern
   (``_ilu``), not SuperLU's ILUTP: comparable fill and preconditioning quality, not the
   same factors.
-* On Neuron, ``spilu`` of float64 data keeps float32 factors (a preconditioner): its
-  ``solve`` returns float64 data with float32 accuracy (backward error near 1e-7 where
-  SciPy's ILU is a complete LU), ``_refine.Float64ILU``.
+* On Neuron, ``spilu`` of float64 data runs on the host (announced): the device's
+  float32-factor ILU (``_refine.Float64ILU``) solves with backward error near 1e-7 where
+  SciPy's ILU is a complete LU, so the capability table does not list it yet.
 * ``spsolve`` ignores ``use_umfpack`` (as SciPy does without scikits.umfpack).
 """
 
