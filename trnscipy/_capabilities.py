@@ -86,6 +86,7 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.linalg._decomp_qr.qr",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
        "scipy.sparse.linalg._dsolve.linsolve.splu",
+       "scipy.sparse.linalg._dsolve.linsolve.spsolve_triangular",
        "scipy.sparse.linalg._eigen.arpack.arpack.eigsh",
        "scipy.sparse.linalg._eigen.lobpcg.lobpcg.lobpcg",
        "scipy.sparse.linalg._eigen._svds.svds",

@@ -118,8 +118,12 @@ class DeviceLU:
         if not np.can_cast(rdtype, self.dtype, "safe"):
             raise TypeError(f"Cannot cast array data from dtype('{rdtype}') to "
                             f"dtype('{self.dtype}') according to the rule 'safe'")
-        b = rhs.to(to_torch_dtype(self.dtype))
+        b = self._cast(rhs)
         return self._solve(b.reshape(b.shape[0], -1), trans).reshape(rhs.shape)
+
+    def _cast(self, rhs):
+        """``rhs`` as ``_solve`` takes it: in the factors' dtype (SciPy's cast)."""
+        return rhs.to(to_torch_dtype(self.dtype))
 
     def _solve(self, b, trans):
         return _blocklu.solve(self._sym, self._levels, self._data, b, trans)

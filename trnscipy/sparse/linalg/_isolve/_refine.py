@@ -147,7 +147,21 @@ def _float32_operator(M):
         else None
     if isinstance(bridged, _HostOperator):  # the user's host code: float32 back from the host
         return _HostOperator(bridged.host, np.float32, announced=True)
-    return LinearOperator(M.shape, matvec=M.matvec, rmatvec=M.rmatvec, dtype=np.float32)
+    return LinearOperator(M.shape, matvec=_rounded(M.matvec, M), rmatvec=_rounded(M.rmatvec, M),
+                          dtype=np.float32)
+
+
+def _rounded(f, M):
+    """``f`` (a product of the preconditioner M) with a float64 result rounded to float32
+    (a float64 ILU's solve returns double-float data, as SciPy's returns float64), marked
+    pure tensor code where M is, so that the inner solve may trace it."""
+
+    def product(v):
+        y = f(v)
+        return _parts(y)[0] if _is_float64(y) else y
+
+    product.pure_tensor_code = getattr(M, "pure_tensor_code", False)
+    return product
 
 
 def _is_float64(t):
