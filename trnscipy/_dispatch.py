@@ -242,12 +242,22 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                     return plan.loop(device_impl, device)
             finally:
                 _CALL_DEVICE.reset(token)
-            reason = "it has no batched device form (a stack of matrices came)"
-        if device_impl is None or reason != "it has no device implementation":
+            reason = _NO_BATCHED_FORM
+        if reason == _NO_BATCHED_FORM:  # SciPy's own errors first: bad input is no fallback
+            result = _on_host(scipy_func, args, kwargs)
             fallback(name, reason, stacklevel=4)
-        result = scipy_func(*(_host(x) for x in args),
-                            **{k: _host(v) for k, v in kwargs.items()})
+        else:
+            if device_impl is None or reason != "it has no device implementation":
+                fallback(name, reason, stacklevel=4)
+            result = _on_host(scipy_func, args, kwargs)
         return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+
+
+_NO_BATCHED_FORM = "it has no batched device form (a stack of matrices came)"
+
+
+def _on_host(scipy_func, args, kwargs):
+    return scipy_func(*(_host(x) for x in args), **{k: _host(v) for k, v in kwargs.items()})
 
 
 def _offload_target():
