@@ -72,6 +72,8 @@ def divide(a, b):
     float32, imaginary part dropped); the cast restores the label.  Every division that
     can see a complex dividend on a device goes through here."""
     out = a / b
+    if not isinstance(out, torch.Tensor):  # host numbers (a distributed solve's sums)
+        return out
     dtype = torch.result_type(a, b)
     return out if out.dtype == dtype else out.to(dtype)
 
