@@ -455,10 +455,11 @@ class _HostOperator(LinearOperator):
         return _HostOperator(self.host.H, self._cast, self.announced)
 
 
-def announce_host_operators(name, *ops):
+def announce_host_operators(name, *ops, outer=False):
     """One DeviceFallbackWarning (an error under TRNSCIPY_STRICT=1) for a solve whose
-    operators include host operators: their products run on the host every iteration."""
-    if any(isinstance(op, _HostOperator) and not op.announced for op in ops):
+    operators include host operators: their products run on the host every iteration.
+    ``outer``: the solve around inner solves announces their (``announced``) operators."""
+    if any(isinstance(op, _HostOperator) and (outer or not op.announced) for op in ops):
         fallback(name, "a host (SciPy) operator is applied to device vectors: each product "
                  "copies the vector to the host and back", stacklevel=4)
 

@@ -82,9 +82,6 @@ class _Columns:
     def norm(self, a):
         return self.dot(a, a).real.sqrt()
 
-    def dots(self, *pairs):
-        return [self.dot(a, b) for a, b in pairs]
-
 
 def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
     device = B.device

@@ -234,7 +234,7 @@ def _on_host(scipy_solver, name, params, reason):
 
 
 def _refine(name, device_solver, op, params):
-    from trnscipy.sparse.linalg._interface import _HostOperator, announce_host_operators
+    from trnscipy.sparse.linalg._interface import announce_host_operators
 
     n = op.shape[0]
     b = params["b"]
@@ -251,9 +251,7 @@ def _refine(name, device_solver, op, params):
     callback = params.get("callback")
     precond = {k: _float32_operator(params.get(k)) for k in ("M", "M1", "M2")
                if params.get(k) is not None}
-    announce_host_operators(f"scipy.sparse.linalg.{name}",
-                            *(_HostOperator(m.host) for m in precond.values()
-                              if isinstance(m, _HostOperator)))
+    announce_host_operators(f"scipy.sparse.linalg.{name}", *precond.values(), outer=True)
     extra = {k: v for k, v in params.items()
              if k not in ("A", "b", "x0", "rtol", "atol", "maxiter", "callback", "M", "M1",
                           "M2", "outer_v", "CU", "callback_type", "show", "check")}
