@@ -127,20 +127,30 @@ class Batch:
 
     def loop(self, impl, device):
         """``impl`` on each matrix of the batch, results stacked (SciPy's own loop)."""
+        from trnscipy._kernels import kernel
         from trnscipy._torch import torch
 
+        materialize = kernel("materialize", device)
         bound = dict(self.bound)
-        stacks = {p: self._broadcast(_get(bound, p), c, device) for p, c in self.cores.items()}
+        items = {}
+        for path, core in self.cores.items():
+            stack = self._broadcast(_get(bound, path), core, device)
+            items[path] = list(stack.reshape((-1, *core)).unbind(0))
+        # each matrix computed now (one execution for all on XLA): a lazy slice of the stack
+        # would put its offset into every graph of the loop, one compilation per matrix
+        materialize([t for parts in items.values() for t in parts])
         results = []
-        for index in np.ndindex(self.shape):
-            for path, stack in stacks.items():
-                item = stack[index]
+        for i in range(math.prod(self.shape)):
+            for path, parts in items.items():
+                item = parts[i]
                 if item.ndim == 0 and not item.is_floating_point() and not item.is_complex():
                     item = item.item()  # an integer argument (solve_banded's l, u)
                 _set(bound, path, item)
             args, kwargs = self._call_args(bound)
             out = impl(*args, **kwargs)
-            results.append(out if isinstance(out, tuple) else (out,))
+            out = out if isinstance(out, tuple) else (out,)
+            materialize([p for p in out if is_torch_array(p)])  # the same graph each time
+            results.append(out)
         stacked = []
         for parts in zip(*results, strict=True):
             parts = [p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)

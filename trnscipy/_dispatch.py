@@ -238,22 +238,15 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                 if stacks:  # the implementation takes the broadcast stacks at once
                     args, kwargs = plan.broadcast(device)
                     return device_impl(*args, **kwargs)
-                if device_kind(device) == "cpu":  # host memory: SciPy's own loop
-                    return plan.loop(device_impl, device)
+                # SciPy's own loop, over the device implementation on every device: a
+                # batch must equal the loop of its single calls, which run here too
+                return plan.loop(device_impl, device)
             finally:
                 _CALL_DEVICE.reset(token)
-            reason = _NO_BATCHED_FORM
-        if reason == _NO_BATCHED_FORM:  # SciPy's own errors first: bad input is no fallback
-            result = _on_host(scipy_func, args, kwargs)
+        if device_impl is None or reason != "it has no device implementation":
             fallback(name, reason, stacklevel=4)
-        else:
-            if device_impl is None or reason != "it has no device implementation":
-                fallback(name, reason, stacklevel=4)
-            result = _on_host(scipy_func, args, kwargs)
+        result = _on_host(scipy_func, args, kwargs)
         return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
-
-
-_NO_BATCHED_FORM = "it has no batched device form (a stack of matrices came)"
 
 
 def _on_host(scipy_func, args, kwargs):
@@ -315,8 +308,8 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
     pairs of a function SciPy batches in its own code (default: what SciPy's
     ``_apply_over_batch`` declares); ``stacks=True`` says the implementation takes the
     broadcast stacks (one device execution for the batch).  Without it a batched call
-    loops over the implementation on CPU tensors and runs SciPy on the host, announced,
-    elsewhere.
+    loops over the implementation, as SciPy loops over its own (one device execution
+    per matrix), so that a batch gives what its single calls give.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
     argdefs = batch if batch is not None else _batch.core_dims(scipy_func)

@@ -10,7 +10,6 @@ from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
-from trnscipy.linalg._basic import solve_triangular
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -24,8 +23,10 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
-    return _autograd.cholesky(lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
-                              solve_triangular, a, lower)
+    return _autograd.cholesky(
+        lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
+        lambda L, B, trans: kernel("linalg._trsm", L.device)(L, B, upper=False, trans=trans),
+        a, lower)
 
 
 @dispatch(_sl.cho_factor, stacks=True)
