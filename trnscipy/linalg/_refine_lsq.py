@@ -20,7 +20,7 @@ by the caller's cutoff, SciPy's lstsq/pinv runs on the exact host values, announ
 """
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, register
+from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
@@ -67,36 +67,38 @@ def _solve(B, F, G, wide):
     with the first refinement check."""
     approx = _approx(B[0])
     s = _svals(B)
-    zero = (torch.zeros_like(F[0]), torch.zeros_like(G[0]))
     r, y = approx(F[0], G[0])
-    r, y = (r, zero[0]), (y, zero[1])
+    zero = torch.zeros((), dtype=r.dtype, device=r.device)
+    loop = kernel("device_loop", r.device)
 
-    def step(r, y):
+    def body(c, _):
+        """One refinement step on the carry (r pair, y pair, the last two sizes)."""
+        r, y = (c[0], c[1]), (c[2], c[3])
         fr = _df.sub(F, _df.add(r, _r._mm(B, y)))
         gr = _df.sub(G, _r._mm(_r._t(B), r))
         dr, dy = approx(fr[0], gr[0])
-        return _df.add_f(r, dr), _df.add_f(y, dy), (dr if wide else dy)
+        r, y = _df.add_f(r, dr), _df.add_f(y, dy)
+        return (*r, *y, c[5], (dr if wide else dy).abs().max())
 
-    sizes = []
-    for _ in range(_BLIND):
-        r, y, d = step(r, y)
-        sizes.append(d.abs().max())
-    x = r if wide else y
+    def answer(c):
+        return (c[0], c[1]) if wide else (c[2], c[3])
+
+    # the blind steps as one device loop (its body compiles once) in the graph of the QR
+    # and of s; each later step is that loop once more, one host read each
+    c = loop(body, (r, torch.zeros_like(r), y, torch.zeros_like(y), zero, zero), 0, _BLIND)
     prev, dn, xn, smin, smax = (float(v) for v in _r._fetch(torch.stack(
-        [*sizes[-2:], x[0].abs().max(), s[0][-1], s[0][0]])))
+        [c[4], c[5], answer(c)[0].abs().max(), s[0][-1], s[0][0]])))
     if not (smin * _COND_MAX >= smax > 0):  # (NaN too)
-        return x, s, smin, smax, False
+        return answer(c), s, smin, smax, False
     for _ in range(_STEPS):
         if dn <= _r._EPS_DF * xn or (dn > 0.5 * prev and dn <= _r._NOISE * xn):
-            return x, s, smin, smax, True
+            return answer(c), s, smin, smax, True
         if dn != dn or xn != xn:
             break
-        prev = dn
-        r, y, d = step(r, y)
-        x = r if wide else y
-        dn, xn = (float(v) for v in _r._fetch(torch.stack([d.abs().max(),
-                                                             x[0].abs().max()])))
-    return x, s, smin, smax, False
+        c = loop(body, c, 0, 1)
+        prev, dn, xn = (float(v) for v in _r._fetch(torch.stack(
+            [c[4], c[5], answer(c)[0].abs().max()])))
+    return answer(c), s, smin, smax, False
 
 
 _HOST = "least squares beyond the double-float method's reach (rank-deficient, or " \
@@ -116,13 +118,9 @@ def lstsq(a, b, cond=None, lapack_driver=None):
     vec = b.ndim == 1
     A, Bm = _r._parts(a), _r._parts(b[:, None] if vec else b)
     B, wide = _tall(A)
-    zero = torch.zeros((B[0].shape[1], Bm[0].shape[1]), dtype=Bm[0].dtype,
-                       device=Bm[0].device)
-    if wide:  # (f, g) = (0, b)
-        F, G = (torch.zeros((n, Bm[0].shape[1]), dtype=zero.dtype, device=zero.device),
-                zero), Bm
-    else:
-        F, G = Bm, (zero, zero)
+    # F: B's rows (p), G: its columns (q); k right-hand sides
+    zero = torch.zeros((n, Bm[0].shape[1]), dtype=Bm[0].dtype, device=Bm[0].device)
+    F, G = ((zero, zero), Bm) if wide else (Bm, (zero, zero))  # (0, b) or (b, 0)
     x, s, smin, smax, ok = _solve(B, F, G, wide)
     # LAPACK's rank: the singular values above cond * s_max (cond: float64's eps by
     # default; negative: the same); a margin for s's error
@@ -161,12 +159,10 @@ def pinv(a, atol=None, rtol=None, return_rank=False):
     B, wide = _tall(A)
     q = B[0].shape[1]
     eye = torch.eye(m, dtype=A[0].dtype, device=A[0].device)
-    zero = torch.zeros_like
-    if wide:  # pinv(A) = lstsq(A, I_m): (f, g) = (0, I_m), x = r (n x m)
-        F, G = (torch.zeros((n, m), dtype=eye.dtype, device=eye.device),) * 2, (eye, zero(eye))
-    else:  # (f, g) = (I_m, 0), x = y (n x m)
-        F = (eye, zero(eye))
-        G = (torch.zeros((n, m), dtype=eye.dtype, device=eye.device),) * 2
+    zero = torch.zeros((n, m), dtype=eye.dtype, device=eye.device)
+    I = (eye, torch.zeros_like(eye))  # noqa: E741
+    # pinv(A) = lstsq(A, I_m): (f, g) = (0, I_m) or (I_m, 0), x (n x m)
+    F, G = ((zero, zero), I) if wide else (I, (zero, zero))
     x, s, smin, smax, ok = _solve(B, F, G, wide)
     # SciPy's cutoff: atol + s_max rtol (rtol by default max(m, n) eps64)
     rtol = max(m, n) * 2.0 ** -52 if rtol is None else rtol
