@@ -47,10 +47,17 @@ def _svals(B):
 
 
 def _approx(B0):
-    """The float32 solver of the augmented system: (dr, dy) from (f, g)."""
+    """The float32 solver of the augmented system: (dr, dy) from (f, g), or None where
+    R's diagonal already shows cond(B) > ``_COND_MAX`` (min |r_kk| >= s_min and
+    max |r_kk| <= s_max: a rank-deficient matrix goes to the host before any
+    double-float work; one host read)."""
     q = B0.shape[1]
     h, tau = _xla_dense.geqrf(B0)
     Q, R = _xla_dense.orgqr(h, tau, q), h.triu()[:q, :q]
+    d = R.diagonal().abs()
+    lo, hi = (float(v) for v in _r._fetch(torch.stack([d.min(), d.max()])))
+    if not lo * _COND_MAX >= hi > 0:  # (NaN too)
+        return None
 
     def solve(f, g):
         w = Q.mT @ f - _r._trsm(R, g, upper=True, trans=1)
@@ -66,6 +73,8 @@ def _solve(B, F, G, wide):
     converge (the caller then goes to the host).  s_min, s_max (host numbers) are read
     with the first refinement check."""
     approx = _approx(B[0])
+    if approx is None:
+        return None, None, 0.0, 0.0, False
     s = _svals(B)
     r, y = approx(F[0], G[0])
     zero = torch.zeros((), dtype=r.dtype, device=r.device)
