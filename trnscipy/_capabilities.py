@@ -69,7 +69,8 @@ _HOST_SUPERLU = frozenset({"scipy.sparse.linalg.SuperLU.solve",
 
 # Operations with a double-float method on Neuron (sparse/linalg/_isolve/_refine.py,
 # _refine_lsq.py, sparse/linalg/_dsolve/_refine.py, _eigen/_refine.py, linalg/_refine.py,
-# linalg/_refine_orth.py: float32 factorizations and solves plus double-float refinement;
+# linalg/_refine_orth.py, linalg/_refine_lsq.py: float32 factorizations and solves plus
+# double-float refinement;
 # sparse/linalg/_refine_expm.py, _refine_norm.py: the computation itself in double-float).
 _DOUBLE_FLOAT = frozenset(
     [f"scipy.sparse.linalg._isolve.iterative.{name}"
@@ -83,7 +84,7 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.linalg._decomp_lu.lu_factor", "scipy.linalg._decomp_lu.lu_solve",
        "scipy.linalg._decomp_lu.lu", "scipy.linalg._basic.inv",
        "scipy.linalg._basic.solve_triangular", "scipy.linalg._basic.det",
-       "scipy.linalg._decomp_qr.qr",
+       "scipy.linalg._decomp_qr.qr", "scipy.linalg._basic.lstsq", "scipy.linalg._basic.pinv",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve",
        "scipy.sparse.linalg._dsolve.linsolve.splu",
        "scipy.sparse.linalg._dsolve.linsolve.spsolve_triangular",

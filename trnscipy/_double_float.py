@@ -89,7 +89,8 @@ def split(a):
     if not finite.all():  # inf/nan: hi carries them
         lo = np.where(finite, lo, 0).astype(narrow)
         tail = np.where(finite, tail, 0).astype(narrow)
-    return hi, lo, tail
+    # (arrays: a 0-d array's arithmetic gives NumPy scalars)
+    return np.asarray(hi), np.asarray(lo), np.asarray(tail)
 
 
 def _normal(p):

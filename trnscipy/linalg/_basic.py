@@ -144,6 +144,8 @@ def det(a, overwrite_a=False, check_finite=True):
 @dispatch(_sl.pinv)
 def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
+    if (atol is not None and atol < 0) or (rtol is not None and rtol < 0):
+        raise ValueError("atol and rtol values must be positive.")
     if a.numel() == 0:
         x = empty(a.shape[:-2] + a.shape[-2:][::-1], a)
         return (x, 0) if return_rank else x

@@ -27,6 +27,8 @@ A float64 matrix there is held exactly as double-float pairs
 
 import warnings
 
+import numpy as np
+
 from trnscipy import _transfer
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, kernel, register
@@ -168,6 +170,8 @@ def _on_host(op, reason, fn, *tensors):
     out = fn(*(_transfer.to_host(t) for t in tensors))
 
     def back(o):
+        if isinstance(o, np.generic):  # a NumPy scalar (lstsq's residue of a 1-D b)
+            o = np.asarray(o)
         return _transfer.tensor_on(o, device) if hasattr(o, "dtype") else o
 
     return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
@@ -561,4 +565,4 @@ def _rotation_step(A, X, eye):
     return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size
 
 
-from trnscipy.linalg import _refine_orth  # noqa: E402,F401  (its neuron registrations)
+from trnscipy.linalg import _refine_lsq, _refine_orth  # noqa: E402,F401  (their neuron registrations)
