@@ -454,12 +454,11 @@ def svdvals(a):
 
 
 def _cutoff(s, atol, rtol, m, n):
-    eps = torch.finfo(s.dtype).eps
+    """SciPy's pinv cut-off: atol + rtol s_max (rtol by default max(m, n) eps, atol 0)."""
     atol = 0.0 if atol is None else atol
-    if rtol is None:
-        rtol = max(m, n) * eps if atol == 0.0 else 0.0
+    rtol = max(m, n) * torch.finfo(s.dtype).eps if rtol is None else rtol
     smax = s[..., :1] if s.shape[-1] else s.new_zeros(s.shape[:-1] + (1,))
-    return torch.clamp(smax * rtol, min=atol)
+    return smax * rtol + atol
 
 
 @register("linalg.pinv", "generic")
