@@ -147,19 +147,22 @@ def _host(obj, depth=0):
 
 
 def _working_dtype(args, kwargs, double=False):
-    """NumPy dtype the operation computes in (ints promote to float64, as SciPy; with
-    ``double``, float32/complex64 too)."""
-    for x in (*args, *(kwargs or {}).values()):
-        dtype = getattr(x, "dtype", None)
-        if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
-            continue
-        from trnscipy._dtypes import to_numpy_dtype
+    """NumPy dtype the operation computes in: the first device operand's (ints promote to
+    float64, as SciPy; with ``double``, float32/complex64 too), complex where any device
+    operand is (a real matrix with a complex right-hand side computes in complex)."""
+    from trnscipy._dtypes import to_numpy_dtype
 
-        dtype = to_numpy_dtype(dtype)
-        if dtype.kind == "c" and double:
-            return np.dtype(np.complex128)
-        return dtype if dtype.kind in "fc" and not double else np.dtype(np.float64)
-    return None
+    dtypes = [to_numpy_dtype(x.dtype) for x in (*args, *(kwargs or {}).values())
+              if getattr(x, "dtype", None) is not None
+              and (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0))]
+    if not dtypes:
+        return None
+    dtype = dtypes[0] if dtypes[0].kind in "fc" and not double else np.dtype(np.float64)
+    if dtypes[0].kind == "c" and double:
+        dtype = np.dtype(np.complex128)
+    if dtype.kind != "c" and any(d.kind == "c" for d in dtypes):
+        dtype = np.result_type(dtype, np.complex64)
+    return dtype
 
 
 def _held(obj, depth=0):
