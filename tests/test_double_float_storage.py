@@ -132,6 +132,26 @@ def test_real_matrix_complex_rhs_runs_on_scipy_exactly(xla_device, emulate_neuro
 
 
 @pytest.mark.xla
+@pytest.mark.parametrize("name", ["orthogonal_procrustes", "polar"])
+def test_array_likes_ask_the_table_in_their_dtype(xla_device, emulate_neuron, name):
+    """Lists only (no device operand): the capability table is asked for the dtype NumPy
+    reads them as (float64), not skipped (it ran float32 arithmetic, 7e-8 off, or crashed
+    in polar: SciPy's test_procrustes / test_decomp_polar on xla-neuron)."""
+    import scipy.linalg as sl
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((6, 4)).tolist(), rng.standard_normal((6, 4)).tolist()
+    args = (a, b) if name == "orthogonal_procrustes" else (a,)
+    with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
+                                                     match="no float64 arithmetic"):
+        got = getattr(trnscipy.linalg, name)(*args)
+    for x, y in zip(got, getattr(sl, name)(*args), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.xla
 def test_host_fallback_reads_exact_data(xla_device, emulate_neuron):
     """A function with no float64 device method runs on SciPy with the exact values."""
     rng = np.random.default_rng(3)
