@@ -8,7 +8,9 @@ A float64 matrix there is held exactly as double-float pairs
   triangular solves for triangular kinds, else the float32 inverse) and LAPACK
   DSGESV/DSPOSV-style refinement: r = b - A x in double-float, x += S(r), until the
   correction is below 2**-48 of x or stops shrinking below 2**-36 of x (at most 30
-  steps; a LinAlgWarning if that is not reached).
+  steps; a LinAlgWarning if that is not reached).  Systems are solved at a bucket order
+  (``_bucket``: at most 1/8 larger) as [[A, 0], [0, I]], so the refinement's graphs
+  compile once per bucket, not once per order.
 - ``lu_factor``, ``lu``: the float32 device LU (its pivots) refined to double-float
   factors by Newton steps on P A = L U: E = P A - L U by Ozaki GEMMs,
   F = L0^-1 E U0^-1 by float32 triangular solves, L += L0 tril(F, -1), U += triu(F) U0.
