@@ -97,6 +97,61 @@ def test_emulation_rounds_float64_computed_on_the_device(xla_device, emulate_neu
 
 
 @pytest.mark.xla
+def test_real_to_complex_cast_keeps_float64_exact(xla_device, emulate_neuron):
+    """float64 -> complex128 is movement: the low parts follow (toeplitz of a real column
+    and a complex row; SciPy's test_solve_toeplitz::test_solve_equivalence)."""
+    import scipy.linalg as sl
+    import torch
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(4)
+    c, r = _awkward(rng, 6), _awkward(rng, 6) + 1j * _awkward(rng, 6)
+    t = trnscipy.to_device(c, xla_device).to(torch.complex128)
+    np.testing.assert_array_equal(trnscipy.to_host(t), c.astype(np.complex128))
+    with trnscipy.offload(xla_device):
+        got = trnscipy.linalg.toeplitz(c, r)
+    np.testing.assert_array_equal(got, sl.toeplitz(c, r))
+
+
+@pytest.mark.xla
+def test_real_matrix_complex_rhs_runs_on_scipy_exactly(xla_device, emulate_neuron):
+    """A real a with a complex b computes in complex: a device without complex arithmetic
+    sends the call to SciPy (announced) with the exact values, SciPy's result bit for bit."""
+    import scipy.linalg as sl
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((10, 10)) + 10 * np.eye(10)
+    b = rng.standard_normal(10) + 1j * rng.standard_normal(10)
+    with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
+                                                     match="no complex arithmetic"):
+        got = trnscipy.linalg.solve(a, b)
+    np.testing.assert_array_equal(got, sl.solve(a, b))
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name", ["orthogonal_procrustes", "polar"])
+def test_array_likes_ask_the_table_in_their_dtype(xla_device, emulate_neuron, name):
+    """Lists only (no device operand): the capability table is asked for the dtype NumPy
+    reads them as (float64), not skipped (it ran float32 arithmetic, 7e-8 off, or crashed
+    in polar: SciPy's test_procrustes / test_decomp_polar on xla-neuron)."""
+    import scipy.linalg as sl
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((6, 4)).tolist(), rng.standard_normal((6, 4)).tolist()
+    args = (a, b) if name == "orthogonal_procrustes" else (a,)
+    with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
+                                                     match="no float64 arithmetic"):
+        got = getattr(trnscipy.linalg, name)(*args)
+    for x, y in zip(got, getattr(sl, name)(*args), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.xla
 def test_host_fallback_reads_exact_data(xla_device, emulate_neuron):
     """A function with no float64 device method runs on SciPy with the exact values."""
     rng = np.random.default_rng(3)

@@ -147,19 +147,45 @@ def _host(obj, depth=0):
 
 
 def _working_dtype(args, kwargs, double=False):
-    """NumPy dtype the operation computes in (ints promote to float64, as SciPy; with
-    ``double``, float32/complex64 too)."""
-    for x in (*args, *(kwargs or {}).values()):
-        dtype = getattr(x, "dtype", None)
-        if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
-            continue
-        from trnscipy._dtypes import to_numpy_dtype
+    """NumPy dtype the operation computes in: the first device operand's (ints promote to
+    float64, as SciPy; with ``double``, float32/complex64 too), complex where any operand
+    is (a real matrix with a complex right-hand side computes in complex).  Where there is
+    no device operand, array-likes (lists) give the dtype NumPy reads them as
+    (``orthogonal_procrustes(list, list)``)."""
+    operands = (*args, *(kwargs or {}).values())
+    dtypes = [d for x in operands for d in _device_dtypes(x)]
+    if not dtypes:
+        dtypes = [d for x in operands if type(x) is list
+                  for d in [_list_dtype(x)] if d is not None and d.kind in "biufc"]
+    if not dtypes:
+        return None
+    dtype = dtypes[0] if dtypes[0].kind in "fc" and not double else np.dtype(np.float64)
+    if dtypes[0].kind == "c" and double:
+        dtype = np.dtype(np.complex128)
+    if dtype.kind != "c" and any(d.kind == "c" for d in dtypes):
+        dtype = np.result_type(dtype, np.complex64)
+    return dtype
 
-        dtype = to_numpy_dtype(dtype)
-        if dtype.kind == "c" and double:
-            return np.dtype(np.complex128)
-        return dtype if dtype.kind in "fc" and not double else np.dtype(np.float64)
-    return None
+
+def _device_dtypes(x):
+    """[the NumPy dtype of ``x``] for a device operand (not inside lists: hstack's blocks
+    are moved, not computed with), else []."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
+        return []
+    from trnscipy._dtypes import to_numpy_dtype
+
+    return [to_numpy_dtype(dtype)]
+
+
+def _list_dtype(x):
+    """The dtype NumPy reads a list as, or None (not an array-like of numbers)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(x).dtype
+    except Exception:  # noqa: BLE001 -- not an array-like of numbers
+        return None
 
 
 def _held(obj, depth=0):
@@ -178,13 +204,8 @@ def _held(obj, depth=0):
 def _list_problem(x):
     """Why the array a list of numbers makes (np.asarray) has no device form, or None
     (lists of other things, ragged lists: left to the implementation)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dtype = np.asarray(x).dtype
-    except Exception:  # noqa: BLE001 -- not an array-like of numbers
-        return None
-    return None if dtype.kind == "O" else device_dtype_problem(dtype)
+    dtype = _list_dtype(x)
+    return None if dtype is None or dtype.kind == "O" else device_dtype_problem(dtype)
 
 
 def _host_problem(obj, depth=0):
@@ -213,20 +234,22 @@ def _operands_problem(args, kwargs):
 
 
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False,
-                   double=False, batch=None):
+                   double=False, batch=None, offloaded=False):
+    """``offloaded``: the call of host operands that offload sent here (its host results
+    stay on the host); calls with device operands, also those nested in an offloaded
+    implementation, get device results."""
     problem = _operands_problem(args, kwargs)
     if problem is not None:
-        fallback(name, problem, stacklevel=5 if _OFFLOADING.get() else 4)
+        fallback(name, problem, stacklevel=5 if offloaded else 4)
         result = scipy_func(*(_host(x) for x in args),
                             **{k: _host(v) for k, v in kwargs.items()})
-        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+        return result if offloaded else _to_device(result, device, strict=False)
     with device_storage(device):
         args = tuple(_move(x, device) for x in args)
         kwargs = {k: _move(v, device) for k, v in kwargs.items()}
         if stores_float32(device):
             args = tuple(_held(x) for x in args)
             kwargs = {k: _held(v) for k, v in kwargs.items()}
-        reason = "it has no device implementation"
         if device_impl is not None and (composite or runs_on_device(
                 name, device_kind(device), _working_dtype(args, kwargs, double))):
             argdefs, stacks = batch or (None, False)
@@ -243,10 +266,10 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                 return plan.loop(device_impl, device)
             finally:
                 _CALL_DEVICE.reset(token)
-        if device_impl is None or reason != "it has no device implementation":
-            fallback(name, reason, stacklevel=4)
+        if device_impl is None:  # (the capability table announced its own refusal)
+            fallback(name, "it has no device implementation", stacklevel=4)
         result = _on_host(scipy_func, args, kwargs)
-        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+        return result if offloaded else _to_device(result, device, strict=False)
 
 
 def _on_host(scipy_func, args, kwargs):
@@ -266,7 +289,7 @@ def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composit
     token = _OFFLOADING.set(True)
     try:
         result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite,
-                                double, batch)
+                                double, batch, offloaded=True)
     finally:
         _OFFLOADING.reset(token)
     return _to_host(result, strict=False)

@@ -152,11 +152,13 @@ def _moved(func, args, kwargs):
     else:
         device, dtype = torch._C._nn._parse_to(*args[1:], **kwargs)[:2]
     device, dtype = device or src.device, dtype or src.dtype
-    if not _wide_dtype_of(dtype) or dtype.is_complex != src.dtype.is_complex:
+    if not _wide_dtype_of(dtype) or (src.dtype.is_complex and not dtype.is_complex):
         return func(*args, **kwargs)
+    # float64 -> complex128 is exact too (a toeplitz of real c and complex r): parts as complex
+    lows = [p.to(_narrow_of(dtype)) for p in src._low]
     if device.type == "xla":
         out = func(*args, **kwargs)
-        return src if out is src else _wrap(out, [p.to(device) for p in src._low])
+        return src if out is src else _wrap(out, [p.to(device) for p in lows])
     return _exact([p.to(device) for p in (src.to(_narrow_of(src.dtype)), *src._low)], dtype)
 
 

@@ -102,10 +102,6 @@ XLA_NEURON_CI_FILES = [
 ]
 XLA_CI_FILES = [f for f in XLA_NEURON_CI_FILES
                 if not f.endswith(("/test_norm.py", "/test_lsmr.py"))]
-# KNOWN REGRESSIONS (session 12, to fix first): the double-float lsmr and norm on
-# xla-neuron fail 6 of these files' tests (complex and scalar b, x0, 1-D sparse vectors;
-# docs/conformance.md): out of the CI subset until fixed, in the full profile
-XLA_NEURON_CI_FILES = XLA_CI_FILES
 
 
 def _ci_files():

@@ -219,3 +219,33 @@ def test_lu_float64_must_show(n, emulate_neuron, monkeypatch):
     print(f"n={n}: lu_factor backward {factor / (n * EPS):.3f} n eps, lu_solve "
           f"{solve / (n * EPS):.3f} n eps, {seconds:.1f} s, {counts}")
     assert factor <= 10 * n * EPS and solve <= 10 * n * EPS
+
+
+@pytest.mark.xla
+def test_orders_of_one_bucket_share_the_refinement_graphs(emulate_neuron, xla_device):
+    """float64 solve (and inv) of orders 9 to 16 run at order 16 ([[A, 0], [0, I]]): a new
+    order in a warm bucket compiles only its small padding and read-back graphs, not the
+    refinement (SciPy's test_onenormest inverts matrices of 31 orders: a timeout on the
+    XLA lane, each order compiling seconds of graphs).  Results paired with SciPy."""
+    import torch_xla.debug.metrics as met
+
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(31)
+
+    def compile_ns(n):
+        a = rng.standard_normal((n, n)) + n * np.eye(n)
+        before = met.metric_data("CompileTime")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
+            with trnscipy.offload(xla_device):
+                ainv = tl.inv(a)
+        assert ainv.shape == (n, n)
+        assert _backward(a, ainv, np.eye(n)) < 8 * EPS
+        after = met.metric_data("CompileTime")
+        return after[1] - (before[1] if before else 0)
+
+    cold = compile_ns(9)
+    warm = compile_ns(14)
+    assert warm < 0.4 * cold, (cold, warm)

@@ -32,6 +32,7 @@ from trnscipy._errors import fallback
 from trnscipy._kernels import kernel, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
+from trnscipy._transfer import _tensor_to, _tensor_to_host
 from trnscipy.linalg._validate import LinAlgError, linalg_errors
 
 # ----------------------------------------------------------------------------------------
@@ -169,16 +170,16 @@ def _solve_general(a, b):
 
 
 def _cpu(t):
-    """A CPU copy of an XLA tensor (complex through its real view: torch-xla 2.9's
-    ``.cpu()`` drops the imaginary part of complex128 tensors)."""
-    if t.is_complex():
-        return torch.view_as_complex(torch.view_as_real(t.resolve_conj()).cpu())
-    return t.cpu()
+    """A CPU copy of an XLA tensor, through the transfer layer: exact for float64 held as
+    double-float, complex128 whole (torch-xla 2.9's ``.cpu()`` drops its imaginary part)."""
+    if t.device.type == "cpu":
+        return t
+    return torch.from_numpy(np.asarray(_tensor_to_host(t)))
 
 
 def _to(device, obj):
     if is_torch_array(obj):
-        return obj.to(device)
+        return _tensor_to(obj, device)  # float64 stays exact on a device without it
     if isinstance(obj, tuple | list):
         return type(obj)(_to(device, x) for x in obj) if type(obj) in (tuple, list) else \
             tuple(_to(device, x) for x in obj)

@@ -21,7 +21,7 @@ from trnscipy._torch import torch
 from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._misc import norm
-from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
+from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
 __all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tanm", "coshm",
            "sinhm", "tanhm", "expm_cond", "signm", "fractional_matrix_power"]
@@ -29,7 +29,13 @@ __all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tan
 
 @dispatch(_sl.expm)
 def expm(A):
-    a = as_matrix(A, device_of(A), finite=False, name="A", small_ints=torch.float64)
+    a = as_tensor(A, device_of(A), finite=False, small_ints=torch.float64)
+    if a.ndim < 2 and a.numel() == 1:  # SciPy: one number x gives [[exp(x)]], in double
+        from trnscipy.linalg._basic import _wide_result
+
+        return expm(_wide_result(a.reshape(1, 1)))
+    if a.ndim < 2:
+        raise LinAlgError("The input array must be at least two-dimensional")
     if a.shape[-1] != a.shape[-2]:
         raise LinAlgError("Last 2 dimensions of the array must be square")
     if a.numel() == 0:
@@ -55,7 +61,7 @@ def _removed_argument(func, name, value):
 def sqrtm(A, disp=_NO, blocksize=_NO):
     for name, value in (("disp", disp), ("blocksize", blocksize)):
         _removed_argument("sqrtm", name, value)
-    a = as_tensor(A, device_of(A), True)
+    a = as_tensor(A, device_of(A), True, small_ints=torch.float64)  # SciPy: ints -> float64
     if a.ndim < 2:
         raise LinAlgError("The input array must be at least two-dimensional")
     if a.shape[-1] != a.shape[-2]:

@@ -8,7 +8,9 @@ A float64 matrix there is held exactly as double-float pairs
   triangular solves for triangular kinds, else the float32 inverse) and LAPACK
   DSGESV/DSPOSV-style refinement: r = b - A x in double-float, x += S(r), until the
   correction is below 2**-48 of x or stops shrinking below 2**-36 of x (at most 30
-  steps; a LinAlgWarning if that is not reached).
+  steps; a LinAlgWarning if that is not reached).  Systems are solved at a bucket order
+  (``_bucket``: at most 1/8 larger) as [[A, 0], [0, I]], so the refinement's graphs
+  compile once per bucket, not once per order.
 - ``lu_factor``, ``lu``: the float32 device LU (its pivots) refined to double-float
   factors by Newton steps on P A = L U: E = P A - L U by Ozaki GEMMs,
   F = L0^-1 E U0^-1 by float32 triangular solves, L += L0 tril(F, -1), U += triu(F) U0.
@@ -198,16 +200,43 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
         A = (torch.diag_embed(A[0].diagonal()), torch.diag_embed(A[1].diagonal()))
     elif kind == "tridiagonal":
         A = (A[0].triu(-1).tril(1), A[1].triu(-1).tril(1))
+    n = A[0].shape[-1]
+    A, B = _padded_system(A, B, _bucket(n))
     approx, check = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
     try:
-        return _refine(lambda x: _mm(A, x), B, approx, check)
+        return _refine(lambda x: _mm(A, x), B, approx, check)[:n]
     except _k.LinAlgError:
         if check is None:
             raise
     # the float32 inverse looks singular: the float32 device LU tells an exactly singular
     # matrix (a zero pivot: LinAlgError) from an ill-conditioned one (refined, warned)
     approx, _ = _approx_solver(A[0], "lu")
-    return _refine(lambda x: _mm(A, x), B, approx)
+    return _refine(lambda x: _mm(A, x), B, approx)[:n]
+
+
+def _bucket(n):
+    """The order a system of order ``n`` is solved at: at most 1/8 larger (8 at least), so
+    a device compiles the solve's graphs once per bucket, not once per order (a script
+    solving systems of many sizes: SciPy's test_onenormest inverts 100 of 31 orders)."""
+    step = max(8, 1 << max(n.bit_length() - 4, 0))
+    return -(-n // step) * step
+
+
+def _padded_system(A, B, size):
+    """Pairs of [[A, 0], [0, I]] and [B; 0] of order ``size``: the first rows of their
+    solution solve A x = B (the blocks never mix; identity keeps A's kind: symmetric,
+    positive definite, triangular).  The padding, and all pending work on the order's
+    shapes, runs in a small graph of its own: the solve's graphs see only the bucket's."""
+    n = A[0].shape[-1]
+    if size != n:
+        pad = torch.nn.functional.pad
+        ones = torch.cat([torch.zeros(n, dtype=A[0].dtype, device=A[0].device),
+                          torch.ones(size - n, dtype=A[0].dtype, device=A[0].device)])
+        A = (pad(A[0], (0, size - n, 0, size - n)) + torch.diag(ones),
+             pad(A[1], (0, size - n, 0, size - n)))
+        B = tuple(pad(p, (0, 0, 0, size - n)) for p in B)
+    kernel("sync", A[0].device)()
+    return A, B
 
 
 @register("linalg.cholesky", "neuron")
@@ -386,9 +415,13 @@ def inv(a, assume_a=None, lower=False):
     if a.ndim != 2:
         return _on_host("scipy.linalg.inv", _BATCHED, lambda x: _k._sl.inv(
             x, assume_a=assume_a, lower=lower, check_finite=False), a)
-    eye = torch.eye(a.shape[-1], dtype=torch.float32, device=a.device)
-    return solve(a, _transfer.df_tensor(eye, torch.zeros_like(eye)), lower=lower,
-                 assume_a=assume_a)
+    n = a.shape[-1]
+    size = _bucket(n)  # solved at the bucket's order with the bucket's identity: A X = I
+    eye = torch.eye(size, dtype=torch.float32, device=a.device)
+    A, _ = _padded_system(_parts(a), (eye[:n, :1],), size)
+    x = solve(_transfer.df_tensor(*A), _transfer.df_tensor(eye, torch.zeros_like(eye)),
+              lower=lower, assume_a=assume_a)
+    return x[:n, :n]
 
 
 @register("linalg.eigh", "neuron")
