@@ -7,7 +7,7 @@ import numpy as np
 from trnscipy import _autograd
 from trnscipy._dispatch import call_device
 from trnscipy._dtypes import absolute
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import host_operand
 
@@ -24,7 +24,7 @@ def eigen_kernel(scipy_func, operators=None):
     def decorate(torch_func):
         def run(*args, **kwargs):
             device = call_device(args, kwargs)
-            return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand,
+            return backend(device).eigen(scipy_func, torch_func, args, kwargs, host_operand,
                                            operators)
 
         @functools.wraps(torch_func)

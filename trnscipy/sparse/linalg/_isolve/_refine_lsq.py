@@ -35,7 +35,7 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._double_float import is_float64
-from trnscipy._kernels import _df, kernel
+from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
@@ -154,7 +154,7 @@ class _Refinement:
     def run(self, x, anorm, atol, btol, lsmr):
         """(x, istop, steps, ||r||, ||[r; damp dx]||, ||g||, ||dx||, ||x||) once SciPy's
         tests hold, or None where a step does not halve ||g||."""
-        read = kernel("materialize", self.device)
+        read = backend(self.device).materialize
         bnorm = None
         prev = np.inf
         for step in range(_MAX_STEPS):

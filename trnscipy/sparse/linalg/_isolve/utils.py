@@ -24,7 +24,7 @@ from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import call_device, offloading
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
@@ -57,7 +57,7 @@ def solver_kernel(scipy_solver, operators=True):
         def run(*args, **kwargs):
             device = call_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
-            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
+            return backend(device).krylov(scipy_solver, torch_solver, args, kwargs,
                                             host_operand, operators)
 
         @functools.wraps(torch_solver)
@@ -111,7 +111,7 @@ def host_reads_free(device):
 
 def sync(device):
     """Run the pending lazy graph (XLA); a no-op on eager devices (the kernel seam)."""
-    kernel("sync", device)()
+    backend(device).sync()
 
 
 def _coerce(a, b):
@@ -281,7 +281,7 @@ def dot(a, b):
 def inner(a, b):
     """conj(a) . b along the last axis: the device's ``inner`` kernel (on XLA a sum of
     products, accurate where XLA's ``dot`` is not)."""
-    return kernel("inner", a.device)(a, b)
+    return backend(a.device).inner(a, b)
 
 
 def _fast_matvec(op, dtype):
@@ -445,7 +445,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     # first call (eager) and the capture cost UNROLL iterations each, not a block each
     steps = min(block, unroll or UNROLL) if replayable and not one_while else block
     block = -(-block // steps) * steps
-    device_loop = kernel("device_loop", device)
+    device_loop = backend(device).device_loop
 
     def flat_iterate(flat, first):
         state, (done, info, left) = pytree.tree_unflatten(list(flat[:-3]), spec), flat[-3:]
@@ -461,7 +461,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
         return flat
 
     if replayable:
-        graph = kernel("graph_function", device)(run_steps)
+        graph = backend(device).graph_function(run_steps)
     else:
         def graph(*flat):
             out = run_steps(*flat)
