@@ -881,8 +881,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return not runs_on_device(f"trnscipy.sparse.{op}", device_kind(self.device), dtype)
 
     def _matmul(self, other):
-        """self @ other through the kernel seam: the format's product (``_product_kernel``),
-        or spgemm."""
+        """self @ other through the device's backend: the format's product
+        (``_product_kernel``), or spgemm."""
         m, n = self.shape
         if not isinstance(other, torch.Tensor):  # sparse (dense operands are tensors here)
             if other.shape[0] != n:
