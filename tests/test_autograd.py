@@ -75,13 +75,12 @@ def route(request, monkeypatch):
     """CPU tensors: SciPy's SuperLU and Krylov loops (the CPU kernels), or the algorithms
     the other devices run (block LU, the torch loop)."""
     if request.param == "device":
-        from trnscipy._kernels import _IMPLS, _generic, kernel
+        from trnscipy._kernels import _IMPLS, _generic, backend
 
-        kernel("csr_matvec", torch.device("cpu"))  # load the CPU kernels before replacing some
         for op in ("spsolve", "splu"):
             monkeypatch.setitem(_IMPLS, (f"sparse.linalg.{op}", "cpu"),
                                 _IMPLS[(f"sparse.linalg.{op}", "generic")])
-        monkeypatch.setitem(_IMPLS, ("krylov", "cpu"), _generic.krylov)
+        monkeypatch.setattr(backend(torch.device("cpu")), "krylov", _generic.krylov)
     return request.param
 
 

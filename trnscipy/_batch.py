@@ -127,10 +127,10 @@ class Batch:
 
     def loop(self, impl, device):
         """``impl`` on each matrix of the batch, results stacked (SciPy's own loop)."""
-        from trnscipy._kernels import kernel
+        from trnscipy._kernels import backend
         from trnscipy._torch import torch
 
-        materialize = kernel("materialize", device)
+        materialize = backend(device).materialize
         bound = dict(self.bound)
         items = {}
         for path, core in self.cores.items():

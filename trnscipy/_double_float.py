@@ -288,7 +288,7 @@ def is_exact(t):
 def host_value(t):
     """The exact float64 (complex128) NumPy value of a DoubleFloatTensor (its parts
     computed in one graph: read one by one, each would be a graph of its own)."""
-    from trnscipy._kernels import kernel
+    from trnscipy._kernels import backend
 
     with torch._C.DisableTorchFunctionSubclass():
         # real: the float64 values themselves (float32 values on the device, read back
@@ -298,7 +298,7 @@ def host_value(t):
             parts.insert(0, t.to(_narrow_of(t.dtype)).detach().resolve_conj().resolve_neg())
         else:
             parts.insert(0, t.detach())
-        kernel("materialize", t.device)([t, *t._low, *parts])  # t too: a view (a
+        backend(t.device).materialize([t, *t._low, *parts])  # t too: a view (a
         # transposed factor) would otherwise stay pending and run its graph again
         parts = [p.cpu() for p in parts]
         return _exact(parts, t.dtype).numpy()

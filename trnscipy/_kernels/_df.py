@@ -349,7 +349,7 @@ def from_host(a, device=None):
 def to_host_f64(a):
     """hi + lo as a float64 NumPy array (both parts computed in one graph: read one by one,
     torch-xla 2.9 can hand the second graph the first's executable, pytorch/xla#8353)."""
-    from trnscipy._kernels import kernel
+    from trnscipy._kernels import backend
 
-    kernel("materialize", a[0].device)(list(a))
+    backend(a[0].device).materialize(list(a))
     return a[0].cpu().numpy().astype(np.float64) + a[1].cpu().numpy().astype(np.float64)

@@ -33,7 +33,7 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _xla_dense
@@ -235,7 +235,7 @@ def _padded_system(A, B, size):
         A = (pad(A[0], (0, size - n, 0, size - n)) + torch.diag(ones),
              pad(A[1], (0, size - n, 0, size - n)))
         B = tuple(pad(p, (0, 0, 0, size - n)) for p in B)
-    kernel("sync", A[0].device)()
+    backend(A[0].device).sync()
     return A, B
 
 
@@ -295,7 +295,7 @@ def _getrf_df(A):
     zero = torch.zeros_like(lu0)
     PA = (A[0].index_select(0, perm), A[1].index_select(0, perm))
     L, U = (L0, zero), (lu0.triu(), zero)
-    kernel("materialize", lu0.device)([L0, U0, *PA, *L, *U])  # one executable for all steps
+    backend(lu0.device).materialize([L0, U0, *PA, *L, *U])  # one executable for all steps
     prev, ok = None, False
     for _ in range(_LU_STEPS):
         E = _df.sub(PA, _df.gemm(L, U))
@@ -443,7 +443,7 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         _, X0 = torch.linalg.eigh(A[0])
     n = A[0].shape[-1]
     eye = torch.eye(n, dtype=X0.dtype, device=X0.device)
-    loop = kernel("device_loop", X0.device)
+    loop = backend(X0.device).device_loop
 
     def steps(step, X, count):
         """``count`` steps as one device loop: (X, the last step's size)."""

@@ -20,7 +20,7 @@ by the caller's cutoff, SciPy's lstsq/pinv runs on the exact host values, announ
 """
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
@@ -78,7 +78,7 @@ def _solve(B, F, G, wide):
     s = _svals(B)
     r, y = approx(F[0], G[0])
     zero = torch.zeros((), dtype=r.dtype, device=r.device)
-    loop = kernel("device_loop", r.device)
+    loop = backend(r.device).device_loop
 
     def body(c, _):
         """One refinement step on the carry (r pair, y pair, the last two sizes)."""

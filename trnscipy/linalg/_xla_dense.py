@@ -9,7 +9,7 @@ Python; the big work is the GEMM of each block's trailing update.
 """
 
 from trnscipy._dtypes import divide
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import lu_factor_warning
 from trnscipy.linalg._kernels import qr as generic_qr
@@ -39,7 +39,7 @@ def _gather_rows(t, idx):
 
 
 def _sync(*tensors):
-    kernel("materialize", tensors[0].device)(tensors)
+    backend(tensors[0].device).materialize(tensors)
 
 
 def _counter(value, device):

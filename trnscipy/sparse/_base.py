@@ -23,7 +23,7 @@ from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import _plan, kernel
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
 from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, tensor_on
 from trnscipy.sparse import _sputils as su
@@ -58,7 +58,7 @@ def from_scipy(sp, device):
                         f"{sp.ndim}-D")
     device = resolve_device(device)
     out = cls._from_scipy(sp, device)
-    kernel("prepare_product", device)(out, sp)
+    backend(device).prepare_product(out, sp)
     return out
 
 
@@ -881,8 +881,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return not runs_on_device(f"trnscipy.sparse.{op}", device_kind(self.device), dtype)
 
     def _matmul(self, other):
-        """self @ other through the kernel seam: the format's product (``_product_kernel``),
-        or spgemm."""
+        """self @ other through the device's backend: the format's product
+        (``_product_kernel``), or spgemm."""
         m, n = self.shape
         if not isinstance(other, torch.Tensor):  # sparse (dense operands are tensors here)
             if other.shape[0] != n:
@@ -891,7 +891,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self._on_host("spgemm", dt):
                 return from_scipy(self.to_scipy() @ other.to_scipy(), self.device)
             a, b = self.astype(dt, copy=False), other.astype(dt, copy=False)
-            out = kernel("spgemm", self.device)(a.tocsr(), b.tocsr())
+            out = backend(self.device).spgemm(a.tocsr(), b.tocsr())
             res = self._container("csr")._construct((m, other.shape[1]), **out)
             if self.format == "bsr":
                 cols = other.blocksize[1] if other.format == "bsr" else 1
@@ -935,7 +935,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def _product_kernel(self, ndim):
         """The backend's product primitive of this format, as SciPy's format classes call
         sparsetools' ``<format>_matvec`` (``x`` a vector) or ``<format>_matvecs``."""
-        return kernel(f"{self.format}_matvec{'s' if ndim == 2 else ''}", self.device)
+        return getattr(backend(self.device), f"{self.format}_matvec{'s' if ndim == 2 else ''}")
 
     def _rmatmul(self, other):
         if issparse(other):

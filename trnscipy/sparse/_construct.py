@@ -28,7 +28,7 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._errors import fallback
-from trnscipy._kernels import _plan, kernel
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host, tensor_on
 from trnscipy.sparse import _sputils as su
@@ -64,7 +64,7 @@ def _finish(result):
         if major is not None:  # the row index products gather by
             tensors.append(major)
     if tensors:
-        kernel("materialize", tensors[0].device)(tensors)
+        backend(tensors[0].device).materialize(tensors)
     return result
 
 

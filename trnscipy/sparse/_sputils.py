@@ -15,7 +15,7 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import _tensor_to_host, tensor_on
 
@@ -89,14 +89,14 @@ def host_ints(*values, also=()):
         return []
     stacked = torch.stack([v.reshape(()).to(torch.int64) for v in values])
     if also:
-        kernel("materialize", stacked.device)([stacked, *also])
+        backend(stacked.device).materialize([stacked, *also])
     return [int(v) for v in stacked.cpu().tolist()]
 
 
 def sort(t, stable=False):
     """``torch.sort(t, stable=stable)`` through the device's ``sort`` kernel (on XLA its
     outputs must pass through an op before they index a product)."""
-    return kernel("sort", t.device)(t, stable)
+    return backend(t.device).sort(t, stable)
 
 
 def argsort(t, stable=False):

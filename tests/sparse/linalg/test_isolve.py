@@ -731,8 +731,7 @@ def test_graph_functions_are_replayed(solver, cpu_loop, monkeypatch):
             return fn(*args)
         return call
 
-    _kernels.kernel("graph_function", torch.device("cpu"))  # (loads the kinds first)
-    monkeypatch.setitem(_kernels._IMPLS, ("graph_function", "cpu"), recording)
+    monkeypatch.setattr(_kernels.backend(torch.device("cpu")), "graph_function", recording)
     A = sp.csr_array(_poisson(12) if solver in SYMMETRIC_ONLY else _convdiff(12))
     b = np.random.default_rng(0).standard_normal(A.shape[0])
     # (gcrotmk: k larger than its outer iterations, so CU never fills)
@@ -777,8 +776,7 @@ def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):
                 return fn(*args)
         return call
 
-    _kernels.kernel("graph_function", torch.device("cpu"))  # (loads the kinds first)
-    monkeypatch.setitem(_kernels._IMPLS, ("graph_function", "cpu"), no_host_reads)
+    monkeypatch.setattr(_kernels.backend(torch.device("cpu")), "graph_function", no_host_reads)
     A, b = _problem(solver, np.float64, m=5)
     kw = {"gmres": {"restart": 6}, "lgmres": {"inner_m": 4}, "gcrotmk": {"m": 4, "k": 2}}.get(
         solver, {})

@@ -20,7 +20,7 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import offloading
 from trnscipy._errors import fallback
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, held, to_device, to_host
 
@@ -467,7 +467,7 @@ def announce_host_operators(name, *ops, outer=False):
 def _bridge(fn, x, dtype=None):
     # all pending device work runs first, in one graph: reading ``x`` alone would leave the
     # solver's other tensors pending, their graphs growing (and compiling anew) each product
-    kernel("sync", x.device)()
+    backend(x.device).sync()
     return to_device(np.asarray(fn(to_host(x)), dtype=dtype), x.device)
 
 

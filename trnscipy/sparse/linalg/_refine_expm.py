@@ -30,7 +30,7 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._double_float import is_float64
-from trnscipy._kernels import _df, kernel
+from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _layout, _parts
@@ -92,7 +92,7 @@ def _trace(A, op):
         d = tuple(torch.where(on_diagonal, layout.values(t), zero).reshape(-1) for t in flat)
     total = _df.tree_sum(*d)
     parts = torch.stack(list(total))
-    kernel("materialize", parts.device)([parts])
+    backend(parts.device).materialize([parts])
     hi, lo = np.asarray(parts.cpu(), dtype=np.float64)
     return float(hi + lo)
 

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy import _double_float, _transfer
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _layout, _parts
@@ -252,7 +252,7 @@ def _df_onenormest(A, t, itmax, compute_v, compute_w):
 def _host(pair):
     """A double-float pair read to the host (one read) as float64."""
     both = torch.stack([pair[0], pair[1]])
-    kernel("materialize", both.device)([both])
+    backend(both.device).materialize([both])
     hi, lo = np.asarray(both.cpu(), dtype=np.float64)
     return hi + lo
 

@@ -32,7 +32,7 @@ from numpy.linalg import LinAlgError
 
 from trnscipy import _transfer
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine
 from trnscipy.sparse.linalg._dsolve import _triangular
@@ -120,12 +120,12 @@ def triangular(A, sched, lower, unit_diagonal, dtype):
         ones = torch.ones(sched.n, dtype=torch.float32, device=parts[0].device)
         d = _df.spmv(diag_layout, parts, (ones, torch.zeros_like(ones)))
         zero = (d[0] == 0).any()
-        kernel("materialize", d[0].device)([*d, zero, *parts])
+        backend(d[0].device).materialize([*d, zero, *parts])
         if bool(_transfer.to_host(zero)):
             raise LinAlgError("A is singular: zero entry on diagonal.")
         diag = d[0]
     tables = _triangular.tables(sched, parts[0], diag)
-    kernel("materialize", parts[0].device)([t for t in tables if t is not None])
+    backend(parts[0].device).materialize([t for t in tables if t is not None])
 
     def product(x):
         y = _df.spmv(tri, parts, x)

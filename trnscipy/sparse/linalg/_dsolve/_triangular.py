@@ -18,7 +18,7 @@ ignored).
 import numpy as np
 from numpy.linalg import LinAlgError
 
-from trnscipy._kernels import _plan, kernel, register
+from trnscipy._kernels import _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
@@ -169,7 +169,7 @@ def loop(t):
     """The ``device_loop`` kernel for a carry like ``t``: complex carries run as a Python
     loop (torch-xla 2.9 lowered complex loop bodies with real parameters: "Call parameter
     must match argument", as ``_isolve.utils.run`` notes), unrolled into the graph."""
-    return kernel("device_loop", torch.device("cpu") if t.is_complex() else t.device)
+    return backend(torch.device("cpu") if t.is_complex() else t.device).device_loop
 
 
 def solve(sched, data, diag, b, prepared=None):

@@ -1,4 +1,4 @@
-"""Shared pieces of the device eigensolvers: the kernel seam entry, operators, small eigh."""
+"""Shared pieces of the device eigensolvers: the strategy entry, operators, small eigh."""
 
 import functools
 
@@ -7,25 +7,24 @@ import numpy as np
 from trnscipy import _autograd
 from trnscipy._dispatch import call_device
 from trnscipy._dtypes import absolute
-from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.utils import host_operand
+from trnscipy.sparse.linalg._isolve.utils import host_operand, strategy
 
 __all__ = ["always", "eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
            "small_eigh", "standard_problem"]
 
 
 def eigen_kernel(scipy_func, operators=None):
-    """Decorator, under ``@dispatch``: the call goes through the kernel seam's "eigen"
-    entry for the operands' device.  On the CPU that is SciPy's own solver (ARPACK,
-    lobpcg) on zero-copy views; elsewhere the decorated torch implementation.
+    """Decorator, under ``@dispatch``: the call goes through the ``eigen`` strategy of
+    the operands' device (``_isolve.utils.strategy``).  On the CPU that is SciPy's own
+    solver (ARPACK, lobpcg) on zero-copy views; elsewhere the decorated torch implementation.
     ``operators(arguments)``: True where SciPy's function makes a LinearOperator of its
     matrix itself (then the CPU kernel may hand a sparse container over as one)."""
     def decorate(torch_func):
         def run(*args, **kwargs):
             device = call_device(args, kwargs)
-            return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand,
-                                           operators)
+            return strategy("eigen", device)(scipy_func, torch_func, args, kwargs,
+                                             host_operand, operators)
 
         @functools.wraps(torch_func)
         def solve(*args, **kwargs):

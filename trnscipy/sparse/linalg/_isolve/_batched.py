@@ -18,7 +18,7 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_device, to_host
 from trnscipy.sparse.linalg._isolve import _krylov, utils
@@ -120,7 +120,7 @@ def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
                 break
             carry = iterate(carry, False)
     else:
-        loop = kernel("device_loop", device)
+        loop = backend(device).device_loop
         # XLA: one While to the last column's stop; elsewhere blocks between host reads
         block = max(rest if capability(kind).device_while else utils.CHECK_EVERY, 1)
         for start in range(0, rest, block):

@@ -37,7 +37,7 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._double_float import is_float64
-from trnscipy._kernels import _df, kernel
+from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
@@ -170,7 +170,7 @@ class _Refinement:
         holds: a float64 iterate lands far below SciPy's tests where it converges, a float32
         start x that barely meets them does not (1e-7 where SciPy's is exact).  Where a step
         does not halve ||g||, the last x that met SciPy's tests, else None."""
-        read = kernel("materialize", self.device)
+        read = backend(self.device).materialize
         bnorm = accepted = None
         prev = np.inf
         for step in range(_MAX_STEPS):

@@ -17,7 +17,7 @@ arithmetic.  ``outer_v`` receives device tensors.
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -199,7 +199,7 @@ def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs, extra):
             out = _masked(arnoldi, state, ptol, state["j"] - 1)
             return tuple(t for t in out if t is not None)
 
-        arnoldi.graphs[key] = kernel("graph_function", arnoldi.device)(fgmres)
+        arnoldi.graphs[key] = backend(arnoldi.device).graph_function(fgmres)
     out = arnoldi.graphs[key](v0, ptol, *given, *cs)
     return out[:4] + (None,) + out[4:] if not cs else out
 

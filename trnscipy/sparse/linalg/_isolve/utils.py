@@ -24,7 +24,7 @@ from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import call_device, offloading
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend, kind_kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
@@ -46,9 +46,19 @@ UNROLL = 10
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
 
+def strategy(name, device):
+    """How a Krylov solve (``name`` "krylov") or an eigensolve ("eigen") runs on
+    ``device``, chosen here: the algorithm table's entry where the device's kind (or one
+    it extends) has one (neuron: double-float refinement around the float32 device loop,
+    ``_isolve/_refine.py``, ``_eigen/_refine.py``), else the backend's own (``Cpu``:
+    SciPy's loop on zero-copy views; ``Generic``: the torch loop)."""
+    impl = kind_kernel(name, device_kind(device))
+    return impl if impl is not None else getattr(backend(device), name)
+
+
 def solver_kernel(scipy_solver, operators=True):
-    """Decorator, under ``@dispatch``: the solve goes through the kernel seam's "krylov"
-    entry for the operands' device.  On the CPU that is SciPy's own loop on zero-copy
+    """Decorator, under ``@dispatch``: the solve goes through the ``krylov`` strategy of
+    the operands' device (``strategy``).  On the CPU that is SciPy's own loop on zero-copy
     views (``trnscipy._kernels._cpu.krylov``); elsewhere the decorated torch loop.
     ``operators``: SciPy's function makes its matrices LinearOperators itself, so the CPU
     kernel may hand sparse containers over as operators; False where SciPy treats an
@@ -57,8 +67,8 @@ def solver_kernel(scipy_solver, operators=True):
         def run(*args, **kwargs):
             device = call_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
-            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
-                                            host_operand, operators)
+            return strategy("krylov", device)(scipy_solver, torch_solver, args, kwargs,
+                                              host_operand, operators)
 
         @functools.wraps(torch_solver)
         def solve(*args, **kwargs):
@@ -110,8 +120,8 @@ def host_reads_free(device):
 
 
 def sync(device):
-    """Run the pending lazy graph (XLA); a no-op on eager devices (the kernel seam)."""
-    kernel("sync", device)()
+    """Run the pending lazy graph (XLA); a no-op on eager devices (the backend's ``sync``)."""
+    backend(device).sync()
 
 
 def _coerce(a, b):
@@ -281,7 +291,7 @@ def dot(a, b):
 def inner(a, b):
     """conj(a) . b along the last axis: the device's ``inner`` kernel (on XLA a sum of
     products, accurate where XLA's ``dot`` is not)."""
-    return kernel("inner", a.device)(a, b)
+    return backend(a.device).inner(a, b)
 
 
 def _fast_matvec(op, dtype):
@@ -445,7 +455,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     # first call (eager) and the capture cost UNROLL iterations each, not a block each
     steps = min(block, unroll or UNROLL) if replayable and not one_while else block
     block = -(-block // steps) * steps
-    device_loop = kernel("device_loop", device)
+    device_loop = backend(device).device_loop
 
     def flat_iterate(flat, first):
         state, (done, info, left) = pytree.tree_unflatten(list(flat[:-3]), spec), flat[-3:]
@@ -461,7 +471,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
         return flat
 
     if replayable:
-        graph = kernel("graph_function", device)(run_steps)
+        graph = backend(device).graph_function(run_steps)
     else:
         def graph(*flat):
             out = run_steps(*flat)
