@@ -124,6 +124,28 @@ def test_lstsq_float64_rank_deficient_runs_on_host(emulate_neuron):
 
 
 @pytest.mark.xla
+def test_narrow_lstsq_pinv_run_on_host(emulate_neuron):
+    """min(m, n) < 20: XLA's CPU compiler took past 8 GB on the double-float graphs of a
+    30 x 10 matrix (killed); such shapes go to SciPy after the device QR, announced, in
+    seconds (whatever the right-hand sides or the cutoff)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((30, 10))
+    b = rng.standard_normal((30, 30))
+    with trnscipy.offload("xla"):
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="min\\(m, n\\) < 20"):
+            got = tl.lstsq(a, b)
+        for g, w in zip(got, sl.lstsq(a, b), strict=True):
+            assert np.array_equal(g, w)
+        for kw in ({}, {"rtol": 0.5}):
+            with pytest.warns(trnscipy.DeviceFallbackWarning, match="min\\(m, n\\) < 20"):
+                p = tl.pinv(a, **kw)
+            assert np.array_equal(p, sl.pinv(a, **kw))
+
+
+@pytest.mark.xla
 def test_pinv_negative_tolerance(emulate_neuron):
     import trnscipy
     import trnscipy.linalg as tl
