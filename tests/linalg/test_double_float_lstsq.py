@@ -47,7 +47,7 @@ def _run(fn):
 
 @pytest.mark.xla
 @pytest.mark.slow  # each shape's QR, eigh and refinement graphs: minutes of XLA compile
-@pytest.mark.parametrize("shape", [(60, 20), (20, 60), (20, 20),
+@pytest.mark.parametrize("shape", [(60, 20), (20, 60), (40, 40),
                                    pytest.param((200, 50), id="200x50")])
 def test_lstsq_float64(shape, emulate_neuron, monkeypatch):
     import trnscipy
@@ -124,10 +124,11 @@ def test_lstsq_float64_rank_deficient_runs_on_host(emulate_neuron):
 
 
 @pytest.mark.xla
-def test_narrow_lstsq_pinv_run_on_host(emulate_neuron):
-    """min(m, n) < 20: XLA's CPU compiler took past 8 GB on the double-float graphs of a
-    30 x 10 matrix (killed); such shapes go to SciPy after the device QR, announced, in
-    seconds (whatever the right-hand sides or the cutoff)."""
+def test_small_lstsq_pinv_run_on_host(emulate_neuron):
+    """min(m, n) < 20 or max(m, n) < 40: XLA's CPU compiler took past 8 GB on the
+    double-float graphs of a 30 x 10 matrix (killed), past 3 GB on 20 x 20; such shapes go
+    to SciPy after the device QR, announced, in seconds (whatever the right-hand sides or
+    the cutoff)."""
     import trnscipy
     import trnscipy.linalg as tl
 
@@ -143,6 +144,10 @@ def test_narrow_lstsq_pinv_run_on_host(emulate_neuron):
             with pytest.warns(trnscipy.DeviceFallbackWarning, match="min\\(m, n\\) < 20"):
                 p = tl.pinv(a, **kw)
             assert np.array_equal(p, sl.pinv(a, **kw))
+        sq = rng.standard_normal((20, 20))
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="max\\(m, n\\) < 40"):
+            p = tl.pinv(sq)
+        assert np.array_equal(p, sl.pinv(sq))
 
 
 @pytest.mark.xla

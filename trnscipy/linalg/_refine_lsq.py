@@ -30,14 +30,15 @@ _COND_MAX = 2.0 ** 10  # s_max / s_min the device path takes (s and x to ~1e-14 
 _BLIND = 3  # refinement steps before the first host read (eps32 cond per step)
 _STEPS = 20
 _MARGIN = 1 + 2.0 ** -20  # s_min this close above a rank cutoff: the host decides
-# the fewest columns of B the device takes: XLA's CPU compiler (PJRT_DEVICE=CPU, the
-# emulated Neuron) blows up on the double-float graphs of narrower B.  Measured, the s
-# graph alone (gemm(B, V) and column norms, the same ~3500 HLO lines at both shapes):
-# B 60 x 20 compiles in 5 s; B 30 x 10 ran past 100 s and 4.5 GB, and the whole lstsq or
-# pinv of a 30 x 10 matrix past 8 GB RSS in 3.5 minutes (killed)
-_MIN_COLS = 20
-_NARROW = f"least squares of a matrix with min(m, n) < {_MIN_COLS}: XLA's compiler " \
-    "takes minutes and gigabytes on the double-float graphs of such narrow shapes"
+# the smallest B (p x q) the device takes: XLA's CPU compiler (PJRT_DEVICE=CPU, the
+# emulated Neuron) blows up on the double-float graphs of small shapes.  Measured, lstsq
+# with 3 right-hand sides: B 30 x 10 and 20 x 20 past 3 GB in 70 s (30 x 10: 8 GB in
+# 3.5 minutes, killed; its s graph alone past 4.5 GB in 100 s); B 40 x 20, 60 x 20:
+# 66 s, 1.4 GB; 40 x 40: 94 s, 1.3 GB
+_MIN_ROWS, _MIN_COLS = 40, 20
+_SMALL = f"least squares of a matrix with min(m, n) < {_MIN_COLS} or max(m, n) < " \
+    f"{_MIN_ROWS}: XLA's compiler takes minutes and gigabytes on the double-float " \
+    "graphs of such small shapes"
 
 
 def _tall(A):
@@ -78,14 +79,15 @@ def _solve(B, F, G, wide):
     """x of the augmented system (module docstring) for pairs B (p x q), F (p x k),
     G (q x k), with the singular values of B: (x pair, s pair, s_min, s_max, why);
     ``why``: None, or why the caller goes to the host (s says the matrix is beyond
-    ``_COND_MAX``, the refinement did not converge, or B is narrower than
-    ``_MIN_COLS``).  s_min, s_max (host numbers) are read with the first refinement
-    check."""
+    ``_COND_MAX``, the refinement did not converge, or B is smaller than
+    ``_MIN_ROWS`` x ``_MIN_COLS``).  s_min, s_max (host numbers) are read with the first
+    refinement check."""
     approx = _approx(B[0])
     if approx is None:
         return None, None, 0.0, 0.0, _HOST
-    if B[0].shape[1] < _MIN_COLS:  # after the QR: a rank-deficient one says so first
-        return None, None, 0.0, 0.0, _NARROW
+    p, q = B[0].shape
+    if p < _MIN_ROWS or q < _MIN_COLS:  # after the QR: a rank-deficient one says so first
+        return None, None, 0.0, 0.0, _SMALL
     s = _svals(B)
     r, y = approx(F[0], G[0])
     zero = torch.zeros((), dtype=r.dtype, device=r.device)
