@@ -30,15 +30,15 @@ _COND_MAX = 2.0 ** 10  # s_max / s_min the device path takes (s and x to ~1e-14 
 _BLIND = 3  # refinement steps before the first host read (eps32 cond per step)
 _STEPS = 20
 _MARGIN = 1 + 2.0 ** -20  # s_min this close above a rank cutoff: the host decides
-# the smallest B (p x q) the device takes: XLA's CPU compiler (PJRT_DEVICE=CPU, the
-# emulated Neuron) blows up on the double-float graphs of small shapes.  Measured, lstsq
-# with 3 right-hand sides: B 30 x 10 and 20 x 20 past 3 GB in 70 s (30 x 10: 8 GB in
-# 3.5 minutes, killed; its s graph alone past 4.5 GB in 100 s); B 40 x 20, 60 x 20:
-# 66 s, 1.4 GB; 40 x 40: 94 s, 1.3 GB
-_MIN_ROWS, _MIN_COLS = 40, 20
-_SMALL = f"least squares of a matrix with min(m, n) < {_MIN_COLS} or max(m, n) < " \
-    f"{_MIN_ROWS}: XLA's compiler takes minutes and gigabytes on the double-float " \
-    "graphs of such small shapes"
+# the B (p x q) the device takes: XLA's CPU compiler (PJRT_DEVICE=CPU, the emulated
+# Neuron) blows up on the double-float graphs of a middle band of shapes.  Measured, lstsq
+# with 1-3 right-hand sides: B 30 x 10 and 20 x 20 past 3 GB in 70 s (30 x 10: 8 GB in
+# 3.5 minutes, killed; its s graph alone past 4.5 GB in 100 s); B 5 x 3, 10 x 5, 10 x 10:
+# under 32 s, 1.4 GB; 40 x 20, 60 x 20: 66 s, 1.4 GB; 40 x 40: 94 s, 1.3 GB
+_MAX_SMALL_ROWS, _MIN_ROWS, _MIN_COLS = 10, 40, 20
+_SMALL = f"least squares of a matrix with {_MAX_SMALL_ROWS} < max(m, n) < {_MIN_ROWS} " \
+    f"or min(m, n) < {_MIN_COLS}: XLA's compiler takes minutes and gigabytes on the " \
+    "double-float graphs of such shapes"
 
 
 def _tall(A):
@@ -79,14 +79,15 @@ def _solve(B, F, G, wide):
     """x of the augmented system (module docstring) for pairs B (p x q), F (p x k),
     G (q x k), with the singular values of B: (x pair, s pair, s_min, s_max, why);
     ``why``: None, or why the caller goes to the host (s says the matrix is beyond
-    ``_COND_MAX``, the refinement did not converge, or B is smaller than
-    ``_MIN_ROWS`` x ``_MIN_COLS``).  s_min, s_max (host numbers) are read with the first
+    ``_COND_MAX``, the refinement did not converge, or B's shape is in the band XLA's
+    compiler blows up on).  s_min, s_max (host numbers) are read with the first
     refinement check."""
     approx = _approx(B[0])
     if approx is None:
         return None, None, 0.0, 0.0, _HOST
     p, q = B[0].shape
-    if p < _MIN_ROWS or q < _MIN_COLS:  # after the QR: a rank-deficient one says so first
+    if p > _MAX_SMALL_ROWS and (p < _MIN_ROWS or q < _MIN_COLS):  # after the QR: a
+        # rank-deficient one says so first
         return None, None, 0.0, 0.0, _SMALL
     s = _svals(B)
     r, y = approx(F[0], G[0])
