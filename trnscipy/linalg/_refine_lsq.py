@@ -36,9 +36,9 @@ _MARGIN = 1 + 2.0 ** -20  # s_min this close above a rank cutoff: the host decid
 # 3.5 minutes, killed; its s graph alone past 4.5 GB in 100 s); B 5 x 3, 10 x 5, 10 x 10:
 # under 32 s, 1.4 GB; 40 x 20, 60 x 20: 66 s, 1.4 GB; 40 x 40: 94 s, 1.3 GB
 _MAX_SMALL_ROWS, _MIN_ROWS, _MIN_COLS = 10, 40, 20
-_SMALL = f"least squares of a matrix with {_MAX_SMALL_ROWS} < max(m, n) < {_MIN_ROWS} " \
-    f"or min(m, n) < {_MIN_COLS}: XLA's compiler takes minutes and gigabytes on the " \
-    "double-float graphs of such shapes"
+_SMALL = f"least squares of a matrix with max(m, n) > {_MAX_SMALL_ROWS} and (max(m, n) " \
+    f"< {_MIN_ROWS} or min(m, n) < {_MIN_COLS}): XLA's compiler takes minutes and " \
+    "gigabytes on the double-float graphs of such shapes"
 
 
 def _tall(A):
