@@ -47,7 +47,7 @@ def _run(fn):
 
 @pytest.mark.xla
 @pytest.mark.slow  # each shape's QR, eigh and refinement graphs: minutes of XLA compile
-@pytest.mark.parametrize("shape", [(60, 20), (20, 60), (20, 20),
+@pytest.mark.parametrize("shape", [(60, 20), (20, 60), (40, 40),
                                    pytest.param((200, 50), id="200x50")])
 def test_lstsq_float64(shape, emulate_neuron, monkeypatch):
     import trnscipy
@@ -121,6 +121,33 @@ def test_lstsq_float64_rank_deficient_runs_on_host(emulate_neuron):
             p, rank = tl.pinv(a, return_rank=True)
         want, want_rank = sl.pinv(a, return_rank=True)
         assert rank == want_rank == 9 and np.array_equal(p, want)
+
+
+@pytest.mark.xla
+def test_small_lstsq_pinv_run_on_host(emulate_neuron):
+    """max(m, n) > 10 and (max(m, n) < 40 or min(m, n) < 20): XLA's CPU compiler took
+    past 8 GB on the double-float graphs of a 30 x 10 matrix (killed), past 3 GB on
+    20 x 20; such shapes go to SciPy after the device QR, announced, in seconds (whatever
+    the right-hand sides or the cutoff)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((30, 10))
+    b = rng.standard_normal((30, 30))
+    with trnscipy.offload("xla"):
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="or min\\(m, n\\) < 20"):
+            got = tl.lstsq(a, b)
+        for g, w in zip(got, sl.lstsq(a, b), strict=True):
+            assert np.array_equal(g, w)
+        for kw in ({}, {"rtol": 0.5}):
+            with pytest.warns(trnscipy.DeviceFallbackWarning, match="or min\\(m, n\\) < 20"):
+                p = tl.pinv(a, **kw)
+            assert np.array_equal(p, sl.pinv(a, **kw))
+        sq = rng.standard_normal((20, 20))
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match="\\(max\\(m, n\\) < 40"):
+            p = tl.pinv(sq)
+        assert np.array_equal(p, sl.pinv(sq))
 
 
 @pytest.mark.xla

@@ -30,6 +30,15 @@ _COND_MAX = 2.0 ** 10  # s_max / s_min the device path takes (s and x to ~1e-14 
 _BLIND = 3  # refinement steps before the first host read (eps32 cond per step)
 _STEPS = 20
 _MARGIN = 1 + 2.0 ** -20  # s_min this close above a rank cutoff: the host decides
+# the B (p x q) the device takes: XLA's CPU compiler (PJRT_DEVICE=CPU, the emulated
+# Neuron) blows up on the double-float graphs of a middle band of shapes.  Measured, lstsq
+# with 1-3 right-hand sides: B 30 x 10 and 20 x 20 past 3 GB in 70 s (30 x 10: 8 GB in
+# 3.5 minutes, killed; its s graph alone past 4.5 GB in 100 s); B 5 x 3, 10 x 5, 10 x 10:
+# under 32 s, 1.4 GB; 40 x 20, 60 x 20: 66 s, 1.4 GB; 40 x 40: 94 s, 1.3 GB
+_MAX_SMALL_ROWS, _MIN_ROWS, _MIN_COLS = 10, 40, 20
+_SMALL = f"least squares of a matrix with max(m, n) > {_MAX_SMALL_ROWS} and (max(m, n) " \
+    f"< {_MIN_ROWS} or min(m, n) < {_MIN_COLS}): XLA's compiler takes minutes and " \
+    "gigabytes on the double-float graphs of such shapes"
 
 
 def _tall(A):
@@ -68,13 +77,18 @@ def _approx(B0):
 
 def _solve(B, F, G, wide):
     """x of the augmented system (module docstring) for pairs B (p x q), F (p x k),
-    G (q x k), with the singular values of B: (x pair, s pair, s_min, s_max, ok); ``ok``:
-    False where s says the matrix is beyond ``_COND_MAX`` or the refinement did not
-    converge (the caller then goes to the host).  s_min, s_max (host numbers) are read
-    with the first refinement check."""
+    G (q x k), with the singular values of B: (x pair, s pair, s_min, s_max, why);
+    ``why``: None, or why the caller goes to the host (s says the matrix is beyond
+    ``_COND_MAX``, the refinement did not converge, or B's shape is in the band XLA's
+    compiler blows up on).  s_min, s_max (host numbers) are read with the first
+    refinement check."""
     approx = _approx(B[0])
     if approx is None:
-        return None, None, 0.0, 0.0, False
+        return None, None, 0.0, 0.0, _HOST
+    p, q = B[0].shape
+    if p > _MAX_SMALL_ROWS and (p < _MIN_ROWS or q < _MIN_COLS):  # after the QR: a
+        # rank-deficient one says so first
+        return None, None, 0.0, 0.0, _SMALL
     s = _svals(B)
     r, y = approx(F[0], G[0])
     zero = torch.zeros((), dtype=r.dtype, device=r.device)
@@ -98,16 +112,16 @@ def _solve(B, F, G, wide):
     prev, dn, xn, smin, smax = (float(v) for v in _r._fetch(torch.stack(
         [c[4], c[5], answer(c)[0].abs().max(), s[0][-1], s[0][0]])))
     if not (smin * _COND_MAX >= smax > 0):  # (NaN too)
-        return answer(c), s, smin, smax, False
+        return answer(c), s, smin, smax, _HOST
     for _ in range(_STEPS):
         if dn <= _r._EPS_DF * xn or (dn > 0.5 * prev and dn <= _r._NOISE * xn):
-            return answer(c), s, smin, smax, True
+            return answer(c), s, smin, smax, None
         if dn != dn or xn != xn:
             break
         c = loop(body, c, 0, 1)
         prev, dn, xn = (float(v) for v in _r._fetch(torch.stack(
             [c[4], c[5], answer(c)[0].abs().max()])))
-    return answer(c), s, smin, smax, False
+    return answer(c), s, smin, smax, _HOST
 
 
 _HOST = "least squares beyond the double-float method's reach (rank-deficient, or " \
@@ -130,12 +144,12 @@ def lstsq(a, b, cond=None, lapack_driver=None):
     # F: B's rows (p), G: its columns (q); k right-hand sides
     zero = torch.zeros((n, Bm[0].shape[1]), dtype=Bm[0].dtype, device=Bm[0].device)
     F, G = ((zero, zero), Bm) if wide else (Bm, (zero, zero))  # (0, b) or (b, 0)
-    x, s, smin, smax, ok = _solve(B, F, G, wide)
+    x, s, smin, smax, why = _solve(B, F, G, wide)
     # LAPACK's rank: the singular values above cond * s_max (cond: float64's eps by
     # default; negative: the same); a margin for s's error
     rcond = 2.0 ** -52 if cond is None or cond < 0 else float(cond)
-    if not ok or not smin > rcond * smax * _MARGIN:
-        return host(_HOST)
+    if why or not smin > rcond * smax * _MARGIN:
+        return host(why or _HOST)
     rank = min(m, n)
     if m > n and lapack_driver != "gelsy":
         # SciPy: |b - A x|^2 per column for a full-rank overdetermined solve (real here)
@@ -172,11 +186,11 @@ def pinv(a, atol=None, rtol=None, return_rank=False):
     I = (eye, torch.zeros_like(eye))  # noqa: E741
     # pinv(A) = lstsq(A, I_m): (f, g) = (0, I_m) or (I_m, 0), x (n x m)
     F, G = ((zero, zero), I) if wide else (I, (zero, zero))
-    x, s, smin, smax, ok = _solve(B, F, G, wide)
+    x, s, smin, smax, why = _solve(B, F, G, wide)
     # SciPy's cutoff: atol + s_max rtol (rtol by default max(m, n) eps64)
     rtol = max(m, n) * 2.0 ** -52 if rtol is None else rtol
     cut = (0.0 if atol is None else atol) + smax * rtol
-    if not ok or not smin > cut * _MARGIN:
-        return host(_HOST)
+    if why or not smin > cut * _MARGIN:
+        return host(why or _HOST)
     x = _transfer.df_tensor(*x)
     return (x, q) if return_rank else x
