@@ -307,8 +307,7 @@ def host_value(t):
 def from_host(a, device):
     """A float64 (complex128) NumPy array on a device without float64, exactly (hi goes
     as float64: the device stores it as float32, exactly)."""
-    # np.asarray: a 0-d array's arithmetic gives NumPy scalars, which from_numpy refuses
-    hi, lo, tail = (np.asarray(p) for p in split(a))
+    hi, lo, tail = split(a)
     with torch._C.DisableTorchFunctionSubclass():
         return _wrap(torch.from_numpy(np.asarray(hi.astype(a.dtype))).to(device),
                      [torch.from_numpy(p).to(device) for p in (lo, tail)])
