@@ -241,8 +241,7 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
     problem = _operands_problem(args, kwargs)
     if problem is not None:
         fallback(name, problem, stacklevel=5 if offloaded else 4)
-        result = scipy_func(*(_host(x) for x in args),
-                            **{k: _host(v) for k, v in kwargs.items()})
+        result = _on_host(scipy_func, args, kwargs)
         return result if offloaded else _to_device(result, device, strict=False)
     with device_storage(device):
         args = tuple(_move(x, device) for x in args)
