@@ -44,7 +44,7 @@ _MAX_STEPS = 10
 _FLOOR = 2.0 ** -44
 _INNER_RTOL = 1e-4
 _STALL = 0.9  # a step that shrinks no residual by this much ends the refinement
-# the float32 stage's tolerance: its Ritz vectors only seed the refinement
+# the float32 stage's looser tolerance, tried when it cannot reach the user's
 _TOL32 = 1e-5
 
 
@@ -111,6 +111,21 @@ def _operator(A):
     return op, op.product
 
 
+def _seed(device_func, tol, *args, **kwargs):
+    """The float32 solve whose vectors seed the refinement, at the user's tolerance (0: float32's
+    precision), then at ``_TOL32`` if it does not converge.  Stopping a restarted Lanczos early
+    misses the second copy of a double eigenvalue (ARPACK's too: eigsh of a square grid's
+    Laplacian at tol=1e-5); at the user's tol=0 it resolves them as SciPy's run does."""
+    with warnings.catch_warnings():  # the seeding solve's notices are not the user's
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            return device_func(*args, tol=float(tol), **kwargs)
+        except _scipy.ArpackNoConvergence:
+            if float(tol) >= _TOL32:
+                raise
+            return device_func(*args, tol=_TOL32, **kwargs)
+
+
 def _eigsh(device_func, p):
     A, k, sigma, which = p["A"], int(p["k"]), p["sigma"], p["which"]
     n = A.shape[0]
@@ -125,11 +140,8 @@ def _eigsh(device_func, p):
         v0 = _parts(_as_device(v0, A.device).reshape(-1))[0]
     kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
     try:
-        with warnings.catch_warnings():  # the seeding solve's notices are not the user's
-            warnings.simplefilter("ignore", UserWarning)
-            _, X = device_func(op.float32, k=k, sigma=sigma, which=which, v0=v0,
-                               tol=max(float(p["tol"]), _TOL32), return_eigenvectors=True,
-                               **kw)
+        _, X = _seed(device_func, p["tol"], op.float32, k=k, sigma=sigma, which=which,
+                     v0=v0, return_eigenvectors=True, **kw)
     except _scipy.ArpackNoConvergence:
         return _on_host(_scipy.eigsh, p, "the float32 solve that seeds the double-float "
                         "refinement did not converge")
@@ -193,10 +205,12 @@ def _svds(device_func, p):
     A32, AT32 = op.float32, opT.float32
     gram32 = (lambda w: A32 @ (AT32 @ w)) if wide else (lambda w: AT32 @ (A32 @ w))
     kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
-    with warnings.catch_warnings():  # the seeding solve's notices are not the user's
-        warnings.simplefilter("ignore", UserWarning)
-        u32, _, vh32 = device_func(A32, k=k, which=p["which"], tol=max(float(p["tol"]), _TOL32),
-                                   return_singular_vectors=True, **kw)
+    try:
+        u32, _, vh32 = _seed(device_func, p["tol"], A32, k=k, which=p["which"],
+                             return_singular_vectors=True, **kw)
+    except _scipy.ArpackNoConvergence:
+        return _on_host(_scipy.svds, p, "the float32 solve that seeds the double-float "
+                        "refinement did not converge")
     seed = u32 if wide else vh32.mT
     anorm = _frobenius(A32)
     lam, V = _refine(gram, gram32, anorm * anorm, seed, k, _wanted(p["which"], None),
