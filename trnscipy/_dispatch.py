@@ -32,7 +32,7 @@ from array_api_compat import is_torch_array
 
 from trnscipy import _batch
 from trnscipy._capabilities import runs_on_device
-from trnscipy._device import device_kind, resolve_device
+from trnscipy._device import device_kind, offloading, resolve_device, serving_offload
 from trnscipy._dtypes import device_dtype_problem
 from trnscipy._errors import fallback
 from trnscipy._transfer import (
@@ -50,8 +50,6 @@ __all__ = ["dispatch", "host_only", "find_device", "call_device", "offload", "of
 # The offload target: a device name until first use, then a torch.device.
 _OFFLOAD = contextvars.ContextVar("trnscipy_offload",
                                   default=os.environ.get("TRNSCIPY_OFFLOAD") or None)
-# True while a device implementation runs on behalf of host (offloaded) inputs.
-_OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
 
 # The device the running device implementation was routed to (for operands with none).
 _CALL_DEVICE = contextvars.ContextVar("trnscipy_call_device", default=None)
@@ -285,12 +283,9 @@ def _offload_target():
 
 def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double,
                    batch):
-    token = _OFFLOADING.set(True)
-    try:
+    with serving_offload():
         result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite,
                                 double, batch, offloaded=True)
-    finally:
-        _OFFLOADING.reset(token)
     return _to_host(result, strict=False)
 
 
@@ -383,8 +378,3 @@ def offload(device=None):
         yield _OFFLOAD.get()
     finally:
         _OFFLOAD.reset(token)
-
-
-def offloading():
-    """True while a device implementation serves an offloaded (host-data) call."""
-    return _OFFLOADING.get()

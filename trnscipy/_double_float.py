@@ -15,6 +15,7 @@ call returns a plain tensor (float32 values on the device, as the hardware compu
 
 import numpy as np
 
+from trnscipy._device import materialize
 from trnscipy._torch import torch
 
 __all__ = ["is_float64", "MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts",
@@ -288,8 +289,6 @@ def is_exact(t):
 def host_value(t):
     """The exact float64 (complex128) NumPy value of a DoubleFloatTensor (its parts
     computed in one graph: read one by one, each would be a graph of its own)."""
-    from trnscipy._kernels import backend
-
     with torch._C.DisableTorchFunctionSubclass():
         # real: the float64 values themselves (float32 values on the device, read back
         # exactly), no conversion graph after the result's own
@@ -298,7 +297,7 @@ def host_value(t):
             parts.insert(0, t.to(_narrow_of(t.dtype)).detach().resolve_conj().resolve_neg())
         else:
             parts.insert(0, t.detach())
-        backend(t.device).materialize([t, *t._low, *parts])  # t too: a view (a
+        materialize([t, *t._low, *parts])  # t too: a view (a
         # transposed factor) would otherwise stay pending and run its graph again
         parts = [p.cpu() for p in parts]
         return _exact(parts, t.dtype).numpy()

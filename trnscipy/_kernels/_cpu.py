@@ -15,7 +15,7 @@ import torch
 from scipy.sparse import _sparsetools as _st
 from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
-from trnscipy._dispatch import offloading
+from trnscipy._device import offloading
 from trnscipy._kernels import _generic, _plan
 from trnscipy._kernels._generic import bsr_product, torch_csr
 

@@ -5,7 +5,7 @@ import warnings
 
 import torch
 
-from trnscipy.sparse import _sputils as su
+from trnscipy._kernels import _sparsetools as su
 
 
 def materialize(tensors):

@@ -15,21 +15,10 @@ import numpy as np
 import torch
 import torch_xla
 
+from trnscipy._device import materialize
 from trnscipy._kernels import _ell, _generic, _plan
+from trnscipy._kernels import _sparsetools as su
 from trnscipy._kernels._generic import expand_ptr as _generic_expand_ptr
-from trnscipy.sparse import _sputils as su
-
-
-def materialize(tensors):
-    """Compute ``tensors`` in one graph, now.
-
-    Reading a result's tensors one by one traces one graph per tensor, and
-    torch-xla 2.9 can hand two such graphs the same compiled executable when they
-    differ only in which same-shaped input feeds which op (pytorch/xla#8353, open):
-    ``row[order]`` then ``col[order]`` read back ``row[order]`` twice.  One graph
-    for all of a result's tensors avoids that, at one graph execution.
-    """
-    torch_xla._XLAC._xla_sync_multi(list(tensors), devices=[], wait=False)
 
 
 def sync():

@@ -9,15 +9,13 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
-from trnscipy._capabilities import capability
-from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
+from trnscipy.linalg._kernels_struct import _wide  # noqa: F401  (_matfuncs takes it from here)
 from trnscipy.linalg._validate import (
     LinAlgError,
     as_matrix,
@@ -112,13 +110,6 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     if assume_a not in _SOLVE_KINDS:  # SciPy looks the structure up after the checks
         raise KeyError(assume_a)
     return kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
-
-
-def _wide(t):
-    """Double precision where the device has it (SciPy's expm_frechet computes in it)."""
-    if not capability(device_kind(t.device)).float64:
-        return t
-    return t.to(torch.complex128 if t.is_complex() else torch.float64)
 
 
 def _wide_result(t):

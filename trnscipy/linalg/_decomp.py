@@ -11,7 +11,6 @@ from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 

@@ -9,7 +9,6 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 

@@ -6,7 +6,6 @@ from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 

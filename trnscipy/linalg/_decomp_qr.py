@@ -9,7 +9,6 @@ import scipy.linalg as _sl
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
 __all__ = ["qr", "qr_multiply", "rq"]

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
+from trnscipy._dtypes import absolute
 from trnscipy._errors import fallback
 from trnscipy._kernels import kernel, register
 from trnscipy._scipy_version import scipy_at_least
@@ -556,9 +557,7 @@ def lu(a, permute_l=False, p_indices=False):
 @register("linalg.qr", "generic")
 def qr(a, mode="full", pivoting=False):
     if pivoting and not a.is_complex() and a.ndim == 2:
-        from trnscipy.linalg._xla_dense import qr_pivoted
-
-        return qr_pivoted(a, mode)
+        return kernel("linalg._qr_pivoted", a.device)(a, mode)  # (_xla_dense: geqp3)
     if pivoting:
         fallback("scipy.linalg.qr", "complex or batched column pivoting has no torch "
                  "implementation", stacklevel=5)
@@ -626,4 +625,26 @@ def norm(a, ord=None, axis=None, keepdims=False):
     return torch.linalg.norm(a, ord=ord, dim=axis, keepdim=keepdims)
 
 
-from trnscipy.linalg import _refine, _xla_dense, _xla_svd  # noqa: E402,F401  (xla, neuron)
+def small_eigh(T, steps=3):
+    """eigh of a small Hermitian matrix, refined by Ogita-Aishima steps (matrix products
+    only): torch-xla 2.9's float64 eigh left eigenvector residuals of 1e-6 on a 20 x 20
+    matrix here (eigenvalues to 3e-12).  Returns the refined Rayleigh quotients and
+    vectors.  Pairs closer than 100 times the current coupling error are only
+    orthonormalised (there the span is what is defined)."""
+    w, S = torch.linalg.eigh(T)
+    eps = torch.finfo(T.real.dtype).eps
+    eye = torch.eye(T.shape[0], dtype=T.dtype, device=T.device)
+    scale = w.abs().max()
+    for _ in range(steps):
+        R = eye - S.mH @ S
+        G = S.mH @ T @ S
+        lam = G.diagonal().real / (1 - R.diagonal().real)
+        F = G + R * lam[None, :]
+        off = torch.where(eye.real.bool(), 0, absolute(F)).max()
+        gap = lam[None, :] - lam[:, None]
+        far = gap.abs() > torch.clamp(100 * off, min=100 * eps * scale)
+        safe = torch.where(far, gap, torch.ones_like(gap))
+        S = S + S @ torch.where(far, F / safe, R * 0.5)
+    G = S.mH @ T @ S
+    return G.diagonal().real / (S.mH @ S).diagonal().real, S
+

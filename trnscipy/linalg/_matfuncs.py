@@ -18,7 +18,6 @@ from trnscipy._dtypes import to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._misc import norm
 from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of

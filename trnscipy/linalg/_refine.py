@@ -597,5 +597,3 @@ def _rotation_step(A, X, eye):
     size = torch.where(_gaps(lam, eye, Rs)[1], theta.abs(), 0).max()
     return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size
 
-
-from trnscipy.linalg import _refine_lsq, _refine_orth  # noqa: E402,F401  (their neuron registrations)

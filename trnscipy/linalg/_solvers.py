@@ -9,7 +9,6 @@ from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of
 

@@ -508,6 +508,7 @@ def _qp3_step(a, tau, perm, step):
     return a, tau, perm, step + 1
 
 
+@register("linalg._qr_pivoted", "generic")
 def qr_pivoted(a, mode):
     """SciPy's qr(..., pivoting=True) outputs for a real 2-D tensor."""
     m, n = a.shape

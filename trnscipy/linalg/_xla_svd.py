@@ -22,7 +22,7 @@ import warnings
 
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import _on_host, _svd
+from trnscipy.linalg._kernels import _on_host, _svd, small_eigh
 
 __all__ = ["polar_qdwh", "svd_qdwh"]
 
@@ -100,8 +100,6 @@ def _refined_eigh(h):
     w, v = torch.linalg.eigh(h)
     if h.dtype != torch.float64:
         return w, v
-    from trnscipy.sparse.linalg._eigen._common import small_eigh
-
     flat = h.reshape(-1, *h.shape[-2:])
     pairs = [small_eigh(t) for t in flat]
     w1 = torch.stack([p[0] for p in pairs]).reshape(w.shape)

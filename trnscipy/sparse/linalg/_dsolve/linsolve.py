@@ -37,7 +37,7 @@ from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_host
-from trnscipy.sparse.linalg._dsolve import _refine, _triangular  # noqa: F401 (registers)
+from trnscipy.sparse.linalg._dsolve import _triangular
 from trnscipy.sparse.linalg._dsolve._devicelu import device_factor, device_ilu
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 

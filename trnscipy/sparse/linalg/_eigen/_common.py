@@ -6,8 +6,8 @@ import numpy as np
 
 from trnscipy import _autograd
 from trnscipy._dispatch import call_device
-from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
+from trnscipy.linalg._kernels import small_eigh
 from trnscipy.sparse.linalg._isolve.utils import host_operand, strategy
 
 __all__ = ["always", "eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
@@ -85,25 +85,3 @@ def read_small(t):
     return parts[0] + 1j * parts[1]
 
 
-def small_eigh(T, steps=3):
-    """eigh of a small Hermitian matrix, refined by Ogita-Aishima steps (matrix products
-    only): torch-xla 2.9's float64 eigh left eigenvector residuals of 1e-6 on a 20 x 20
-    matrix here (eigenvalues to 3e-12).  Returns the refined Rayleigh quotients and
-    vectors.  Pairs closer than 100 times the current coupling error are only
-    orthonormalised (there the span is what is defined)."""
-    w, S = torch.linalg.eigh(T)
-    eps = torch.finfo(real_dtype(T.dtype)).eps
-    eye = torch.eye(T.shape[0], dtype=T.dtype, device=T.device)
-    scale = w.abs().max()
-    for _ in range(steps):
-        R = eye - S.mH @ S
-        G = S.mH @ T @ S
-        lam = G.diagonal().real / (1 - R.diagonal().real)
-        F = G + R * lam[None, :]
-        off = torch.where(eye.real.bool(), 0, absolute(F)).max()
-        gap = lam[None, :] - lam[:, None]
-        far = gap.abs() > torch.clamp(100 * off, min=100 * eps * scale)
-        safe = torch.where(far, gap, torch.ones_like(gap))
-        S = S + S @ torch.where(far, F / safe, R * 0.5)
-    G = S.mH @ T @ S
-    return G.diagonal().real / (S.mH @ S).diagonal().real, S

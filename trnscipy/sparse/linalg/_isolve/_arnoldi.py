@@ -256,8 +256,6 @@ def back_substitute(R, rhs):
     """Solve the small upper-triangular R y = rhs (rhs a vector or a matrix) with the
     device's triangular-solve kernel (one op; on XLA ``torch.triangular_solve``, which
     lowers, unlike ``torch.linalg.solve_triangular``)."""
-    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
-
     b = rhs[:, None] if rhs.dim() == 1 else rhs
     y = kernel("linalg._trsm", R.device)(R, b, upper=True)
     return y[:, 0] if rhs.dim() == 1 else y

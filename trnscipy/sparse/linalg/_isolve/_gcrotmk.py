@@ -13,7 +13,6 @@ k x k matrix.
 
 import scipy.sparse.linalg as _scipy
 
-import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch

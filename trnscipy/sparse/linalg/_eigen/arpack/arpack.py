@@ -33,7 +33,6 @@ from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
-from trnscipy.sparse.linalg._eigen import _refine  # noqa: F401 (the neuron "eigen" kernel)
 from trnscipy.sparse.linalg._eigen._common import (
     eigen_kernel,
     operator,

@@ -43,8 +43,6 @@ def _colsq(R):
 
 
 def _linalg(name, device):
-    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg primitives)
-
     return kernel(f"linalg.{name}", device)
 
 
