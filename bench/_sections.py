@@ -26,7 +26,8 @@ from bench._problems import (
     spd_matrix,
 )
 
-__all__ = ["spmv_cases", "bsr_cases", "solver_cases", "dense_cases", "defer_cases"]
+__all__ = ["spmv_cases", "bsr_cases", "solver_cases", "dense_cases", "batch_cases",
+           "defer_cases"]
 
 
 def _torch():
@@ -384,7 +385,12 @@ def dense_cases(cfg, lanes):
                 yield Case("dense", op, {"n": n, "dtype": str(dtype)}, builders,
                            check=lambda ref, host, A=A, f=invariant: f(A, ref, host),
                            tol=_tol(dtype, n, 100), bytes_moved=factor * n * n * dtype.itemsize)
-    for batch, n in cfg.get("batched_solve", []):
+
+
+def batch_cases(cfg, lanes):
+    """SciPy's batch rule: stacks of systems, one batched call against a Python loop."""
+    torch = _torch()
+    for batch, n in cfg["solve"]:
         for dtype in cfg["dtypes"]:
             yield from _batched_solve_cases(batch, n, np.dtype(dtype), lanes, torch)
 
