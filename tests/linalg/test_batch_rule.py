@@ -46,6 +46,19 @@ def test_stacks_paired(call, device):
     np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
 
 
+def test_cho_solve_takes_batched_flags(device):
+    """A batched cho_factor gives one ``lower`` flag per matrix; cho_solve takes them as
+    an array or as a device tensor (what offload mode makes of them: SciPy's
+    test_batch.py::test_cho_solve on xla)."""
+    c, lower = tl.cho_factor(_dev(H, device))
+    flags = _dev(np.asarray(lower), device)
+    assert tuple(flags.shape) == H.shape[:-2]
+    ref = sl.cho_solve(sl.cho_factor(H), B)
+    for flag in (lower, flags):
+        out = trnscipy.to_host(tl.cho_solve((c, flag), _dev(B, device)))
+        np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
+
+
 def test_cpu_loop_matches_scipy():
     """A function without a batched form loops on CPU tensors, as SciPy's decorator."""
     ref = sl.sinm(A)
