@@ -275,6 +275,9 @@ def _merge(results, old):
         merged.setdefault("copy", origin)
     results["merged"] = {k: v for k, v in merged.items() if k in results["sections"]
                          or (k == "copy" and "copy_bandwidth" in results)}
+    names = {lane["name"] for lane in results["meta"]["lanes"]}  # (the merged rows' lanes)
+    results["meta"]["lanes"] += [lane for lane in old["meta"].get("lanes", [])
+                                 if lane["name"] not in names]
 
 
 def main(argv=None):
@@ -299,6 +302,9 @@ def main(argv=None):
     from bench._plots import write_plots
     from bench._report import markdown
 
+    # read before the run: each finished section rewrites --json
+    previous = json.loads(Path(args.json).read_text()) if args.merge and \
+        Path(args.json).exists() else None
     profile_name = "smoke" if args.smoke else "full"
     cfg = PROFILES[profile_name]
     profile = Profile(profile_name, **cfg["timing"])
@@ -376,8 +382,8 @@ def main(argv=None):
 
     results["elapsed_s"] = time.perf_counter() - started
     meta["loadavg_end"] = os.getloadavg()[0]
-    if args.merge and Path(args.json).exists():
-        _merge(results, json.loads(Path(args.json).read_text()))
+    if previous is not None:
+        _merge(results, previous)
     md_dir = Path(args.md).parent
     results["plots"] = {kind: str(path.relative_to(md_dir))
                         for kind, path in write_plots(results, md_dir / "img").items()}
