@@ -9,6 +9,7 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
+from trnscipy._transfer import to_host
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -42,8 +43,10 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 @dispatch(_sl.cho_solve)
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
-    if isinstance(lower, np.ndarray):  # (SciPy 1.18's cho_factor: one flag per matrix)
-        lower = bool(lower.reshape(-1)[0]) if lower.size else False
+    if isinstance(lower, np.ndarray) or is_torch_array(lower):
+        # a batched cho_factor's flags, one per matrix (offload moves them to the device)
+        flags = np.asarray(to_host(lower) if is_torch_array(lower) else lower).reshape(-1)
+        lower = bool(flags[0]) if flags.size else False
     device = device_of(c, b)
     c = as_square(c, device, False, name="c")
     b, vec, dtype = as_rhs(b, c, device, False)
