@@ -598,4 +598,4 @@ def _rotation_step(A, X, eye):
     return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size
 
 
-from trnscipy.linalg import _refine_lsq, _refine_orth  # noqa: E402,F401  (their neuron registrations)
+from trnscipy.linalg import _refine_funcs, _refine_lsq, _refine_orth  # noqa: E402,F401,I001  (neuron)
