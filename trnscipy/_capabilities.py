@@ -93,7 +93,9 @@ _DOUBLE_FLOAT = frozenset(
        "scipy.sparse.linalg._eigen._svds.svds",
        "scipy.sparse.linalg._isolve.lsqr.lsqr", "scipy.sparse.linalg._isolve.lsmr.lsmr",
        "scipy.sparse.linalg._expm_multiply.expm_multiply",
-       "scipy.sparse.linalg._norm.norm", "scipy.sparse.linalg._onenormest.onenormest"])
+       "scipy.sparse.linalg._norm.norm", "scipy.sparse.linalg._onenormest.onenormest",
+       "scipy.linalg._matfuncs.expm", "scipy.sparse.linalg._matfuncs.expm",
+       "scipy.linalg._decomp_polar.polar"])
 
 CAPABILITIES = {
     "cpu": Capability("cpu", host_reads_free=True),

@@ -13,10 +13,11 @@ from array_api_compat import is_torch_array
 
 from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
+from trnscipy._double_float import is_exact
 from trnscipy._dtypes import to_numpy_dtype
-from trnscipy._kernels import backend
+from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to_host, tensor_on
+from trnscipy._transfer import _tensor_to_host, df_parts, df_tensor, tensor_on
 
 __all__ = ["INT32_MAX", "index_dtype", "as_tensor", "from_host", "as_index", "host_ints",
            "sort", "argsort", "compact", "expand_ptr", "compress", "segment_sum",
@@ -133,12 +134,38 @@ def segment_sum(data, seg, n):
         acc = torch.zeros(n, dtype=torch.int32, device=data.device)
         return acc.index_add(0, seg, data.to(torch.int32)) > 0
     dtype = to_numpy_dtype(data.dtype)
+    if data.dtype == torch.float64 and is_exact(data) and data.ndim == 1:
+        return _df_segment_sum(data, seg, n)
     if not runs_on_device("trnscipy.sparse.segment_sum", device_kind(data.device), dtype):
         out = np.zeros((n,) + tuple(data.shape[1:]), dtype=dtype)
         np.add.at(out, _tensor_to_host(seg), _tensor_to_host(data))
         return tensor_on(out, data.device)
     out = torch.zeros((n,) + tuple(data.shape[1:]), dtype=data.dtype, device=data.device)
     return out.index_add(0, seg, data)
+
+
+def _df_segment_sum(data, seg, n):
+    """segment_sum of double-float data (float64 held as parts on a device without
+    float64): the k-th entries of every segment scattered as a layer (distinct slots, no
+    arithmetic), the layers added in double-float.  The ranks come from the host's copy
+    of ``seg`` (an index read, no values)."""
+    ids = _tensor_to_host(seg).astype(np.int64)
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    first = np.searchsorted(sorted_ids, sorted_ids, side="left")
+    rank = np.empty_like(ids)
+    rank[order] = np.arange(ids.shape[0]) - first
+    hi, lo = df_parts(data)
+    total = None
+    for r in range(int(rank.max()) + 1 if rank.size else 0):
+        pick = torch.from_numpy(np.flatnonzero(rank == r)).to(data.device)
+        where = seg.index_select(0, pick).to(torch.int64)
+        layer = tuple(torch.zeros(n, dtype=p.dtype, device=p.device).index_put(
+            (where,), p.index_select(0, pick)) for p in (hi, lo))
+        total = layer if total is None else _df.add(total, layer)
+    if total is None:
+        total = (torch.zeros(n, dtype=hi.dtype, device=hi.device),) * 2
+    return df_tensor(*total)
 
 
 def divmod_index(key, n):

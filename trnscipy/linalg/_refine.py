@@ -596,4 +596,3 @@ def _rotation_step(A, X, eye):
     # the size: pairs whose angle is not noise (see _gaps)
     size = torch.where(_gaps(lam, eye, Rs)[1], theta.abs(), 0).max()
     return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size
-

@@ -22,10 +22,18 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
+from trnscipy._double_float import is_exact
 from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, tensor_on
+from trnscipy._transfer import (
+    _tensor_to,
+    _tensor_to_host,
+    _to_device,
+    df_parts,
+    df_tensor,
+    tensor_on,
+)
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -217,8 +225,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             raise ValueError(f"trnscipy device sparse containers are 2-D; got a {t.ndim}-D "
                              "tensor")
         np_dtype = su.check_dtype(dtype if dtype is not None else t.dtype)
-        if not all(runs_on_device("trnscipy.sparse.from_dense", device_kind(t.device), dt)
-                   for dt in (to_numpy_dtype(t.dtype), np_dtype)):
+        # double-float data (float64 held as parts): a value is zero iff its high part is
+        exact = t.dtype == torch.float64 and is_exact(t) and np_dtype == np.float64
+        if not exact and not all(runs_on_device("trnscipy.sparse.from_dense",
+                                                device_kind(t.device), dt)
+                                 for dt in (to_numpy_dtype(t.dtype), np_dtype)):
             # finding the nonzeros compares values (and a dtype change rounds them):
             # SciPy does it on a host copy where the device cannot compute in the dtype
             kwargs = {"blocksize": blocksize} if blocksize is not None else {}
@@ -232,7 +243,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             t = t.resolve_conj()
         flat = t.reshape(-1)
         keys = torch.arange(m * n, device=t.device, dtype=torch.int64)
-        keys, data = su.compact(flat != 0, keys, flat)
+        if exact:
+            hi, lo = df_parts(flat)
+            keys, hi, lo = su.compact(hi != 0, keys, hi, lo)
+            data = df_tensor(hi, lo)
+        else:
+            keys, data = su.compact(flat != 0, keys, flat)
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo_cls = _CLASSES["coo", cls._is_array]
         row, col = su.divmod_index(keys, max(n, 1))
