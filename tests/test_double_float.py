@@ -598,8 +598,7 @@ def _mass_rect(k, kind):
     pytest.param("sigma0", "consistent", marks=pytest.mark.slow),
     pytest.param("LA", "lumped", marks=pytest.mark.slow),
     pytest.param("SA", "consistent", marks=pytest.mark.slow),
-    pytest.param("lobpcg", "lumped", marks=pytest.mark.slow),
-    pytest.param("lobpcgY", "consistent", marks=pytest.mark.slow)])
+    pytest.param("lobpcg", "lumped", marks=pytest.mark.slow)])
 def test_generalized_eigen_float64_small(what, mass, emulate_neuron, monkeypatch):
     _generalized_case(what, mass, 12, monkeypatch)
 
