@@ -597,15 +597,14 @@ def _mass_rect(k, kind):
     ("sigma0", "lumped"),
     pytest.param("sigma0", "consistent", marks=pytest.mark.slow),
     pytest.param("LA", "lumped", marks=pytest.mark.slow),
-    pytest.param("SA", "consistent", marks=pytest.mark.slow),
-    pytest.param("lobpcg", "lumped", marks=pytest.mark.slow)])
+    pytest.param("SA", "consistent", marks=pytest.mark.slow)])
 def test_generalized_eigen_float64_small(what, mass, emulate_neuron, monkeypatch):
     _generalized_case(what, mass, 12, monkeypatch)
 
 
 @pytest.mark.xla
 @pytest.mark.slow
-@pytest.mark.parametrize("what", ["sigma0", "lobpcg"])
+@pytest.mark.parametrize("what", ["sigma0"])
 def test_generalized_eigen_float64_1600(what, emulate_neuron, monkeypatch):
     err = _generalized_case(what, "consistent", 40, monkeypatch)
     c = COUNTS[0]
