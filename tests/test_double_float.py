@@ -546,6 +546,72 @@ def test_eigen_float64_small(what, emulate_neuron, monkeypatch):
     _eigen_case(what, 12, monkeypatch)
 
 
+def _generalized_case(what, mass, k, monkeypatch):
+    """float64 generalized eigsh / lobpcg (A x = lam M x) offloaded to the emulated Neuron
+    device: eigenvalues against SciPy's, residuals A v - lam M v at double-float level,
+    V^T M V = I (lobpcg's Y: V M-orthogonal to it); no float64 op on the device."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    A, M = _poisson_rect(k), _mass_rect(k, mass)
+    n = A.shape[0]
+    X = np.random.default_rng(0).uniform(size=(n, 4))
+    Y = np.ones((n, 1)) if what == "lobpcgY" else None
+
+    def call(lib, A, M, X):
+        if what == "sigma0":
+            return lib.eigsh(A.tocsc(), k=6, M=M.tocsc(), sigma=0)
+        if what in ("LA", "SA"):
+            return lib.eigsh(A, k=6, M=M, which=what)
+        return lib.lobpcg(A, X, B=M, Y=Y, largest=what == "lobpcg", tol=1e-8, maxiter=200)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return call(tsl, A, M, X)
+
+    (w, V), ops = _recorded(run)
+    assert ops == []
+    ref = call(spl, A, M, X.copy())[0]
+    assert w.dtype == np.float64 and V.dtype == np.float64
+    err = np.max(np.abs(np.sort(w) - np.sort(ref)) / np.abs(ref))
+    assert err <= 1e-10, err
+    assert np.max(np.linalg.norm(A @ V - (M @ V) * w, axis=0)) <= 1e-12 * 8
+    assert np.abs(V.T @ M @ V - np.eye(V.shape[1])).max() <= 1e-12
+    if Y is not None:
+        assert np.abs(Y.T @ M @ V).max() <= 1e-12
+    return err
+
+
+def _mass_rect(k, kind):
+    """_mass for the k x (k + 1) grid of _poisson_rect."""
+    if kind == "lumped":
+        return sp.diags_array(1.0 + 0.5 * np.sin(np.arange(k * (k + 1))) ** 2).tocsr()
+    M1 = sp.diags_array([1.0, 4.0, 1.0], offsets=[-1, 0, 1], shape=(k, k)) / 6
+    M2 = sp.diags_array([1.0, 4.0, 1.0], offsets=[-1, 0, 1], shape=(k + 1, k + 1)) / 6
+    return sp.kron(M1, M2).tocsr()
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("what, mass", [
+    ("sigma0", "lumped"),
+    pytest.param("sigma0", "consistent", marks=pytest.mark.slow),
+    pytest.param("LA", "lumped", marks=pytest.mark.slow),
+    pytest.param("SA", "consistent", marks=pytest.mark.slow)])
+def test_generalized_eigen_float64_small(what, mass, emulate_neuron, monkeypatch):
+    _generalized_case(what, mass, 12, monkeypatch)
+
+
+@pytest.mark.xla
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["sigma0"])
+def test_generalized_eigen_float64_1600(what, emulate_neuron, monkeypatch):
+    err = _generalized_case(what, "consistent", 40, monkeypatch)
+    c = COUNTS[0]
+    print(f"\n{what} generalized n=1640: eigenvalue error {err:.1e} compilations "
+          f"{c.compilations} executions {c.executions}")
+
+
 def _svds_case(m, n, monkeypatch):
     """float64 svds offloaded to the emulated Neuron device: singular values against the
     dense SVD's, the vectors' residuals and orthonormality at double-float level."""
