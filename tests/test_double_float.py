@@ -522,8 +522,8 @@ def _eigen_case(what, k, monkeypatch):
     (w, V), ops = _recorded(run)
     assert ops == []
     if what == "LA":
-        # the grid's double eigenvalues: starts whose Lanczos at tol=1e-5 misses one copy
-        for rng in (5, 6, 44):
+        # the grid's double eigenvalues: a start whose Lanczos at tol=1e-5 misses one copy
+        for rng in (5,):
             w_rng = _recorded(lambda: run(rng))[0][0]  # noqa: B023
             assert np.allclose(np.sort(w_rng), np.sort(spl.eigsh(A, k=6, which="LA")[0]),
                                rtol=1e-10, atol=0), rng
@@ -594,7 +594,8 @@ def _mass_rect(k, kind):
 
 @pytest.mark.xla
 @pytest.mark.parametrize("what, mass", [
-    ("sigma0", "lumped"),
+    # slow: about 150 s of XLA CPU compiles and refinement (540 s under load)
+    pytest.param("sigma0", "lumped", marks=pytest.mark.slow),
     pytest.param("sigma0", "consistent", marks=pytest.mark.slow),
     pytest.param("LA", "lumped", marks=pytest.mark.slow),
     pytest.param("SA", "consistent", marks=pytest.mark.slow)])
