@@ -145,27 +145,31 @@ def segment_sum(data, seg, n):
 
 
 def _df_segment_sum(data, seg, n):
-    """segment_sum of double-float data (float64 held as parts on a device without
-    float64): the k-th entries of every segment scattered as a layer (distinct slots, no
-    arithmetic), the layers added in double-float.  The ranks come from the host's copy
-    of ``seg`` (an index read, no values)."""
+    """segment_sum of exactly held float64 data on a device without float64: the k-th
+    entries of every segment scattered as a layer (distinct slots, no arithmetic, every
+    stored part kept), the layers added in double-float (about 48 bits: duplicates are
+    summed to 2**-48 relative, single entries stay exact).  The ranks come from the
+    host's copy of ``seg`` (an index read, no values)."""
     ids = _tensor_to_host(seg).astype(np.int64)
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     first = np.searchsorted(sorted_ids, sorted_ids, side="left")
     rank = np.empty_like(ids)
     rank[order] = np.arange(ids.shape[0]) - first
-    hi, lo = df_parts(data)
-    total = None
+    layers = []
     for r in range(int(rank.max()) + 1 if rank.size else 0):
         pick = torch.from_numpy(np.flatnonzero(rank == r)).to(data.device)
         where = seg.index_select(0, pick).to(torch.int64)
-        layer = tuple(torch.zeros(n, dtype=p.dtype, device=p.device).index_put(
-            (where,), p.index_select(0, pick)) for p in (hi, lo))
-        total = layer if total is None else _df.add(total, layer)
-    if total is None:
-        total = (torch.zeros(n, dtype=hi.dtype, device=hi.device),) * 2
-    return df_tensor(*total)
+        layers.append(torch.zeros(n, dtype=data.dtype, device=data.device).index_put(
+            (where,), data.index_select(0, pick)))
+    if len(layers) <= 1:
+        return layers[0] if layers else torch.zeros(n, dtype=data.dtype, device=data.device)
+    total = df_parts(layers[0])
+    for layer in layers[1:]:
+        total = _df.add(total, df_parts(layer))
+    # the sums replace only the slots with duplicates: the others keep every bit
+    dup = torch.from_numpy(np.unique(ids[rank > 0])).to(data.device)
+    return layers[0].index_put((dup,), df_tensor(*total).index_select(0, dup))
 
 
 def divmod_index(key, n):

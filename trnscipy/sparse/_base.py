@@ -26,14 +26,7 @@ from trnscipy._double_float import is_exact
 from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import (
-    _tensor_to,
-    _tensor_to_host,
-    _to_device,
-    df_parts,
-    df_tensor,
-    tensor_on,
-)
+from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, df_parts, tensor_on
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -243,12 +236,9 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             t = t.resolve_conj()
         flat = t.reshape(-1)
         keys = torch.arange(m * n, device=t.device, dtype=torch.int64)
-        if exact:
-            hi, lo = df_parts(flat)
-            keys, hi, lo = su.compact(hi != 0, keys, hi, lo)
-            data = df_tensor(hi, lo)
-        else:
-            keys, data = su.compact(flat != 0, keys, flat)
+        # the zero test on the high parts, the gather of every stored part (exact)
+        nonzero = df_parts(flat)[0] != 0 if exact else flat != 0
+        keys, data = su.compact(nonzero, keys, flat)
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo_cls = _CLASSES["coo", cls._is_array]
         row, col = su.divmod_index(keys, max(n, 1))
