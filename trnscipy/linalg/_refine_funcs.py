@@ -225,8 +225,8 @@ def _polar_tall(A):
 
 @register("linalg.polar", "neuron")
 def polar(a, side="right"):
-    if not _r._df64(a) or a.is_complex():  # the SVD route (registered for xla's bases)
-        return kind_kernel("linalg.polar", "xla")(a, side)
+    if not _r._df64(a) or a.is_complex() or a.numel() == 0:
+        return kind_kernel("linalg.polar", "xla")(a, side)  # the SVD route
     A = _r._parts(a)
     m, n = a.shape
     if m >= n:
@@ -240,8 +240,16 @@ def polar(a, side="right"):
     # of the symmetrization and compiled it for minutes, measured)
     backend(a.device).materialize([U[0], U[1], P[0], P[1]])
     P = _df.add((P[0] * 0.5, P[1] * 0.5), (P[0].mT * 0.5, P[1].mT * 0.5))
+    # rank-deficient A: Newton-Schulz leaves u's null-space columns at zero where SciPy's
+    # SVD route completes them to an orthogonal u; that route then (one host read for both)
+    k = min(m, n)
+    gram = U[0].mT @ U[0] if m >= n else U[0] @ U[0].mT
+    loss = (torch.eye(k, dtype=gram.dtype, device=gram.device) - gram).abs().max()
+    size, loss = (float(v) for v in _r._fetch(torch.stack([size, loss])))
+    if not loss <= 1e-3:
+        return kind_kernel("linalg.polar", "xla")(a, side)
     u, p = _transfer.df_tensor(*U), _transfer.df_tensor(*P)
-    if not float(_r._fetch(size)) <= _POLAR_DONE:
+    if not size <= _POLAR_DONE:
         import warnings
 
         warnings.warn("double-float Newton-Schulz iteration for the polar factor did not "
