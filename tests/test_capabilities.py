@@ -113,6 +113,8 @@ def test_declare_refuses_bad_declarations():
         declare("scipy.linalg._basic.solve_banded", double_float=("xla",))
     with pytest.raises(ValueError, match="why"):
         declare("scipy.linalg._basic.solve_banded", host=("neuron",))
+    with pytest.raises(ValueError, match="why"):
+        declare("scipy.linalg._basic.solve_banded", why="a reason for nothing")
     with pytest.raises(ValueError, match="declared twice"):
         declare("scipy.linalg._decomp.eig", host=("xla",), why="other limits")
     assert declaration("scipy.linalg._basic.solve_banded") is None

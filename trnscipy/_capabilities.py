@@ -82,8 +82,8 @@ def declare(name, *, host=(), double_float=(), why=""):
         raise ValueError(f"{name}: {sorted(host & double_float)} both host and double_float")
     if any(CAPABILITIES[k].float64 for k in double_float):
         raise ValueError(f"{name}: double_float names a kind with float64")
-    if host and not why:
-        raise ValueError(f"{name}: say why it runs on the host")
+    if bool(host) != bool(why):
+        raise ValueError(f"{name}: host kinds and why go together")
     decl = Declaration(name, host, double_float, why)
     if _DECLARED.setdefault(name, decl) != decl:
         raise ValueError(f"{name} is declared twice: {_DECLARED[name]} and {decl}")
