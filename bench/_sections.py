@@ -43,7 +43,7 @@ def _t(a, device):
 def _require_route(obj, what, device=None):
     """NotAvailable unless trnscipy has a device route for ``obj`` on this build (and,
     given ``device``, the capability table does not send it to the host there)."""
-    from trnscipy._capabilities import capability
+    from trnscipy._capabilities import host_kinds
     from trnscipy._device import device_kind
     from trnscipy._mirror import route_of
 
@@ -52,9 +52,9 @@ def _require_route(obj, what, device=None):
     scipy_func = getattr(obj, "__wrapped__", None)
     if device is not None and scipy_func is not None:
         kind = device_kind(device)
-        if f"{scipy_func.__module__}.{scipy_func.__name__}" in capability(kind).host_ops:
-            raise NotAvailable(f"host fallback: {what} is a host op on {kind} in the "
-                               "capability table")
+        if kind in host_kinds(f"{scipy_func.__module__}.{scipy_func.__name__}"):
+            raise NotAvailable(f"host fallback: {what} is declared to run on the host on "
+                               f"{kind}")
     return obj
 
 

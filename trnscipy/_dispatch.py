@@ -31,7 +31,7 @@ import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
 from trnscipy import _batch
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import declaration, declare, runs_on_device
 from trnscipy._device import device_kind, offloading, resolve_device, serving_offload
 from trnscipy._dtypes import device_dtype_problem
 from trnscipy._errors import fallback
@@ -308,7 +308,7 @@ def _run_distributed(name, scipy_func, args, kwargs):
 
 
 def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False,
-             batch=None, stacks=False):
+             batch=None, stacks=False, host=(), double_float=(), why=""):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
@@ -327,8 +327,15 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
     broadcast stacks (one device execution for the batch).  Without it a batched call
     loops over the implementation, as SciPy loops over its own (one device execution
     per matrix), so that a batch gives what its single calls give.
+
+    The function's limits are declared here, beside it (``_capabilities.declare``):
+    ``host`` names the device kinds that run it on the host (``why``: the reason their
+    DeviceFallbackWarning gives); ``double_float`` the kinds without float64 where it has a
+    double-float method, so that it runs there on float64 data.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
+    if host or double_float or why:
+        declare(name, host=host, double_float=double_float, why=why)
     argdefs = batch if batch is not None else _batch.core_dims(scipy_func)
     batch = (argdefs, stacks) if argdefs else None
 
@@ -351,6 +358,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"
         wrapper._trnscipy_name = name  # the capability table's key for this function
+        wrapper._trnscipy_capabilities = declaration(name)  # its limits, or None
         wrapper._trnscipy_device_impl = device_impl
         wrapper._trnscipy_batch = batch  # ((argument, core ndim) pairs, stacks) or None
         wrapper.__wrapped__ = scipy_func

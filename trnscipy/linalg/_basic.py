@@ -33,7 +33,7 @@ __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_ba
            "solveh_banded", "pinvh", "solve_circulant", "matrix_balance"]
 
 
-@dispatch(_sl.solve)
+@dispatch(_sl.solve, double_float=("neuron",))
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False):
     if assume_a not in _SOLVE_KINDS:
@@ -84,7 +84,7 @@ def _solve_scalar(a, b, check_finite):
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.solve_triangular, stacks=True)
+@dispatch(_sl.solve_triangular, stacks=True, double_float=("neuron",))
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
     trans = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
@@ -102,7 +102,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.inv)
+@dispatch(_sl.inv, double_float=("neuron",))
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
@@ -118,7 +118,7 @@ def _wide_result(t):
     return tensor_on(t, t.device, torch.complex128 if t.is_complex() else torch.float64)
 
 
-@dispatch(_sl.det)
+@dispatch(_sl.det, double_float=("neuron",))
 def det(a, overwrite_a=False, check_finite=True):
     """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
     a = as_tensor(a, device_of(a), check_finite)
@@ -132,7 +132,7 @@ def det(a, overwrite_a=False, check_finite=True):
     return _wide_result(kernel("linalg.det", a.device)(a))
 
 
-@dispatch(_sl.pinv)
+@dispatch(_sl.pinv, double_float=("neuron",))
 def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
     if (atol is not None and atol < 0) or (rtol is not None and rtol < 0):
@@ -143,7 +143,7 @@ def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     return kernel("linalg.pinv", a.device)(a, atol=atol, rtol=rtol, return_rank=return_rank)
 
 
-@dispatch(_sl.lstsq)
+@dispatch(_sl.lstsq, double_float=("neuron",))
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
@@ -270,7 +270,8 @@ def _solve_toeplitz_dense(c, r, b):
     return solve(toeplitz(c, r), b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),))
+@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),),
+          double_float=("neuron",))
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs), in float64 as SciPy
     (double-float on a device without it)."""

@@ -16,7 +16,7 @@ from trnscipy.linalg._validate import check_finite as check_finite_
 __all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_banded"]
 
 
-@dispatch(_sl.cholesky, stacks=True)
+@dispatch(_sl.cholesky, stacks=True, double_float=("neuron",))
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     if not is_torch_array(a) and np.ndim(a) < 2:  # SciPy: atleast_2d (a scalar is 1 x 1)
         a = np.atleast_2d(a)
@@ -29,7 +29,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
         a, lower)
 
 
-@dispatch(_sl.cho_factor, stacks=True)
+@dispatch(_sl.cho_factor, stacks=True, double_float=("neuron",))
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
     back as given (SciPy 1.17, one matrix) or as an array of the batch's shape (1.18:
@@ -40,7 +40,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     return c, lower
 
 
-@dispatch(_sl.cho_solve)
+@dispatch(_sl.cho_solve, double_float=("neuron",))
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
     if isinstance(lower, np.ndarray) or is_torch_array(lower):

@@ -11,7 +11,7 @@ from trnscipy.linalg._validate import as_tensor, device_of
 __all__ = ["polar"]
 
 
-@dispatch(_sl.polar)
+@dispatch(_sl.polar, double_float=("neuron",))
 def polar(a, side="right"):
     if side not in ("right", "left"):
         raise ValueError("`side` must be either 'right' or 'left'")

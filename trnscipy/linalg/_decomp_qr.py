@@ -18,7 +18,7 @@ _LapackError = getattr(importlib.import_module("scipy.linalg._flapack"), "__flap
                        ValueError)
 
 
-@dispatch(_sl.qr, stacks=True)
+@dispatch(_sl.qr, stacks=True, double_float=("neuron",))
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     if mode not in ("full", "r", "economic", "raw"):
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")

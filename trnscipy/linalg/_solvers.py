@@ -15,8 +15,12 @@ from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
 
+# solve_sylvester (and the Riccati solvers through it) works in complex Schur forms:
+# Neuron has no complex arithmetic, whatever the input's dtype.
+_COMPLEX_SCHUR = "it computes with complex Schur forms"
 
-@dispatch(_sl.solve_sylvester)
+
+@dispatch(_sl.solve_sylvester, host=("neuron",), why=_COMPLEX_SCHUR)
 def solve_sylvester(a, b, q):
     device = device_of(a, b, q)
     a, b = as_square(a, device, True), as_square(b, device, True, name="b")
@@ -149,13 +153,13 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-@dispatch(_sl.solve_continuous_are, batch=_ARE)
+@dispatch(_sl.solve_continuous_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
-@dispatch(_sl.solve_discrete_are, batch=_ARE)
+@dispatch(_sl.solve_discrete_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
-from trnscipy._capabilities import capability, runs_on_device
+from trnscipy._capabilities import capability, host_kinds, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
 from trnscipy._double_float import is_exact
@@ -97,7 +97,7 @@ def _computes(op):
         def wrapper(self, *args, **kwargs):
             kind = device_kind(self.device)
             cap = capability(kind)
-            if (cap.float64 and cap.complex and name not in cap.host_ops) or all(
+            if (cap.float64 and cap.complex and kind not in host_kinds(name)) or all(
                     runs_on_device(name, kind, dt)
                     for dt in _dtypes_of(self, (*args, *kwargs.values()))):
                 return method(self, *args, **kwargs)

@@ -58,7 +58,7 @@ def inv(A):
     return spsolve(A, I)
 
 
-@dispatch(_spla.expm)
+@dispatch(_spla.expm, double_float=("neuron",))
 def expm(A):
     """Differs from SciPy: the exponential of the densified matrix by trnscipy.linalg.expm
     (n^2 memory, n^3 work: SciPy's sparse Pade products are not used), returned in SciPy's

@@ -37,7 +37,7 @@ def _issparse(x):
     return getattr(x, "_trnscipy_device_object", False) and hasattr(x, "tocsr")
 
 
-@dispatch(_scipy.norm)
+@dispatch(_scipy.norm, double_float=("neuron",))
 def norm(x, ord=None, axis=None):
     if not _issparse(x):
         raise TypeError("input is not sparse. use numpy.linalg.norm")

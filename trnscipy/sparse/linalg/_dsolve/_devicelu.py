@@ -15,7 +15,7 @@ import numpy as np
 from array_api_compat import is_torch_array
 
 from trnscipy import _autograd
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import declare, runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
@@ -26,6 +26,8 @@ from trnscipy.sparse.linalg._dsolve import _blocklu, _ilu
 __all__ = ["DeviceILU", "DeviceLU", "device_factor", "device_ilu"]
 
 FACTORS = "scipy.sparse.linalg.SuperLU.L"  # the capability table's name for the export
+declare(FACTORS, host=("cuda", "xla", "neuron"),
+        why="L, U, perm_r and perm_c are assembled from the blocks on the host")
 
 
 def device_factor(A):

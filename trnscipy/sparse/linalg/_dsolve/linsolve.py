@@ -94,7 +94,7 @@ def _factor(A):
     return device_factor(A)
 
 
-@dispatch(_spla.splu)
+@dispatch(_spla.splu, double_float=("neuron",))
 def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None,
          options=None):
     lu = kernel("sparse.linalg.splu", call_device((A,)))(
@@ -168,7 +168,7 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
     return x
 
 
-@dispatch(_spla.spsolve)
+@dispatch(_spla.spsolve, double_float=("neuron",))
 def spsolve(A, b, permc_spec=None, use_umfpack=True):
     def run(A, b):
         return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec,
@@ -213,7 +213,7 @@ def _triangular_device(A, b, lower, overwrite_A, overwrite_b, unit_diagonal):
     return solve(b.to(tdtype).reshape(b.shape[0], -1)).reshape(b.shape)
 
 
-@dispatch(_spla.spsolve_triangular)
+@dispatch(_spla.spsolve_triangular, double_float=("neuron",))
 def spsolve_triangular(A, b, lower=True, overwrite_A=False, overwrite_b=False,
                        unit_diagonal=False):
     return kernel("sparse.linalg.spsolve_triangular", call_device((A, b)))(

@@ -62,7 +62,7 @@ def _x(state):
     return state[0]
 
 
-@dispatch(_scipy.cg)
+@dispatch(_scipy.cg, double_float=("neuron",))
 @solver_kernel(_scipy.cg)
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
@@ -84,7 +84,7 @@ def _conj(t):
     return t.conj() if t.is_complex() else t
 
 
-@dispatch(_scipy.gmres)
+@dispatch(_scipy.gmres, double_float=("neuron",))
 @solver_kernel(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
@@ -193,7 +193,7 @@ def _tiny(system, power):
     return system.eps ** power
 
 
-@dispatch(_scipy.bicgstab)
+@dispatch(_scipy.bicgstab, double_float=("neuron",))
 @solver_kernel(_scipy.bicgstab)
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
@@ -242,7 +242,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     return state[0], info
 
 
-@dispatch(_scipy.bicg)
+@dispatch(_scipy.bicg, double_float=("neuron",))
 @solver_kernel(_scipy.bicg)
 def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
@@ -287,7 +287,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     return state[0], info
 
 
-@dispatch(_scipy.cgs)
+@dispatch(_scipy.cgs, double_float=("neuron",))
 @solver_kernel(_scipy.cgs)
 def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
@@ -331,7 +331,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     return state[0], info
 
 
-@dispatch(_scipy.qmr)
+@dispatch(_scipy.qmr, double_float=("neuron",))
 @solver_kernel(_scipy.qmr)
 def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, callback=None):
     from trnscipy.sparse.linalg._interface import LinearOperator

@@ -34,7 +34,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["lgmres"]
 
 
-@dispatch(_scipy.lgmres)
+@dispatch(_scipy.lgmres, double_float=("neuron",))
 @solver_kernel(_scipy.lgmres)
 def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
            inner_m=30, outer_k=3, outer_v=None, store_outer_Av=True, prepend_outer_v=False):

@@ -43,7 +43,7 @@ def _inner(a, b):
     return torch.dot(a, b)
 
 
-@dispatch(_scipy.minres)
+@dispatch(_scipy.minres, double_float=("neuron",))
 @solver_kernel(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):

@@ -24,7 +24,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["tfqmr"]
 
 
-@dispatch(_scipy.tfqmr)
+@dispatch(_scipy.tfqmr, double_float=("neuron",))
 @solver_kernel(_scipy.tfqmr)
 def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None,
           show=False):

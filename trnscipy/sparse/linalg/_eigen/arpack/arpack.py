@@ -189,7 +189,7 @@ def _check_square(A, M):
             raise ValueError(f"wrong M dimensions {M.shape}, should be {A.shape}")
 
 
-@dispatch(_scipy.eigsh)
+@dispatch(_scipy.eigsh, double_float=("neuron",))
 @eigen_kernel(_scipy.eigsh, operators=standard_problem)
 def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
           return_eigenvectors=True, Minv=None, OPinv=None, mode="normal", rng=None):
@@ -469,7 +469,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     return torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype), X, nconv, cycles
 
 
-@dispatch(_scipy.eigs)
+@dispatch(_scipy.eigs, host=("neuron",), why="its results are complex whatever the input's dtype")
 @eigen_kernel(_scipy.eigs, operators=standard_problem)
 def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
          return_eigenvectors=True, Minv=None, OPinv=None, OPpart=None, rng=None):

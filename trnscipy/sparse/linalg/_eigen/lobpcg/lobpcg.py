@@ -104,7 +104,7 @@ def _checked(f, V, what, name):
     return out
 
 
-@dispatch(_scipy.lobpcg)
+@dispatch(_scipy.lobpcg, double_float=("neuron",))
 def lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
            verbosityLevel=0, retLambdaHistory=False, retResidualNormsHistory=False,
            restartControl=20):
