@@ -7,8 +7,9 @@ the shared vector space): z = M r and w = A z come first, then ||r||^2, (r, z) a
 in a single all_reduce, so one reduction and one halo exchange per iteration, with
 SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of each iteration) and
 SciPy's iteration count.  gmres runs ``_krylov.gmres_cycle`` (``System.gram_schmidt``: the
-projections in two all_reduces); bicgstab and minres follow SciPy's loops step for step
-with the dot products fused where the algorithm allows.
+projections in two all_reduces); bicgstab runs ``_krylov.bicgstab`` (||r|| with (r~, r)
+and (t, r) with (t, t) fused: four all_reduces per iteration); minres follows SciPy's
+loop step for step.
 
 Callbacks run on every rank.  Those that SciPy gives the iterate ``xk`` get a
 DistributedArray (``xk.local`` is this rank's rows; ``gather(xk)`` inside the callback
@@ -95,6 +96,9 @@ class System:
     def norm(self, v):
         return math.sqrt(self.sums(_sq(v))[0].real)
 
+    def dot(self, a, b):
+        return self.sums(_dot(a, b))[0]
+
     def dots(self, *pairs):
         """conj(a).b for each pair, in one all_reduce (``_krylov``'s vector space)."""
         return self.sums(*(_sq(a) if a is b else _dot(a, b) for a, b in pairs))
@@ -168,42 +172,15 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     s = _start("bicgstab", A, b, x0, M, atol, rtol, maxiter)
     if s.bnrm2 == 0:
         return s.array(s.b), 0
-    rhotol = omegatol = np.finfo(s.np_dtype).eps ** 2
-    x, r = s.x, _residual(s)
-    xk = s.array(x)
-    rtilde = r.clone()
-    rho_prev = omega = alpha = p = v = None
+    tiny = s.eps ** 2
+    r = _residual(s)
+    state = (s.x, r, r.clone(), None, None, None, None, None)
+    xk = s.array(s.x)
     for iteration in range(s.maxiter):
-        rr, rho = s.sums(_sq(r), _dot(rtilde, r))
-        if math.sqrt(rr.real) < s.atol:
-            return xk, 0
-        if abs(rho) < rhotol:
-            return xk, -10
-        if iteration > 0:
-            if abs(omega) < omegatol:
-                return xk, -11
-            beta = (rho / rho_prev) * (alpha / omega)
-            p.sub_(v, alpha=omega).mul_(beta).add_(r)
-        else:
-            p = r.clone()
-        phat = s.psolve(p)
-        v = s.matvec(phat)
-        rv = s.sums(_dot(rtilde, v))[0]
-        if rv == 0:
-            return xk, -11
-        alpha = rho / rv
-        r.sub_(v, alpha=alpha)
-        if s.norm(r) < s.atol:
-            x.add_(phat, alpha=alpha)
-            return xk, 0
-        shat = s.psolve(r)
-        t = s.matvec(shat)
-        tr, tt = s.sums(_dot(t, r), _dot(t, t))
-        omega = tr / tt
-        x.add_(phat, alpha=alpha)
-        x.add_(shat, alpha=omega)
-        r.sub_(t, alpha=omega)
-        rho_prev = rho
+        step = _krylov.HostStep()
+        state = _krylov.bicgstab(s, step, state, iteration == 0, s.atol, tiny, tiny)
+        if step.stopped:
+            return xk, step.info
         if callback:
             callback(xk)
     return xk, s.maxiter

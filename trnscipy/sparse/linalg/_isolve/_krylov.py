@@ -32,7 +32,7 @@ from trnscipy._dtypes import divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import utils
 
-__all__ = ["Local", "HostStep", "cg", "cg_single_reduction", "gmres_cycle"]
+__all__ = ["Local", "HostStep", "bicgstab", "cg", "cg_single_reduction", "gmres_cycle"]
 
 
 class Local:
@@ -106,7 +106,7 @@ def cg_single_reduction(V, s, state, first, tol):
     z = V.psolve(r)
     w = V.matvec(z)
     rr, gamma, delta = V.dots((r, r), (r, z), (z, w))
-    s.stop_if(math.sqrt(rr.real) < tol, 0)
+    s.stop_if(_root(rr) < tol, 0)
     if s.stopped:
         return state
     if first:
@@ -119,6 +119,50 @@ def cg_single_reduction(V, s, state, first, tol):
     x = s.axpy(x, alpha, p)
     r = s.update(r, -alpha, q)
     return x, r, p, q, gamma, alpha
+
+
+def bicgstab(V, s, state, first, tol, rhotol, omegatol):
+    """One iteration of SciPy's bicgstab (van der Vorst), its breakdown codes (-10: rho,
+    -11: omega or (rtilde, v)) and its two stop tests: ||r|| with (rtilde, r) and (t, r)
+    with (t, t) in one ``V.dots`` each.  ``state``: (x, r, rtilde, p, v, rho, alpha,
+    omega); p, v and the scalars are unread on the first iteration."""
+    x, r, rtilde, p, v, rho_prev, alpha, omega = state
+    rr, rho = V.dots((r, r), (rtilde, r))
+    s.stop_if(_root(rr) < tol, 0)
+    s.stop_if(abs(rho) < rhotol, -10)
+    if first:
+        p = r.clone()
+    else:
+        s.stop_if(abs(omega) < omegatol, -11)
+        if s.stopped:
+            return state
+        beta = divide(rho, rho_prev) * divide(alpha, omega)
+        p = s.xpay(r, beta, s.update(p, -omega, v))
+    if s.stopped:
+        return state
+    phat = V.psolve(p)
+    v = V.matvec(phat)
+    rv = V.dot(rtilde, v)
+    s.stop_if(rv == 0, -11)
+    alpha = divide(rho, rv)
+    r = s.update(r, -alpha, v)
+    x = s.axpy(x, alpha, phat)
+    s.stop_if(V.norm(r) < tol, 0)
+    if s.stopped:
+        return (x,) + state[1:]
+    shat = V.psolve(r)
+    t = V.matvec(shat)
+    tr, tt = V.dots((t, r), (t, t))
+    omega = divide(tr, tt)
+    x = s.axpy(x, omega, shat)
+    r = s.update(r, -omega, t)
+    return x, r, rtilde, p, v, rho, alpha, omega
+
+
+def _root(ss):
+    """sqrt(Re ss) of a sum of squares from ``V.dots``: a host number or a 0-d tensor
+    (``utils.norm``'s rounding: no host read on a device)."""
+    return ss.real.sqrt() if isinstance(ss, torch.Tensor) else math.sqrt(ss.real)
 
 
 def gmres_cycle(V, r, m, eps, dtype, ptol, on_step):
