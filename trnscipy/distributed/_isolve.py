@@ -38,6 +38,8 @@ class System:
     """A distributed system: A and M as functions on local tensors, x, b, reductions; the
     vector space the shared iterations (``sparse.linalg._isolve._krylov``) run in."""
 
+    scalars = _krylov.HostScalars  # all-reduced sums are host numbers
+
     def __init__(self, A, b, x0=None, M=None, square=True):
         if not isinstance(A, DistributedMatrix):
             raise ValueError(f"expected a DistributedMatrix, got {type(A).__name__} (the "
@@ -229,103 +231,37 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
 @register_distributed(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):
-    """SciPy's minres loop (Paige and Saunders) with three all_reduces per iteration:
-    alpha, beta and ||x||.  ``show`` prints on rank 0 only."""
+    """SciPy's minres, ``_krylov.minres`` on host numbers: three all_reduces per
+    iteration (alpha, beta and ||x||).  ``show`` prints a short line per iteration on
+    rank 0 only."""
     s = System(A, b, x0, M)
     n, eps = s.n, s.eps
     maxiter = 5 * n if maxiter is None else int(maxiter)
     show = show and s.where.rank == 0
-    x = s.x
     r1 = _residual(s)
     y = s.psolve(r1)
-    beta1 = s.sums(torch.dot(r1, y))[0]
+    beta1 = s.dot(r1, y)
     if beta1 < 0:
         raise ValueError("indefinite preconditioner")
     if beta1 == 0:
-        return s.array(x), 0
+        return s.array(s.x), 0
     if s.norm(s.b) == 0:
         return s.array(s.b), 0
     beta1 = math.sqrt(beta1)
     if check:
-        w = s.matvec(y)
-        r2 = s.matvec(w)
-        ss, t = s.sums(torch.dot(w, w), torch.dot(y, r2))
-        if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
-            raise ValueError("non-symmetric matrix")
-        r2 = s.psolve(y)
-        ss, t = s.sums(torch.dot(y, y), torch.dot(r1, r2))
-        if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
-            raise ValueError("non-symmetric preconditioner")
-    istop = itn = 0
-    oldb, beta, dbar, epsln, phibar, rhs1, rhs2 = 0, beta1, 0, 0, beta1, beta1, 0
-    tnorm2, gmax, gmin = 0, 0, np.finfo(s.np_dtype).max
-    cs, sn = -1, 0
-    w = torch.zeros_like(x)
-    w2 = torch.zeros_like(x)
-    r2 = r1
-    xk = s.array(x)
-    while itn < maxiter:
-        itn += 1
-        v = (1.0 / beta) * y
-        y = s.matvec(v)
-        y = y - shift * v
-        if itn >= 2:
-            y = y - (beta / oldb) * r1
-        alfa = s.sums(torch.dot(v, y))[0]
-        y = y - (alfa / beta) * r2
-        r1, r2 = r2, y
-        y = s.psolve(r2)
-        oldb = beta
-        beta = s.sums(torch.dot(r2, y))[0]
-        if beta < 0:
-            raise ValueError("non-symmetric matrix")
-        beta = math.sqrt(beta)
-        tnorm2 += alfa ** 2 + oldb ** 2 + beta ** 2
-        if itn == 1 and beta / beta1 <= 10 * eps:
-            istop = -1
-        oldeps = epsln
-        delta = cs * dbar + sn * alfa
-        gbar = sn * dbar - cs * alfa
-        epsln = sn * beta
-        dbar = -cs * beta
-        root = float(np.linalg.norm([gbar, dbar]))
-        gamma = max(float(np.linalg.norm([gbar, beta])), eps)
-        cs, sn = gbar / gamma, beta / gamma
-        phi = cs * phibar
-        phibar = sn * phibar
-        w1, w2 = w2, w
-        w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
-        x = x + phi * w
-        gmax, gmin = max(gmax, gamma), min(gmin, gamma)
-        z = rhs1 / gamma
-        rhs1, rhs2 = rhs2 - delta * z, -epsln * z
-        Anorm = math.sqrt(tnorm2)
-        ynorm = s.norm(x)
-        epsx = Anorm * ynorm * eps
-        rnorm = phibar
-        test1 = math.inf if ynorm == 0 or Anorm == 0 else rnorm / (Anorm * ynorm)
-        test2 = math.inf if Anorm == 0 else root / Anorm
-        Acond = gmax / gmin
-        if istop == 0:
-            if 1 + test2 <= 1:
-                istop = 2
-            if 1 + test1 <= 1:
-                istop = 1
-            if itn >= maxiter:
-                istop = 6
-            if Acond >= 0.1 / eps:
-                istop = 4
-            if epsx >= beta1:
-                istop = 3
-            if test2 <= rtol:
-                istop = 2
-            if test1 <= rtol:
-                istop = 1
+        _krylov.minres_check(s, r1, y, eps)
+    zero = torch.zeros_like(s.x)
+    state = (s.x, r1, r1, y, zero, zero, beta1, 0.0, 0.0, 0.0, beta1, beta1, 0.0, 0.0, 0.0,
+             float(np.finfo(s.np_dtype).max), -1.0, 0.0, 0)
+    xk = s.array(s.x)
+    for itn in range(1, maxiter + 1):
+        step = _krylov.HostStep()
+        state, e = _krylov.minres(s, step, state, itn == 1, beta1, shift, rtol, maxiter, eps)
+        xk.local = state[0]
         if show:
-            print(f"{itn:6g} {test1:10.3e} {test2:10.3e} {Anorm:8.1e} {Acond:8.1e}")
-        xk.local = x
+            print(f"{itn:6g} {e.test1:10.3e} {e.test2:10.3e} {e.Anorm:8.1e} {e.Acond:8.1e}")
         if callback is not None:
             callback(xk)
-        if istop != 0:
-            break
-    return xk, maxiter if istop == 6 else 0
+        if step.stopped:
+            return xk, step.info
+    return xk, maxiter

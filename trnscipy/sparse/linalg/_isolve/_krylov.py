@@ -27,26 +27,57 @@ where the stop flag is read; refinement is an outer algorithm around them.
 """
 
 import math
+from typing import NamedTuple
 
 from trnscipy._dtypes import divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import utils
 
-__all__ = ["Local", "HostStep", "bicgstab", "cg", "cg_single_reduction", "gmres_cycle"]
+__all__ = ["Local", "HostStep", "HostScalars", "TorchScalars", "bicgstab", "cg",
+           "cg_single_reduction", "gmres_cycle", "minres", "minres_check"]
+
+
+class TorchScalars:
+    """Arithmetic on a space's scalars where they are 0-d tensors (no host read)."""
+
+    sqrt = staticmethod(torch.sqrt)
+    where = staticmethod(torch.where)
+    maximum = staticmethod(torch.maximum)
+    minimum = staticmethod(torch.minimum)
+
+    @staticmethod
+    def clamp_min(a, lo):
+        return torch.clamp(a, min=lo)
+
+
+class HostScalars:
+    """The same on host numbers (a distributed solve's all-reduced sums)."""
+
+    sqrt = staticmethod(math.sqrt)
+    maximum = clamp_min = staticmethod(max)
+    minimum = staticmethod(min)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
 
 
 class Local:
     """Tensors on one device: products given as functions, inner products through the
-    device's ``inner`` kernel (0-d device tensors)."""
+    device's ``inner`` kernel (0-d device tensors), or ``dot`` where given."""
 
-    def __init__(self, matvec, psolve, device=None):
+    scalars = TorchScalars
+
+    def __init__(self, matvec, psolve, device=None, dot=None):
         self.matvec, self.psolve, self.device = matvec, psolve, device
+        if dot is not None:
+            self.dot = dot
 
     dot = staticmethod(utils.dot)
     norm = staticmethod(utils.norm)
 
     def dots(self, *pairs):
-        return [utils.dot(a, b) for a, b in pairs]
+        return [self.dot(a, b) for a, b in pairs]
 
     def sync(self):
         """Cut the pending graph before host reads (XLA with a callback)."""
@@ -157,6 +188,108 @@ def bicgstab(V, s, state, first, tol, rhotol, omegatol):
     x = s.axpy(x, omega, shat)
     r = s.update(r, -omega, t)
     return x, r, rtilde, p, v, rho, alpha, omega
+
+
+MINRES_NONSYMMETRIC = -999  # info of a lazy step that met beta < 0: the caller raises
+
+
+class MinresNorms(NamedTuple):
+    """The estimates one minres iteration ends with (SciPy's ``show`` table)."""
+
+    istop: object
+    test1: object
+    test2: object
+    Anorm: object
+    Acond: object
+    gbar: object
+    rnorm: object
+    ynorm: object
+    epsx: object
+    Arnorm: object
+
+
+def minres(V, s, state, first, beta1, shift, rtol, maxiter, eps):
+    """One iteration of SciPy's minres (Paige and Saunders): a Lanczos step on
+    A - shift I preconditioned by M, the Givens update of the QR factorization of the
+    tridiagonal matrix, the x update, then SciPy's estimates and stop tests in its order
+    (istop 1..6, or -1 when beta2 = 0 on the first iteration).  Scalars are the space's
+    (``V.scalars``: 0-d tensors selected by ``where``, or host numbers).  ``beta1``, ``eps``:
+    host numbers; ``maxiter``: a scalar of the space.  ``state``: (x, r1, r2, y, w, w2,
+    beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax, gmin, cs, sn, itn).
+    Returns (state, ``MinresNorms``); beta < 0 (A or M not symmetric) is a ValueError, or
+    on a lazy step info ``MINRES_NONSYMMETRIC``."""
+    F = V.scalars
+    (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax, gmin,
+     cs, sn, itn) = state
+    itn = itn + 1
+    v = (1.0 / beta) * y
+    y = V.matvec(v)
+    y = y - shift * v
+    if not first:
+        y = y - (beta / oldb) * r1
+    alfa = V.dot(v, y)
+    y = y - (alfa / beta) * r2
+    r1, r2 = r2, y
+    y = V.psolve(r2)
+    oldb, beta = beta, V.dot(r2, y)
+    s.stop_if(beta < 0, MINRES_NONSYMMETRIC)
+    if s.stopped:
+        raise ValueError("non-symmetric matrix")
+    beta = F.sqrt(beta)
+    tnorm2 = tnorm2 + (alfa ** 2 + oldb ** 2 + beta ** 2)
+    oldeps = epsln
+    delta = cs * dbar + sn * alfa
+    gbar = sn * dbar - cs * alfa
+    epsln = sn * beta
+    dbar = -cs * beta
+    root = F.sqrt(gbar ** 2 + dbar ** 2)
+    Arnorm = phibar * root
+    gamma = F.clamp_min(F.sqrt(gbar ** 2 + beta ** 2), eps)
+    cs = gbar / gamma
+    sn = beta / gamma
+    phi = cs * phibar
+    phibar = sn * phibar
+    w1, w2 = w2, w
+    w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
+    x = s.keep(x + phi * w, x)
+    gmax = F.maximum(gmax, gamma)
+    gmin = F.minimum(gmin, gamma)
+    z = rhs1 / gamma
+    rhs1 = rhs2 - delta * z
+    rhs2 = -epsln * z
+    Anorm = F.sqrt(tnorm2)
+    ynorm = V.norm(x)
+    epsx = Anorm * ynorm * eps
+    rnorm = phibar
+    test1 = F.where((ynorm == 0) | (Anorm == 0), math.inf,
+                    rnorm / F.where(Anorm * ynorm == 0, 1.0, Anorm * ynorm))
+    test2 = F.where(Anorm == 0, math.inf, root / F.where(Anorm == 0, 1.0, Anorm))
+    Acond = gmax / gmin
+    istop = 0  # SciPy's tests in its order: the last one met wins
+    for cond, value in ((1 + test2 <= 1, 2), (1 + test1 <= 1, 1), (itn >= maxiter, 6),
+                        (Acond >= 0.1 / eps, 4), (epsx >= beta1, 3), (test2 <= rtol, 2),
+                        (test1 <= rtol, 1)):
+        istop = F.where(cond, value, istop)
+    if first:  # beta2 = 0: b and x are eigenvectors (istop -1 before the tests)
+        istop = F.where(beta / beta1 <= 10 * eps, -1, istop)
+    s.stop_if(istop != 0, F.where(istop == 6, maxiter, 0))
+    return ((x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax,
+             gmin, cs, sn, itn),
+            MinresNorms(istop, test1, test2, Anorm, Acond, gbar, rnorm, ynorm, epsx, Arnorm))
+
+
+def minres_check(V, r1, y, eps):
+    """SciPy's ``check=True`` tests of minres: A and M symmetric to eps**(1/3), with
+    y = M r1 (two products of A, one of M, two pairs of inner products)."""
+    w = V.matvec(y)
+    r2 = V.matvec(w)
+    ss, t = (float(d) for d in V.dots((w, w), (y, r2)))
+    if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
+        raise ValueError("non-symmetric matrix")
+    r2 = V.psolve(y)
+    ss, t = (float(d) for d in V.dots((y, y), (r1, r2)))
+    if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
+        raise ValueError("non-symmetric preconditioner")
 
 
 def _root(ss):
