@@ -190,6 +190,23 @@ def scenario_bad_input(P, Pd, b):
     raises_value_error(lambda: distribute("x" if rank == 0 else None, src=0), "bad src object")
     raises_value_error(lambda: tsl.cg(Pd, torch.ones(n)), "a plain tensor with A")
     raises_value_error(lambda: tsl.spsolve(Pd, b), "no distributed implementation")
+    # SciPy's make_system and atol tests (shared with the local solvers)
+    raises_value_error(lambda: tsl.bicgstab(Pd, np.ones(n + 1)), "b of the wrong length")
+    raises_value_error(lambda: tsl.minres(Pd, np.ones((n, 2))), "b with two columns")
+    raises_value_error(lambda: tsl.cg(Pd, Pd @ np.ones((n, 2))), "distributed 2-D b")
+    raises_value_error(lambda: tsl.gmres(Pd, b, x0=np.ones(n - 1)), "x0 of the wrong length")
+    raises_value_error(lambda: tsl.bicgstab(Pd, b, atol=-1.0), "negative atol")
+    for atol in ("legacy", "x"):  # SciPy: ValueError for 'legacy', TypeError for another str
+        try:
+            sla.bicgstab(P, b, atol=atol)
+        except (ValueError, TypeError) as e:
+            expected = type(e)
+        try:
+            tsl.bicgstab(Pd, b, atol=atol)
+        except expected:
+            pass
+        else:
+            raise AssertionError(f"atol={atol!r}: no {expected.__name__} as SciPy")
     # the group still works after all of these
     close(gather(Pd @ b), P @ b, "product after errors")
 

@@ -24,15 +24,22 @@ import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import register_distributed
-from trnscipy._dtypes import to_torch_dtype
+from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
 from trnscipy.distributed import _comm
 from trnscipy.distributed._array import DistributedArray, check_same
 from trnscipy.distributed._matrix import DistributedMatrix
 from trnscipy.sparse.linalg._isolve import _krylov
-from trnscipy.sparse.linalg._isolve.utils import _coerce, gmres_callback_type
+from trnscipy.sparse.linalg._isolve.utils import (
+    _coerce,
+    check_atol,
+    check_square,
+    check_vector,
+    gmres_callback_type,
+)
 
 __all__ = ["cg", "gmres", "bicgstab", "minres", "System"]
+
 
 class System:
     """A distributed system: A and M as functions on local tensors, x, b, reductions; the
@@ -40,21 +47,16 @@ class System:
 
     scalars = _krylov.HostScalars  # all-reduced sums are host numbers
 
-    def __init__(self, A, b, x0=None, M=None, square=True):
+    def __init__(self, A, b, x0=None, M=None):
         if not isinstance(A, DistributedMatrix):
             raise ValueError(f"expected a DistributedMatrix, got {type(A).__name__} (the "
                              "operands of a distributed solve are distributed together)")
-        if square and A.shape[0] != A.shape[1]:
-            raise ValueError(f"expected square matrix, but got shape={A.shape}")
+        check_square(A.shape)
         self.A, self.where, self.n = A, A.placement, A.shape[0]
         b_local = self._local(b, "b")
-        self.np_dtype = np.dtype(_coerce(A.dtype.char, np.dtype(_np(b_local.dtype)).char))
+        self.np_dtype = np.dtype(_coerce(A.dtype.char, to_numpy_dtype(b_local.dtype).char))
         self.dtype = to_torch_dtype(self.np_dtype)
-        self.b = b_local.to(self.dtype).clone()
-        if self.b.dim() == 2 and self.b.shape[1] == 1:
-            self.b = self.b[:, 0]
-        if self.b.dim() != 1:
-            raise ValueError(f"shapes of A {A.shape} and b {tuple(b.shape)} are incompatible")
+        self.b = b_local.to(self.dtype).reshape(-1).clone()
         self.x0_given = x0 is not None
         self.x = (self._local(x0, "x0").to(self.dtype).reshape(-1).clone() if x0 is not None
                   else torch.zeros_like(self.b))
@@ -64,12 +66,11 @@ class System:
     def _local(self, v, name):
         if isinstance(v, DistributedArray):
             check_same(self.A, v, f"A and {name}")
+            check_vector(self.A.shape, name, v.shape)
             return v.local
         if isinstance(v, np.ndarray) or isinstance(v, list):
             v = np.asarray(v)
-            if v.shape[0] != self.n or v.ndim > 2:
-                raise ValueError(f"shapes of A {self.A.shape} and {name} {v.shape} are "
-                                 "incompatible")
+            check_vector(self.A.shape, name, v.shape)
             return self.A._vector(v, self.A.offsets)
         raise ValueError(f"{name} must be a DistributedArray partitioned like A (or a NumPy "
                          f"array given whole on every rank), not {type(v).__name__}")
@@ -119,12 +120,6 @@ class System:
         return h0, [a + c for a, c in zip(h, h2, strict=True)], w, self.norm(w)
 
 
-def _np(dtype):
-    from trnscipy._dtypes import to_numpy_dtype
-
-    return to_numpy_dtype(dtype)
-
-
 def _sq(v):
     return torch.vdot(v, v).real if v.is_complex() else torch.dot(v, v)
 
@@ -133,17 +128,10 @@ def _dot(a, b):
     return torch.vdot(a, b) if a.is_complex() else torch.dot(a, b)
 
 
-def _atol(name, bnrm2, atol, rtol):
-    if atol is None or isinstance(atol, str) or atol < 0:
-        raise ValueError(f"'scipy.sparse.linalg.{name}' called with invalid `atol`={atol}; "
-                         "if set, `atol` must be a real, non-negative number.")
-    return max(float(atol), float(rtol) * float(bnrm2))
-
-
 def _start(name, A, b, x0, M, atol, rtol, maxiter):
     s = System(A, b, x0, M)
     s.bnrm2 = s.norm(s.b)
-    s.atol = _atol(name, s.bnrm2, atol, rtol)
+    s.atol = max(check_atol(name, atol), float(rtol) * s.bnrm2)
     s.maxiter = s.n * 10 if maxiter is None else int(maxiter)
     return s
 
