@@ -1,15 +1,18 @@
 """The Krylov methods' iterations, each written once against a small vector space.
 
-A method is one function ``method(V, s, state, first, tol)``: one iteration on a fixed
-carry, SciPy's stop test included (``s.stop_if``).  It touches its vectors only through
+A method is one function ``method(V, s, state, first, tol, ...)`` (its other constants
+after ``tol``; minres: its own): one iteration on a fixed carry, SciPy's stop tests
+included (``s.stop_if``).  It touches its vectors only through
 
 * ``V``, the space: ``V.matvec``, ``V.psolve`` (the preconditioner), ``V.dot(a, b)``
-  (conj(a).b), ``V.norm(v)``, and ``V.dots(*pairs)`` (several inner products in one
-  reduction, where the method is written to fuse them);
+  (conj(a).b), ``V.norm(v)``, ``V.dots(*pairs)`` (several inner products in one
+  reduction, where the method is written to fuse them), and ``V.scalars``, arithmetic on
+  what they return (``TorchScalars``: 0-d tensors, branches as ``where``; ``HostScalars``);
 * ``s``, the step: the vector updates and the stop flags.  ``s.axpy(x, a, p)`` updates
   the iterate (kept only while the solve lives), ``s.update(r, a, q)`` (r + a q) and
   ``s.xpay(z, a, p)`` (z + a p) the working vectors, ``s.carry(new, old)`` a scalar of
-  the carry, ``s.stop_if(cond, info)`` ends the solve with SciPy's ``info``.
+  the carry, ``s.keep(new, old)`` any other masked value, ``s.stop_if(cond, info)`` ends
+  the solve with SciPy's ``info``.
 
 The spaces and steps:
 
