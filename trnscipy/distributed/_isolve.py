@@ -140,21 +140,27 @@ def _residual(s):
     return s.b - s.matvec(s.x) if s.x0_given else s.b.clone()
 
 
+def _run(method, s, state, callback, *constants):
+    """Up to ``s.maxiter`` iterations of a shared ``method`` (its iterate s.x, updated in
+    place), SciPy's callback after each completed one: (x, info)."""
+    xk = s.array(s.x)
+    for iteration in range(s.maxiter):
+        step = _krylov.HostStep()
+        state = method(s, step, state, iteration == 0, s.atol, *constants)
+        if step.stopped:
+            return xk, step.info
+        if callback:
+            callback(xk)
+    return xk, s.maxiter
+
+
 @register_distributed(_scipy.cg)
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     s = _start("cg", A, b, x0, M, atol, rtol, maxiter)
     if s.bnrm2 == 0:
         return s.array(s.b), 0
     state = (s.x, _residual(s), None, None, None, None)
-    xk = s.array(s.x)
-    for iteration in range(s.maxiter):
-        step = _krylov.HostStep()
-        state = _krylov.cg_single_reduction(s, step, state, iteration == 0, s.atol)
-        if step.stopped:
-            return xk, step.info
-        if callback:
-            callback(xk)
-    return xk, s.maxiter
+    return _run(_krylov.cg_single_reduction, s, state, callback)
 
 
 @register_distributed(_scipy.bicgstab)
@@ -165,15 +171,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     tiny = s.eps ** 2
     r = _residual(s)
     state = (s.x, r, r.clone(), None, None, None, None, None)
-    xk = s.array(s.x)
-    for iteration in range(s.maxiter):
-        step = _krylov.HostStep()
-        state = _krylov.bicgstab(s, step, state, iteration == 0, s.atol, tiny, tiny)
-        if step.stopped:
-            return xk, step.info
-        if callback:
-            callback(xk)
-    return xk, s.maxiter
+    return _run(_krylov.bicgstab, s, state, callback, tiny, tiny)
 
 
 @register_distributed(_scipy.gmres)
