@@ -119,6 +119,18 @@ def scenario_solvers():
         x, info, its = solve("cg", Pd, bd)
         counts = comm_counts()
         assert counts["all_reduce"] == (its + 2 if size > 1 else 0), (counts, its)
+        # bicgstab: ||r|| with (r~, r), (r~, v), ||s||, (t, s) with (t, t): four per
+        # iteration, up to three in the last, one for ||b||
+        reset_comm_counts()
+        x, info, its = solve("bicgstab", Nd, bd)
+        reduces = comm_counts()["all_reduce"]
+        assert info == 0 and (4 * its + 1 < reduces < 4 * its + 5 if size > 1
+                              else reduces == 0), (reduces, its)
+        # minres: alpha, beta and ||x|| per iteration, beta1 and ||b|| first
+        reset_comm_counts()
+        x, info, its = solve("minres", Pd, bd)
+        counts = comm_counts()
+        assert counts["all_reduce"] == (3 * its + 2 if size > 1 else 0), (counts, its)
         # lobpcg against SciPy's (trnscipy's single-process lobpcg is SciPy's)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
