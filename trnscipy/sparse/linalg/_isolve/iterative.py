@@ -199,40 +199,11 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.matvec, system.psolve, system.tol
+    V, tol = _krylov.Local(system.matvec, system.psolve), system.tol
     rhotol = omegatol = _tiny(system, 2)
 
     def step(state, s, first):
-        x, r, rtilde, p, v, rho_prev, alpha, omega = state
-        s.stop_if(norm(r) < tol, 0)
-        rho = dot(rtilde, r)
-        s.stop_if(rho.abs() < rhotol, -10)
-        if first:
-            p = r.clone()
-        else:
-            s.stop_if(omega.abs() < omegatol, -11)
-            if s.stopped:
-                return state
-            beta = divide(rho, rho_prev) * divide(alpha, omega)
-            p = s.xpay(r, beta, s.update(p, -omega, v))
-        if s.stopped:
-            return state
-        phat = psolve(p)
-        v = matvec(phat)
-        rv = dot(rtilde, v)
-        s.stop_if(rv == 0, -11)
-        alpha = divide(rho, rv)
-        r = s.update(r, -alpha, v)
-        x = s.axpy(x, alpha, phat)
-        s.stop_if(norm(r) < tol, 0)
-        if s.stopped:
-            return (x,) + state[1:]
-        shat = psolve(r)
-        t = matvec(shat)
-        omega = divide(dot(t, r), dot(t, t))
-        x = s.axpy(x, omega, shat)
-        r = s.update(r, -omega, t)
-        return x, r, rtilde, p, v, rho, alpha, omega
+        return _krylov.bicgstab(V, s, state, first, tol, rhotol, omegatol)
 
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)

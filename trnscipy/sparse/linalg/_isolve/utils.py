@@ -28,9 +28,9 @@ from trnscipy._kernels import backend, kind_kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
-__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol",
-           "gmres_callback_type", "run", "sync",
-           "host_reads_free", "dot", "inner", "norm", "traceable"]
+__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "check_square",
+           "check_vector", "gmres_callback_type", "run", "sync", "host_reads_free", "dot",
+           "inner", "norm", "traceable"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -190,11 +190,9 @@ def make_system(A, M, x0, b):
         device = getattr(A, "device", None) or torch.device("cpu")
         b = torch.as_tensor(np.asarray(b), device=device)
     A = as_operator(A, device)
-    if A.shape[0] != A.shape[1]:
-        raise ValueError(f"expected square matrix, but got shape={(A.shape,)}")
+    check_square(A.shape)
     N = A.shape[0]
-    if not (tuple(b.shape) == (N, 1) or tuple(b.shape) == (N,)):
-        raise ValueError(f"shapes of A {A.shape} and b {tuple(b.shape)} are incompatible")
+    check_vector(A.shape, "b", b.shape)
     bchar = _torch_to_char(b.dtype)
     if bchar not in "fdFD":
         b = b.to(torch.float64)
@@ -230,14 +228,27 @@ def make_system(A, M, x0, b):
         x = (M.matvec(b) if M is not None else b).to(xtype).clone()
     else:
         x = torch.as_tensor(x0, device=device).to(xtype).clone()
-        if not (tuple(x.shape) == (N, 1) or tuple(x.shape) == (N,)):
-            raise ValueError(f"shapes of A {A.shape} and x0 {tuple(x.shape)} are incompatible")
+        check_vector(A.shape, "x0", x.shape)
         x = x.reshape(-1)
     return System(A, M, x, b, device)
 
 
 def _identity(x):
     return x
+
+
+def check_square(shape):
+    """SciPy's make_system test of A's shape."""
+    if shape[0] != shape[1]:
+        raise ValueError(f"expected square matrix, but got shape={(tuple(shape),)}")
+
+
+def check_vector(A_shape, name, shape):
+    """SciPy's make_system test of b's or x0's shape: (N,) or (N, 1)."""
+    N = A_shape[0]
+    if tuple(shape) not in ((N,), (N, 1)):
+        raise ValueError(f"shapes of A {tuple(A_shape)} and {name} {tuple(shape)} are "
+                         "incompatible")
 
 
 def check_x0(x0):
