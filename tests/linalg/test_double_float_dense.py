@@ -135,3 +135,43 @@ def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
         q, r = tl.qr(a, mode="economic")
     qs, rs = sl.qr(a, mode="economic")
     assert np.array_equal(q, qs) and np.array_equal(r, rs)
+
+
+@pytest.mark.xla
+def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
+    """Stacks of float64 systems on Neuron: solve (broadcast b, structures), inv, cholesky
+    and cho_solve refine the whole batch at once (a few executions, not one per matrix),
+    with no float64 op on the device; SciPy's batched results to float64 accuracy, and its
+    LinAlgError for a singular or indefinite member."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(1)
+    n, batch = 9, 6
+    a = rng.standard_normal((batch, n, n)) + 6 * np.eye(n)
+    b = rng.standard_normal((batch, n, 2))
+    spd = a @ a.transpose(0, 2, 1)
+    cases = [("solve", (a, b), {}), ("solve", (a, b[0]), {}),
+             ("solve", (spd, b), {"assume_a": "pos"}), ("solve", (a, b), {"transposed": True}),
+             ("inv", (a,), {}), ("cholesky", (spd,), {"lower": True}),
+             ("cho_solve", ((np.linalg.cholesky(spd), True), b), {})]
+    for name, args, kw in cases:
+        def run(name=name, args=args, kw=kw):
+            with trnscipy.offload("xla"):
+                return getattr(tl, name)(*args, **kw)
+
+        out, ops, aten, counts = _on_neuron(run)
+        want = getattr(sl, name)(*args, **kw)
+        assert ops == [] and aten == 0, name
+        assert counts.executions < batch, (name, counts)
+        assert out.shape == want.shape and out.dtype == np.float64, name
+        # both are float64-accurate: they differ by SciPy's own error, cond * eps
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * np.abs(want).max(),
+                                   err_msg=name)
+    singular, indefinite = a.copy(), spd.copy()
+    singular[3], indefinite[2] = 0, -np.eye(n)
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match=r"\[3\]"):
+        tl.solve(singular, b)
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="positive definite"):
+        tl.cholesky(indefinite)

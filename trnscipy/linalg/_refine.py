@@ -149,16 +149,23 @@ def _approx_solver(a32, kind):
 def _lu32(lu, perm, trans=0):
     """The float32 solver of op(P^T L U) x = r from packed float32 factors, ``a[perm] = L U``."""
     if trans == 0:
-        return lambda r: _trsm(lu, _trsm(lu, r.index_select(0, perm), upper=False, unit=True),
+        return lambda r: _trsm(lu, _trsm(lu, _gather_rows(r, perm), upper=False, unit=True),
                                upper=True)
     iperm = _inverse(perm)
-    return lambda r: _trsm(lu, _trsm(lu, r, upper=True, trans=1), upper=False, trans=1,
-                           unit=True).index_select(0, iperm)
+    return lambda r: _gather_rows(_trsm(lu, _trsm(lu, r, upper=True, trans=1), upper=False,
+                                        trans=1, unit=True), iperm)
+
+
+def _gather_rows(r, perm):
+    """r[perm] of an (..., n, k) tensor, with one permutation per matrix of a stack."""
+    if perm.ndim == 1:
+        return r.index_select(-2, perm)
+    return torch.gather(r, -2, perm[..., None].expand(perm.shape + r.shape[-1:]))
 
 
 def _inverse(perm):
-    return torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.shape[0],
-                                                                  device=perm.device))
+    return torch.empty_like(perm).scatter_(-1, perm, torch.arange(
+        perm.shape[-1], device=perm.device).expand(perm.shape))
 
 
 _BATCHED = "batched input has no double-float method"
@@ -183,12 +190,12 @@ def _on_host(op, reason, fn, *tensors):
 def solve(a, b, lower=False, assume_a=None, transposed=False):
     if not _df64(a, b):
         return _k.solve(a, b, lower=lower, assume_a=assume_a, transposed=transposed)
-    if a.ndim != 2 or b.ndim != 2:
+    if b.ndim < 2:
         return _on_host("scipy.linalg.solve", _BATCHED, lambda x, y: _k._sl.solve(
             x, y, lower=lower, assume_a=assume_a, transposed=transposed,
             check_finite=False), a, b)
     kind = _k._SOLVE_KINDS[assume_a]
-    A, B = _parts(a), _parts(b)
+    A, B = _broadcast(_parts(a), _parts(b))  # a stack: one refinement for the batch
     if transposed:
         A, lower = _t(A), not lower
         kind = {"upper": "lower", "lower": "upper"}.get(kind, kind)
@@ -197,14 +204,14 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
     elif kind in ("upper", "lower"):
         A = (A[0].triu(), A[1].triu()) if kind == "upper" else (A[0].tril(), A[1].tril())
     elif kind == "diagonal":
-        A = (torch.diag_embed(A[0].diagonal()), torch.diag_embed(A[1].diagonal()))
+        A = tuple(torch.diag_embed(p.diagonal(dim1=-2, dim2=-1)) for p in A)
     elif kind == "tridiagonal":
         A = (A[0].triu(-1).tril(1), A[1].triu(-1).tril(1))
     n = A[0].shape[-1]
     A, B = _padded_system(A, B, _bucket(n))
     approx, check = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
     try:
-        return _refine(lambda x: _mm(A, x), B, approx, check)[:n]
+        return _refine(lambda x: _mm(A, x), B, approx, check)[..., :n, :]
     except _k.LinAlgError:
         if check is None:
             raise
@@ -212,6 +219,13 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
     # matrix (a zero pivot: LinAlgError) from an ill-conditioned one (refined, warned)
     approx, _ = _approx_solver(A[0], "lu")
     return _refine(lambda x: _mm(A, x), B, approx)[:n]
+
+
+def _broadcast(A, B):
+    """The pairs of a and b with their leading (batch) dimensions broadcast, as SciPy's."""
+    batch = torch.broadcast_shapes(A[0].shape[:-2], B[0].shape[:-2])
+    return (tuple(p.expand(batch + p.shape[-2:]) for p in A),
+            tuple(p.expand(batch + p.shape[-2:]) for p in B))
 
 
 def _bucket(n):
@@ -243,10 +257,7 @@ def _padded_system(A, B, size):
 def cholesky(a, lower=False):
     if not _df64(a):
         return _k.cholesky(a, lower=lower)
-    if a.ndim != 2:
-        return _on_host("scipy.linalg.cholesky", _BATCHED, lambda x: _k._sl.cholesky(
-            x, lower=lower, check_finite=False), a)
-    A = _sym(_parts(a), lower)
+    A = _sym(_parts(a), lower)  # (a stack: one refinement for the batch)
     # the positive-definiteness check reads info after the Newton steps are traced: the
     # factorization and its refinement are one graph execution
     L0, info = kernel("linalg._potrf", a.device)(A[0], False)
@@ -254,7 +265,7 @@ def cholesky(a, lower=False):
     for _ in range(2):
         R = _df.sub(A, _df.gemm(L, _t(L)))
         F = _trsm(L0, _trsm(L0, R[0], upper=False).mT, upper=False)
-        phi = F.tril(-1) + torch.diag_embed(F.diagonal() * 0.5)
+        phi = F.tril(-1) + torch.diag_embed(F.diagonal(dim1=-2, dim2=-1) * 0.5)
         L = _df.add_f(L, L0 @ phi)
     L = (L[0].tril(), L[1].tril())
     out = _transfer.df_tensor(*(L if lower else _t(L)))
@@ -267,14 +278,14 @@ def cho_solve(c_and_lower, b):
     c, lower = c_and_lower
     if not _df64(c, b):
         return _k.cho_solve(c_and_lower, b)
-    if c.ndim != 2 or b.ndim != 2:
+    if b.ndim < 2:
         return _on_host("scipy.linalg.cho_solve", _BATCHED, lambda x, y: _k._sl.cho_solve(
             (x, lower), y, check_finite=False), c, b)
-    C = _parts(c)
+    C, B = _broadcast(_parts(c), _parts(b))  # a stack: one refinement for the batch
     L = (C[0].tril(), C[1].tril()) if lower else _t((C[0].triu(), C[1].triu()))
     Lt = _t(L)
 
-    return _refine(lambda x: _df.gemv(L, _df.gemv(Lt, x)), _parts(b), _cho32(L[0]))
+    return _refine(lambda x: _df.gemv(L, _df.gemv(Lt, x)), B, _cho32(L[0]))
 
 
 _LU_STEPS = 10
@@ -412,16 +423,13 @@ def lu_solve(lu_and_piv, b, trans=0):
 def inv(a, assume_a=None, lower=False):
     if not _df64(a):
         return _k.inv(a, assume_a=assume_a, lower=lower)
-    if a.ndim != 2:
-        return _on_host("scipy.linalg.inv", _BATCHED, lambda x: _k._sl.inv(
-            x, assume_a=assume_a, lower=lower, check_finite=False), a)
-    n = a.shape[-1]
+    n = a.shape[-1]  # (a stack: one refinement for the batch)
     size = _bucket(n)  # solved at the bucket's order with the bucket's identity: A X = I
     eye = torch.eye(size, dtype=torch.float32, device=a.device)
     A, _ = _padded_system(_parts(a), (eye[:n, :1],), size)
     x = solve(_transfer.df_tensor(*A), _transfer.df_tensor(eye, torch.zeros_like(eye)),
               lower=lower, assume_a=assume_a)
-    return x[:n, :n]
+    return x[..., :n, :n]
 
 
 @register("linalg.eigh", "neuron")
