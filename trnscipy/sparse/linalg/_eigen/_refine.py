@@ -189,11 +189,8 @@ class _B:
 
 
 def _lobpcg(device_func, p):
-    # B, M and Y: _refine takes them, but no case is verified against SciPy yet
-    unsupported = [name for name in ("B", "M", "Y") if p[name] is not None]
-    if unsupported or p["retLambdaHistory"] or p["retResidualNormsHistory"]:
-        return _on_host(_scipy.lobpcg, p, f"{', '.join(unsupported) or 'a history'} has no "
-                        "double-float method")
+    if p["retLambdaHistory"] or p["retResidualNormsHistory"]:
+        return _on_host(_scipy.lobpcg, p, "a history has no double-float method")
     A, X, B, Y = p["A"], p["X"], p["B"], p["Y"]
     if B is not None and not (_is_matrix(B) and _is_df(B)):
         return _on_host(_scipy.lobpcg, p, "B has a double-float method only as a float64 "
