@@ -28,9 +28,9 @@ lobpcg's ``Y``: the basis is made B-orthogonal to Y in double-float at every ste
 corrections deflate Y too; its ``M`` preconditions the float32 stage only.
 
 Supported: eigsh with every ``which``, ``sigma`` (``mode='normal'``), ``M`` a float64
-matrix; lobpcg without ``B``, ``M``, ``Y`` and histories (its B/Y route through _refine is
-written but not yet verified against SciPy, so it stays off).  ``Minv``, ``OPinv``, the
-buckling and cayley modes and ``M`` as an operator of functions run on the host, announced.
+matrix; lobpcg with ``B`` a float64 matrix, ``M``, ``Y``.  ``Minv``, ``OPinv``, the
+buckling and cayley modes, eigsh's ``M`` and lobpcg's ``B`` as operators of functions, and
+lobpcg's histories run on the host, announced.
 """
 
 import inspect
