@@ -28,9 +28,9 @@ lobpcg's ``Y``: the basis is made B-orthogonal to Y in double-float at every ste
 corrections deflate Y too; its ``M`` preconditions the float32 stage only.
 
 Supported: eigsh with every ``which``, ``sigma`` (``mode='normal'``), ``M`` a float64
-matrix; lobpcg without ``B``, ``M``, ``Y`` and histories (its B/Y route through _refine is
-written but not yet verified against SciPy, so it stays off).  ``Minv``, ``OPinv``, the
-buckling and cayley modes and ``M`` as an operator of functions run on the host, announced.
+matrix; lobpcg with ``B`` a float64 matrix, ``M``, ``Y``.  ``Minv``, ``OPinv``, the
+buckling and cayley modes, eigsh's ``M`` and lobpcg's ``B`` as operators of functions, and
+lobpcg's histories run on the host, announced.
 """
 
 import inspect
@@ -189,11 +189,8 @@ class _B:
 
 
 def _lobpcg(device_func, p):
-    # B, M and Y: _refine takes them, but no case is verified against SciPy yet
-    unsupported = [name for name in ("B", "M", "Y") if p[name] is not None]
-    if unsupported or p["retLambdaHistory"] or p["retResidualNormsHistory"]:
-        return _on_host(_scipy.lobpcg, p, f"{', '.join(unsupported) or 'a history'} has no "
-                        "double-float method")
+    if p["retLambdaHistory"] or p["retResidualNormsHistory"]:
+        return _on_host(_scipy.lobpcg, p, "a history has no double-float method")
     A, X, B, Y = p["A"], p["X"], p["B"], p["Y"]
     if B is not None and not (_is_matrix(B) and _is_df(B)):
         return _on_host(_scipy.lobpcg, p, "B has a double-float method only as a float64 "
