@@ -149,16 +149,29 @@ class Batch:
             args, kwargs = self._call_args(bound)
             out = impl(*args, **kwargs)
             out = out if isinstance(out, tuple) else (out,)
-            materialize([p for p in out if is_torch_array(p)])  # the same graph each time
+            materialize(_tensors(out))  # the same graph each time
             results.append(out)
-        stacked = []
-        for parts in zip(*results, strict=True):
-            parts = [p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)
-                     for p in parts]
-            dtype = functools.reduce(torch.promote_types, (p.dtype for p in parts))
-            out = torch.stack([p.to(dtype) for p in parts])
-            stacked.append(out.reshape(self.shape + tuple(out.shape[1:])))
-        return stacked[0] if len(stacked) == 1 else tuple(stacked)
+        stacked = tuple(self._stack(parts, device) for parts in zip(*results, strict=True))
+        return stacked[0] if len(stacked) == 1 else stacked
+
+    def _stack(self, parts, device):
+        """The batch's results of one output stacked (a nested tuple, matrix_balance's
+        ``separate=True``, output by output)."""
+        from trnscipy._torch import torch
+
+        if isinstance(parts[0], tuple):
+            return tuple(self._stack(p, device) for p in zip(*parts, strict=True))
+        parts = [p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)
+                 for p in parts]
+        dtype = functools.reduce(torch.promote_types, (p.dtype for p in parts))
+        out = torch.stack([p.to(dtype) for p in parts])
+        return out.reshape(self.shape + tuple(out.shape[1:]))
+
+
+def _tensors(out):
+    """The tensors of a result tuple, nested tuples included."""
+    return [t for p in out for t in (_tensors(p) if isinstance(p, tuple) else [p])
+            if is_torch_array(t)]
 
 
 def plan(func, argdefs, args, kwargs):

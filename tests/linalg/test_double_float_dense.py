@@ -175,3 +175,30 @@ def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
         tl.solve(singular, b)
     with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="positive definite"):
         tl.cholesky(indefinite)
+
+
+@pytest.mark.xla
+def test_batched_float64_eigh_is_its_single_calls(emulate_neuron, monkeypatch):
+    """A stack of float64 eigh on Neuron runs the device method per matrix: the batch is
+    its single calls exactly (SciPy's test_batch.py compares them), on the device."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 3, 8, 8))
+    a = a + a.swapaxes(-1, -2)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return (tl.eigh(a), tl.eigvalsh(a, subset_by_index=(2, 4)),
+                    [tl.eigh(m) for m in a.reshape(-1, 8, 8)])
+
+    ((w, v), w_sub, single), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    assert w.shape == (2, 3, 8) and v.shape == (2, 3, 8, 8) and w_sub.shape == (2, 3, 3)
+    np.testing.assert_array_equal(w.reshape(-1, 8), np.stack([s[0] for s in single]))
+    np.testing.assert_array_equal(v.reshape(-1, 8, 8), np.stack([s[1] for s in single]))
+    np.testing.assert_allclose(w, sl.eigh(a)[0], rtol=0, atol=1e-13 * np.abs(w).max())
+    np.testing.assert_allclose(w_sub, sl.eigvalsh(a, subset_by_index=(2, 4)), rtol=0,
+                               atol=1e-13 * np.abs(w).max())

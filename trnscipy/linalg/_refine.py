@@ -439,9 +439,18 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
+    if a.ndim > 2 and b is None and subset_by_value is None:
+        # a stack: the method once per matrix (a batch gives exactly its single calls, as
+        # SciPy's test_batch.py asks), not yet one refinement for the whole stack
+        out = [eigh(m, lower=lower, eigvals_only=eigvals_only, type=type,
+                    subset_by_index=subset_by_index) for m in a.reshape(-1, *a.shape[-2:])]
+        if eigvals_only:
+            return torch.stack(out).reshape(*a.shape[:-2], -1)
+        w, v = (torch.stack(x) for x in zip(*out, strict=True))
+        return w.reshape(*a.shape[:-2], -1), v.reshape(*a.shape[:-2], *v.shape[-2:])
     if a.ndim != 2 or b is not None:
-        return _on_host("scipy.linalg.eigh", "batched or generalized input has no "
-                        "double-float method", lambda *x: _k._sl.eigh(
+        return _on_host("scipy.linalg.eigh", "generalized input (or a batch with "
+                        "subset_by_value) has no double-float method", lambda *x: _k._sl.eigh(
                             *x, lower=lower, eigvals_only=eigvals_only, type=type,
                             subset_by_index=subset_by_index,
                             subset_by_value=subset_by_value, driver=driver,
