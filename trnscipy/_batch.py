@@ -128,7 +128,6 @@ class Batch:
     def loop(self, impl, device):
         """``impl`` on each matrix of the batch, results stacked (SciPy's own loop)."""
         from trnscipy._kernels import backend
-        from trnscipy._torch import torch
 
         materialize = backend(device).materialize
         bound = dict(self.bound)
