@@ -195,7 +195,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     def on_step(presid):
         inner[0] += 1
         if callback_type in ("legacy", "pr_norm"):
-            callback(presid / bnrm2)
+            callback(np.float64(presid / bnrm2))  # SciPy's type
         return callback_type == "legacy" and inner[0] == maxiter
 
     for _ in range(maxiter):

@@ -271,6 +271,20 @@ def test_gmres_residual_callbacks(callback_type):
     _compare(x, x_ref, np.float64)
 
 
+@pytest.mark.xla
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gmres_residual_callback_gets_numpy_scalars(dtype, xla_device):
+    """The residual callbacks get NumPy float64 scalars, as SciPy's (SciPy's
+    test_maxiter calls x.ndim on them; the XLA route gave Python floats)."""
+    A, b = _problem("gmres", dtype)
+    ref, ours = [], []
+    spla.gmres(A, b, restart=5, maxiter=2, callback=ref.append, callback_type="legacy")
+    tsl.gmres(_to(A, xla_device), _to(b, xla_device), restart=5, maxiter=2,
+              callback=ours.append, callback_type="legacy")
+    assert len(ours) == len(ref) > 0
+    assert {type(v) for v in ours} == {type(v) for v in ref} == {np.float64}
+
+
 def test_gmres_callback_without_type_warns_as_scipy():
     A, b = _problem("gmres", np.float64)
     with pytest.warns(DeprecationWarning, match="callback_type"):

@@ -4,6 +4,7 @@ Loop structure and host reads: see ``utils``.  Each function is the device
 implementation of SciPy's; host inputs go to SciPy itself.
 """
 
+import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
@@ -106,7 +107,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     def on_step(presid):
         inner_total[0] += 1
         if callback_type in ("legacy", "pr_norm"):
-            callback(presid / bnrm2_host)
+            callback(np.float64(presid / bnrm2_host))  # SciPy's type (callbacks use .ndim)
         return callback_type == "legacy" and inner_total[0] == maxiter
 
     def arnoldi_host(x, r, ptol, s):
