@@ -51,7 +51,8 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         return bvec, 0
     if outer_v is None:
         outer_v = []
-    host = host_reads_free(device)
+    # (a host function in M or A cannot be replayed as a graph: the host loop runs then)
+    host = host_reads_free(device) or not system.traceable
     x = system.x
     # (uploaded, shape (1,): graph data from the start, not a constant of the first graph)
     pfac = torch.tensor([1.0], dtype=b_norm.dtype, device=device)
