@@ -154,17 +154,26 @@ class Batch:
         return stacked[0] if len(stacked) == 1 else stacked
 
     def _stack(self, parts, device):
-        """The batch's results of one output stacked (a nested tuple, matrix_balance's
-        ``separate=True``, output by output)."""
+        """The batch's results of one output stacked.  A nested tuple (matrix_balance's
+        ``(scale, perm)`` with ``separate=True``) becomes one array per matrix, as NumPy
+        makes of it in SciPy's batch loop: shape (..., 2, n), dtypes promoted."""
         from trnscipy._torch import torch
 
-        if isinstance(parts[0], tuple):
-            return tuple(self._stack(p, device) for p in zip(*parts, strict=True))
-        parts = [p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)
-                 for p in parts]
+        parts = [_tensor(p, device) for p in parts]
         dtype = functools.reduce(torch.promote_types, (p.dtype for p in parts))
         out = torch.stack([p.to(dtype) for p in parts])
         return out.reshape(self.shape + tuple(out.shape[1:]))
+
+
+def _tensor(p, device):
+    """One result of one matrix as a device tensor (a nested tuple stacked, as np.asarray)."""
+    from trnscipy._torch import torch
+
+    if isinstance(p, tuple):
+        p = [_tensor(q, device) for q in p]
+        dtype = functools.reduce(torch.promote_types, (q.dtype for q in p))
+        return torch.stack([q.to(dtype) for q in p])
+    return p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)
 
 
 def _tensors(out):

@@ -143,3 +143,16 @@ def test_xla_loop_gives_the_single_calls(xla_device):
     np.testing.assert_array_equal(trnscipy.to_host(out)[1, 2], trnscipy.to_host(single))
     # (signm of these matrices is I: float32 noise ~1e-7 off the diagonal)
     np.testing.assert_allclose(trnscipy.to_host(out), sl.signm(a32), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_loop_stacks_nested_results(separate, device):
+    """matrix_balance(separate=True) returns (B, (scale, perm)) per matrix; a batch stacks
+    the pair as NumPy does in SciPy's loop: one (..., 2, n) array (the loop crashed)."""
+    out = tl.matrix_balance(_dev(A, device), separate=separate)
+    ref = sl.matrix_balance(A, separate=separate)
+    assert len(out) == len(ref) == 2
+    for o, r in zip(out, ref, strict=True):
+        o = trnscipy.to_host(o)
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, r, rtol=1e-12)
