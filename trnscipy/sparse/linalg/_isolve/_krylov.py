@@ -41,12 +41,24 @@ __all__ = ["Local", "HostStep", "HostScalars", "TorchScalars", "bicgstab", "cg",
 
 
 class TorchScalars:
-    """Arithmetic on a space's scalars where they are 0-d tensors (no host read)."""
+    """Arithmetic on a space's scalars where they are 0-d tensors (no host read).  Methods,
+    not torch's functions as attributes: importing trnscipy must not import torch."""
 
-    sqrt = staticmethod(torch.sqrt)
-    where = staticmethod(torch.where)
-    maximum = staticmethod(torch.maximum)
-    minimum = staticmethod(torch.minimum)
+    @staticmethod
+    def sqrt(a):
+        return torch.sqrt(a)
+
+    @staticmethod
+    def where(cond, a, b):
+        return torch.where(cond, a, b)
+
+    @staticmethod
+    def maximum(a, b):
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return torch.minimum(a, b)
 
     @staticmethod
     def clamp_min(a, lo):
