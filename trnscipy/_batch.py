@@ -157,11 +157,7 @@ class Batch:
         """The batch's results of one output stacked.  A nested tuple (matrix_balance's
         ``(scale, perm)`` with ``separate=True``) becomes one array per matrix, as NumPy
         makes of it in SciPy's batch loop: shape (..., 2, n), dtypes promoted."""
-        from trnscipy._torch import torch
-
-        parts = [_tensor(p, device) for p in parts]
-        dtype = functools.reduce(torch.promote_types, (p.dtype for p in parts))
-        out = torch.stack([p.to(dtype) for p in parts])
+        out = _tensor(tuple(parts), device)
         return out.reshape(self.shape + tuple(out.shape[1:]))
 
 
