@@ -250,15 +250,7 @@ def test_batched_float64_lu_det_one_refinement(emulate_neuron, monkeypatch):
         np.testing.assert_allclose(lu[k], lu_s[k], rtol=0, atol=1e-12 * np.abs(lu_s[k]).max())
     np.testing.assert_allclose(d, sl.det(a), rtol=1e-13, atol=0)
 
-    cases = [((lu_s, piv_s), b, 0), ((lu_s, piv_s), b[0], 0), ((lu_s, piv_s), b, 1),
-             ((lu_s[0], piv_s[0]), b, 0)]
-    for lu_and_piv, rhs, trans in cases:
-        x, ops, aten, counts = run(lambda f=lu_and_piv, r=rhs, t=trans: tl.lu_solve(
-            f, r, trans=t))
-        want = sl.lu_solve(lu_and_piv, rhs, trans=trans)
-        assert ops == [] and aten == 0 and counts.executions < batch * 2, counts
-        assert x.shape == want.shape and x.dtype == np.float64
-        np.testing.assert_allclose(x, want, rtol=0, atol=1e-12 * np.abs(want).max())
+    _check_lu_solve(run, [((lu_s, piv_s), b, 0), ((lu_s, piv_s), b[0], 0)])
     (p, l, u), ops, aten, _ = run(lambda: tl.lu(a))
     assert ops == [] and aten == 0
     p_s, l_s, u_s = sl.lu(a)
@@ -278,3 +270,38 @@ def test_batched_float64_lu_det_one_refinement(emulate_neuron, monkeypatch):
         d = tl.det(singular)
     assert d[2] == 0 == sl.det(singular)[2]
     np.testing.assert_allclose(d[:2], sl.det(a[:2]), rtol=1e-13, atol=0)
+
+
+def _check_lu_solve(run, cases):
+    """lu_solve of each (lu_and_piv, b, trans) case against SciPy's: a few executions for
+    the batch (one refinement), float64 accuracy, no float64 op on the device."""
+    import trnscipy.linalg as tl
+
+    for lu_and_piv, rhs, trans in cases:
+        x, ops, aten, counts = run(lambda f=lu_and_piv, r=rhs, t=trans: tl.lu_solve(
+            f, r, trans=t))
+        want = sl.lu_solve(lu_and_piv, rhs, trans=trans)
+        assert ops == [] and aten == 0 and counts.executions <= 3, counts
+        assert x.shape == want.shape and x.dtype == np.float64
+        np.testing.assert_allclose(x, want, rtol=0, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # graphs of their own (about 20 s)
+def test_batched_float64_lu_solve_transposed_and_broadcast_lu(emulate_neuron, monkeypatch):
+    """A stack's transposed solve, and one factorization broadcast against a stack of
+    right-hand sides (SciPy's batch rule): one refinement each, SciPy's solutions."""
+    import trnscipy
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 8, 8)), rng.standard_normal((3, 8, 2))
+    lu_s, piv_s = sl.lu_factor(a)
+
+    def run(fn):
+        def call():
+            with trnscipy.offload("xla"):
+                return fn()
+        return _on_neuron(call)
+
+    _check_lu_solve(run, [((lu_s, piv_s), b, 1), ((lu_s[0], piv_s[0]), b, 0)])
