@@ -139,10 +139,10 @@ def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
 
 @pytest.mark.xla
 def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
-    """Stacks of float64 systems on Neuron: solve (broadcast b, structures), inv, cholesky
-    and cho_solve refine the whole batch at once (a few executions, not one per matrix),
-    with no float64 op on the device; SciPy's batched results to float64 accuracy, and its
-    LinAlgError for a singular or indefinite member."""
+    """Stacks of float64 systems on Neuron: solve (broadcast b, structures), inv, cholesky,
+    cho_solve and solve_triangular refine the whole batch at once (a few executions, not
+    one per matrix), with no float64 op on the device; SciPy's batched results to float64
+    accuracy, and its LinAlgError for a singular or indefinite member."""
     import trnscipy
     import trnscipy.linalg as tl
 
@@ -155,7 +155,8 @@ def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
     cases = [("solve", (a, b), {}), ("solve", (a, b[0]), {}),
              ("solve", (spd, b), {"assume_a": "pos"}), ("solve", (a, b), {"transposed": True}),
              ("inv", (a,), {}), ("cholesky", (spd,), {"lower": True}),
-             ("cho_solve", ((np.linalg.cholesky(spd), True), b), {})]
+             ("cho_solve", ((np.linalg.cholesky(spd), True), b), {}),
+             ("solve_triangular", (np.triu(a), b), {"trans": 1})]
     for name, args, kw in cases:
         def run(name=name, args=args, kw=kw):
             with trnscipy.offload("xla"):
@@ -175,6 +176,10 @@ def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
         tl.solve(singular, b)
     with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="positive definite"):
         tl.cholesky(indefinite)
+    upper = np.triu(a)
+    upper[4, 7, 7] = upper[2, 5, 5] = 0  # SciPy's loop meets member 2 first: diagonal 5
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="diagonal 5$"):
+        tl.solve_triangular(upper, b, trans=1)
 
 
 @pytest.mark.xla

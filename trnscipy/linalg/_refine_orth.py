@@ -44,17 +44,17 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False):
     if not _r._df64(a, b):
         return _k.solve_triangular(a, b, trans=trans, lower=lower,
                                    unit_diagonal=unit_diagonal)
-    if a.ndim != 2 or b.ndim != 2:
-        return _r._on_host("scipy.linalg.solve_triangular", _r._BATCHED,
-                           lambda x, y: _k._sl.solve_triangular(
-                               x, y, trans=trans, lower=lower, unit_diagonal=unit_diagonal,
-                               check_finite=False), a, b)
-    A = _tri(_r._parts(a), lower, unit_diagonal)
+    # (a stack: one refinement for the batch)
+    A, B = _r._broadcast(_tri(_r._parts(a), lower, unit_diagonal), _r._parts(b))
     upper = not lower
     if trans:  # real: 'C' is 'T'
         A, upper = _r._t(A), lower
-    zero = A[0].diagonal() == 0  # a double-float zero has a zero high part
-    first = torch.stack([zero.any().to(torch.int32), zero.to(torch.int32).argmax()])
+    n = A[0].shape[-1]
+    # (a double-float zero has a zero high part)
+    zero = (A[0].diagonal(dim1=-2, dim2=-1) == 0).reshape(-1, n).to(torch.int32)
+    # the first matrix with a zero diagonal, and its first one (as SciPy's loop meets it)
+    k = zero.amax(-1).argmax()
+    first = torch.stack([zero.max(), zero.argmax(-1).gather(0, k.reshape(1))[0]])
 
     def check():
         # SciPy's (LAPACK trtrs) exact-zero-diagonal error; the read also runs the graph
@@ -63,7 +63,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False):
             raise _k.LinAlgError(f"singular matrix: resolution failed at diagonal {i}")
 
     A0 = A[0]
-    return _r._refine(lambda x: _r._mm(A, x), _r._parts(b),
+    return _r._refine(lambda x: _r._mm(A, x), B,
                       lambda r: _r._trsm(A0, r, upper=upper), check)
 
 
