@@ -139,10 +139,10 @@ def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
 
 @pytest.mark.xla
 def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
-    """Stacks of float64 systems on Neuron: solve (broadcast b, structures), inv, cholesky
-    and cho_solve refine the whole batch at once (a few executions, not one per matrix),
-    with no float64 op on the device; SciPy's batched results to float64 accuracy, and its
-    LinAlgError for a singular or indefinite member."""
+    """Stacks of float64 systems on Neuron: solve (broadcast b, structures), inv, cholesky,
+    cho_solve and solve_triangular refine the whole batch at once (a few executions, not
+    one per matrix), with no float64 op on the device; SciPy's batched results to float64
+    accuracy, and its LinAlgError for a singular or indefinite member."""
     import trnscipy
     import trnscipy.linalg as tl
 
@@ -155,7 +155,8 @@ def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
     cases = [("solve", (a, b), {}), ("solve", (a, b[0]), {}),
              ("solve", (spd, b), {"assume_a": "pos"}), ("solve", (a, b), {"transposed": True}),
              ("inv", (a,), {}), ("cholesky", (spd,), {"lower": True}),
-             ("cho_solve", ((np.linalg.cholesky(spd), True), b), {})]
+             ("cho_solve", ((np.linalg.cholesky(spd), True), b), {}),
+             ("solve_triangular", (np.triu(a), b), {"trans": 1})]
     for name, args, kw in cases:
         def run(name=name, args=args, kw=kw):
             with trnscipy.offload("xla"):
@@ -175,30 +176,137 @@ def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
         tl.solve(singular, b)
     with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="positive definite"):
         tl.cholesky(indefinite)
+    upper = np.triu(a)
+    upper[4, 7, 7] = upper[2, 5, 5] = 0  # SciPy's loop meets member 2 first: diagonal 5
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="diagonal 5$"):
+        tl.solve_triangular(upper, b, trans=1)
 
 
 @pytest.mark.xla
-def test_batched_float64_eigh_is_its_single_calls(emulate_neuron, monkeypatch):
-    """A stack of float64 eigh on Neuron runs the device method per matrix: the batch is
-    its single calls exactly (SciPy's test_batch.py compares them), on the device."""
+def test_batched_float64_eigh_one_refinement(emulate_neuron, monkeypatch):
+    """A stack of float64 eigh on Neuron is one refinement: the executions of one matrix,
+    not one per matrix, no float64 op on the device; SciPy's eigenvalues per matrix to
+    float64 accuracy (each matrix at its own scale), eigenvectors by residual and against
+    SciPy's up to sign, subset_by_index per matrix as SciPy's."""
     import trnscipy
     import trnscipy.linalg as tl
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     rng = np.random.default_rng(2)
-    a = rng.standard_normal((2, 3, 8, 8))
-    a = a + a.swapaxes(-1, -2)
+    n = 8
+    a = rng.standard_normal((3, n, n))
+    a = (a + a.swapaxes(-1, -2)) * np.array([1.0, 1e3, 1e-3])[:, None, None]
 
-    def run():
-        with trnscipy.offload("xla"):
-            return (tl.eigh(a), tl.eigvalsh(a, subset_by_index=(2, 4)),
-                    [tl.eigh(m) for m in a.reshape(-1, 8, 8)])
+    def run(fn):
+        def call():
+            with trnscipy.offload("xla"):
+                return fn()
+        return _on_neuron(call)
 
-    ((w, v), w_sub, single), ops, aten, _ = _on_neuron(run)
+    _, _, _, one = run(lambda: tl.eigh(a[0]))
+    (w, v), ops, aten, stack = run(lambda: tl.eigh(a))
     assert ops == [] and aten == 0
-    assert w.shape == (2, 3, 8) and v.shape == (2, 3, 8, 8) and w_sub.shape == (2, 3, 3)
-    np.testing.assert_array_equal(w.reshape(-1, 8), np.stack([s[0] for s in single]))
-    np.testing.assert_array_equal(v.reshape(-1, 8, 8), np.stack([s[1] for s in single]))
-    np.testing.assert_allclose(w, sl.eigh(a)[0], rtol=0, atol=1e-13 * np.abs(w).max())
-    np.testing.assert_allclose(w_sub, sl.eigvalsh(a, subset_by_index=(2, 4)), rtol=0,
-                               atol=1e-13 * np.abs(w).max())
+    assert stack.executions <= one.executions, (one, stack)
+    w_sub, ops, aten, sub = run(lambda: tl.eigvalsh(a, subset_by_index=(2, 4)))
+    assert ops == [] and aten == 0 and sub.executions <= one.executions, (one, sub)
+    ws, vs = sl.eigh(a)
+    assert w.shape == ws.shape and v.shape == vs.shape and w.dtype == np.float64
+    for k in range(a.shape[0]):
+        scale = np.abs(ws[k]).max()
+        np.testing.assert_allclose(w[k], ws[k], rtol=0, atol=1e-13 * scale)
+        assert np.abs(a[k] @ v[k] - v[k] * w[k]).max() <= 4 * n * EPS * scale
+        assert np.abs(v[k].T @ v[k] - np.eye(n)).max() <= 4 * n * EPS
+        np.testing.assert_allclose(np.abs(np.sum(v[k] * vs[k], 0)), 1, rtol=0, atol=1e-12)
+    want = sl.eigvalsh(a, subset_by_index=(2, 4))
+    assert w_sub.shape == want.shape == (3, 3)
+    scale = np.abs(ws).max(-1, keepdims=True)
+    np.testing.assert_allclose(w_sub / scale, want / scale, rtol=0, atol=1e-13)
+
+
+@pytest.mark.xla
+def test_batched_float64_lu_det_one_refinement(emulate_neuron, monkeypatch):
+    """Stacks of float64 lu_factor, lu, det and lu_solve (b broadcast, as SciPy's) on
+    Neuron are one refinement: the executions of the single matrix that needs the most
+    Newton steps, not one refinement per matrix; no float64 op on the device.  SciPy's
+    (LAPACK's) pivots per matrix, factors, solutions and determinants to float64
+    accuracy; a singular member warned and its determinant 0, as SciPy's."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(4)
+    n, batch = 8, 3
+    a = rng.standard_normal((batch, n, n)) * np.array([1.0, 1e2, 1e-2])[:, None, None]
+    b = rng.standard_normal((batch, n, 2))
+
+    def run(fn):
+        def call():
+            with trnscipy.offload("xla"):
+                return fn()
+        return _on_neuron(call)
+
+    singles = [run(lambda m=m: (tl.lu_factor(m), tl.det(m)))[3].executions for m in a]
+    ((lu, piv), d), ops, aten, stack = run(lambda: (tl.lu_factor(a), tl.det(a)))
+    assert ops == [] and aten == 0
+    assert stack.executions <= max(singles), (singles, stack)
+    lu_s, piv_s = sl.lu_factor(a)
+    assert piv.dtype == np.int32 and np.array_equal(piv, piv_s)
+    for k in range(batch):
+        np.testing.assert_allclose(lu[k], lu_s[k], rtol=0, atol=1e-12 * np.abs(lu_s[k]).max())
+    np.testing.assert_allclose(d, sl.det(a), rtol=1e-13, atol=0)
+
+    _check_lu_solve(run, [((lu_s, piv_s), b, 0), ((lu_s, piv_s), b[0], 0)])
+    (p, l, u), ops, aten, _ = run(lambda: tl.lu(a))
+    assert ops == [] and aten == 0
+    p_s, l_s, u_s = sl.lu(a)
+    assert np.array_equal(p, p_s)
+    for got, want in ((l, l_s), (u, u_s)):
+        scale = np.abs(want).max((-2, -1), keepdims=True)
+        np.testing.assert_allclose(got / scale, want / scale, rtol=0, atol=1e-12)
+
+    singular = a.copy()
+    singular[2][:, 4] = 0
+    with pytest.warns(sl.LinAlgWarning) as want:
+        sl.lu_factor(singular)
+    with trnscipy.offload("xla"):
+        with pytest.warns(sl.LinAlgWarning) as got:
+            tl.lu_factor(singular)
+        assert str(got[0].message) == str(want[0].message)
+        d = tl.det(singular)
+    assert d[2] == 0 == sl.det(singular)[2]
+    np.testing.assert_allclose(d[:2], sl.det(a[:2]), rtol=1e-13, atol=0)
+
+
+def _check_lu_solve(run, cases):
+    """lu_solve of each (lu_and_piv, b, trans) case against SciPy's: a few executions for
+    the batch (one refinement), float64 accuracy, no float64 op on the device."""
+    import trnscipy.linalg as tl
+
+    for lu_and_piv, rhs, trans in cases:
+        x, ops, aten, counts = run(lambda f=lu_and_piv, r=rhs, t=trans: tl.lu_solve(
+            f, r, trans=t))
+        want = sl.lu_solve(lu_and_piv, rhs, trans=trans)
+        assert ops == [] and aten == 0 and counts.executions <= 3, counts
+        assert x.shape == want.shape and x.dtype == np.float64
+        np.testing.assert_allclose(x, want, rtol=0, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # graphs of their own (about 20 s)
+def test_batched_float64_lu_solve_transposed_and_broadcast_lu(emulate_neuron, monkeypatch):
+    """A stack's transposed solve, and one factorization broadcast against a stack of
+    right-hand sides (SciPy's batch rule): one refinement each, SciPy's solutions."""
+    import trnscipy
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 8, 8)), rng.standard_normal((3, 8, 2))
+    lu_s, piv_s = sl.lu_factor(a)
+
+    def run(fn):
+        def call():
+            with trnscipy.offload("xla"):
+                return fn()
+        return _on_neuron(call)
+
+    _check_lu_solve(run, [((lu_s, piv_s), b, 1), ((lu_s[0], piv_s[0]), b, 0)])

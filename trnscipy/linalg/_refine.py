@@ -25,6 +25,11 @@ A float64 matrix there is held exactly as double-float pairs
   (matrix products only, Ozaki GEMMs): eigenvalues and vectors to double-float accuracy
   (exactly equal eigenvalues: the vectors span their subspace).  A fixed schedule of
   steps (device loops) in one graph with the float32 eigh, and one host read.
+
+A stack of matrices (SciPy's batches) is one refinement: each step acts on the whole
+stack, one host read decides for it (the LU's Newton steps keep each matrix's own
+stopping rule, eigh's scales are each matrix's), so a batch costs the graph executions
+of one matrix.
 """
 
 import warnings
@@ -294,39 +299,48 @@ _LU_NOISE = 2.0 ** -20
 
 
 def _getrf_df(A):
-    """P A = L U to double-float accuracy for a square pair A: (L, U) pairs, ``perm``
-    (``A[perm] = L U``), the 0-based pivots and ``info`` (1-based index of the first
-    exactly zero diagonal of U, or 0)."""
+    """P A = L U to double-float accuracy for a square pair A, or a stack of them: (L, U)
+    pairs, ``perm`` (``A[perm] = L U``), the 0-based pivots and ``info`` (1-based index of
+    the first exactly zero diagonal of U, or 0), per matrix.  The Newton steps run on the
+    whole stack, one host read each; every matrix keeps its own rule (a growing correction
+    is not applied; it stops at convergence or stagnation), as its single call."""
     lu0, piv, perm, _ = _xla_dense.getrf(A[0])
     n = A[0].shape[-1]
     eye = torch.eye(n, dtype=lu0.dtype, device=lu0.device)
-    L0, d = lu0.tril(-1) + eye, lu0.diagonal()
+    L0, d = lu0.tril(-1) + eye, lu0.diagonal(dim1=-2, dim2=-1)
     # a zero float32 pivot takes 1 in the Newton solves: the float64 pivot may not be zero
     U0 = lu0.triu() + torch.diag_embed(torch.where(d == 0, 1.0, 0.0).to(d.dtype))
     zero = torch.zeros_like(lu0)
-    PA = (A[0].index_select(0, perm), A[1].index_select(0, perm))
+    PA = (_gather_rows(A[0], perm), _gather_rows(A[1], perm))
     L, U = (L0, zero), (lu0.triu(), zero)
-    backend(lu0.device).materialize([L0, U0, *PA, *L, *U])  # one executable for all steps
-    prev, ok = None, False
+    # per matrix: the last applied correction's size, still refining, converged
+    batch = lu0.shape[:-2]
+    prev = torch.full(batch, float("inf"), dtype=lu0.dtype, device=lu0.device)
+    active = torch.ones(batch, dtype=torch.bool, device=lu0.device)
+    ok = torch.zeros_like(active)
+    state = [L0, U0, *PA, *L, *U, prev, active, ok]
+    backend(lu0.device).materialize(state)  # one executable for all steps
     for _ in range(_LU_STEPS):
         E = _df.sub(PA, _df.gemm(L, U))
         F = _trsm(U0, _trsm(L0, E[0], upper=False, unit=True).mT, upper=True, trans=1).mT
+        f = F.abs().amax(-1).amax(-1)
         new = _df.add_f(L, L0 @ F.tril(-1)), _df.add_f(U, F.triu() @ U0)
-        f = float(_fetch(F.abs().max()))
-        if f != f:  # NaN
+        apply = (active & (f <= prev))[..., None, None]  # (NaN: not applied, stops)
+        L, U = (tuple(torch.where(apply, x, y) for x, y in zip(N, O, strict=True))
+                for N, O in zip(new, (L, U), strict=True))
+        done = active & ~((f > _LU_DONE) & (f <= 0.5 * prev))
+        ok = torch.where(done, f <= _LU_NOISE, ok)  # converged, or stagnated at noise
+        prev = torch.where(active, f, prev)
+        active = active & ~done
+        more, good = _fetch(torch.stack([active.any(), ok.all()]))  # the step's one read
+        if not more:
             break
-        if prev is None or f <= prev:  # a growing correction is not applied
-            L, U = new
-        if f <= _LU_DONE or (prev is not None and f > 0.5 * prev):
-            ok = f <= _LU_NOISE  # converged, or stagnated at rounding noise
-            break
-        prev = f
-    if not ok:
+    if not good:
         warnings.warn("double-float refinement of the LU factors did not converge: they "
                       "may have only float32 accuracy (ill-conditioned or singular matrix)",
                       _k._sl.LinAlgWarning, stacklevel=6)
-    zero = U[0].diagonal() == 0
-    info = torch.where(zero.any(), zero.to(torch.int32).argmax() + 1, 0).to(torch.int32)
+    zero = U[0].diagonal(dim1=-2, dim2=-1) == 0
+    info = torch.where(zero.any(-1), zero.to(torch.int32).argmax(-1) + 1, 0).to(torch.int32)
     return L, U, perm, piv, info
 
 
@@ -350,7 +364,7 @@ def _matmul(a, b):
 
 
 def _rows(p, idx):
-    return p[0].index_select(0, idx), p[1].index_select(0, idx)
+    return _gather_rows(p[0], idx), _gather_rows(p[1], idx)
 
 
 def _unpack(lu):
@@ -359,21 +373,21 @@ def _unpack(lu):
     return (lu[0].tril(-1) + eye, lu[1].tril(-1)), (lu[0].triu(), lu[1].triu())
 
 
-def _square_2d(a):
-    return a.ndim == 2 and a.shape[0] == a.shape[1]
+def _square(a):
+    return a.shape[-2] == a.shape[-1]
 
 
-_NOT_SQUARE = "the double-float LU takes one square matrix (batched or rectangular input)"
+_NOT_SQUARE = "the double-float LU takes square matrices (rectangular input)"
 
 
 @register("linalg.lu_factor", "neuron")
 def lu_factor(a):
     if not _df64(a):
         return _xla_dense.lu_factor(a)
-    if not _square_2d(a):
+    if not _square(a):
         return _on_host("scipy.linalg.lu_factor", _NOT_SQUARE,
                         lambda x: _k._sl.lu_factor(x, check_finite=False), a)
-    L, U, _, piv, info = _getrf_df(_parts(a))
+    L, U, _, piv, info = _getrf_df(_parts(a))  # (a stack: one refinement for the batch)
     _k.lu_factor_warning(info, a)
     lu = _transfer.df_tensor(L[0].tril(-1) + U[0], L[1].tril(-1) + U[1])
     return lu, piv.to(torch.int32)
@@ -383,10 +397,10 @@ def lu_factor(a):
 def lu(a, permute_l=False, p_indices=False):
     if not _df64(a):
         return _xla_dense.lu(a, permute_l=permute_l, p_indices=p_indices)
-    if not _square_2d(a):
+    if not _square(a):
         return _on_host("scipy.linalg.lu", _NOT_SQUARE, lambda x: _k._sl.lu(
             x, permute_l=permute_l, p_indices=p_indices, check_finite=False), a)
-    L, U, perm, _, _ = _getrf_df(_parts(a))
+    L, U, perm, _, _ = _getrf_df(_parts(a))  # (a stack: one refinement for the batch)
     iperm = _inverse(perm)
     U = _transfer.df_tensor(*U)
     if permute_l:
@@ -394,8 +408,8 @@ def lu(a, permute_l=False, p_indices=False):
     L = _transfer.df_tensor(*L)
     if p_indices:
         return iperm.to(torch.int32), L, U
-    n = perm.shape[0]
-    P = (perm[None, :] == torch.arange(n, device=perm.device)[:, None]).to(torch.float32)
+    n = perm.shape[-1]
+    P = (perm[..., None, :] == torch.arange(n, device=perm.device)[:, None]).to(torch.float32)
     return _transfer.df_tensor(P, torch.zeros_like(P)), L, U
 
 
@@ -404,19 +418,19 @@ def lu_solve(lu_and_piv, b, trans=0):
     lu, piv = lu_and_piv
     if not _df64(lu, b):
         return _xla_dense.lu_solve(lu_and_piv, b, trans=trans)
-    if lu.ndim != 2 or b.ndim != 2:
-        return _on_host("scipy.linalg.lu_solve", _BATCHED,
-                        lambda f, p, x: _k._sl.lu_solve((f, p), x, trans=trans,
-                                                         check_finite=False), lu, piv, b)
-    LU = _parts(lu)
+    n = lu.shape[-1]
+    # a stack (lu, piv and b broadcast, as SciPy's): one refinement for the batch
+    batch = torch.broadcast_shapes(lu.shape[:-2], piv.shape[:-1], b.shape[:-2])
+    LU = tuple(p.expand(batch + (n, n)) for p in _parts(lu))
+    B = tuple(p.expand(batch + b.shape[-2:]) for p in _parts(b))
     L, U = _unpack(LU)
-    perm = _xla_dense.perm_from_piv(piv, lu.shape[-1])
+    perm = _xla_dense.perm_from_piv(piv.expand(batch + piv.shape[-1:]), n)
     if trans == 0:  # A = P^T L U, A[perm] = L U
         iperm = _inverse(perm)
         product = lambda x: _rows(_mm(L, _mm(U, x)), iperm)  # noqa: E731
     else:  # real: trans 2 is trans 1
         product = lambda x: _mm(_t(U), _mm(_t(L), _rows(x, perm)))  # noqa: E731
-    return _refine(product, _parts(b), _lu32(LU[0], perm, trans))
+    return _refine(product, B, _lu32(LU[0], perm, trans))
 
 
 @register("linalg.inv", "neuron")
@@ -439,23 +453,15 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
-    if a.ndim > 2 and b is None and subset_by_value is None:
-        # a stack: the method once per matrix (a batch gives exactly its single calls, as
-        # SciPy's test_batch.py asks), not yet one refinement for the whole stack
-        out = [eigh(m, lower=lower, eigvals_only=eigvals_only, type=type,
-                    subset_by_index=subset_by_index) for m in a.reshape(-1, *a.shape[-2:])]
-        if eigvals_only:
-            return torch.stack(out).reshape(*a.shape[:-2], -1)
-        w, v = (torch.stack(x) for x in zip(*out, strict=True))
-        return w.reshape(*a.shape[:-2], -1), v.reshape(*a.shape[:-2], *v.shape[-2:])
-    if a.ndim != 2 or b is not None:
+    if b is not None or (a.ndim > 2 and subset_by_value is not None):
+        # (a stack's subsets by value differ in size per matrix)
         return _on_host("scipy.linalg.eigh", "generalized input (or a batch with "
                         "subset_by_value) has no double-float method", lambda *x: _k._sl.eigh(
                             *x, lower=lower, eigvals_only=eigvals_only, type=type,
                             subset_by_index=subset_by_index,
                             subset_by_value=subset_by_value, driver=driver,
                             check_finite=False), *((a,) if b is None else (a, b)))
-    A = _sym(_parts(a), lower)
+    A = _sym(_parts(a), lower)  # (a stack: one refinement for the batch)
     with _k.linalg_errors():
         _, X0 = torch.linalg.eigh(A[0])
     n = A[0].shape[-1]
@@ -513,15 +519,16 @@ def _eigh_result(A, X, eye, lo, hi, eigvals_only, subset_by_value):
     # torch-xla: "Check failed: buffer != nullptr")
     gap, _ = _gaps(w, eye)
     idx = torch.arange(eye.shape[0], device=eye.device)
-    order = _inverse(((gap < 0) | ((gap == 0) & (idx[None, :] < idx[:, None]))).sum(1))
-    w = w[0].index_select(0, order), w[1].index_select(0, order)
-    X = X[0].index_select(1, order), X[1].index_select(1, order)
+    order = _inverse(((gap < 0) | ((gap == 0) & (idx[None, :] < idx[:, None]))).sum(-1))
+    w = tuple(torch.gather(p, -1, order) for p in w)
+    cols = order[..., None, :].expand(X[0].shape)
+    X = tuple(torch.gather(p, -1, cols) for p in X)
     if subset_by_value is not None:
         return w, X
-    w = _transfer.df_tensor(w[0][lo:hi].clone(), w[1][lo:hi].clone())
+    w = _transfer.df_tensor(w[0][..., lo:hi].clone(), w[1][..., lo:hi].clone())
     if eigvals_only:
         return w
-    return w, _transfer.df_tensor(X[0][:, lo:hi].clone(), X[1][:, lo:hi].clone())
+    return w, _transfer.df_tensor(X[0][..., lo:hi].clone(), X[1][..., lo:hi].clone())
 
 
 def _by_value(out, subset_by_value, eigvals_only):
@@ -538,7 +545,7 @@ def _rayleigh(A, X, eye):
     """R = I - X^T X, S = X^T A X and the eigenvalue estimates s_ii / (1 - r_ii), pairs."""
     R = _df.sub((eye, torch.zeros_like(eye)), _df.gemm(_t(X), X))
     S = _df.gemm(_t(X), _df.gemm(A, X))
-    r, s = (R[0].diagonal(), R[1].diagonal()), (S[0].diagonal(), S[1].diagonal())
+    r, s = (tuple(p.diagonal(dim1=-2, dim2=-1) for p in M) for M in (R, S))
     lam = _df.div(s, _df.sub((torch.ones_like(r[0]), torch.zeros_like(r[0])), r))
     return R, S, lam
 
@@ -551,8 +558,8 @@ def _gaps(lam, eye, Rs=None):
     With ``Rs`` (the float32 R), the mask of pairs whose gap is above 2**10 times their
     coupling's noise (``_noise``): their vectors are determined to 2**-10 (measured: a pair
     1e-12 apart corrected to first order took noise-sized angles and diverged)."""
-    gap = (lam[0][None, :] - lam[0][:, None]) + (lam[1][None, :] - lam[1][:, None])
-    floor = _RESOLVED * lam[0].abs().max()
+    gap = _outer_diff(lam[0]) + _outer_diff(lam[1])
+    floor = _RESOLVED * _scale(lam)
     if Rs is not None:
         floor = torch.maximum(floor, 2.0 ** 10 * _noise(lam, Rs))
     return gap, (gap.abs() > floor) & ~eye.bool()
@@ -561,7 +568,22 @@ def _gaps(lam, eye, Rs=None):
 def _noise(lam, Rs):
     """The error of a float32 coupling s_ij + (l_i + l_j)/2 r_ij: its rounding (about
     2**-22 |l| |r_ij|) and the double-float products' (2**-47 max |l|, generous)."""
-    return lam[0].abs().max() * (2.0 ** -47 + 2.0 ** -21 * Rs.abs())
+    return _scale(lam) * (2.0 ** -47 + 2.0 ** -21 * Rs.abs())
+
+
+def _outer_diff(v):
+    """v_j - v_i at [..., i, j] (one matrix per vector of a stack)."""
+    return v[..., None, :] - v[..., :, None]
+
+
+def _mid(v):
+    """(v_i + v_j) / 2 at [..., i, j]."""
+    return (v[..., None, :] + v[..., :, None]) * 0.5
+
+
+def _scale(lam):
+    """max |lam| of each matrix of a stack, shaped to scale its (n, n) matrices."""
+    return lam[0].abs().amax(-1)[..., None, None]
 
 
 def _ogita_aishima(A, X, eye, vectors=True):
@@ -576,7 +598,7 @@ def _ogita_aishima(A, X, eye, vectors=True):
     # E = R/2 + F with F_ij = (s_ij + (l_i + l_j)/2 r_ij) / (l_j - l_i), Ogita-Aishima's
     # (s_ij + l_j r_ij) / (l_j - l_i) split so that F is exactly antisymmetric in float32
     # and E an exact pair: E + E^T = R to double-float, not to float32 (orthogonality)
-    mid = (lh[None, :] + lh[:, None]) * 0.5
+    mid = _mid(lh)
     F = torch.where(apart, (Ss + mid * Rs) / torch.where(apart, gap, 1), 0)
     E = _df.two_sum(F, Rs * 0.5)
     return _df.add(X, _df.gemm(X, E)), (F.abs().max() + Rs.abs().max() * 0.5)
@@ -593,8 +615,7 @@ def _rotation_step(A, X, eye):
     degrees has equal Rayleigh quotients.  (refined X, largest angle)."""
     R, S, lam = _rayleigh(A, X, eye)
     gap = _gaps(lam, eye)[0]
-    lh, scale = lam[0], lam[0].abs().max()
-    mid = (lh[None, :] + lh[:, None]) * 0.5
+    scale, mid = _scale(lam), _mid(lam[0])
     Rs = (R[0] + R[0].mT) * 0.5
     # (float32 from the high parts: the low parts of the Ozaki products in this
     # elementwise expression made XLA CPU compile the step for minutes, measured)
@@ -609,7 +630,7 @@ def _rotation_step(A, X, eye):
     for k in range(1, _TAYLOR + 1):
         term = (term @ theta) * (1.0 / k)
         Q = Q + term
-    Y = _df.add(X, _df.gemm(X, (R[0] * 0.5, torch.zeros_like(eye)), bits_b=24))
+    Y = _df.add(X, _df.gemm(X, (R[0] * 0.5, torch.zeros_like(R[0])), bits_b=24))
     # the size: pairs whose angle is not noise (see _gaps)
     size = torch.where(_gaps(lam, eye, Rs)[1], theta.abs(), 0).max()
     return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size

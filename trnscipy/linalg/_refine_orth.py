@@ -15,6 +15,8 @@ device plus double-float refinement.
   then their squares (two steps reach double-float rounding for cond(A) up to ~1e4).
 """
 
+import numpy as np
+
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
@@ -42,17 +44,17 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False):
     if not _r._df64(a, b):
         return _k.solve_triangular(a, b, trans=trans, lower=lower,
                                    unit_diagonal=unit_diagonal)
-    if a.ndim != 2 or b.ndim != 2:
-        return _r._on_host("scipy.linalg.solve_triangular", _r._BATCHED,
-                           lambda x, y: _k._sl.solve_triangular(
-                               x, y, trans=trans, lower=lower, unit_diagonal=unit_diagonal,
-                               check_finite=False), a, b)
-    A = _tri(_r._parts(a), lower, unit_diagonal)
+    # (a stack: one refinement for the batch)
+    A, B = _r._broadcast(_tri(_r._parts(a), lower, unit_diagonal), _r._parts(b))
     upper = not lower
     if trans:  # real: 'C' is 'T'
         A, upper = _r._t(A), lower
-    zero = A[0].diagonal() == 0  # a double-float zero has a zero high part
-    first = torch.stack([zero.any().to(torch.int32), zero.to(torch.int32).argmax()])
+    n = A[0].shape[-1]
+    # (a double-float zero has a zero high part)
+    zero = (A[0].diagonal(dim1=-2, dim2=-1) == 0).reshape(-1, n).to(torch.int32)
+    # the first matrix with a zero diagonal, and its first one (as SciPy's loop meets it)
+    k = zero.amax(-1).argmax()
+    first = torch.stack([zero.max(), zero.argmax(-1).gather(0, k.reshape(1))[0]])
 
     def check():
         # SciPy's (LAPACK trtrs) exact-zero-diagonal error; the read also runs the graph
@@ -61,7 +63,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False):
             raise _k.LinAlgError(f"singular matrix: resolution failed at diagonal {i}")
 
     A0 = A[0]
-    return _r._refine(lambda x: _r._mm(A, x), _r._parts(b),
+    return _r._refine(lambda x: _r._mm(A, x), B,
                       lambda r: _r._trsm(A0, r, upper=upper), check)
 
 
@@ -75,43 +77,47 @@ def _normalized(m):
 def det(a):
     if not _r._df64(a):
         return _k.det(a)
-    if not _r._square_2d(a):
-        return _r._on_host("scipy.linalg.det", _r._BATCHED,
-                           lambda x: _k._sl.det(x, check_finite=False), a)
-    _, U, _, piv, _ = _r._getrf_df(_r._parts(a))
-    n = piv.shape[0]
+    _, U, _, piv, _ = _r._getrf_df(_r._parts(a))  # (a stack: one refinement for the batch)
+    n = piv.shape[-1]
+    batch = piv.shape[:-1]
     # product of the pivots by a tree: every factor and partial product scaled to [1/2, 1)
     # (exact), the exponents summed in float32 (integers, exact): no overflow or underflow
     # inside, whatever n.  The levels keep one width (the upper half refilled with ones)
     # so that they are one device loop: the body compiles once (unrolled, the levels'
     # splits took XLA CPU over a minute to compile at n = 16, measured)
-    f, e = _normalized((U[0].diagonal(), U[1].diagonal()))
+    f, e = _normalized(tuple(p.diagonal(dim1=-2, dim2=-1) for p in U))
     width = 1 << max(n - 1, 1).bit_length()
-    pad = torch.zeros(width - n, dtype=f[0].dtype, device=f[0].device)
-    carry = (torch.cat([f[0], pad + 0.5]), torch.cat([f[1], pad]), torch.cat([e, pad + 1]))
+    pad = torch.zeros(batch + (width - n,), dtype=f[0].dtype, device=f[0].device)
+    carry = (torch.cat([f[0], pad + 0.5], -1), torch.cat([f[1], pad], -1),
+             torch.cat([e, pad + 1], -1))
     h = width // 2
 
     def level(c, _):
         # neighbours' products in the lower half (the ones above multiply to ones)
-        g, d = _normalized(_df.mul((c[0][0::2], c[1][0::2]), (c[0][1::2], c[1][1::2])))
-        half = torch.full((h,), 0.5, dtype=g[0].dtype, device=g[0].device)
-        return (torch.cat([g[0], half]), torch.cat([g[1], half * 0]),
-                torch.cat([c[2][0::2] + c[2][1::2] + d, half * 0 + 1]))
+        g, d = _normalized(_df.mul((c[0][..., 0::2], c[1][..., 0::2]),
+                                   (c[0][..., 1::2], c[1][..., 1::2])))
+        half = torch.full(batch + (h,), 0.5, dtype=g[0].dtype, device=g[0].device)
+        return (torch.cat([g[0], half], -1), torch.cat([g[1], half * 0], -1),
+                torch.cat([c[2][..., 0::2] + c[2][..., 1::2] + d, half * 0 + 1], -1))
 
     fh, fl, e = backend(carry[0].device).device_loop(level, carry, 0, width.bit_length() - 1)
-    f = (fh, fl)
-    swaps = (piv != torch.arange(n, device=piv.device, dtype=piv.dtype)).sum()
+    f = (fh[..., 0], fl[..., 0])
+    swaps = (piv != torch.arange(n, device=piv.device, dtype=piv.dtype)).sum(-1)
     sign = 1.0 - 2.0 * (swaps % 2).to(torch.float32)
     # f 2**e, the power of two applied as two factors (each within float32's range)
-    e = e[0]
+    e = e[..., 0]
     half = torch.trunc(torch.clamp(e, -250, 250) * 0.5)
-    out = _df.mul_f(_df.mul_f((f[0][0], f[1][0]), _df._pow2(half)), _df._pow2(e - half))
+    out = _df.mul_f(_df.mul_f(f, _df._pow2(half)), _df._pow2(e - half))
     out = _transfer.df_tensor(out[0] * sign, out[1] * sign)
-    fh, e = (float(v) for v in _r._fetch(torch.stack([f[0][0] * sign, e])))  # runs the graph
-    if fh != 0 and not -126 <= e <= 128:
+    # (the read runs the graph)
+    fh, e = (np.asarray(v, dtype=np.float64).reshape(-1)
+             for v in _r._fetch(torch.stack([f[0] * sign, e])))
+    beyond = (fh != 0) & ~((-126 <= e) & (e <= 128))
+    if beyond.any():
         # a determinant the device's double-float storage cannot hold (as to_device
         # refuses such a float64 datum): said, never inf or 0 in its place
-        raise ValueError(f"the determinant, about {fh:.6g} * 2**{e:.0f}, is beyond "
+        i = int(np.argmax(beyond))
+        raise ValueError(f"the determinant, about {fh[i]:.6g} * 2**{e[i]:.0f}, is beyond "
                          "float32's exponent range, in which a device without float64 "
                          "(Trainium) holds float64 data; scale the matrix or compute on "
                          "the host")
