@@ -135,3 +135,48 @@ def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
         q, r = tl.qr(a, mode="economic")
     qs, rs = sl.qr(a, mode="economic")
     assert np.array_equal(q, qs) and np.array_equal(r, rs)
+
+
+def _check_svd(a, got, full, compute_uv):
+    """Paired with SciPy's float64 SVD: singular values to float64 rounding of s_max, U
+    and V orthonormal and A = U S V^T to n eps (columns matched to SciPy's up to sign)."""
+    want = sl.svd(a, full_matrices=full)
+    s = got[1] if compute_uv else got
+    tol = 4 * max(a.shape) * EPS
+    assert s.shape == want[1].shape
+    np.testing.assert_allclose(s, want[1], rtol=0, atol=1e-14 * want[1][0])
+    if not compute_uv:
+        return
+    u, vt = got[0], got[2]
+    assert u.shape == want[0].shape and vt.shape == want[2].shape
+    k = min(a.shape)
+    assert np.abs(u.T @ u - np.eye(u.shape[1])).max() <= tol
+    assert np.abs(vt @ vt.T - np.eye(vt.shape[0])).max() <= tol
+    assert np.abs(a - (u[:, :k] * s) @ vt[:k]).max() <= tol * np.abs(a).max()
+    # distinct singular values: each singular vector is SciPy's up to its sign
+    sign = np.sign(np.sum(u[:, :k] * want[0][:, :k], 0))
+    np.testing.assert_allclose(u[:, :k] * sign, want[0][:, :k], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(vt[:k] * sign[:, None], want[2][:k], rtol=0, atol=1e-12)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 6 min of XLA compiles per shape on XLA CPU (QDWH plus the step)
+@pytest.mark.parametrize("shape,full", [
+    ((20, 12), False),
+    ((12, 20), True),
+    ((16, 16), True)])
+def test_svd_float64(shape, full, emulate_neuron, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    a = np.random.default_rng(4).standard_normal(shape)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.svd(a, full_matrices=full), tl.svdvals(a)
+
+    (got, s), ops, aten, counts = _on_neuron(run)
+    assert ops == [] and aten == 0
+    _check_svd(a, got, full, True)
+    _check_svd(a, s, full, False)

@@ -13,6 +13,11 @@ device plus double-float refinement.
   (what makes Q^T A upper triangular), G's diagonal halved and G - M^T above, so that
   X + X^T = G; then Q += Q0 X + Y - Q0 M, R += (M - X) R0.  Quadratic: float32 errors,
   then their squares (two steps reach double-float rounding for cond(A) up to ~1e4).
+- ``svd``, ``svdvals``: the float32 SVD (QDWH) refined by Ogita & Aishima's iteration
+  (2020; ``_svd_step``): T = U^T A V, I - U^T U, I - V^T V in double-float, the
+  corrections of U and V in float32.  Quadratic while the singular values are apart (by
+  more than float32 resolves); close ones, or a correction that does not shrink, go to
+  SciPy on the exact values, announced.
 """
 
 from trnscipy import _transfer
@@ -20,7 +25,7 @@ from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
-from trnscipy.linalg import _xla_dense
+from trnscipy.linalg import _xla_dense, _xla_svd
 
 _QR_STEPS = 2  # Newton steps in the graph of the float32 QR, before its one host read
 _QR_MORE = 4  # further steps, one host read each, where the first ones did not finish
@@ -193,3 +198,127 @@ def qr(a, mode="full", pivoting=False):
     if mode == "r":
         return (R,)
     return _transfer.df_tensor(*Q), R
+
+
+_SVD_STEPS = 2  # Ogita-Aishima steps in the graph of the float32 SVD, before its host read
+_SVD_MORE = 3  # further steps, one host read each, where the first ones did not finish
+_SVD_DONE = 2.0 ** -30  # a step this small leaves an error near its square (quadratic)
+_SVD_APART = 2.0 ** -16  # singular values closer than this (relative to the largest),
+# or to zero where U has a column space beyond A's rank, are not resolved by float32
+_SVD_HOST = "the double-float refinement of the SVD did not converge: SciPy's SVD on " \
+    "the exact values"
+_SVD_CLOSE = "close or repeated singular values (or a rank-deficient rectangular " \
+    "matrix) are beyond the double-float SVD refinement: SciPy's SVD on the exact values"
+
+
+def _svd_step(A, c):
+    """One Ogita-Aishima step for A (m x n pair, m >= n) on the carry
+    (U hi, U lo, V hi, V lo, size, gap): U with c columns (n, or m for a full U).
+
+    U = U~ (I + F), V = V~ (I + G) exactly, to first order: R = I - U~^T U~ = F + F^T,
+    S = I - V~^T V~ = G + G^T, T = U~^T A V~ = Sigma - F^T Sigma - Sigma G.  The diagonal
+    gives s_i = t_ii / (1 - (r_ii + s_ii) / 2) and f_ii = r_ii / 2, g_ii = s_ii / 2; each
+    pair (i, j) of the leading n the 2 x 2 system t_ij = -s_j f_ji - s_i g_ij,
+    t_ji + s_i r_ij + s_j s_ij = s_i f_ji + s_j g_ij; a full U's rows past n
+    f_ji = -t_ij / s_j, f_ij = r_ij - f_ji; an economic U its component outside span(U~),
+    (I - U~ U~^+) A V~ Sigma^-1.  T, R, S in double-float; F, G (first-order small) in
+    float32."""
+    n = A[0].shape[1]
+
+    def step(carry, _):
+        U, V = (carry[0], carry[1]), (carry[2], carry[3])
+        Uh, Vh = U[0], V[0]
+        eye_c = torch.eye(c, dtype=Uh.dtype, device=Uh.device)
+        eye_n = eye_c[:n, :n]
+        zc, zn = torch.zeros_like(eye_c), torch.zeros_like(eye_n)
+        AV = _df.gemm(A, V)
+        T = _df.gemm(_r._t(U), AV)  # c x n
+        R = _df.sub((eye_c, zc), _df.gemm(_r._t(U), U))[0]
+        S = _df.sub((eye_n, zn), _df.gemm(_r._t(V), V))[0]
+        Th = T[0]
+        T11, R11 = Th[:n], R[:n, :n]
+        s = T11.diagonal() / (1 - (R11.diagonal() + S.diagonal()) * 0.5)
+        si, sj = s[:, None], s[None, :]
+        alpha = T11
+        beta = T11.mT + si * R11 + sj * S
+        off = eye_n == 0
+        gap = torch.where(off, si * si - sj * sj, 1)
+        Fji = torch.where(off, (alpha * sj + beta * si) / gap, 0)  # (i, j) holds f_ji
+        G = torch.where(off, -(alpha * si + beta * sj) / gap, 0) \
+            + torch.diag_embed(S.diagonal() * 0.5)
+        F11 = Fji.mT + torch.diag_embed(R11.diagonal() * 0.5)
+        smax = s.abs().max()
+        sinv = 1 / torch.where(s == 0, 1, s)  # s = 0 only where the gap check fails
+        if c > n:  # full U: its rows and columns past n
+            F12 = (Th[n:] * sinv[None, :]).mT * -1
+            F = torch.cat([torch.cat([F11, F12], 1),
+                           torch.cat([R[n:, :n] - F12.mT, R[n:, n:] * 0.5], 1)], 0)
+            dU = Uh @ F
+        else:
+            dU = Uh @ F11
+            if A[0].shape[0] > n:  # economic: the part of A V~ outside span(U~)
+                W = _df.sub(AV, _df.gemm(U, T))[0]
+                W = W - Uh @ (Uh.mT @ W)
+                dU = dU + W * sinv[None, :]
+        dV = Vh @ G
+        U, V = _df.add_f(U, dU), _df.add_f(V, dV)
+        size = torch.maximum((T11 * off).abs().max() / smax, dU.abs().max())
+        # the smallest distance between singular values (and to zero where U has columns
+        # beyond A's rank), relative to the largest
+        d = (si - sj).abs() + (1 - off.to(s.dtype)) * smax
+        if A[0].shape[0] > n:
+            d = torch.minimum(d.min(), s.abs().min())
+        return (*U, *V, size, d.min() / smax)
+
+    return step
+
+
+def _singular_values(A, U, V):
+    """s_i = t_ii / (1 - (r_ii + s_ii) / 2) in double-float, where
+    1 - (r_ii + s_ii) / 2 = (|u_i|^2 + |v_i|^2) / 2."""
+    n = V[0].shape[0]
+    Un = (U[0][:, :n], U[1][:, :n])
+    t = _df.dot(Un, _df.gemm(A, V), dim=0)
+    d = _df.add(_df.dot(Un, Un, dim=0), _df.dot(V, V, dim=0))
+    return _df.div(t, (d[0] * 0.5, d[1] * 0.5))  # halving is exact
+
+
+@register("linalg._svd", "neuron")
+def _svd(a, full_matrices, compute_uv):
+    if not _r._df64(a):
+        return _xla_svd._svd_xla(a, full_matrices, compute_uv)
+    host = lambda reason: _r._on_host("scipy.linalg.svd", reason, lambda x: (  # noqa: E731
+        _k._sl.svd(x, full_matrices=full_matrices, check_finite=False) if compute_uv
+        else _k._sl.svdvals(x, check_finite=False)), a)
+    if a.ndim != 2:
+        return host(_r._BATCHED)
+    A = _r._parts(a)
+    m, n = a.shape
+    wide = m < n
+    if wide:
+        A, m, n = _r._t(A), n, m
+    c = m if full_matrices and compute_uv else n
+    U0, _, Vh0 = _xla_svd._svd_xla(A[0], c > n, True)
+    V0 = Vh0.mT
+    step = _svd_step(A, c)
+    zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
+    # a fixed number of steps in the graph of the float32 SVD, one host read
+    carry = kernel("device_loop", U0.device)(
+        step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero, zero), 0,
+        _SVD_STEPS)
+    size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
+    if not gap >= _SVD_APART:  # NaN included
+        return host(_SVD_CLOSE)
+    for _ in range(_SVD_MORE):
+        if size <= _SVD_DONE or size != size:
+            break
+        carry = step(carry, None)
+        size = float(_r._fetch(carry[4]))
+    if not size <= _SVD_DONE:
+        return host(_SVD_HOST)
+    U, V = (carry[0], carry[1]), (carry[2], carry[3])
+    s = _transfer.df_tensor(*_singular_values(A, U, V))
+    if not compute_uv:
+        return s
+    U, Vt = _transfer.df_tensor(*U), _transfer.df_tensor(*_r._t(V))
+    return (Vt.mT, s, U.mT) if wide else (U, s, Vt)
