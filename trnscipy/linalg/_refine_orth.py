@@ -21,11 +21,11 @@ device plus double-float refinement.
 """
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, kernel, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
-from trnscipy.linalg import _xla_dense, _xla_svd
+from trnscipy.linalg import _xla_dense
 
 _QR_STEPS = 2  # Newton steps in the graph of the float32 QR, before its one host read
 _QR_MORE = 4  # further steps, one host read each, where the first ones did not finish
@@ -283,10 +283,15 @@ def _singular_values(A, U, V):
     return _df.div(t, (d[0] * 0.5, d[1] * 0.5))  # halving is exact
 
 
+def _svd32(a, full_matrices, compute_uv):
+    """The float32 SVD of the XLA lane (QDWH; by the kernel seam, not an import)."""
+    return kind_kernel("linalg._svd", "xla")(a, full_matrices, compute_uv)
+
+
 @register("linalg._svd", "neuron")
 def _svd(a, full_matrices, compute_uv):
     if not _r._df64(a):
-        return _xla_svd._svd_xla(a, full_matrices, compute_uv)
+        return _svd32(a, full_matrices, compute_uv)
     host = lambda reason: _r._on_host("scipy.linalg.svd", reason, lambda x: (  # noqa: E731
         _k._sl.svd(x, full_matrices=full_matrices, check_finite=False) if compute_uv
         else _k._sl.svdvals(x, check_finite=False)), a)
@@ -298,7 +303,7 @@ def _svd(a, full_matrices, compute_uv):
     if wide:
         A, m, n = _r._t(A), n, m
     c = m if full_matrices and compute_uv else n
-    U0, _, Vh0 = _xla_svd._svd_xla(A[0], c > n, True)
+    U0, _, Vh0 = _svd32(A[0], c > n, True)
     V0 = Vh0.mT
     step = _svd_step(A, c)
     zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
@@ -322,3 +327,4 @@ def _svd(a, full_matrices, compute_uv):
         return s
     U, Vt = _transfer.df_tensor(*U), _transfer.df_tensor(*_r._t(V))
     return (Vt.mT, s, U.mT) if wide else (U, s, Vt)
+
