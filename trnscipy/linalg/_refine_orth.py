@@ -325,6 +325,7 @@ def _svd(a, full_matrices, compute_uv):
     s = _transfer.df_tensor(*_singular_values(A, U, V))
     if not compute_uv:
         return s
-    U, Vt = _transfer.df_tensor(*U), _transfer.df_tensor(*_r._t(V))
-    return (Vt.mT, s, U.mT) if wide else (U, s, Vt)
+    if wide:  # A^T = U S V^T: A = V S U^T (transposed as pairs)
+        return _transfer.df_tensor(*V), s, _transfer.df_tensor(*_r._t(U))
+    return _transfer.df_tensor(*U), s, _transfer.df_tensor(*_r._t(V))
 
