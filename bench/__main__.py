@@ -29,7 +29,7 @@ from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
-SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen",
+SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "batch", "lsq", "dsolve", "eigen",
             "double_float", "defer", "cold_start")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,9 +58,9 @@ PROFILES = {
                           "solve": [256, 1024, 2048], "lu": [256, 1024, 2048],
                           "qr": [256, 1024], "svd": [256, 1024]},
                   "xla_max_n": {"cholesky": 1024, "solve": 1024, "eigh": 256, "svd": 1024,
-                                "qr": 1024, "lu": 1024},
-                  # (batch, n): SciPy's batched call against a Python loop of single solves
-                  "batched_solve": [(256, 64)]},
+                                "qr": 1024, "lu": 1024}},
+        # (batch, n): one batched call against a Python loop of single solves
+        "batch": {"dtypes": ["float32", "float64"], "solve": [(256, 64)]},
         "lsq": {"lsq": [(3000, 800, 0.005)], "expm_grid": [100]},
         "dsolve": {"problems": [("poisson2d", 100), ("poisson2d", 316), ("poisson3d", 20)],
                    "xla_max_work": 2e4},
@@ -96,6 +96,7 @@ PROFILES = {
         # one solver keeps the CI smoke run short (each XLA solver compiles a few graphs)
         "solvers": {"rtol": 1e-5, "cases": [("poisson2d", 8, "cg", "float64", None)]},
         "dense": {"dtypes": ["float64"], "ops": {"cholesky": [16], "solve": [16]}},
+        "batch": {"dtypes": ["float64"], "solve": [(4, 8)]},
         "dsolve": {"problems": [("poisson2d", 3)]},
         # (smoke: the eigensolvers' XLA first calls compile for 10-30 s whatever n: lobpcg's
         # iteration graphs, eigsh's cycle; the XLA lane's eigen path is in tests/sparse/linalg)
@@ -274,6 +275,9 @@ def _merge(results, old):
         merged.setdefault("copy", origin)
     results["merged"] = {k: v for k, v in merged.items() if k in results["sections"]
                          or (k == "copy" and "copy_bandwidth" in results)}
+    names = {lane["name"] for lane in results["meta"]["lanes"]}  # (the merged rows' lanes)
+    results["meta"]["lanes"] += [lane for lane in old["meta"].get("lanes", [])
+                                 if lane["name"] not in names]
 
 
 def main(argv=None):
@@ -298,6 +302,9 @@ def main(argv=None):
     from bench._plots import write_plots
     from bench._report import markdown
 
+    # read before the run: each finished section rewrites --json
+    previous = json.loads(Path(args.json).read_text()) if args.merge and \
+        Path(args.json).exists() else None
     profile_name = "smoke" if args.smoke else "full"
     cfg = PROFILES[profile_name]
     profile = Profile(profile_name, **cfg["timing"])
@@ -336,11 +343,13 @@ def main(argv=None):
               "bsr": lambda: _sections.bsr_cases(cfg["bsr"], lanes),
               "solvers": lambda: _sections.solver_cases(cfg["solvers"], lanes),
               "dense": lambda: _sections.dense_cases(cfg["dense"], lanes),
+              "batch": lambda: _sections.batch_cases(cfg["batch"], lanes),
               "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
               "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes),
               "eigen": lambda: eigen_cases(cfg["eigen"], lanes),
               "double_float": lambda: double_float_cases(cfg["double_float"], lanes)}
-    for section in ("spmv", "bsr", "solvers", "dense", "lsq", "dsolve", "eigen", "double_float"):
+    for section in ("spmv", "bsr", "solvers", "dense", "batch", "lsq", "dsolve", "eigen",
+                    "double_float"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")
@@ -373,8 +382,8 @@ def main(argv=None):
 
     results["elapsed_s"] = time.perf_counter() - started
     meta["loadavg_end"] = os.getloadavg()[0]
-    if args.merge and Path(args.json).exists():
-        _merge(results, json.loads(Path(args.json).read_text()))
+    if previous is not None:
+        _merge(results, previous)
     md_dir = Path(args.md).parent
     results["plots"] = {kind: str(path.relative_to(md_dir))
                         for kind, path in write_plots(results, md_dir / "img").items()}

@@ -10,6 +10,7 @@ _SECTION_TITLES = {
     "bsr": "BSR SpMV / SpMM (128x128 blocks)",
     "solvers": "Krylov solvers",
     "dense": "Dense linear algebra",
+    "batch": "Batched dense linear algebra (SciPy's batch rule: leading dimensions)",
     "lsq": "Least squares and matrix functions (lsqr, lsmr, expm_multiply)",
     "eigen": "Eigensolvers (eigsh, lobpcg, svds)",
     "double_float": "float64 on an emulated Neuron device (double-float) vs float32",

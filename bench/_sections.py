@@ -26,7 +26,8 @@ from bench._problems import (
     spd_matrix,
 )
 
-__all__ = ["spmv_cases", "bsr_cases", "solver_cases", "dense_cases", "defer_cases"]
+__all__ = ["spmv_cases", "bsr_cases", "solver_cases", "dense_cases", "batch_cases",
+           "defer_cases"]
 
 
 def _torch():
@@ -42,7 +43,7 @@ def _t(a, device):
 def _require_route(obj, what, device=None):
     """NotAvailable unless trnscipy has a device route for ``obj`` on this build (and,
     given ``device``, the capability table does not send it to the host there)."""
-    from trnscipy._capabilities import capability
+    from trnscipy._capabilities import host_kinds
     from trnscipy._device import device_kind
     from trnscipy._mirror import route_of
 
@@ -51,9 +52,9 @@ def _require_route(obj, what, device=None):
     scipy_func = getattr(obj, "__wrapped__", None)
     if device is not None and scipy_func is not None:
         kind = device_kind(device)
-        if f"{scipy_func.__module__}.{scipy_func.__name__}" in capability(kind).host_ops:
-            raise NotAvailable(f"host fallback: {what} is a host op on {kind} in the "
-                               "capability table")
+        if kind in host_kinds(f"{scipy_func.__module__}.{scipy_func.__name__}"):
+            raise NotAvailable(f"host fallback: {what} is declared to run on the host on "
+                               f"{kind}")
     return obj
 
 
@@ -384,47 +385,61 @@ def dense_cases(cfg, lanes):
                 yield Case("dense", op, {"n": n, "dtype": str(dtype)}, builders,
                            check=lambda ref, host, A=A, f=invariant: f(A, ref, host),
                            tol=_tol(dtype, n, 100), bytes_moved=factor * n * n * dtype.itemsize)
-    for batch, n in cfg.get("batched_solve", []):
+
+
+def batch_cases(cfg, lanes):
+    """SciPy's batch rule: stacks of systems, one batched call against a Python loop."""
+    torch = _torch()
+    for batch, n in cfg["solve"]:
         for dtype in cfg["dtypes"]:
             yield from _batched_solve_cases(batch, n, np.dtype(dtype), lanes, torch)
 
 
 def _batched_solve_cases(batch, n, dtype, lanes, torch):
     """A stack of ``batch`` n x n systems: one batched call (SciPy's batch rule) and a
-    Python loop of single solves, on every lane."""
+    Python loop of single solves over the matrices held one by one (a loop over slices of
+    a device stack would compile one graph per slice on XLA), on every lane."""
     rng = np.random.default_rng(5)
     A = (rng.standard_normal((batch, n, n)) + n * np.eye(n)).astype(dtype)
     b = rng.standard_normal((batch, n, 1)).astype(dtype)  # (a 2-D b is one matrix)
 
-    def loop(f):
-        return lambda *a: [f(a[0][i], a[1][i]) for i in range(batch)]
-
     def check(ref, host):
-        x = np.stack([np.asarray(h) for h in host]) if isinstance(host, tuple) else host
+        x = np.stack([np.asarray(h) for h in host]) if isinstance(host, list | tuple) \
+            else host
         x = np.asarray(x, dtype=np.float64)
         r = np.einsum("bij,bjk->bik", A.astype(np.float64), x) - b
         return float(np.linalg.norm(r) / np.linalg.norm(b))
 
     for route in ("one batched call", "Python loop of single solves"):
-        wrap = (lambda f: f) if route == "one batched call" else loop
-        builders = {"scipy": lambda w=wrap: (lambda: w(sla.solve)(A, b)),
-                    "torch": _torch_dense_builder(wrap(torch.linalg.solve), (A, b),
-                                                  torch.device("cpu"))}
+        looped = route != "one batched call"
+        builders = {"scipy": _batch_builder(sla.solve, A, b, looped, np.asarray),
+                    "torch": _batch_builder(torch.linalg.solve, A, b, looped,
+                                            lambda a: _t(a, torch.device("cpu")))}
         for lane in lanes:
             if lane.name in ("trn_cpu", "trn_xla", "trn_cuda"):
-                builders[lane.name] = _trn_batched_builder(wrap, (A, b), lane.device)
+                builders[lane.name] = _trn_batched_builder(A, b, looped, lane.device)
         yield Case("dense", "solve (batch)", {"batch": batch, "n": n, "dtype": str(dtype),
                                               "route": route}, builders, check=check,
                    tol=_tol(dtype, n, 100), bytes_moved=batch * n * n * dtype.itemsize)
 
 
-def _trn_batched_builder(wrap, args, device):
+def _batch_builder(f, A, b, looped, to):
+    def build():
+        if not looped:
+            a, bb = to(A), to(b)
+            return lambda: f(a, bb)
+        pairs = [(to(A[i]), to(b[i])) for i in range(len(A))]
+        return lambda: [f(a, bb) for a, bb in pairs]
+
+    return build
+
+
+def _trn_batched_builder(A, b, looped, device):
     def build():
         import trnscipy.linalg as tla
 
         f = _require_route(tla.solve, "trnscipy.linalg.solve", device)
-        targs = tuple(_t(a, device) for a in args)
-        return lambda: wrap(f)(*targs)
+        return _batch_builder(f, A, b, looped, lambda a: _t(a, device))()
 
     return build
 

@@ -43,10 +43,9 @@ def main():
 
     import trnscipy
     import trnscipy.sparse.linalg as tsl
-    from trnscipy._kernels import _IMPLS, _cuda, _generic, kernel
+    from trnscipy._kernels import _cuda, _generic, backend
 
     cuda = torch.device("cuda")
-    kernel("graph_function", cuda)  # load the CUDA kernels
     failures = []
     capture = _cuda._CudaGraph._capture
 
@@ -79,9 +78,9 @@ def main():
         graphs = best(lambda: solve(Ad, bd, rtol=1e-5, **kw))  # noqa: B023
         x, info = solve(Ad, bd, rtol=1e-5, **kw)
         relres = np.linalg.norm(b - A @ x.cpu().numpy()) / np.linalg.norm(b)
-        _IMPLS[("graph_function", "cuda")] = _generic.graph_function
+        backend(cuda).graph_function = _generic.graph_function  # (the instance's own)
         eager = best(lambda: solve(Ad, bd, rtol=1e-5, **kw))  # noqa: B023
-        _IMPLS[("graph_function", "cuda")] = _cuda.graph_function
+        del backend(cuda).graph_function  # (the class's again)
         theirs = float("nan")
         if hasattr(cspla, name):
             fn = getattr(cspla, name)

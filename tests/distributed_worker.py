@@ -119,6 +119,18 @@ def scenario_solvers():
         x, info, its = solve("cg", Pd, bd)
         counts = comm_counts()
         assert counts["all_reduce"] == (its + 2 if size > 1 else 0), (counts, its)
+        # bicgstab: ||r|| with (r~, r), (r~, v), ||s||, (t, s) with (t, t): four per
+        # iteration, up to three in the last, one for ||b||
+        reset_comm_counts()
+        x, info, its = solve("bicgstab", Nd, bd)
+        reduces = comm_counts()["all_reduce"]
+        assert info == 0 and (4 * its + 1 < reduces < 4 * its + 5 if size > 1
+                              else reduces == 0), (reduces, its)
+        # minres: alpha, beta and ||x|| per iteration, beta1 and ||b|| first
+        reset_comm_counts()
+        x, info, its = solve("minres", Pd, bd)
+        counts = comm_counts()
+        assert counts["all_reduce"] == (3 * its + 2 if size > 1 else 0), (counts, its)
         # lobpcg against SciPy's (trnscipy's single-process lobpcg is SciPy's)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
@@ -190,6 +202,23 @@ def scenario_bad_input(P, Pd, b):
     raises_value_error(lambda: distribute("x" if rank == 0 else None, src=0), "bad src object")
     raises_value_error(lambda: tsl.cg(Pd, torch.ones(n)), "a plain tensor with A")
     raises_value_error(lambda: tsl.spsolve(Pd, b), "no distributed implementation")
+    # SciPy's make_system and atol tests (shared with the local solvers)
+    raises_value_error(lambda: tsl.bicgstab(Pd, np.ones(n + 1)), "b of the wrong length")
+    raises_value_error(lambda: tsl.minres(Pd, np.ones((n, 2))), "b with two columns")
+    raises_value_error(lambda: tsl.cg(Pd, Pd @ np.ones((n, 2))), "distributed 2-D b")
+    raises_value_error(lambda: tsl.gmres(Pd, b, x0=np.ones(n - 1)), "x0 of the wrong length")
+    raises_value_error(lambda: tsl.bicgstab(Pd, b, atol=-1.0), "negative atol")
+    for atol in ("legacy", "x"):  # SciPy: ValueError for 'legacy', TypeError for another str
+        try:
+            sla.bicgstab(P, b, atol=atol)
+        except (ValueError, TypeError) as e:
+            expected = type(e)
+        try:
+            tsl.bicgstab(Pd, b, atol=atol)
+        except expected:
+            pass
+        else:
+            raise AssertionError(f"atol={atol!r}: no {expected.__name__} as SciPy")
     # the group still works after all of these
     close(gather(Pd @ b), P @ b, "product after errors")
 

@@ -75,13 +75,12 @@ def route(request, monkeypatch):
     """CPU tensors: SciPy's SuperLU and Krylov loops (the CPU kernels), or the algorithms
     the other devices run (block LU, the torch loop)."""
     if request.param == "device":
-        from trnscipy._kernels import _IMPLS, _generic, kernel
+        from trnscipy._kernels import _IMPLS, _generic, backend
 
-        kernel("csr_matvec", torch.device("cpu"))  # load the CPU kernels before replacing some
         for op in ("spsolve", "splu"):
             monkeypatch.setitem(_IMPLS, (f"sparse.linalg.{op}", "cpu"),
                                 _IMPLS[(f"sparse.linalg.{op}", "generic")])
-        monkeypatch.setitem(_IMPLS, ("krylov", "cpu"), _generic.krylov)
+        monkeypatch.setattr(backend(torch.device("cpu")), "krylov", _generic.krylov)
     return request.param
 
 
@@ -342,3 +341,164 @@ def test_xla_cg_gradient_float32(xla_device):
 def test_xla_cg_gradient_poisson_10k(xla_device):
     """Must show (issue 30): 2-D Poisson with 10^4 unknowns."""
     _check_xla_cg(100, 1e-6)
+
+
+# ---- XLA: float32 gradients of the other solvers against float64 CPU ones --------------------
+
+M = 40  # operands of the XLA agreement tests: big enough to mean something, cheap to compile
+
+
+def _diag_dominant(symmetric):
+    """A sparse matrix with eigenvalues (singular values) near 1..M, well separated: the
+    float32 gradients of solves and of the extreme eigenvalues are well conditioned."""
+    rng = np.random.default_rng(11)
+    S = sp.random(M, M, density=0.1, random_state=4, data_rvs=rng.standard_normal) * 0.1
+    if symmetric:
+        S = S + S.T
+    S = (S + sp.diags(np.arange(1.0, M + 1))).tocsr()
+    S.sort_indices()
+    return S
+
+
+def _sparse_leaf(S, device, dtype):
+    A = trnscipy.to_device(S.astype(dtype), device)
+    A.data.requires_grad_(True)
+    return A, A.data
+
+
+def _dense_leaf(a, device, dtype):
+    a = trnscipy.to_device(a.astype(dtype), device).requires_grad_(True)
+    return a, a
+
+
+def _rhs(device, dtype, seed=1):
+    b = np.random.default_rng(seed).standard_normal(M)
+    return trnscipy.to_device(b.astype(dtype), device).requires_grad_(True)
+
+
+def _krylov(name, symmetric):
+    def call(device, dtype):
+        A, leaf = _sparse_leaf(_diag_dominant(symmetric), device, dtype)
+        b = _rhs(device, dtype)
+        tol = {"rtol": 1e-6 if dtype == np.float32 else 1e-13}
+        if name != "minres":  # (minres has no atol)
+            tol["atol"] = 0.0
+        return [leaf, b], lambda: getattr(tsla, name)(A, b, **tol)[0]
+    return call
+
+
+def _spsolve(device, dtype):
+    A, leaf = _sparse_leaf(_diag_dominant(False), device, dtype)
+    b = _rhs(device, dtype)
+    return [leaf, b], lambda: tsla.spsolve(A, b)
+
+
+def _splu(device, dtype):
+    A, leaf = _sparse_leaf(_diag_dominant(False).tocsc(), device, dtype)
+    b = _rhs(device, dtype)
+    lu = tsla.splu(A)  # the factorization outside the counts: backward reuses it
+    return [leaf, b], lambda: lu.solve(b)
+
+
+def _dense_matrix(spd):
+    """Nonsymmetric: well conditioned; SPD: eigenvalues 1..M (separated by 1, so that the
+    float32 eigenvectors, and eigh's gradient V diag(g) V^T, are accurate to ~M eps)."""
+    m = np.random.default_rng(5).standard_normal((M, M))
+    if not spd:
+        return m / np.sqrt(M) + 2 * np.eye(M)
+    q = np.linalg.qr(m)[0]
+    return (q * np.arange(1.0, M + 1)) @ q.T
+
+
+def _solve(device, dtype):
+    a, leaf = _dense_leaf(_dense_matrix(False), device, dtype)
+    b = _rhs(device, dtype)
+    return [leaf, b], lambda: tla.solve(a, b)
+
+
+def _lu_solve(device, dtype):
+    lu, piv = tla.lu_factor(trnscipy.to_device(_dense_matrix(False).astype(dtype), device))
+    lu = lu.detach().requires_grad_(True)
+    b = _rhs(device, dtype)
+    return [lu, b], lambda: tla.lu_solve((lu, piv), b)
+
+
+def _cho_solve(device, dtype):
+    c = tla.cholesky(trnscipy.to_device(_dense_matrix(True).astype(dtype), device))
+    c = c.detach().requires_grad_(True)
+    b = _rhs(device, dtype)
+    return [c, b], lambda: tla.cho_solve((c, False), b)
+
+
+def _cholesky(device, dtype):
+    a, leaf = _dense_leaf(_dense_matrix(True), device, dtype)
+    return [leaf], lambda: tla.cholesky(a)
+
+
+def _eigh(device, dtype):
+    a, leaf = _dense_leaf(_dense_matrix(True), device, dtype)
+    return [leaf], lambda: tla.eigh(a, eigvals_only=True)
+
+
+def _eigsh(device, dtype):
+    A, leaf = _sparse_leaf(_diag_dominant(True), device, dtype)
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    return [leaf], lambda: tsla.eigsh(A, k=3, which="LA", tol=tol, return_eigenvectors=False)
+
+
+def _lobpcg(device, dtype):
+    A, leaf = _sparse_leaf(_diag_dominant(True), device, dtype)
+    X = np.random.default_rng(2).standard_normal((M, 2)).astype(dtype)
+    X = trnscipy.to_device(X, device)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    return [leaf], lambda: tsla.lobpcg(A, X, tol=tol, maxiter=500)[0]
+
+
+def _svds(device, dtype):
+    A, leaf = _sparse_leaf(_diag_dominant(False), device, dtype)
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    return [leaf], lambda: tsla.svds(A, k=3, tol=tol, return_singular_vectors=False)
+
+
+_AGREEMENT = {
+    "spsolve": _spsolve, "splu.solve": _splu, "gmres": _krylov("gmres", False),
+    "bicgstab": _krylov("bicgstab", False), "minres": _krylov("minres", True),
+    "solve": _solve, "lu_solve": _lu_solve, "cho_solve": _cho_solve, "cholesky": _cholesky,
+    "eigh": _eigh, "eigsh": _eigsh, "lobpcg": _lobpcg, "svds": _svds,
+}
+# the CI share (about a minute on the XLA lane): a sparse direct solve, a Krylov solve
+# with A^H, a dense solve and a dense eigenvalue problem; the rest is slow
+_AGREEMENT_CI = ("spsolve", "gmres", "solve", "eigh")
+
+
+def _gradients(case, device, dtype):
+    """The case's gradients (host arrays) of a fixed weighting of its output, with the XLA
+    counts of the backward pass and of one more forward call without gradients."""
+    from trnscipy._metrics import xla_counts
+
+    leaves, call = _AGREEMENT[case](device, dtype)
+    out = call()
+    w = np.random.default_rng(3).standard_normal(tuple(out.shape)).astype(dtype)
+    loss = (trnscipy.to_device(w, device) * out).sum()
+    with xla_counts() as backward:
+        loss.backward()
+    grads = [trnscipy.to_host(leaf.grad) for leaf in leaves]
+    with xla_counts() as plain, torch.no_grad():
+        trnscipy.to_host(call())
+    return grads, backward, plain
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c in _AGREEMENT_CI else
+                                               pytest.mark.slow) for c in _AGREEMENT])
+def test_xla_gradient_float32_agrees(case, xla_device):
+    """The float32 gradient on XLA is the float64 CPU gradient to float32 accuracy, and
+    its backward pass costs one solve more than the forward call (the adjoint solve)."""
+    grads64, _, _ = _gradients(case, "cpu", np.float64)
+    grads, backward, plain = _gradients(case, xla_device, np.float32)
+    for g, g64 in zip(grads, grads64, strict=True):
+        err = np.linalg.norm(g - g64) / np.linalg.norm(g64)
+        assert err < 1e-4, (case, err)
+    # the adjoint solve (a plain call's executions), the gradient's own graph, and for
+    # the solvers with A^H one execution the first time A^H's structure is used
+    assert backward.executions <= plain.executions + 2, (case, backward, plain)

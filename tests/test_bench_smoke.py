@@ -30,8 +30,8 @@ def smoke(tmp_path_factory):
 
 def test_every_section_has_rows(smoke):
     results, _ = smoke
-    assert set(results["sections"]) == {"spmv", "bsr", "solvers", "dense", "dsolve", "eigen",
-                                       "double_float", "defer", "cold_start"}
+    assert set(results["sections"]) == {"spmv", "bsr", "solvers", "dense", "batch", "dsolve",
+                                       "eigen", "double_float", "defer", "cold_start"}
     for rows in results["sections"].values():
         assert rows
     assert results["copy_bandwidth"]["GBps"] > 0

@@ -1,37 +1,32 @@
-"""The capability table names real SciPy functions that trnscipy routes.
+"""Capability declarations name real SciPy functions that trnscipy routes.
 
-Its keys are the dotted paths of SciPy's functions (``dispatch`` names a routed function
-``f"{scipy_func.__module__}.{scipy_func.__name__}"``, often a private module): a SciPy
-release that moves a function would silently turn an entry into a dead key, and the
-function would then run where the table says it must not.
+A function's limits (the device kinds that run it on the host, those with a double-float
+method) are declared beside it (``@dispatch(..., host=..., double_float=...)``, or
+``_capabilities.declare`` for SuperLU's methods) under the dotted path of SciPy's function
+(often a private module).  A SciPy release that moves a function would silently turn a
+declaration into a dead name, and the function would then run where it must not.
 """
 
-import dataclasses
 import importlib
 import inspect
 import sys
+import warnings
 
 import pytest
 
 import trnscipy.linalg
 import trnscipy.sparse
 import trnscipy.sparse.linalg  # noqa: F401  (imports every routed module)
-from trnscipy._capabilities import CAPABILITIES, Capability
+from trnscipy import DeviceFallbackWarning
+from trnscipy._capabilities import CAPABILITIES, declaration, declarations, declare, runs_on_device
 from trnscipy.sparse.linalg._dsolve import _devicelu, _superlu
 
-# runs_on_device names that are not dispatch wrappers: SuperLU's methods and attributes
-METHOD_NAMES = {_superlu.SOLVE, _devicelu.FACTORS}
+# declared names that are not dispatch wrappers: SuperLU's solve and its L/U export, each
+# declared beside the code that asks for it
+METHOD_NAMES = {_superlu.SOLVE: _superlu.SuperLU, _devicelu.FACTORS: _devicelu.DeviceLU}
 
-
-def _keys():
-    """(kind, field, key) for every string in every set-valued field of the table."""
-    out = []
-    for kind, cap in CAPABILITIES.items():
-        for f in dataclasses.fields(Capability):
-            value = getattr(cap, f.name)
-            if isinstance(value, (frozenset, set)):
-                out.extend((kind, f.name, key) for key in sorted(value))
-    return out
+DECLARED = declarations()
+NAMES = sorted(DECLARED)
 
 
 def _resolve(path):
@@ -48,9 +43,9 @@ def _resolve(path):
     raise ImportError(path)
 
 
-def _routed_names():
-    """The names every dispatch wrapper in trnscipy's loaded modules records."""
-    names = set()
+def _wrappers():
+    """name -> the dispatch wrappers in trnscipy's loaded modules that record it."""
+    found = {}
     for modname, module in list(sys.modules.items()):
         if not modname.startswith("trnscipy") or module is None:
             continue
@@ -61,40 +56,95 @@ def _routed_names():
             for c in candidates:
                 name = getattr(c, "_trnscipy_name", None)
                 if isinstance(name, str):
-                    names.add(name)
-    return names
+                    found.setdefault(name, {})[id(c)] = c
+    return {name: list(ws.values()) for name, ws in found.items()}
 
 
-KEYS = _keys()
+def test_there_are_declarations():
+    assert len(NAMES) > 20
+    assert any(d.host for d in DECLARED.values())
+    assert any(d.double_float for d in DECLARED.values())
 
 
-def test_the_table_has_keys():
-    assert len(KEYS) > 20
-    assert {field for _, field, _ in KEYS} >= {"host_ops", "double_float_ops"}
-
-
-@pytest.mark.parametrize("kind,field,key", KEYS, ids=[f"{k}-{f}-{p}" for k, f, p in KEYS])
-def test_key_names_a_scipy_function(kind, field, key):
-    assert key.startswith("scipy."), key
+@pytest.mark.parametrize("name", NAMES)
+def test_declaration_names_a_scipy_function(name):
+    assert name.startswith("scipy."), name
     try:
-        obj = _resolve(key)
+        obj = _resolve(name)
     except (ImportError, AttributeError) as exc:
-        pytest.fail(f"{kind}.{field}: {key} is not in the installed SciPy ({exc})")
-    if key not in METHOD_NAMES:
-        assert callable(obj), key
+        pytest.fail(f"{name} is not in the installed SciPy ({exc})")
+    if name not in METHOD_NAMES:
+        assert callable(obj), name
         # the path is where the function lives (the name dispatch gives it), not an alias
-        assert f"{obj.__module__}.{obj.__name__}" == key
+        assert f"{obj.__module__}.{obj.__name__}" == name
 
 
-@pytest.mark.parametrize("kind,field,key", KEYS, ids=[f"{k}-{f}-{p}" for k, f, p in KEYS])
-def test_key_names_a_routed_function(kind, field, key):
-    assert key in _routed_names() | METHOD_NAMES, (
-        f"{kind}.{field}: no trnscipy function routes {key}")
+@pytest.mark.parametrize("name", NAMES)
+def test_declaration_is_carried_by_a_routed_function(name):
+    if name in METHOD_NAMES:
+        assert METHOD_NAMES[name].__module__.startswith("trnscipy.")
+        return
+    wrappers = _wrappers().get(name)
+    assert wrappers, f"no trnscipy function routes {name}"
+    for w in wrappers:
+        assert w._trnscipy_route == "device", f"{name} is declared but has no device route"
+        assert w._trnscipy_capabilities is DECLARED[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declaration_names_known_device_kinds(name):
+    decl = DECLARED[name]
+    assert decl.host or decl.double_float, f"{name} declares nothing"
+    assert decl.host | decl.double_float <= CAPABILITIES.keys()
+    assert not any(CAPABILITIES[kind].float64 for kind in decl.double_float)
+    assert not decl.host or decl.why
+
+
+def test_every_wrapper_carries_its_declaration():
+    for name, wrappers in _wrappers().items():
+        for w in wrappers:
+            assert w._trnscipy_capabilities is declaration(name), name
+
+
+def test_declare_refuses_bad_declarations():
+    with pytest.raises(ValueError, match="unknown device kinds"):
+        declare("scipy.linalg._basic.solve_banded", host=("tpu",), why="no such kind")
+    with pytest.raises(ValueError, match="float64"):
+        declare("scipy.linalg._basic.solve_banded", double_float=("xla",))
+    with pytest.raises(ValueError, match="why"):
+        declare("scipy.linalg._basic.solve_banded", host=("neuron",))
+    with pytest.raises(ValueError, match="why"):
+        declare("scipy.linalg._basic.solve_banded", why="a reason for nothing")
+    with pytest.raises(ValueError, match="declared twice"):
+        declare("scipy.linalg._decomp.eig", host=("xla",), why="other limits")
+    assert declaration("scipy.linalg._basic.solve_banded") is None
+    assert DECLARED["scipy.linalg._decomp.eig"].host == {"neuron"}
+
+
+def test_runs_on_device_reads_the_declarations():
+    import numpy as np
+
+    f64 = np.dtype(np.float64)
+    eig = trnscipy.linalg.eig._trnscipy_name
+    cg = trnscipy.sparse.linalg.cg._trnscipy_name
+    solve_banded = trnscipy.linalg.solve_banded._trnscipy_name  # declares nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert runs_on_device(eig, "xla", f64)
+        assert runs_on_device(cg, "neuron", f64)  # its double-float method
+        assert runs_on_device(solve_banded, "neuron", np.dtype(np.float32))
+    with pytest.warns(DeviceFallbackWarning, match="no neuron implementation .*complex"):
+        assert not runs_on_device(eig, "neuron", np.dtype(np.float32))
+    with pytest.warns(DeviceFallbackWarning, match="no float64"):
+        assert not runs_on_device(solve_banded, "neuron", f64)
+    with pytest.warns(DeviceFallbackWarning, match="no complex"):
+        assert not runs_on_device(cg, "neuron", np.dtype(np.complex128))
 
 
 def test_routed_names_are_dispatch_names():
-    # the wrappers record the name the table is asked with
+    # the wrappers record the name the declarations are made under
     assert trnscipy.sparse.linalg.cg._trnscipy_name == "scipy.sparse.linalg._isolve.iterative.cg"
     assert trnscipy.linalg.eigh._trnscipy_name == (
         f"{trnscipy.linalg.eigh.__wrapped__.__module__}.eigh")
     assert trnscipy.sparse.linalg.cg.__wrapped__ is __import__("scipy").sparse.linalg.cg
+    assert trnscipy.linalg.polar._trnscipy_capabilities.double_float == {"neuron"}

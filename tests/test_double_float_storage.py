@@ -7,7 +7,6 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 import trnscipy
 import trnscipy.sparse
@@ -97,18 +96,80 @@ def test_emulation_rounds_float64_computed_on_the_device(xla_device, emulate_neu
 
 
 @pytest.mark.xla
+def test_real_to_complex_cast_keeps_float64_exact(xla_device, emulate_neuron):
+    """float64 -> complex128 is movement: the low parts follow (toeplitz of a real column
+    and a complex row; SciPy's test_solve_toeplitz::test_solve_equivalence)."""
+    import scipy.linalg as sl
+    import torch
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(4)
+    c, r = _awkward(rng, 6), _awkward(rng, 6) + 1j * _awkward(rng, 6)
+    t = trnscipy.to_device(c, xla_device).to(torch.complex128)
+    np.testing.assert_array_equal(trnscipy.to_host(t), c.astype(np.complex128))
+    with trnscipy.offload(xla_device):
+        got = trnscipy.linalg.toeplitz(c, r)
+    np.testing.assert_array_equal(got, sl.toeplitz(c, r))
+
+
+@pytest.mark.xla
+def test_real_matrix_complex_rhs_runs_on_scipy_exactly(xla_device, emulate_neuron):
+    """A real a with a complex b computes in complex: a device without complex arithmetic
+    sends the call to SciPy (announced) with the exact values, SciPy's result bit for bit."""
+    import scipy.linalg as sl
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((10, 10)) + 10 * np.eye(10)
+    b = rng.standard_normal(10) + 1j * rng.standard_normal(10)
+    with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
+                                                     match="no complex arithmetic"):
+        got = trnscipy.linalg.solve(a, b)
+    np.testing.assert_array_equal(got, sl.solve(a, b))
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name", ["orthogonal_procrustes", "svd"])
+def test_array_likes_ask_the_table_in_their_dtype(xla_device, emulate_neuron, name):
+    """Lists only (no device operand): the capability table is asked for the dtype NumPy
+    reads them as (float64), not skipped (it ran float32 arithmetic, 7e-8 off, or crashed
+    in polar, before polar had a double-float method: SciPy's test_procrustes /
+    test_decomp_polar on xla-neuron)."""
+    import scipy.linalg as sl
+
+    import trnscipy.linalg
+
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((6, 4)).tolist(), rng.standard_normal((6, 4)).tolist()
+    args = (a, b) if name == "orthogonal_procrustes" else (a,)
+    with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
+                                                     match="no float64 arithmetic"):
+        got = getattr(trnscipy.linalg, name)(*args)
+    for x, y in zip(got, getattr(sl, name)(*args), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.xla
 def test_host_fallback_reads_exact_data(xla_device, emulate_neuron):
     """A function with no float64 device method runs on SciPy with the exact values."""
     rng = np.random.default_rng(3)
     A = sp.random_array((40, 40), density=0.1, rng=rng, format="csr") + sp.eye_array(40) * 4
     A.data = A.data + _awkward(rng, A.nnz) * 1e-6
-    norm = trnscipy.sparse.linalg.norm
+    import scipy.linalg as sl
+
+    import trnscipy.linalg
+
+    # (sparse norm and expm have double-float methods now; sqrtm has none)
+    D = A.toarray()
+    want = sl.sqrtm(D)
     with pytest.warns(DeviceFallbackWarning):
-        got = norm(trnscipy.to_device(A, xla_device), 1)
-    assert trnscipy.to_host(got) == spla.norm(A, 1)
+        got = trnscipy.linalg.sqrtm(trnscipy.to_device(D, xla_device))
+    np.testing.assert_array_equal(trnscipy.to_host(got), want)
     with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning):
-        got = norm(A, 1)
-    assert got == spla.norm(A, 1)
+        got = trnscipy.linalg.sqrtm(D)
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.xla
@@ -118,14 +179,13 @@ def test_float64_tensor_from_torch_warns_and_strict_raises(xla_device, emulate_n
 
     a = np.array([[4.0, 1 / 3], [1 / 3, 3.0]])
     t = torch.from_numpy(a).to(xla_device)
-    with pytest.warns(Float32StorageWarning, match=r"torch.float64 tensor of shape \(2, 2\)"), \
-            pytest.warns(DeviceFallbackWarning, match="from_dense"):
+    # held as double-float with zero low parts: its nonzeros found on the device
+    with pytest.warns(Float32StorageWarning, match=r"torch.float64 tensor of shape \(2, 2\)"):
         A = trnscipy.sparse.csr_array(t)
     np.testing.assert_array_equal(trnscipy.to_host(A).toarray(), a.astype(np.float32))
     with warnings.catch_warnings():
         warnings.simplefilter("error", Float32StorageWarning)  # exact data: no complaint
-        with pytest.warns(DeviceFallbackWarning, match="from_dense"):
-            B = trnscipy.sparse.csr_array(trnscipy.to_device(a, xla_device))
+        B = trnscipy.sparse.csr_array(trnscipy.to_device(a, xla_device))
     np.testing.assert_array_equal(trnscipy.to_host(B).toarray(), a)
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     with pytest.raises(DeviceUnsupportedError, match="holds float32 values"):

@@ -99,6 +99,21 @@ def test_expm_multiply_of_float128_runs_on_scipy(lane):
     np.testing.assert_array_equal(got, expected)
 
 
+def test_linear_operator_of_clongdouble_runs_on_scipy(lane):
+    """A host LinearOperator computing in a dtype no device holds (SciPy's test_expm_multiply
+    dtype tests): SciPy computes, announced."""
+    A = (np.diag(np.arange(1, 5)) / 4 + 0.5j * np.eye(4, k=1)).astype(np.clongdouble)
+    b = np.ones(4, dtype=np.complex128)
+
+    def call(module):
+        return module.expm_multiply(module.aslinearoperator(A), b, traceA=complex(np.trace(A)))
+
+    got, expected = _paired(lane, lambda: call(scipy.sparse.linalg),
+                            lambda: call(trnscipy.sparse.linalg), fallback=True)
+    assert got.dtype == expected.dtype == np.clongdouble
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_lil_array_to_spsolve_runs_on_scipy(lane):
     A = scipy.sparse.lil_array(np.array([[4.0, 1, 0], [1, 4, 1], [0, 1, 4]]))
     b = np.array([1.0, 2.0, 3.0])
@@ -244,6 +259,14 @@ EDGE_CASES = [
     ("lu", (_EMPTY((0, 0, 3)),), {}),
     ("lu", (np.array([]),), {}),
     ("block_diag", (), {}),
+    ("expm", (1,), {}),
+    ("expm", (np.array([0.5j]),), {}),
+    ("expm", (np.array([1.0, 2.0]),), {}),
+    ("khatri_rao", (np.empty((0, 2)), np.empty((3, 2))), {}),
+    ("khatri_rao", (np.ones((2, 0)), np.ones((3, 0))), {}),
+    ("sqrtm", (np.array([[2, 4], [0, -2]], dtype=np.int8),), {}),
+    ("sqrtm", (np.eye(3, dtype=np.int16),), {}),
+    ("sqrtm", (np.eye(3, dtype=np.float16),), {}),
     ("clarkson_woodruff_transform", (np.arange(40.0).reshape(20, 2), 5), {"seed": 7}),
 ]
 

@@ -83,6 +83,34 @@ def test_offload_host_only_function_warns_and_returns_numpy():
         np.testing.assert_array_equal(x, ref)
 
 
+def test_fallback_nested_in_an_offloaded_call_returns_device_data():
+    """An offloaded implementation calling a routed function with device data that falls
+    back to SciPy gets device data back (it was NumPy: polar's svd on xla-neuron,
+    'numpy.ndarray' object has no attribute 'to')."""
+    from trnscipy._dispatch import dispatch
+
+    def inner_scipy(x):
+        return x * 2
+
+    inner = dispatch(inner_scipy, name="test.inner")(None)  # no device implementation
+    seen = []
+
+    def outer_scipy(x):
+        return x + 1
+
+    @dispatch(outer_scipy, name="test.outer", composite=True)
+    def outer(x):
+        y = inner(x)
+        seen.append(type(y))
+        return y + 1
+
+    a = np.arange(3.0)
+    with trnscipy.offload("cpu"), pytest.warns(trnscipy.DeviceFallbackWarning, match="inner"):
+        got = outer(a)
+    assert seen == [torch.Tensor] and type(got) is np.ndarray
+    np.testing.assert_array_equal(got, a * 2 + 1)
+
+
 def test_offload_rejects_unknown_device():
     with pytest.raises(ValueError, match="valid devices"):
         with trnscipy.offload("tpu"):

@@ -491,10 +491,12 @@ def _factor_function():
 _Factor = None
 
 
-def cholesky(run, solve_triangular, a, lower):
+def cholesky(run, trsm, a, lower):
     """cholesky(a, lower) = ``run(a)`` with the gradient to the triangle read:
     for A = L L^H, dL/dA = sym(L^-H Phi(L^H Lbar) L^-1) (Phi: lower triangle, halved
-    diagonal); ``solve_triangular`` the routed triangular solve."""
+    diagonal); ``trsm(L, B, trans)`` solves op(L) X = B for the factor L (lower; trans 2:
+    L^H), the triangular-solve kernel without the routed call's checks: a Cholesky
+    factor is finite with a positive diagonal, and on XLA each check costs an execution."""
     if not wants_grad(a):
         return run(a)
     if a.ndim != 2:
@@ -511,9 +513,8 @@ def cholesky(run, solve_triangular, a, lower):
             gL = gc if lower else gc.mH
             P = (L.mH @ gL).tril()
             P = P - 0.5 * torch.diag_embed(P.diagonal())
-            # L^-H P L^-1: two triangular solves
-            Z = solve_triangular(L, P.mH, lower=True, trans="C").mH  # P L^-1
-            S = solve_triangular(L, Z, lower=True, trans="C")       # L^-H P L^-1
+            Z = trsm(L, P.mH, 2).mH  # P L^-1
+            S = trsm(L, Z, 2)        # L^-H P L^-1
             S = 0.5 * (S + S.mH)
             return _match(_fold(S, lower, "her" if a0.is_complex() else "sym"), a)
 

@@ -127,28 +127,59 @@ class Batch:
 
     def loop(self, impl, device):
         """``impl`` on each matrix of the batch, results stacked (SciPy's own loop)."""
-        from trnscipy._torch import torch
+        from trnscipy._kernels import backend
 
+        materialize = backend(device).materialize
         bound = dict(self.bound)
-        stacks = {p: self._broadcast(_get(bound, p), c, device) for p, c in self.cores.items()}
+        items = {}
+        for path, core in self.cores.items():
+            stack = self._broadcast(_get(bound, path), core, device)
+            items[path] = list(stack.reshape((-1, *core)).unbind(0))
+        # each matrix computed now (one execution for all on XLA): a lazy slice of the stack
+        # would put its offset into every graph of the loop, one compilation per matrix
+        materialize([t for parts in items.values() for t in parts])
         results = []
-        for index in np.ndindex(self.shape):
-            for path, stack in stacks.items():
-                item = stack[index]
+        for i in range(math.prod(self.shape)):
+            for path, parts in items.items():
+                item = parts[i]
                 if item.ndim == 0 and not item.is_floating_point() and not item.is_complex():
                     item = item.item()  # an integer argument (solve_banded's l, u)
                 _set(bound, path, item)
             args, kwargs = self._call_args(bound)
             out = impl(*args, **kwargs)
-            results.append(out if isinstance(out, tuple) else (out,))
-        stacked = []
-        for parts in zip(*results, strict=True):
-            parts = [p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)
-                     for p in parts]
-            dtype = functools.reduce(torch.promote_types, (p.dtype for p in parts))
-            out = torch.stack([p.to(dtype) for p in parts])
-            stacked.append(out.reshape(self.shape + tuple(out.shape[1:])))
-        return stacked[0] if len(stacked) == 1 else tuple(stacked)
+            out = out if isinstance(out, tuple) else (out,)
+            materialize(_tensors(out))  # the same graph each time
+            results.append(out)
+        stacked = tuple(self._stack(parts, device) for parts in zip(*results, strict=True))
+        return stacked[0] if len(stacked) == 1 else stacked
+
+    def _stack(self, parts, device):
+        """The batch's results of one output stacked.  A nested tuple (matrix_balance's
+        ``(scale, perm)`` with ``separate=True``) becomes one array per matrix, as NumPy
+        makes of it in SciPy's batch loop: shape (..., 2, n), dtypes promoted."""
+        from trnscipy._torch import torch
+
+        parts = [_tensor(p, device) for p in parts]
+        dtype = functools.reduce(torch.promote_types, (p.dtype for p in parts))
+        out = torch.stack([p.to(dtype) for p in parts])
+        return out.reshape(self.shape + tuple(out.shape[1:]))
+
+
+def _tensor(p, device):
+    """One result of one matrix as a device tensor (a nested tuple stacked, as np.asarray)."""
+    from trnscipy._torch import torch
+
+    if isinstance(p, tuple):
+        p = [_tensor(q, device) for q in p]
+        dtype = functools.reduce(torch.promote_types, (q.dtype for q in p))
+        return torch.stack([q.to(dtype) for q in p])
+    return p if is_torch_array(p) else torch.as_tensor(np.asarray(p), device=device)
+
+
+def _tensors(out):
+    """The tensors of a result tuple, nested tuples included."""
+    return [t for p in out for t in (_tensors(p) if isinstance(p, tuple) else [p])
+            if is_torch_array(t)]
 
 
 def plan(func, argdefs, args, kwargs):

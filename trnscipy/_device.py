@@ -6,13 +6,52 @@ loaded) or when ``TRNSCIPY_EMULATE=neuron`` asks the XLA lane to obey Neuron's
 limits.
 """
 
+import contextlib
+import contextvars
 import os
 import sys
 
 from trnscipy._torch import torch, torch_xla_available
 
 __all__ = ["resolve_device", "default_device", "device_kind", "emulating_neuron",
-           "VALID_DEVICES"]
+           "offloading", "serving_offload", "materialize", "VALID_DEVICES"]
+
+# True while a device implementation runs on behalf of host (offloaded) inputs: set by the
+# routing layer (_dispatch), read by the backends and algorithms below it.
+_OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
+
+
+def offloading():
+    """True while a device implementation serves an offloaded (host-data) call."""
+    return _OFFLOADING.get()
+
+
+@contextlib.contextmanager
+def serving_offload():
+    """The block runs a device implementation for an offloaded (host-data) call."""
+    token = _OFFLOADING.set(True)
+    try:
+        yield
+    finally:
+        _OFFLOADING.reset(token)
+
+
+def materialize(tensors):
+    """Compute ``tensors`` now, in one graph execution on a lazy (XLA) device; eager
+    devices already have (the backends' ``materialize`` primitive).
+
+    Reading a result's tensors one by one traces one graph per tensor, and
+    torch-xla 2.9 can hand two such graphs the same compiled executable when they
+    differ only in which same-shaped input feeds which op (pytorch/xla#8353, open):
+    ``row[order]`` then ``col[order]`` read back ``row[order]`` twice.  One graph
+    for all of a result's tensors avoids that, at one graph execution.
+    """
+    tensors = list(tensors)
+    if tensors and tensors[0].device.type == "xla":
+        import torch_xla
+
+        torch_xla._XLAC._xla_sync_multi(tensors, devices=[], wait=False)
+
 
 VALID_DEVICES = ("cpu", "cuda", "cuda:<i>", "xla", "xla:<i>", "a torch.device")
 

@@ -31,8 +31,8 @@ import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
 from trnscipy import _batch
-from trnscipy._capabilities import runs_on_device
-from trnscipy._device import device_kind, resolve_device
+from trnscipy._capabilities import declaration, declare, runs_on_device
+from trnscipy._device import device_kind, offloading, resolve_device, serving_offload
 from trnscipy._dtypes import device_dtype_problem
 from trnscipy._errors import fallback
 from trnscipy._transfer import (
@@ -50,8 +50,6 @@ __all__ = ["dispatch", "host_only", "find_device", "call_device", "offload", "of
 # The offload target: a device name until first use, then a torch.device.
 _OFFLOAD = contextvars.ContextVar("trnscipy_offload",
                                   default=os.environ.get("TRNSCIPY_OFFLOAD") or None)
-# True while a device implementation runs on behalf of host (offloaded) inputs.
-_OFFLOADING = contextvars.ContextVar("trnscipy_offloading", default=False)
 
 # The device the running device implementation was routed to (for operands with none).
 _CALL_DEVICE = contextvars.ContextVar("trnscipy_call_device", default=None)
@@ -147,19 +145,45 @@ def _host(obj, depth=0):
 
 
 def _working_dtype(args, kwargs, double=False):
-    """NumPy dtype the operation computes in (ints promote to float64, as SciPy; with
-    ``double``, float32/complex64 too)."""
-    for x in (*args, *(kwargs or {}).values()):
-        dtype = getattr(x, "dtype", None)
-        if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
-            continue
-        from trnscipy._dtypes import to_numpy_dtype
+    """NumPy dtype the operation computes in: the first device operand's (ints promote to
+    float64, as SciPy; with ``double``, float32/complex64 too), complex where any operand
+    is (a real matrix with a complex right-hand side computes in complex).  Where there is
+    no device operand, array-likes (lists) give the dtype NumPy reads them as
+    (``orthogonal_procrustes(list, list)``)."""
+    operands = (*args, *(kwargs or {}).values())
+    dtypes = [d for x in operands for d in _device_dtypes(x)]
+    if not dtypes:
+        dtypes = [d for x in operands if type(x) is list
+                  for d in [_list_dtype(x)] if d is not None and d.kind in "biufc"]
+    if not dtypes:
+        return None
+    dtype = dtypes[0] if dtypes[0].kind in "fc" and not double else np.dtype(np.float64)
+    if dtypes[0].kind == "c" and double:
+        dtype = np.dtype(np.complex128)
+    if dtype.kind != "c" and any(d.kind == "c" for d in dtypes):
+        dtype = np.result_type(dtype, np.complex64)
+    return dtype
 
-        dtype = to_numpy_dtype(dtype)
-        if dtype.kind == "c" and double:
-            return np.dtype(np.complex128)
-        return dtype if dtype.kind in "fc" and not double else np.dtype(np.float64)
-    return None
+
+def _device_dtypes(x):
+    """[the NumPy dtype of ``x``] for a device operand (not inside lists: hstack's blocks
+    are moved, not computed with), else []."""
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or not (is_torch_array(x) or getattr(x, "_trnscipy_device_object", 0)):
+        return []
+    from trnscipy._dtypes import to_numpy_dtype
+
+    return [to_numpy_dtype(dtype)]
+
+
+def _list_dtype(x):
+    """The dtype NumPy reads a list as, or None (not an array-like of numbers)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(x).dtype
+    except Exception:  # noqa: BLE001 -- not an array-like of numbers
+        return None
 
 
 def _held(obj, depth=0):
@@ -178,13 +202,8 @@ def _held(obj, depth=0):
 def _list_problem(x):
     """Why the array a list of numbers makes (np.asarray) has no device form, or None
     (lists of other things, ragged lists: left to the implementation)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            dtype = np.asarray(x).dtype
-    except Exception:  # noqa: BLE001 -- not an array-like of numbers
-        return None
-    return None if dtype.kind == "O" else device_dtype_problem(dtype)
+    dtype = _list_dtype(x)
+    return None if dtype is None or dtype.kind == "O" else device_dtype_problem(dtype)
 
 
 def _host_problem(obj, depth=0):
@@ -213,20 +232,21 @@ def _operands_problem(args, kwargs):
 
 
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False,
-                   double=False, batch=None):
+                   double=False, batch=None, offloaded=False):
+    """``offloaded``: the call of host operands that offload sent here (its host results
+    stay on the host); calls with device operands, also those nested in an offloaded
+    implementation, get device results."""
     problem = _operands_problem(args, kwargs)
     if problem is not None:
-        fallback(name, problem, stacklevel=5 if _OFFLOADING.get() else 4)
-        result = scipy_func(*(_host(x) for x in args),
-                            **{k: _host(v) for k, v in kwargs.items()})
-        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+        fallback(name, problem, stacklevel=5 if offloaded else 4)
+        result = _on_host(scipy_func, args, kwargs)
+        return result if offloaded else _to_device(result, device, strict=False)
     with device_storage(device):
         args = tuple(_move(x, device) for x in args)
         kwargs = {k: _move(v, device) for k, v in kwargs.items()}
         if stores_float32(device):
             args = tuple(_held(x) for x in args)
             kwargs = {k: _held(v) for k, v in kwargs.items()}
-        reason = "it has no device implementation"
         if device_impl is not None and (composite or runs_on_device(
                 name, device_kind(device), _working_dtype(args, kwargs, double))):
             argdefs, stacks = batch or (None, False)
@@ -238,16 +258,19 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                 if stacks:  # the implementation takes the broadcast stacks at once
                     args, kwargs = plan.broadcast(device)
                     return device_impl(*args, **kwargs)
-                if device_kind(device) == "cpu":  # host memory: SciPy's own loop
-                    return plan.loop(device_impl, device)
+                # SciPy's own loop, over the device implementation on every device: a
+                # batch must equal the loop of its single calls, which run here too
+                return plan.loop(device_impl, device)
             finally:
                 _CALL_DEVICE.reset(token)
-            reason = "it has no batched device form (a stack of matrices came)"
-        if device_impl is None or reason != "it has no device implementation":
-            fallback(name, reason, stacklevel=4)
-        result = scipy_func(*(_host(x) for x in args),
-                            **{k: _host(v) for k, v in kwargs.items()})
-        return _to_device(result, device, strict=False) if not _OFFLOADING.get() else result
+        if device_impl is None:  # (the capability table announced its own refusal)
+            fallback(name, "it has no device implementation", stacklevel=4)
+        result = _on_host(scipy_func, args, kwargs)
+        return result if offloaded else _to_device(result, device, strict=False)
+
+
+def _on_host(scipy_func, args, kwargs):
+    return scipy_func(*(_host(x) for x in args), **{k: _host(v) for k, v in kwargs.items()})
 
 
 def _offload_target():
@@ -260,12 +283,9 @@ def _offload_target():
 
 def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double,
                    batch):
-    token = _OFFLOADING.set(True)
-    try:
+    with serving_offload():
         result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite,
-                                double, batch)
-    finally:
-        _OFFLOADING.reset(token)
+                                double, batch, offloaded=True)
     return _to_host(result, strict=False)
 
 
@@ -288,7 +308,7 @@ def _run_distributed(name, scipy_func, args, kwargs):
 
 
 def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False,
-             batch=None, stacks=False):
+             batch=None, stacks=False, host=(), double_float=(), why=""):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
@@ -305,10 +325,17 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
     pairs of a function SciPy batches in its own code (default: what SciPy's
     ``_apply_over_batch`` declares); ``stacks=True`` says the implementation takes the
     broadcast stacks (one device execution for the batch).  Without it a batched call
-    loops over the implementation on CPU tensors and runs SciPy on the host, announced,
-    elsewhere.
+    loops over the implementation, as SciPy loops over its own (one device execution
+    per matrix), so that a batch gives what its single calls give.
+
+    The function's limits are declared here, beside it (``_capabilities.declare``):
+    ``host`` names the device kinds that run it on the host (``why``: the reason their
+    DeviceFallbackWarning gives); ``double_float`` the kinds without float64 where it has a
+    double-float method, so that it runs there on float64 data.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
+    if host or double_float or why:
+        declare(name, host=host, double_float=double_float, why=why)
     argdefs = batch if batch is not None else _batch.core_dims(scipy_func)
     batch = (argdefs, stacks) if argdefs else None
 
@@ -331,6 +358,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"
         wrapper._trnscipy_name = name  # the capability table's key for this function
+        wrapper._trnscipy_capabilities = declaration(name)  # its limits, or None
         wrapper._trnscipy_device_impl = device_impl
         wrapper._trnscipy_batch = batch  # ((argument, core ndim) pairs, stacks) or None
         wrapper.__wrapped__ = scipy_func
@@ -358,8 +386,3 @@ def offload(device=None):
         yield _OFFLOAD.get()
     finally:
         _OFFLOAD.reset(token)
-
-
-def offloading():
-    """True while a device implementation serves an offloaded (host-data) call."""
-    return _OFFLOADING.get()

@@ -15,10 +15,11 @@ call returns a plain tensor (float32 values on the device, as the hardware compu
 
 import numpy as np
 
+from trnscipy._device import materialize
 from trnscipy._torch import torch
 
-__all__ = ["MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts", "is_exact",
-           "host_value"]
+__all__ = ["is_float64", "MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts",
+           "is_exact", "host_value"]
 
 # torch functions and Tensor methods (by name) that only move stored values: not
 # arithmetic on Trainium (docs/design.md), and what a DoubleFloatTensor's low part follows.
@@ -53,6 +54,16 @@ LO_SCALE = 2.0 ** 24
 TAIL_SCALE = 2.0 ** 48
 
 
+def is_float64(x):
+    """True for float64 data: a tensor, a NumPy array or scalar, a sparse container (its
+    values), or array_like that NumPy reads as float64."""
+    if getattr(x, "format", None) is not None:
+        x = x.data
+    dtype = getattr(x, "dtype", None)
+    return dtype in (torch.float64, np.float64) or (
+        dtype is None and np.asarray(x).dtype == np.float64)
+
+
 def split(a):
     """(hi, lo, tail) float32 (complex64) NumPy arrays of a float64 (complex128) array,
     ``hi = fl32(a)``, ``lo = fl32(a - hi) * LO_SCALE`` and ``a == hi + lo / LO_SCALE +
@@ -79,7 +90,8 @@ def split(a):
     if not finite.all():  # inf/nan: hi carries them
         lo = np.where(finite, lo, 0).astype(narrow)
         tail = np.where(finite, tail, 0).astype(narrow)
-    return hi, lo, tail
+    # (arrays: a 0-d array's arithmetic gives NumPy scalars)
+    return np.asarray(hi), np.asarray(lo), np.asarray(tail)
 
 
 def _normal(p):
@@ -141,11 +153,13 @@ def _moved(func, args, kwargs):
     else:
         device, dtype = torch._C._nn._parse_to(*args[1:], **kwargs)[:2]
     device, dtype = device or src.device, dtype or src.dtype
-    if not _wide_dtype_of(dtype) or dtype.is_complex != src.dtype.is_complex:
+    if not _wide_dtype_of(dtype) or (src.dtype.is_complex and not dtype.is_complex):
         return func(*args, **kwargs)
+    # float64 -> complex128 is exact too (a toeplitz of real c and complex r): parts as complex
+    lows = [p.to(_narrow_of(dtype)) for p in src._low]
     if device.type == "xla":
         out = func(*args, **kwargs)
-        return src if out is src else _wrap(out, [p.to(device) for p in src._low])
+        return src if out is src else _wrap(out, [p.to(device) for p in lows])
     return _exact([p.to(device) for p in (src.to(_narrow_of(src.dtype)), *src._low)], dtype)
 
 
@@ -275,8 +289,6 @@ def is_exact(t):
 def host_value(t):
     """The exact float64 (complex128) NumPy value of a DoubleFloatTensor (its parts
     computed in one graph: read one by one, each would be a graph of its own)."""
-    from trnscipy._kernels import kernel
-
     with torch._C.DisableTorchFunctionSubclass():
         # real: the float64 values themselves (float32 values on the device, read back
         # exactly), no conversion graph after the result's own
@@ -285,7 +297,7 @@ def host_value(t):
             parts.insert(0, t.to(_narrow_of(t.dtype)).detach().resolve_conj().resolve_neg())
         else:
             parts.insert(0, t.detach())
-        kernel("materialize", t.device)([t, *t._low, *parts])  # t too: a view (a
+        materialize([t, *t._low, *parts])  # t too: a view (a
         # transposed factor) would otherwise stay pending and run its graph again
         parts = [p.cpu() for p in parts]
         return _exact(parts, t.dtype).numpy()
@@ -296,7 +308,7 @@ def from_host(a, device):
     as float64: the device stores it as float32, exactly)."""
     hi, lo, tail = split(a)
     with torch._C.DisableTorchFunctionSubclass():
-        return _wrap(torch.from_numpy(hi.astype(a.dtype)).to(device),
+        return _wrap(torch.from_numpy(np.asarray(hi.astype(a.dtype))).to(device),
                      [torch.from_numpy(p).to(device) for p in (lo, tail)])
 
 

@@ -65,11 +65,15 @@ def to_numpy_dtype(dtype):
 
 
 def divide(a, b):
-    """``a / b`` in torch's result dtype.  torch-xla 2.9 labels a complex128 tensor divided
-    by a complex tensor or a Python number float32 (the device data stay complex128: a later
-    product promotes them back, but ``torch.where``, ``is_complex``, ``.real`` and reads to
-    the host see float32, imaginary part dropped); the cast restores the label."""
+    """``a / b`` in torch's result dtype.  torch-xla 2.9 labels a complex tensor (complex64
+    or complex128) divided by a complex tensor or any Python number float32
+    (pytorch/xla#4519; the device data stay complex: a later product promotes them back,
+    but ``conj``, ``torch.where``, ``is_complex``, ``.real`` and reads to the host see
+    float32, imaginary part dropped); the cast restores the label.  Every division that
+    can see a complex dividend on a device goes through here."""
     out = a / b
+    if not isinstance(out, torch.Tensor):  # host numbers (a distributed solve's sums)
+        return out
     dtype = torch.result_type(a, b)
     return out if out.dtype == dtype else out.to(dtype)
 

@@ -44,6 +44,11 @@ def device_form_problem(obj):
     for test, _, problem in _HOST_TYPES:
         if problem is not None and test(obj):
             return problem(obj)
+    dtype = getattr(obj, "dtype", None)
+    if isinstance(dtype, np.dtype) and not is_device_object(obj):
+        # host objects that compute in a NumPy dtype (SciPy's LinearOperator): their
+        # results in a dtype the device cannot hold could not come to it
+        return device_dtype_problem(dtype)
     return None
 
 

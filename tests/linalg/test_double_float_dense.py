@@ -137,6 +137,73 @@ def test_qr_float64_rank_deficient_runs_on_host(emulate_neuron):
     assert np.array_equal(q, qs) and np.array_equal(r, rs)
 
 
+@pytest.mark.xla
+def test_batched_float64_one_refinement(emulate_neuron, monkeypatch):
+    """Stacks of float64 systems on Neuron: solve (broadcast b, structures), inv, cholesky
+    and cho_solve refine the whole batch at once (a few executions, not one per matrix),
+    with no float64 op on the device; SciPy's batched results to float64 accuracy, and its
+    LinAlgError for a singular or indefinite member."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(1)
+    n, batch = 9, 6
+    a = rng.standard_normal((batch, n, n)) + 6 * np.eye(n)
+    b = rng.standard_normal((batch, n, 2))
+    spd = a @ a.transpose(0, 2, 1)
+    cases = [("solve", (a, b), {}), ("solve", (a, b[0]), {}),
+             ("solve", (spd, b), {"assume_a": "pos"}), ("solve", (a, b), {"transposed": True}),
+             ("inv", (a,), {}), ("cholesky", (spd,), {"lower": True}),
+             ("cho_solve", ((np.linalg.cholesky(spd), True), b), {})]
+    for name, args, kw in cases:
+        def run(name=name, args=args, kw=kw):
+            with trnscipy.offload("xla"):
+                return getattr(tl, name)(*args, **kw)
+
+        out, ops, aten, counts = _on_neuron(run)
+        want = getattr(sl, name)(*args, **kw)
+        assert ops == [] and aten == 0, name
+        assert counts.executions < batch, (name, counts)
+        assert out.shape == want.shape and out.dtype == np.float64, name
+        # both are float64-accurate: they differ by SciPy's own error, cond * eps
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * np.abs(want).max(),
+                                   err_msg=name)
+    singular, indefinite = a.copy(), spd.copy()
+    singular[3], indefinite[2] = 0, -np.eye(n)
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match=r"\[3\]"):
+        tl.solve(singular, b)
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="positive definite"):
+        tl.cholesky(indefinite)
+
+
+@pytest.mark.xla
+def test_batched_float64_eigh_is_its_single_calls(emulate_neuron, monkeypatch):
+    """A stack of float64 eigh on Neuron runs the device method per matrix: the batch is
+    its single calls exactly (SciPy's test_batch.py compares them), on the device."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 3, 8, 8))
+    a = a + a.swapaxes(-1, -2)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return (tl.eigh(a), tl.eigvalsh(a, subset_by_index=(2, 4)),
+                    [tl.eigh(m) for m in a.reshape(-1, 8, 8)])
+
+    ((w, v), w_sub, single), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    assert w.shape == (2, 3, 8) and v.shape == (2, 3, 8, 8) and w_sub.shape == (2, 3, 3)
+    np.testing.assert_array_equal(w.reshape(-1, 8), np.stack([s[0] for s in single]))
+    np.testing.assert_array_equal(v.reshape(-1, 8, 8), np.stack([s[1] for s in single]))
+    np.testing.assert_allclose(w, sl.eigh(a)[0], rtol=0, atol=1e-13 * np.abs(w).max())
+    np.testing.assert_allclose(w_sub, sl.eigvalsh(a, subset_by_index=(2, 4)), rtol=0,
+                               atol=1e-13 * np.abs(w).max())
+
+
 def _check_svd(a, got, full, compute_uv):
     """Paired with SciPy's float64 SVD: singular values to float64 rounding of s_max, U
     and V orthonormal and A = U S V^T to n eps (columns matched to SciPy's up to sign)."""

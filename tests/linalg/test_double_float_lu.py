@@ -165,7 +165,7 @@ def test_lu_float64_singular_and_ill_conditioned(emulate_neuron, monkeypatch):
 
 @pytest.mark.xla
 def test_float64_rectangular_or_batched_runs_on_host(emulate_neuron, monkeypatch, xla_device):
-    """No double-float method for a rectangular LU or batched dense input: SciPy on the
+    """No double-float method for a rectangular LU, a batched det, a generalized eigh: SciPy on the
     exact values, announced (never the float32 values the device holds)."""
     import trnscipy
     import trnscipy.linalg as tl
@@ -181,15 +181,16 @@ def test_float64_rectangular_or_batched_runs_on_host(emulate_neuron, monkeypatch
     s = rng.standard_normal((2, 4, 4))
     s = s @ s.mT + 4 * np.eye(4)
     sd = trnscipy.to_device(s, xla_device)
-    for name, args in (("solve", (s, s[..., :1])), ("inv", (s,)), ("cholesky", (s,))):
-        with pytest.warns(trnscipy.DeviceFallbackWarning, match=f"{name} runs on the host"):
+    # (batched solve, inv, cholesky, cho_solve refine on the device: test_double_float_dense)
+    for name, args, method in (("det", (s,), "det"), ("eigvalsh", (s, s), "eigh")):
+        with pytest.warns(trnscipy.DeviceFallbackWarning, match=f"{method} runs on the host"):
             got = getattr(tl, name)(*(trnscipy.to_device(x, xla_device) for x in args))
         assert np.array_equal(trnscipy.to_host(got), getattr(sl, name)(*args))
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     with pytest.raises(trnscipy.DeviceUnsupportedError):
         tl.lu(ad)
     with pytest.raises(trnscipy.DeviceUnsupportedError):
-        tl.inv(sd)
+        tl.det(sd)
 
 
 @pytest.mark.xla
@@ -219,3 +220,33 @@ def test_lu_float64_must_show(n, emulate_neuron, monkeypatch):
     print(f"n={n}: lu_factor backward {factor / (n * EPS):.3f} n eps, lu_solve "
           f"{solve / (n * EPS):.3f} n eps, {seconds:.1f} s, {counts}")
     assert factor <= 10 * n * EPS and solve <= 10 * n * EPS
+
+
+@pytest.mark.xla
+def test_orders_of_one_bucket_share_the_refinement_graphs(emulate_neuron, xla_device):
+    """float64 solve (and inv) of orders 9 to 16 run at order 16 ([[A, 0], [0, I]]): a new
+    order in a warm bucket compiles only its small padding and read-back graphs, not the
+    refinement (SciPy's test_onenormest inverts matrices of 31 orders: a timeout on the
+    XLA lane, each order compiling seconds of graphs).  Results paired with SciPy."""
+    import torch_xla.debug.metrics as met
+
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(31)
+
+    def compile_ns(n):
+        a = rng.standard_normal((n, n)) + n * np.eye(n)
+        before = met.metric_data("CompileTime")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
+            with trnscipy.offload(xla_device):
+                ainv = tl.inv(a)
+        assert ainv.shape == (n, n)
+        assert _backward(a, ainv, np.eye(n)) < 8 * EPS
+        after = met.metric_data("CompileTime")
+        return after[1] - (before[1] if before else 0)
+
+    cold = compile_ns(9)
+    warm = compile_ns(14)
+    assert warm < 0.4 * cold, (cold, warm)

@@ -87,6 +87,24 @@ def test_pinv_lstsq(dlane, shape):
         assert np.allclose(to_np(res), resref, rtol=tol * 10)
 
 
+def test_pinv_device_cutoff_as_scipy():
+    """The device pinv (CUDA, XLA) run on CPU tensors: SciPy's cut-off atol + rtol s_max
+    (rtol by default max(m, n) eps even where atol is given), so the rank and the result
+    are SciPy's for every pair of tolerances."""
+    from trnscipy.linalg import _kernels
+
+    rng = np.random.default_rng(35)
+    u = np.linalg.qr(rng.standard_normal((8, 5)))[0]
+    v = np.linalg.qr(rng.standard_normal((5, 5)))[0]
+    a = (u * np.array([10, 1, 1e-3, 1e-6, 1e-14])) @ v.T
+    for kw in ({}, {"atol": 1e-4}, {"atol": 5e-4, "rtol": 5e-5}, {"atol": 1e-4, "rtol": 1e-2},
+               {"rtol": 0.2}, {"atol": 1e-6 - 1e-9}):
+        p, rank = _kernels.pinv(torch.from_numpy(a), return_rank=True, **kw)
+        pref, rref = sl.pinv(a, return_rank=True, **kw)
+        assert int(rank) == rref, kw
+        assert np.allclose(p.numpy(), pref, rtol=0, atol=1e-7 * np.abs(pref).max()), kw
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_lstsq_device_residues_as_scipy(dtype):
     """The device lstsq (CUDA, XLA) run on CPU tensors: residues as the installed SciPy's

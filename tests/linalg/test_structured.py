@@ -70,6 +70,22 @@ def test_solve_banded(dlane, dtype, lu):
         assert not host
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_one_column_quotients(dlane, dtype):
+    """solve with a 1x1 ``a`` and solve_banded with one column are b / a: complex on the
+    XLA lane, where torch-xla 2.9 labels a complex quotient float32 (``_dtypes.divide``);
+    solve_banded returned that label's real part before."""
+    rng = np.random.default_rng(41)
+    a = random(1, dtype, rng, m=1)
+    b = random(3, dtype, rng, m=1)
+    for rhs in (b, b[:, 0].copy()):
+        for ref, x in ((sl.solve(a, rhs), tl.solve(tensor(a, dlane), tensor(rhs, dlane))),
+                       (sl.solve_banded((0, 0), a, rhs),
+                        tl.solve_banded((0, 0), tensor(a, dlane), tensor(rhs, dlane)))):
+            assert to_np(x).dtype == ref.dtype and x.shape == ref.shape
+            _close(x, ref, dtype)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lower", [False, True])
 def test_solveh_cholesky_banded(dlane, dtype, lower):

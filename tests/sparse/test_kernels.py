@@ -15,14 +15,14 @@ from tests.sparse.sparse_cases import (
     scipy_case,
     skip_unless_subset,
 )
-from trnscipy._kernels import _generic, kind_kernel
+from trnscipy._kernels import _generic, kind_backend
 
 torch = pytest.importorskip("torch")
 
 
 def _product(kind, A, x):
     """A @ x by the product primitive of ``A``'s format that device kind ``kind`` has."""
-    return kind_kernel(f"{A.format}_matvec{'s' if x.ndim == 2 else ''}", kind)(A, x)
+    return getattr(kind_backend(kind), f"{A.format}_matvec{'s' if x.ndim == 2 else ''}")(A, x)
 
 
 def _dense(rng, shape, dtype):
@@ -599,10 +599,10 @@ def test_xla_device_loop_leaves_on_the_until_flag(xla_device):
     step that set it (counted by the steps taken), in one execution, with any bounds."""
     import torch_xla
 
-    from trnscipy._kernels import kernel
+    from trnscipy._kernels import backend
     from trnscipy._metrics import xla_counts
 
-    loop = kernel("device_loop", xla_device)
+    loop = backend(xla_device).device_loop
 
     def body(carry, j):
         count, total, done = carry
@@ -632,7 +632,7 @@ def test_xla_device_loop_builds_on_finished_work(xla_device, monkeypatch):
     Checked: the device data the body reads keep their handles from build on."""
     import torch_xla
 
-    from trnscipy._kernels import kernel
+    from trnscipy._kernels import backend
 
     xla = torch_xla._XLAC
     real = xla.lowering.LoweringContext
@@ -654,7 +654,7 @@ def test_xla_device_loop_builds_on_finished_work(xla_device, monkeypatch):
 
     a = torch.randn(2000, 2000).to(xla_device)
     bounds = [torch.tensor([b]).to(xla_device) for b in (0, 3)]
-    loop = kernel("device_loop", xla_device)
+    loop = backend(xla_device).device_loop
     loop(lambda carry, j: (carry[0] * a[0, :8],), (torch.ones(8).to(xla_device),), *bounds)
     torch_xla.sync()
     monkeypatch.setattr(xla.lowering, "LoweringContext", Watched)
@@ -667,3 +667,32 @@ def test_xla_device_loop_builds_on_finished_work(xla_device, monkeypatch):
         np.testing.assert_allclose(out.cpu().numpy(),
                                    (a[0, :8] + 19).cpu().numpy() ** 3, rtol=1e-5)
     assert changed == [False] * 6
+
+
+def test_backends_implement_the_primitives():
+    """Every backend class has every primitive of the protocol, a kind extends its parent
+    (neuron -> xla -> generic, cpu/cuda -> generic), and ``backend`` gives one per kind."""
+    from trnscipy._kernels import _backend, _cpu, _cuda, backend
+
+    names = [n for n in vars(_backend.Backend).get("__annotations__", {})] + [
+        n for n, v in vars(_backend.Backend).items() if callable(v) and not n.startswith("_")]
+    assert set(_backend.PRODUCTS) <= set(names)
+    classes = [_generic.Generic, _cpu.Cpu, _cuda.Cuda]
+    if _have_torch_xla():
+        from trnscipy._kernels import _neuron, _xla
+
+        classes += [_xla.Xla, _neuron.Neuron]
+        assert _neuron.Neuron.__mro__[1:3] == (_xla.Xla, _generic.Generic)
+    for cls in classes:
+        assert isinstance(cls(), _backend.Backend), cls
+        for name in names:
+            assert getattr(cls, name, None) is not None, (cls, name)
+    assert _cpu.Cpu.__mro__[1] is _cuda.Cuda.__mro__[1] is _generic.Generic
+    assert backend(torch.device("cpu")) is kind_backend("cpu")
+    assert type(kind_backend("cpu")) is _cpu.Cpu
+
+
+def _have_torch_xla():
+    import importlib.util
+
+    return importlib.util.find_spec("torch_xla") is not None

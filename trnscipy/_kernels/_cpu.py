@@ -15,8 +15,8 @@ import torch
 from scipy.sparse import _sparsetools as _st
 from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
-from trnscipy._dispatch import offloading
-from trnscipy._kernels import _generic, _plan, register
+from trnscipy._device import offloading
+from trnscipy._kernels import _generic, _plan
 from trnscipy._kernels._generic import bsr_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
@@ -100,8 +100,8 @@ _PARTS = {"csr": ("indptr", "indices", "data"), "csc": ("indptr", "indices", "da
 _PART_GETTERS = {fmt: operator.attrgetter(*names) for fmt, names in _PARTS.items()}
 
 
-def _register_product(fmt, generic, index):
-    """Register the CPU ``<fmt>_matvec``/``<fmt>_matvecs``: y = A @ x with SciPy's compiled
+def _product_of(fmt, generic, index):
+    """The CPU ``<fmt>_matvec``/``<fmt>_matvecs``: y = A @ x with SciPy's compiled
     kernels (same dtype for A and x), or torch's / BLAS's where they are faster
     (``_HostProduct``).  With autograd: ``_Product`` on the index arrays ``index(A)``, or
     (``index`` None: BSR, DIA) the generic torch kernel, whose gradients torch derives;
@@ -116,15 +116,16 @@ def _register_product(fmt, generic, index):
             return _Product.apply(A.data, x, fmt, *index(A), A.shape)
         return _host_product(A)(A, x)
 
-    register(f"{fmt}_matvec", "cpu")(product)
-    register(f"{fmt}_matvecs", "cpu")(product)
+    return product
 
 
-_register_product("csr", _generic.csr_product, operator.attrgetter("indptr", "indices"))
-_register_product("csc", _generic.csc_product, operator.attrgetter("indptr", "indices"))
-_register_product("coo", _generic.coo_container_product, operator.attrgetter("row", "col"))
-_register_product("bsr", _generic.bsr_product, None)
-_register_product("dia", _generic.dia_product, None)
+_COMPRESSED = operator.attrgetter("indptr", "indices")
+csr_host_product = _product_of("csr", _generic.csr_product, _COMPRESSED)
+csc_host_product = _product_of("csc", _generic.csc_product, _COMPRESSED)
+coo_host_product = _product_of("coo", _generic.coo_container_product,
+                               operator.attrgetter("row", "col"))
+bsr_host_product = _product_of("bsr", _generic.bsr_product, None)
+dia_host_product = _product_of("dia", _generic.dia_product, None)
 
 
 def _host_product(A):
@@ -368,7 +369,6 @@ def _torch_spmm(A, x):
         torch.set_num_threads(threads)
 
 
-@register("spgemm", "cpu")
 def spgemm(A, B):
     """CSR @ CSR with SciPy's compiled csr_matmat on zero-copy views."""
     import scipy.sparse as sp
@@ -448,7 +448,6 @@ def _solver_operand(value, host_operand, operators):
 
 # ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
 
-@register("krylov", "cpu")
 def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
     """Solve with SciPy's own solver on NumPy views of the CPU tensors: SciPy's iterates,
     ``info``, errors and speed (a torch loop pays 3-5 us per vector op at 10^4 unknowns).
@@ -488,7 +487,6 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
 
 # ---- Eigensolvers: SciPy's ARPACK / lobpcg on zero-copy views -----------------------------
 
-@register("eigen", "cpu")
 def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     """SciPy's eigensolver on NumPy views of the CPU tensors (ARPACK's and lobpcg's own
     iterates and speed); results come back as CPU tensors.  ``ArpackNoConvergence``
@@ -524,3 +522,17 @@ def _to_tensors(result):
     if isinstance(result, tuple | list):
         return type(result)(_to_tensors(x) for x in result)
     return result
+
+
+class Cpu(_generic.Generic):
+    """CPU tensors: SciPy's compiled kernels and solvers on zero-copy NumPy views."""
+
+    kind = "cpu"
+    csr_matvec = csr_matvecs = staticmethod(csr_host_product)
+    csc_matvec = csc_matvecs = staticmethod(csc_host_product)
+    coo_matvec = coo_matvecs = staticmethod(coo_host_product)
+    bsr_matvec = bsr_matvecs = staticmethod(bsr_host_product)
+    dia_matvec = dia_matvecs = staticmethod(dia_host_product)
+    spgemm = staticmethod(spgemm)
+    krylov = staticmethod(krylov)
+    eigen = staticmethod(eigen)

@@ -8,7 +8,7 @@ import gc
 
 import torch
 
-from trnscipy._kernels import _generic, register
+from trnscipy._kernels import _generic
 from trnscipy._kernels._generic import torch_csr
 
 _DTYPES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
@@ -21,23 +21,18 @@ def _usable(A, x):
             and not (A.data.requires_grad or x.requires_grad))
 
 
-@register("csr_matvec", "cuda")
-@register("csr_matvecs", "cuda")
 def csr_product(A, x):
     if not _usable(A, x):
         return _generic.csr_product(A, x)
     return torch_csr(A.indptr, A.indices, A.data, A.shape) @ x
 
 
-@register("csc_matvec", "cuda")
-@register("csc_matvecs", "cuda")
 def csc_product(A, x):
     if not _usable(A, x):
         return _generic.csc_product(A, x)
     return csr_product(A.tocsr(), x)
 
 
-@register("graph_function", "cuda")
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors, no host reads, no writes to its arguments) as
     a CUDA graph: see ``_CudaGraph``."""
@@ -124,8 +119,17 @@ def _recover(pool, device):
         del graph
 
 
-@register("memory_available", "cuda")
 def memory_available(device):
     """Free bytes on the GPU, plus what torch's caching allocator holds but does not use."""
     free, _ = torch.cuda.mem_get_info(device)
     return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+
+
+class Cuda(_generic.Generic):
+    """CUDA tensors: cuSPARSE's CSR products, CUDA graphs."""
+
+    kind = "cuda"
+    csr_matvec = csr_matvecs = staticmethod(csr_product)
+    csc_matvec = csc_matvecs = staticmethod(csc_product)
+    graph_function = staticmethod(graph_function)
+    memory_available = staticmethod(memory_available)

@@ -203,11 +203,13 @@ def norm(a, dim=-1):
 
 
 def gemv(A, x):
-    """Double-float A @ x for a dense (m, n) pair A and an (n,) or (n, k) pair x."""
+    """Double-float A @ x for a dense (..., m, n) pair A and an (n,) or (..., n, k) pair x
+    (leading dimensions broadcast)."""
     if x[0].ndim == 1:
         return dot(A, (x[0][None, :], x[1][None, :]))
-    terms = _prod_terms((A[0][:, :, None], A[1][:, :, None]), (x[0][None], x[1][None]))
-    return tree_sum(terms[0], terms[1], dim=1)
+    terms = _prod_terms((A[0][..., None], A[1][..., None]),
+                        (x[0][..., None, :, :], x[1][..., None, :, :]))
+    return tree_sum(terms[0], terms[1], dim=-2)
 
 
 def _pow2_ceil(t):
@@ -231,15 +233,18 @@ def _slices(a, dim, count, bits):
 
 
 def gemm(A, B, bits_a=52, bits_b=52):
-    """Double-float A @ B (pairs of (m, k) and (k, n) float32 tensors) by Ozaki splitting:
+    """Double-float A @ B (pairs of (..., m, k) and (..., k, n) float32 tensors, leading
+    dimensions broadcast) by Ozaki splitting:
     every slice product is an exact float32 GEMM, summed in double-float.  ``bits_a``,
     ``bits_b``: the significant bits to keep of each operand (24 for a float32 one)."""
     k = A[0].shape[-1]
     bits = max(1, (24 - max(1, math.ceil(math.log2(max(k, 2))))) // 2)
     ca, cb = -(-bits_a // bits), -(-bits_b // bits)
     sa = _slices(A, -1, ca, bits)
-    sb = _slices(B, 0, cb, bits)
-    hi = torch.zeros(A[0].shape[:-1] + B[0].shape[-1:], dtype=A[0].dtype, device=A[0].device)
+    sb = _slices(B, -min(2, B[0].ndim), cb, bits)
+    shape = (torch.broadcast_shapes(A[0].shape[:-2], B[0].shape[:-2]) + A[0].shape[-2:-1]
+             + B[0].shape[-1:])
+    hi = torch.zeros(shape, dtype=A[0].dtype, device=A[0].device)
     lo = torch.zeros_like(hi)
     # the products down to 2**-52 of the result's scale, smallest first, each exact
     last = max(ca, cb) + 1
@@ -349,7 +354,7 @@ def from_host(a, device=None):
 def to_host_f64(a):
     """hi + lo as a float64 NumPy array (both parts computed in one graph: read one by one,
     torch-xla 2.9 can hand the second graph the first's executable, pytorch/xla#8353)."""
-    from trnscipy._kernels import kernel
+    from trnscipy._kernels import backend
 
-    kernel("materialize", a[0].device)(list(a))
+    backend(a[0].device).materialize(list(a))
     return a[0].cpu().numpy().astype(np.float64) + a[1].cpu().numpy().astype(np.float64)

@@ -5,27 +5,22 @@ import warnings
 
 import torch
 
-from trnscipy._kernels import register
-from trnscipy.sparse import _sputils as su
+from trnscipy._kernels import _sparsetools as su
 
 
-@register("materialize", "generic")
 def materialize(tensors):
     """Compute ``tensors`` now, together (eager devices: they already are)."""
 
 
-@register("sync", "generic")
 def sync():
     """Run all pending device work (eager devices: nothing pending)."""
 
 
-@register("product_index", "generic")
 def product_index(indptr, nnz, device):
     """Nothing to set up with a new container: eager devices build the entry -> major
     index on first use (the CPU kernels never need it)."""
 
 
-@register("expand_ptr", "generic")
 def expand_ptr(indptr, nnz):
     """Major index of each stored entry of a compressed structure."""
     return su.expand_ptr(indptr, nnz)
@@ -118,31 +113,20 @@ def dia_product(A, x):
 # format class calls its own, ``<format>_matvec`` for a vector and ``<format>_matvecs``
 # for a matrix (SciPy's sparsetools names); here one function serves both.
 
-@register("csr_matvec", "generic")
-@register("csr_matvecs", "generic")
 def csr_product(A, x):
     return coo_product(A._major_index(), A.indices, A.data, x, A.shape[0])
 
 
-@register("csc_matvec", "generic")
-@register("csc_matvecs", "generic")
 def csc_product(A, x):
     return coo_product(A.indices, A._major_index(), A.data, x, A.shape[0])
 
 
-@register("coo_matvec", "generic")
-@register("coo_matvecs", "generic")
 def coo_container_product(A, x):
     return coo_product(A.row, A.col, A.data, x, A.shape[0])
 
 
-register("bsr_matvec", "generic")(bsr_product)
-register("bsr_matvecs", "generic")(bsr_product)
-register("dia_matvec", "generic")(dia_product)
-register("dia_matvecs", "generic")(dia_product)
 
 
-@register("spgemm", "generic")
 def spgemm(A, B):
     """CSR @ CSR -> parts of a canonical CSR (zeros dropped, as SciPy's csr_matmat)."""
     m, n = A.shape[0], B.shape[1]
@@ -163,30 +147,25 @@ def spgemm(A, B):
             "_sorted": True, "_canonical": True}
 
 
-@register("krylov", "generic")
 def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
     """The torch implementation of the solver (XLA graphs, CUDA)."""
     return device_solver(*args, **kwargs)
 
 
-@register("prepare_product", "generic")
 def prepare_product(A, host=None, width=None):
     """Nothing to set up: eager devices multiply with the stored layout."""
 
 
-@register("eigen", "generic")
 def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     """The torch implementation of the eigensolver (XLA graphs, CUDA)."""
     return device_func(*args, **kwargs)
 
 
-@register("graph_function", "generic")
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors) as a callable: eager devices run it as it is."""
     return fn
 
 
-@register("device_loop", "generic")
 def device_loop(body, carry, start, stop, until=None):
     """``for j in range(start, stop): carry = body(carry, j)``, a Python loop, ``j`` a 0-d
     int64 tensor on the carry's device.  Python-int bounds read nothing on the host (the
@@ -202,19 +181,16 @@ def device_loop(body, carry, start, stop, until=None):
     return carry
 
 
-@register("sort", "generic")
 def sort(t, stable=False):
     """torch.sort along the last axis: (values, order)."""
     return torch.sort(t, stable=stable)
 
 
-@register("inner", "generic")
 def inner(a, b):
     """conj(a) . b along the last axis (``a`` a vector or a stack of them, ``b`` a vector)."""
     return a.conj() @ b if a.is_complex() else a @ b
 
 
-@register("memory_available", "generic")
 def memory_available(device):
     """Bytes a new allocation on ``device`` can take: the host's available memory (devices
     whose tensors live in host memory)."""
@@ -226,3 +202,36 @@ def memory_available(device):
         import os
 
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def unpivoted_inverse(D):
+    """Inverses of a batch of square blocks (..., w, w): torch's (pivoted) inverse."""
+    return torch.linalg.inv_ex(D).inverse
+
+
+class Generic:
+    """Plain torch ops on any device: the primitives every backend inherits."""
+
+    kind = "generic"
+    csr_matvec = csr_matvecs = staticmethod(csr_product)
+    csc_matvec = csc_matvecs = staticmethod(csc_product)
+    coo_matvec = coo_matvecs = staticmethod(coo_container_product)
+    bsr_matvec = bsr_matvecs = staticmethod(bsr_product)
+    dia_matvec = dia_matvecs = staticmethod(dia_product)
+    spgemm = staticmethod(spgemm)
+    prepare_product = staticmethod(prepare_product)
+    product_index = staticmethod(product_index)
+    expand_ptr = staticmethod(expand_ptr)
+    inner = staticmethod(inner)
+    sort = staticmethod(sort)
+    materialize = staticmethod(materialize)
+    sync = staticmethod(sync)
+    device_loop = staticmethod(device_loop)
+    graph_function = staticmethod(graph_function)
+    unpivoted_inverse = staticmethod(unpivoted_inverse)
+    memory_available = staticmethod(memory_available)
+    krylov = staticmethod(krylov)
+    eigen = staticmethod(eigen)
+
+    def __repr__(self):
+        return f"<trnscipy backend {self.kind!r}>"

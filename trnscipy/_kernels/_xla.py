@@ -15,38 +15,23 @@ import numpy as np
 import torch
 import torch_xla
 
-from trnscipy._kernels import _ell, _generic, _plan, register
+from trnscipy._device import materialize
+from trnscipy._kernels import _ell, _generic, _plan
+from trnscipy._kernels import _sparsetools as su
 from trnscipy._kernels._generic import expand_ptr as _generic_expand_ptr
-from trnscipy.sparse import _sputils as su
 
 
-@register("materialize", "xla")
-def materialize(tensors):
-    """Compute ``tensors`` in one graph, now.
-
-    Reading a result's tensors one by one traces one graph per tensor, and
-    torch-xla 2.9 can hand two such graphs the same compiled executable when they
-    differ only in which same-shaped input feeds which op (pytorch/xla#8353, open):
-    ``row[order]`` then ``col[order]`` read back ``row[order]`` twice.  One graph
-    for all of a result's tensors avoids that, at one graph execution.
-    """
-    torch_xla._XLAC._xla_sync_multi(list(tensors), devices=[], wait=False)
-
-
-@register("sync", "xla")
 def sync():
     """Cut the lazy graph and run it (``torch_xla.sync()``)."""
     torch_xla.sync()
 
 
-@register("expand_ptr", "xla")
 def expand_ptr(indptr, nnz):
     out = _generic_expand_ptr(indptr, nnz)
     materialize([out])
     return out
 
 
-@register("product_index", "xla")
 def product_index(indptr, nnz, device):
     """The entry -> major index the products gather by, set up with a new container.
 
@@ -79,7 +64,6 @@ def _host_layout(A, host):
     return slot_map, minor, width
 
 
-@register("prepare_product", "xla")
 def prepare_product(A, host=None, width=None):
     """Choose the product layout of a new container and build it with the container (in
     its plan: the slot map and padded minor index as ``("xla", "ell")``, the padded
@@ -135,14 +119,11 @@ def _entry_product(generic):
     return product
 
 
-for _fmt, _generic_product in (("csr", _generic.csr_product), ("csc", _generic.csc_product),
-                               ("coo", _generic.coo_container_product)):
-    register(f"{_fmt}_matvec", "xla")(register(f"{_fmt}_matvecs", "xla")(
-        _entry_product(_generic_product)))
+csr_product = _entry_product(_generic.csr_product)
+csc_product = _entry_product(_generic.csc_product)
+coo_product = _entry_product(_generic.coo_container_product)
 
 
-@register("bsr_matvec", "xla")
-@register("bsr_matvecs", "xla")
 def bsr_product(A, x):
     """BSR @ x over the padded block-row layout when ``prepare_product`` chose one."""
     layout = _plan.get(A, "xla", "ell")
@@ -172,7 +153,6 @@ def _block_product(A, x, slot_map):
     return out[:, 0].clone() if x.ndim == 1 else out
 
 
-@register("sort", "xla")
 def sort(t, stable=False):
     """torch.sort whose outputs may index: torch-xla 2.9 aborts the process ("F shape.h:848
     Check failed: buffer != nullptr") when an output of a multi-output op (sort, topk, max
@@ -185,7 +165,6 @@ def sort(t, stable=False):
     return values, order + 0
 
 
-@register("inner", "xla")
 def inner(a, b):
     """conj(a) . b along the last axis, as a product and a sum: XLA CPU accumulates a
     ``dot`` in order (float32 relative error 9e-7 at 10^4 entries, 3e-5 at 10^6,
@@ -194,7 +173,6 @@ def inner(a, b):
     return (a.conj() * b).sum(-1)
 
 
-@register("graph_function", "xla")
 def graph_function(fn):
     """``fn`` (tensors -> tuple of tensors, no in-place writes to its arguments) traced
     once and replayed: see ``_Replay``."""
@@ -304,7 +282,6 @@ def _device_data(tensors):
 
 
 
-@register("device_loop", "xla")
 def device_loop(body, carry, start, stop, until=None):
     """``for j in range(start, stop): carry = body(carry, j)`` as one XLA ``While`` in the
     lazy graph (``start``, ``stop``: int64 device tensors of one element, or Python ints,
@@ -376,7 +353,6 @@ def _bound(value, device):
     return value.to(torch.int64).reshape(())
 
 
-@register("unpivoted_inverse", "xla")
 def unpivoted_inverse(D):
     """Inverses of a batch of square blocks (..., w, w) without pivoting: the 2 x 2 block
     inverse through the Schur complement of the leading half (matrix products), down to
@@ -422,7 +398,6 @@ def _gauss_jordan(D):
     return M.reshape(shape)
 
 
-@register("memory_available", "xla")
 def memory_available(device):
     """The device's free bytes where the PJRT client reports them (Neuron, GPU); PJRT CPU
     does not (its buffers are host memory): the host's available memory."""
@@ -435,3 +410,25 @@ def memory_available(device):
     except RuntimeError:  # "GetAllocatorStats is not supported" (PJRT CPU)
         return host_available(device)
     return int(info["bytes_limit"]) - int(info["bytes_used"])
+
+
+class Xla(_generic.Generic):
+    """torch-xla tensors: scatter-free padded products, graphs cut and replayed, loops as
+    one XLA ``While``."""
+
+    kind = "xla"
+    csr_matvec = csr_matvecs = staticmethod(csr_product)
+    csc_matvec = csc_matvecs = staticmethod(csc_product)
+    coo_matvec = coo_matvecs = staticmethod(coo_product)
+    bsr_matvec = bsr_matvecs = staticmethod(bsr_product)
+    prepare_product = staticmethod(prepare_product)
+    product_index = staticmethod(product_index)
+    expand_ptr = staticmethod(expand_ptr)
+    inner = staticmethod(inner)
+    sort = staticmethod(sort)
+    materialize = staticmethod(materialize)
+    sync = staticmethod(sync)
+    device_loop = staticmethod(device_loop)
+    graph_function = staticmethod(graph_function)
+    unpivoted_inverse = staticmethod(unpivoted_inverse)
+    memory_available = staticmethod(memory_available)

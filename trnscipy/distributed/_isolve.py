@@ -7,8 +7,9 @@ the shared vector space): z = M r and w = A z come first, then ||r||^2, (r, z) a
 in a single all_reduce, so one reduction and one halo exchange per iteration, with
 SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of each iteration) and
 SciPy's iteration count.  gmres runs ``_krylov.gmres_cycle`` (``System.gram_schmidt``: the
-projections in two all_reduces); bicgstab and minres follow SciPy's loops step for step
-with the dot products fused where the algorithm allows.
+projections in two all_reduces); bicgstab runs ``_krylov.bicgstab`` (||r|| with (r~, r)
+and (t, r) with (t, t) fused: four all_reduces per iteration); minres follows SciPy's
+loop step for step.
 
 Callbacks run on every rank.  Those that SciPy gives the iterate ``xk`` get a
 DistributedArray (``xk.local`` is this rank's rows; ``gather(xk)`` inside the callback
@@ -23,35 +24,39 @@ import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import register_distributed
-from trnscipy._dtypes import to_torch_dtype
+from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
 from trnscipy.distributed import _comm
 from trnscipy.distributed._array import DistributedArray, check_same
 from trnscipy.distributed._matrix import DistributedMatrix
 from trnscipy.sparse.linalg._isolve import _krylov
-from trnscipy.sparse.linalg._isolve.utils import _coerce, gmres_callback_type
+from trnscipy.sparse.linalg._isolve.utils import (
+    _coerce,
+    check_atol,
+    check_square,
+    check_vector,
+    gmres_callback_type,
+)
 
 __all__ = ["cg", "gmres", "bicgstab", "minres", "System"]
+
 
 class System:
     """A distributed system: A and M as functions on local tensors, x, b, reductions; the
     vector space the shared iterations (``sparse.linalg._isolve._krylov``) run in."""
 
-    def __init__(self, A, b, x0=None, M=None, square=True):
+    scalars = _krylov.HostScalars  # all-reduced sums are host numbers
+
+    def __init__(self, A, b, x0=None, M=None):
         if not isinstance(A, DistributedMatrix):
             raise ValueError(f"expected a DistributedMatrix, got {type(A).__name__} (the "
                              "operands of a distributed solve are distributed together)")
-        if square and A.shape[0] != A.shape[1]:
-            raise ValueError(f"expected square matrix, but got shape={A.shape}")
+        check_square(A.shape)
         self.A, self.where, self.n = A, A.placement, A.shape[0]
         b_local = self._local(b, "b")
-        self.np_dtype = np.dtype(_coerce(A.dtype.char, np.dtype(_np(b_local.dtype)).char))
+        self.np_dtype = np.dtype(_coerce(A.dtype.char, to_numpy_dtype(b_local.dtype).char))
         self.dtype = to_torch_dtype(self.np_dtype)
-        self.b = b_local.to(self.dtype).clone()
-        if self.b.dim() == 2 and self.b.shape[1] == 1:
-            self.b = self.b[:, 0]
-        if self.b.dim() != 1:
-            raise ValueError(f"shapes of A {A.shape} and b {tuple(b.shape)} are incompatible")
+        self.b = b_local.to(self.dtype).reshape(-1).clone()
         self.x0_given = x0 is not None
         self.x = (self._local(x0, "x0").to(self.dtype).reshape(-1).clone() if x0 is not None
                   else torch.zeros_like(self.b))
@@ -61,12 +66,11 @@ class System:
     def _local(self, v, name):
         if isinstance(v, DistributedArray):
             check_same(self.A, v, f"A and {name}")
+            check_vector(self.A.shape, name, v.shape)
             return v.local
         if isinstance(v, np.ndarray) or isinstance(v, list):
             v = np.asarray(v)
-            if v.shape[0] != self.n or v.ndim > 2:
-                raise ValueError(f"shapes of A {self.A.shape} and {name} {v.shape} are "
-                                 "incompatible")
+            check_vector(self.A.shape, name, v.shape)
             return self.A._vector(v, self.A.offsets)
         raise ValueError(f"{name} must be a DistributedArray partitioned like A (or a NumPy "
                          f"array given whole on every rank), not {type(v).__name__}")
@@ -95,6 +99,9 @@ class System:
     def norm(self, v):
         return math.sqrt(self.sums(_sq(v))[0].real)
 
+    def dot(self, a, b):
+        return self.sums(_dot(a, b))[0]
+
     def dots(self, *pairs):
         """conj(a).b for each pair, in one all_reduce (``_krylov``'s vector space)."""
         return self.sums(*(_sq(a) if a is b else _dot(a, b) for a, b in pairs))
@@ -113,12 +120,6 @@ class System:
         return h0, [a + c for a, c in zip(h, h2, strict=True)], w, self.norm(w)
 
 
-def _np(dtype):
-    from trnscipy._dtypes import to_numpy_dtype
-
-    return to_numpy_dtype(dtype)
-
-
 def _sq(v):
     return torch.vdot(v, v).real if v.is_complex() else torch.dot(v, v)
 
@@ -127,17 +128,10 @@ def _dot(a, b):
     return torch.vdot(a, b) if a.is_complex() else torch.dot(a, b)
 
 
-def _atol(name, bnrm2, atol, rtol):
-    if atol is None or isinstance(atol, str) or atol < 0:
-        raise ValueError(f"'scipy.sparse.linalg.{name}' called with invalid `atol`={atol}; "
-                         "if set, `atol` must be a real, non-negative number.")
-    return max(float(atol), float(rtol) * float(bnrm2))
-
-
 def _start(name, A, b, x0, M, atol, rtol, maxiter):
     s = System(A, b, x0, M)
     s.bnrm2 = s.norm(s.b)
-    s.atol = _atol(name, s.bnrm2, atol, rtol)
+    s.atol = max(check_atol(name, atol), float(rtol) * s.bnrm2)
     s.maxiter = s.n * 10 if maxiter is None else int(maxiter)
     return s
 
@@ -146,16 +140,13 @@ def _residual(s):
     return s.b - s.matvec(s.x) if s.x0_given else s.b.clone()
 
 
-@register_distributed(_scipy.cg)
-def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
-    s = _start("cg", A, b, x0, M, atol, rtol, maxiter)
-    if s.bnrm2 == 0:
-        return s.array(s.b), 0
-    state = (s.x, _residual(s), None, None, None, None)
+def _run(method, s, state, callback, *constants):
+    """Up to ``s.maxiter`` iterations of a shared ``method`` (its iterate s.x, updated in
+    place), SciPy's callback after each completed one: (x, info)."""
     xk = s.array(s.x)
     for iteration in range(s.maxiter):
         step = _krylov.HostStep()
-        state = _krylov.cg_single_reduction(s, step, state, iteration == 0, s.atol)
+        state = method(s, step, state, iteration == 0, s.atol, *constants)
         if step.stopped:
             return xk, step.info
         if callback:
@@ -163,50 +154,24 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     return xk, s.maxiter
 
 
+@register_distributed(_scipy.cg)
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
+    s = _start("cg", A, b, x0, M, atol, rtol, maxiter)
+    if s.bnrm2 == 0:
+        return s.array(s.b), 0
+    state = (s.x, _residual(s), None, None, None, None)
+    return _run(_krylov.cg_single_reduction, s, state, callback)
+
+
 @register_distributed(_scipy.bicgstab)
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     s = _start("bicgstab", A, b, x0, M, atol, rtol, maxiter)
     if s.bnrm2 == 0:
         return s.array(s.b), 0
-    rhotol = omegatol = np.finfo(s.np_dtype).eps ** 2
-    x, r = s.x, _residual(s)
-    xk = s.array(x)
-    rtilde = r.clone()
-    rho_prev = omega = alpha = p = v = None
-    for iteration in range(s.maxiter):
-        rr, rho = s.sums(_sq(r), _dot(rtilde, r))
-        if math.sqrt(rr.real) < s.atol:
-            return xk, 0
-        if abs(rho) < rhotol:
-            return xk, -10
-        if iteration > 0:
-            if abs(omega) < omegatol:
-                return xk, -11
-            beta = (rho / rho_prev) * (alpha / omega)
-            p.sub_(v, alpha=omega).mul_(beta).add_(r)
-        else:
-            p = r.clone()
-        phat = s.psolve(p)
-        v = s.matvec(phat)
-        rv = s.sums(_dot(rtilde, v))[0]
-        if rv == 0:
-            return xk, -11
-        alpha = rho / rv
-        r.sub_(v, alpha=alpha)
-        if s.norm(r) < s.atol:
-            x.add_(phat, alpha=alpha)
-            return xk, 0
-        shat = s.psolve(r)
-        t = s.matvec(shat)
-        tr, tt = s.sums(_dot(t, r), _dot(t, t))
-        omega = tr / tt
-        x.add_(phat, alpha=alpha)
-        x.add_(shat, alpha=omega)
-        r.sub_(t, alpha=omega)
-        rho_prev = rho
-        if callback:
-            callback(xk)
-    return xk, s.maxiter
+    tiny = s.eps ** 2
+    r = _residual(s)
+    state = (s.x, r, r.clone(), None, None, None, None, None)
+    return _run(_krylov.bicgstab, s, state, callback, tiny, tiny)
 
 
 @register_distributed(_scipy.gmres)
@@ -230,7 +195,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     def on_step(presid):
         inner[0] += 1
         if callback_type in ("legacy", "pr_norm"):
-            callback(presid / bnrm2)
+            callback(np.float64(presid / bnrm2))  # SciPy's type
         return callback_type == "legacy" and inner[0] == maxiter
 
     for _ in range(maxiter):
@@ -252,103 +217,37 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
 @register_distributed(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):
-    """SciPy's minres loop (Paige and Saunders) with three all_reduces per iteration:
-    alpha, beta and ||x||.  ``show`` prints on rank 0 only."""
+    """SciPy's minres, ``_krylov.minres`` on host numbers: three all_reduces per
+    iteration (alpha, beta and ||x||).  ``show`` prints a short line per iteration on
+    rank 0 only."""
     s = System(A, b, x0, M)
     n, eps = s.n, s.eps
     maxiter = 5 * n if maxiter is None else int(maxiter)
     show = show and s.where.rank == 0
-    x = s.x
     r1 = _residual(s)
     y = s.psolve(r1)
-    beta1 = s.sums(torch.dot(r1, y))[0]
+    beta1 = s.dot(r1, y)
     if beta1 < 0:
         raise ValueError("indefinite preconditioner")
     if beta1 == 0:
-        return s.array(x), 0
+        return s.array(s.x), 0
     if s.norm(s.b) == 0:
         return s.array(s.b), 0
     beta1 = math.sqrt(beta1)
     if check:
-        w = s.matvec(y)
-        r2 = s.matvec(w)
-        ss, t = s.sums(torch.dot(w, w), torch.dot(y, r2))
-        if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
-            raise ValueError("non-symmetric matrix")
-        r2 = s.psolve(y)
-        ss, t = s.sums(torch.dot(y, y), torch.dot(r1, r2))
-        if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
-            raise ValueError("non-symmetric preconditioner")
-    istop = itn = 0
-    oldb, beta, dbar, epsln, phibar, rhs1, rhs2 = 0, beta1, 0, 0, beta1, beta1, 0
-    tnorm2, gmax, gmin = 0, 0, np.finfo(s.np_dtype).max
-    cs, sn = -1, 0
-    w = torch.zeros_like(x)
-    w2 = torch.zeros_like(x)
-    r2 = r1
-    xk = s.array(x)
-    while itn < maxiter:
-        itn += 1
-        v = (1.0 / beta) * y
-        y = s.matvec(v)
-        y = y - shift * v
-        if itn >= 2:
-            y = y - (beta / oldb) * r1
-        alfa = s.sums(torch.dot(v, y))[0]
-        y = y - (alfa / beta) * r2
-        r1, r2 = r2, y
-        y = s.psolve(r2)
-        oldb = beta
-        beta = s.sums(torch.dot(r2, y))[0]
-        if beta < 0:
-            raise ValueError("non-symmetric matrix")
-        beta = math.sqrt(beta)
-        tnorm2 += alfa ** 2 + oldb ** 2 + beta ** 2
-        if itn == 1 and beta / beta1 <= 10 * eps:
-            istop = -1
-        oldeps = epsln
-        delta = cs * dbar + sn * alfa
-        gbar = sn * dbar - cs * alfa
-        epsln = sn * beta
-        dbar = -cs * beta
-        root = float(np.linalg.norm([gbar, dbar]))
-        gamma = max(float(np.linalg.norm([gbar, beta])), eps)
-        cs, sn = gbar / gamma, beta / gamma
-        phi = cs * phibar
-        phibar = sn * phibar
-        w1, w2 = w2, w
-        w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
-        x = x + phi * w
-        gmax, gmin = max(gmax, gamma), min(gmin, gamma)
-        z = rhs1 / gamma
-        rhs1, rhs2 = rhs2 - delta * z, -epsln * z
-        Anorm = math.sqrt(tnorm2)
-        ynorm = s.norm(x)
-        epsx = Anorm * ynorm * eps
-        rnorm = phibar
-        test1 = math.inf if ynorm == 0 or Anorm == 0 else rnorm / (Anorm * ynorm)
-        test2 = math.inf if Anorm == 0 else root / Anorm
-        Acond = gmax / gmin
-        if istop == 0:
-            if 1 + test2 <= 1:
-                istop = 2
-            if 1 + test1 <= 1:
-                istop = 1
-            if itn >= maxiter:
-                istop = 6
-            if Acond >= 0.1 / eps:
-                istop = 4
-            if epsx >= beta1:
-                istop = 3
-            if test2 <= rtol:
-                istop = 2
-            if test1 <= rtol:
-                istop = 1
+        _krylov.minres_check(s, r1, y, eps)
+    zero = torch.zeros_like(s.x)
+    state = (s.x, r1, r1, y, zero, zero, beta1, 0.0, 0.0, 0.0, beta1, beta1, 0.0, 0.0, 0.0,
+             float(np.finfo(s.np_dtype).max), -1.0, 0.0, 0)
+    xk = s.array(s.x)
+    for itn in range(1, maxiter + 1):
+        step = _krylov.HostStep()
+        state, e = _krylov.minres(s, step, state, itn == 1, beta1, shift, rtol, maxiter, eps)
+        xk.local = state[0]
         if show:
-            print(f"{itn:6g} {test1:10.3e} {test2:10.3e} {Anorm:8.1e} {Acond:8.1e}")
-        xk.local = x
+            print(f"{itn:6g} {e.test1:10.3e} {e.test2:10.3e} {e.Anorm:8.1e} {e.Acond:8.1e}")
         if callback is not None:
             callback(xk)
-        if istop != 0:
-            break
-    return xk, maxiter if istop == 6 else 0
+        if step.stopped:
+            return xk, step.info
+    return xk, maxiter

@@ -9,14 +9,13 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
-from trnscipy._capabilities import capability
-from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _SOLVE_KINDS
+from trnscipy.linalg._kernels_struct import _wide  # noqa: F401  (_matfuncs takes it from here)
 from trnscipy.linalg._validate import (
     LinAlgError,
     as_matrix,
@@ -34,7 +33,7 @@ __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_ba
            "solveh_banded", "pinvh", "solve_circulant", "matrix_balance"]
 
 
-@dispatch(_sl.solve)
+@dispatch(_sl.solve, double_float=("neuron",))
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False):
     if assume_a not in _SOLVE_KINDS:
@@ -81,12 +80,11 @@ def _solve_scalar(a, b, check_finite):
         if a.item() == 0:
             raise LinAlgError("A singular matrix detected.")
         a, bm = a.to(dtype), bm.to(dtype)
-        # torch-xla 2.9 drops the imaginary part of a complex / complex tensor division
-        x = bm * (a.conj() / (a.real ** 2 + a.imag ** 2)) if a.is_complex() else bm / a
+        x = divide(bm, a)
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.solve_triangular, stacks=True)
+@dispatch(_sl.solve_triangular, stacks=True, double_float=("neuron",))
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
     trans = {"N": 0, "T": 1, "C": 2}.get(trans, trans)
@@ -104,7 +102,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.inv)
+@dispatch(_sl.inv, double_float=("neuron",))
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
@@ -114,20 +112,13 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     return kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
 
 
-def _wide(t):
-    """Double precision where the device has it (SciPy's expm_frechet computes in it)."""
-    if not capability(device_kind(t.device)).float64:
-        return t
-    return t.to(torch.complex128 if t.is_complex() else torch.float64)
-
-
 def _wide_result(t):
     """``t`` in double precision, SciPy's result dtype: a device without float64 holds its
     (float32-computed) values exactly, as double-float."""
     return tensor_on(t, t.device, torch.complex128 if t.is_complex() else torch.float64)
 
 
-@dispatch(_sl.det)
+@dispatch(_sl.det, double_float=("neuron",))
 def det(a, overwrite_a=False, check_finite=True):
     """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
     a = as_tensor(a, device_of(a), check_finite)
@@ -141,16 +132,18 @@ def det(a, overwrite_a=False, check_finite=True):
     return _wide_result(kernel("linalg.det", a.device)(a))
 
 
-@dispatch(_sl.pinv)
+@dispatch(_sl.pinv, double_float=("neuron",))
 def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
+    if (atol is not None and atol < 0) or (rtol is not None and rtol < 0):
+        raise ValueError("atol and rtol values must be positive.")
     if a.numel() == 0:
         x = empty(a.shape[:-2] + a.shape[-2:][::-1], a)
         return (x, 0) if return_rank else x
     return kernel("linalg.pinv", a.device)(a, atol=atol, rtol=rtol, return_rank=return_rank)
 
 
-@dispatch(_sl.lstsq)
+@dispatch(_sl.lstsq, double_float=("neuron",))
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
@@ -207,7 +200,7 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     if b.numel() == 0:
         return b.to(dtype).clone()
     if ab.shape[-1] == 1:
-        return (b.to(dtype) / ab[..., upper, 0].to(dtype)).clone()
+        return divide(b.to(dtype), ab[..., upper, 0].to(dtype)).clone()
     x = kernel("linalg.solve_banded", device)((lower, upper), ab.to(dtype), bm.to(dtype))
     return x[..., 0] if vec else x
 
@@ -277,7 +270,8 @@ def _solve_toeplitz_dense(c, r, b):
     return solve(toeplitz(c, r), b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),))
+@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),),
+          double_float=("neuron",))
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs), in float64 as SciPy
     (double-float on a device without it)."""

@@ -9,26 +9,27 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
-from trnscipy.linalg._basic import solve_triangular
+from trnscipy._transfer import to_host
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_banded"]
 
 
-@dispatch(_sl.cholesky, stacks=True)
+@dispatch(_sl.cholesky, stacks=True, double_float=("neuron",))
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     if not is_torch_array(a) and np.ndim(a) < 2:  # SciPy: atleast_2d (a scalar is 1 x 1)
         a = np.atleast_2d(a)
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
-    return _autograd.cholesky(lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
-                              solve_triangular, a, lower)
+    return _autograd.cholesky(
+        lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
+        lambda L, B, trans: kernel("linalg._trsm", L.device)(L, B, upper=False, trans=trans),
+        a, lower)
 
 
-@dispatch(_sl.cho_factor, stacks=True)
+@dispatch(_sl.cho_factor, stacks=True, double_float=("neuron",))
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
     back as given (SciPy 1.17, one matrix) or as an array of the batch's shape (1.18:
@@ -39,11 +40,13 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     return c, lower
 
 
-@dispatch(_sl.cho_solve)
+@dispatch(_sl.cho_solve, double_float=("neuron",))
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
-    if isinstance(lower, np.ndarray):  # (SciPy 1.18's cho_factor: one flag per matrix)
-        lower = bool(lower.reshape(-1)[0]) if lower.size else False
+    if isinstance(lower, np.ndarray) or is_torch_array(lower):
+        # a batched cho_factor's flags, one per matrix (offload moves them to the device)
+        flags = np.asarray(to_host(lower) if is_torch_array(lower) else lower).reshape(-1)
+        lower = bool(flags[0]) if flags.size else False
     device = device_of(c, b)
     c = as_square(c, device, False, name="c")
     b, vec, dtype = as_rhs(b, c, device, False)

@@ -17,7 +17,6 @@ from scipy.linalg._decomp_ldl import _ldl_sanitize_ipiv
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._kernels import _on_host, _on_views
 from trnscipy.linalg._validate import as_tensor, device_of, empty
 

@@ -6,14 +6,13 @@ from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["lu", "lu_factor", "lu_solve"]
 
 
-@dispatch(_sl.lu)
+@dispatch(_sl.lu, double_float=("neuron",))
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False):
     a = as_tensor(a, device_of(a), check_finite)
     if a.ndim < 2:  # SciPy's message (its tests match it)
@@ -31,7 +30,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     return kernel("linalg.lu", a.device)(a, permute_l=permute_l, p_indices=p_indices)
 
 
-@dispatch(_sl.lu_factor, stacks=True)
+@dispatch(_sl.lu_factor, stacks=True, double_float=("neuron",))
 def lu_factor(a, overwrite_a=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
     if a.numel() == 0:
@@ -39,7 +38,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     return kernel("linalg.lu_factor", a.device)(a)
 
 
-@dispatch(_sl.lu_solve)
+@dispatch(_sl.lu_solve, double_float=("neuron",))
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     lu, piv = lu_and_piv
     device = device_of(lu, piv, b)

@@ -9,7 +9,6 @@ import scipy.linalg as _sl
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
 __all__ = ["qr", "qr_multiply", "rq"]
@@ -19,7 +18,7 @@ _LapackError = getattr(importlib.import_module("scipy.linalg._flapack"), "__flap
                        ValueError)
 
 
-@dispatch(_sl.qr, stacks=True)
+@dispatch(_sl.qr, stacks=True, double_float=("neuron",))
 def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
     if mode not in ("full", "r", "economic", "raw"):
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic', 'raw']")

@@ -77,7 +77,7 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     return kernel("linalg.schur", a.device)(a, output=output, sort=sort)
 
 
-@dispatch(_sl.rsf2csf)
+@dispatch(_sl.rsf2csf, host=("neuron",), why="its results are complex whatever the input's dtype")
 def rsf2csf(T, Z, check_finite=True):
     device = device_of(T, Z)
     z, t = as_tensor(Z, device, check_finite), as_tensor(T, device, check_finite)

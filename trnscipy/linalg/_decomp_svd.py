@@ -5,7 +5,6 @@ import scipy.linalg as _sl
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._validate import as_matrix, device_of, empty
 
@@ -16,7 +15,7 @@ def _eye(n, a):
     return torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape[:-2] + (n, n)).clone()
 
 
-@dispatch(_sl.svd, stacks=True)
+@dispatch(_sl.svd, stacks=True, double_float=("neuron",))
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
         lapack_driver="gesdd"):
     if not isinstance(lapack_driver, str):
@@ -36,7 +35,7 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
                                            compute_uv=compute_uv, lapack_driver=lapack_driver)
 
 
-@dispatch(_sl.svdvals, stacks=True)
+@dispatch(_sl.svdvals, stacks=True, double_float=("neuron",))
 def svdvals(a, overwrite_a=False, check_finite=True):
     return svd(a, compute_uv=False, check_finite=check_finite)
 

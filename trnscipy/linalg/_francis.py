@@ -70,11 +70,11 @@ def gehrd(a, calc_q=True):
 def _loop(step, carry, count):
     """``count`` applications of ``step`` (carry -> carry, pure tensor code) in the
     ``device_loop`` kernel: on XLA one ``While`` whose body compiles once."""
-    from trnscipy._kernels import kernel
+    from trnscipy._kernels import backend
 
     dev = carry[0].device
     bounds = [torch.tensor(i, dtype=torch.int64, device=dev) for i in (0, count)]
-    return kernel("device_loop", dev)(lambda c, _: tuple(step(c)), tuple(carry), *bounds)
+    return backend(dev).device_loop(lambda c, _: tuple(step(c)), tuple(carry), *bounds)
 
 
 def _gehrd_step(h, q, j, calc_q):

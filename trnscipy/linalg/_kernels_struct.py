@@ -30,7 +30,7 @@ from trnscipy.linalg._kernels import (
     cho_solve,
     hermitian,
 )
-from trnscipy.linalg._validate import LinAlgError
+from trnscipy.linalg._validate import LinAlgError, as_tensor
 
 for _name in ("solve_banded", "solveh_banded", "cholesky_banded", "cho_solve_banded",
               "eigh_tridiagonal", "pinvh"):
@@ -185,18 +185,52 @@ def rank_of(s, rcond, m, n):
 
 # ----------------------------------------------------------------------------------------
 # Schur-based matrix functions and the Sylvester equation.  The complex Schur form comes
-# from trnscipy.linalg.schur (whatever serves the device: SciPy on the host, announced,
-# where no device schur is registered); the triangular work below runs on the device.
+# from the device's schur kernel; the triangular work below runs on the device.  The
+# kernels here call other kernels through the table (``_k``), never the routed public
+# functions above them: their operands are validated already.
 
 for _name in ("logm", "funm", "solve_sylvester"):
     register(f"linalg.{_name}", "cpu")(_on_views(getattr(_sl, _name), finite_kw=False))
 
 
 def complex_schur(a):
-    from trnscipy.linalg import schur
-
-    t, z = schur(a, output="complex")
+    """``schur(a, output="complex")`` of a 2-D tensor (with its finiteness check)."""
+    a = as_tensor(a, a.device)
+    if not a.is_complex():
+        a = a.to(_complex(a.dtype))
+    t, z = _k("linalg.schur", a)(a, output="complex", sort=None)
     return t, z
+
+
+def _schur(a, output):
+    """``schur(a, output=output)`` of a finite 2-D tensor."""
+    if output == "complex" and not a.is_complex():
+        a = a.to(_complex(a.dtype))
+    return _k("linalg.schur", a)(a, output=output, sort=None)
+
+
+def _rsf2csf(t, z):
+    dtype = torch.promote_types(torch.promote_types(t.dtype, z.dtype), torch.complex64)
+    return _k("linalg.rsf2csf", t)(t, z, dtype)
+
+
+def _svdvals(a):
+    return _k("linalg.svd", a)(a, full_matrices=True, compute_uv=False, lapack_driver="gesdd")
+
+
+def _inv(a):
+    return _k("linalg.inv", a)(a, assume_a=None, lower=False)
+
+
+def _funm(a, func):
+    return _k("linalg.funm", a)(a, func, disp=False)
+
+
+def _wide(t):
+    """Double precision where the device has it (SciPy's expm_frechet computes in it)."""
+    if not capability(device_kind(t.device)).float64:
+        return t
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
 
 
 def _complex(dtype):
@@ -463,20 +497,18 @@ def signm(a, disp=True):
     """SciPy's route: funm with the rounded sign of the eigenvalues' real parts, then (where
     its error estimate is too large) the Newton iteration S <- (S + S^-1) / 2 from A + c I
     (one host read per iteration)."""
-    from trnscipy.linalg import funm, inv, norm, svdvals
-
     def rounded_sign(x):
         rx = x.real if x.is_complex() else x
         # NumPy's amax of complex eigenvalues orders by real part first
         c = 1e3 * torch.finfo(rx.dtype).eps * rx.max()
         return torch.sign((rx.abs() > c).to(rx.dtype) * rx)
 
-    result, errest = funm(a, rounded_sign, disp=False)
+    result, errest = _funm(a, rounded_sign)
     errtol = 1e3 * torch.finfo(torch.float32 if _low_precision(result.dtype)
                                else torch.float64).eps
     if errest < errtol:
         return result  # (SciPy returns no error estimate here, whatever disp says)
-    vals = svdvals(a, check_finite=False)
+    vals = _svdvals(a)
     c = 0.5 / vals.max()
     # SciPy adds c * np.identity: float64 before 1.18, of A's dtype from 1.18 on
     dtype = torch.promote_types(a.dtype, vals.dtype if scipy_at_least(1, 18)
@@ -484,9 +516,11 @@ def signm(a, disp=True):
     s0 = a.to(dtype) + c * torch.eye(a.shape[0], dtype=dtype, device=a.device)
     prev = errest
     for _ in range(100):
-        s0 = 0.5 * (s0 + inv(s0, check_finite=False))
+        s0 = 0.5 * (s0 + _inv(s0))
         pp = 0.5 * (s0 @ s0 + s0)
-        errest = float(_fetch_all(norm(pp @ pp - pp, 1, check_finite=False))[0])
+        residual = pp @ pp - pp
+        errest = float(_fetch_all(_k("linalg.norm", residual)(residual, ord=1, axis=None,
+                                                              keepdims=False))[0])
         if errest < errtol or prev == errest:
             break
         prev = errest
@@ -500,10 +534,9 @@ def signm(a, disp=True):
 def _matrix_power(a, p):
     """np.linalg.matrix_power: binary powering (the inverse for p < 0)."""
     from trnscipy._kernels._generic import matmul  # (not at import: a circular import)
-    from trnscipy.linalg import inv
 
     if p < 0:
-        a, p = inv(a, check_finite=False), -p
+        a, p = _inv(a), -p
     result = None
     while p:
         if p & 1:
@@ -570,13 +603,10 @@ def fractional_matrix_power(a, p):
     """SciPy's algorithm (integer p: matrix_power; else A^floor/ceil(p) times the Schur-Pade
     remainder power, chosen by the condition number from trnscipy's svdvals; singular A:
     funm of x^b, or NaN for p < 0), in double precision as SciPy's result."""
-    from trnscipy.linalg import funm, rsf2csf, schur, svdvals
-    from trnscipy.linalg._basic import _wide
-
     if p == int(p):
         return _matrix_power(a, int(p))
     a = _wide(a)
-    s = svdvals(a, check_finite=False)
+    s = _svdvals(a)
     smax, smin = _fetch_all(s[0], s[-1])
     if smin:
         k2 = smax / smin
@@ -585,18 +615,18 @@ def fractional_matrix_power(a, p):
             ia, b = int(np.floor(p)), p1
         else:
             ia, b = int(np.ceil(p)), p2
-        r = _remainder_power(a, b, schur, rsf2csf)
+        r = _remainder_power(a, b)
         if r is not None:
             q = _matrix_power(a, ia)
             return q.to(r.dtype) @ r
     if p < 0:
         return torch.full_like(a, float("nan"))
     ia, b = int(np.floor(p)), p - np.floor(p)
-    r, _ = funm(a, lambda w: _cpow(w, b) if w.is_complex() else w ** b, disp=False)
+    r, _ = _funm(a, lambda w: _cpow(w, b) if w.is_complex() else w ** b)
     return _matrix_power(a, ia).to(r.dtype) @ r
 
 
-def _remainder_power(a, p, schur, rsf2csf):
+def _remainder_power(a, p):
     """SciPy's _remainder_matrix_power, or None where it raises (a zero eigenvalue)."""
     triu = torch.equal(a, a.triu()) if a.device.type == "cpu" else \
         bool(_fetch_all((a.tril(-1) == 0).all())[0])
@@ -604,11 +634,11 @@ def _remainder_power(a, p, schur, rsf2csf):
     t = a
     if not triu:
         if a.is_complex():
-            t, z = schur(a, output="complex", check_finite=False)
+            t, z = _schur(a, "complex")
         else:
-            t, z = schur(a, check_finite=False)
+            t, z = _schur(a, "real")
             if not bool(_fetch_all((t.diagonal(-1) == 0).all())[0]):
-                t, z = rsf2csf(t, z, check_finite=False)
+                t, z = _rsf2csf(t, z)
     d = t.diagonal()
     zero = (d == 0).any()
     negative = d.min() < 0 if not t.is_complex() else zero

@@ -18,18 +18,23 @@ from trnscipy._dtypes import to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels, _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._misc import norm
-from trnscipy.linalg._validate import LinAlgError, as_matrix, as_tensor, device_of
+from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
 __all__ = ["expm", "sqrtm", "logm", "funm", "expm_frechet", "cosm", "sinm", "tanm", "coshm",
            "sinhm", "tanhm", "expm_cond", "signm", "fractional_matrix_power"]
 
 
-@dispatch(_sl.expm)
+@dispatch(_sl.expm, double_float=("neuron",))
 def expm(A):
-    a = as_matrix(A, device_of(A), finite=False, name="A", small_ints=torch.float64)
+    a = as_tensor(A, device_of(A), finite=False, small_ints=torch.float64)
+    if a.ndim < 2 and a.numel() == 1:  # SciPy: one number x gives [[exp(x)]], in double
+        from trnscipy.linalg._basic import _wide_result
+
+        return expm(_wide_result(a.reshape(1, 1)))
+    if a.ndim < 2:
+        raise LinAlgError("The input array must be at least two-dimensional")
     if a.shape[-1] != a.shape[-2]:
         raise LinAlgError("Last 2 dimensions of the array must be square")
     if a.numel() == 0:
@@ -37,6 +42,9 @@ def expm(A):
     return kernel("linalg.expm", a.device)(a)
 
 
+# sqrtm, logm, funm, signm, fractional_matrix_power work in the complex Schur form: Neuron
+# has no complex arithmetic, whatever the input's dtype.
+_COMPLEX_SCHUR = "it computes with the complex Schur form"
 _NO = object()
 
 
@@ -51,11 +59,11 @@ def _removed_argument(func, name, value):
                   "1.18.0.", DeprecationWarning, stacklevel=4)
 
 
-@dispatch(_sl.sqrtm)
+@dispatch(_sl.sqrtm, host=("neuron",), why=_COMPLEX_SCHUR)
 def sqrtm(A, disp=_NO, blocksize=_NO):
     for name, value in (("disp", disp), ("blocksize", blocksize)):
         _removed_argument("sqrtm", name, value)
-    a = as_tensor(A, device_of(A), True)
+    a = as_tensor(A, device_of(A), True, small_ints=torch.float64)  # SciPy: ints -> float64
     if a.ndim < 2:
         raise LinAlgError("The input array must be at least two-dimensional")
     if a.shape[-1] != a.shape[-2]:
@@ -82,7 +90,7 @@ def _batched(fn, a, *args, **kwargs):
     return torch.stack([o.to(dtype) for o in out]).reshape(a.shape)
 
 
-@dispatch(_sl.logm)
+@dispatch(_sl.logm, host=("neuron",), why=_COMPLEX_SCHUR)
 def logm(A, disp=_NO):
     """Returns double precision where the device has it (SciPy returns float64 for
     float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1)."""
@@ -99,7 +107,7 @@ def logm(A, disp=_NO):
     return f, float(err)
 
 
-@dispatch(_sl.funm)
+@dispatch(_sl.funm, host=("neuron",), why=_COMPLEX_SCHUR)
 def funm(A, func, disp=True):
     """``func`` is called with the eigenvalues as a device tensor; a function that cannot
     take one (TypeError: a NumPy function on XLA data) gets them as a NumPy array, and its
@@ -255,7 +263,7 @@ def _batched_tuples(fn, a, *args):
         a.shape[:-2] + torch.as_tensor(out[0][i]).shape) for i in range(len(out[0])))
 
 
-@dispatch(_sl.signm)
+@dispatch(_sl.signm, host=("neuron",), why=_COMPLEX_SCHUR)
 def signm(A, disp=_NO):
     _removed_argument("signm", "disp", disp)
     disp = True if disp is _NO else disp
@@ -263,7 +271,7 @@ def signm(A, disp=_NO):
     return _batched_tuples(lambda m: kernel("linalg.signm", a.device)(m, disp=disp), a)
 
 
-@dispatch(_sl.fractional_matrix_power)
+@dispatch(_sl.fractional_matrix_power, host=("neuron",), why=_COMPLEX_SCHUR)
 def fractional_matrix_power(A, t):
     """Integer ``t`` keeps integer input integer (np.linalg.matrix_power); otherwise the
     result is double precision, as SciPy's."""

@@ -5,7 +5,6 @@ import scipy.linalg as _sl
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels  # noqa: F401  (registers the linalg kernels)
 from trnscipy.linalg._validate import as_tensor, device_of
 
 __all__ = ["norm"]

@@ -8,7 +8,9 @@ A float64 matrix there is held exactly as double-float pairs
   triangular solves for triangular kinds, else the float32 inverse) and LAPACK
   DSGESV/DSPOSV-style refinement: r = b - A x in double-float, x += S(r), until the
   correction is below 2**-48 of x or stops shrinking below 2**-36 of x (at most 30
-  steps; a LinAlgWarning if that is not reached).
+  steps; a LinAlgWarning if that is not reached).  Systems are solved at a bucket order
+  (``_bucket``: at most 1/8 larger) as [[A, 0], [0, I]], so the refinement's graphs
+  compile once per bucket, not once per order.
 - ``lu_factor``, ``lu``: the float32 device LU (its pivots) refined to double-float
   factors by Newton steps on P A = L U: E = P A - L U by Ozaki GEMMs,
   F = L0^-1 E U0^-1 by float32 triangular solves, L += L0 tril(F, -1), U += triu(F) U0.
@@ -27,9 +29,11 @@ A float64 matrix there is held exactly as double-float pairs
 
 import warnings
 
+import numpy as np
+
 from trnscipy import _transfer
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, kernel, register
+from trnscipy._kernels import _df, backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _xla_dense
@@ -145,16 +149,23 @@ def _approx_solver(a32, kind):
 def _lu32(lu, perm, trans=0):
     """The float32 solver of op(P^T L U) x = r from packed float32 factors, ``a[perm] = L U``."""
     if trans == 0:
-        return lambda r: _trsm(lu, _trsm(lu, r.index_select(0, perm), upper=False, unit=True),
+        return lambda r: _trsm(lu, _trsm(lu, _gather_rows(r, perm), upper=False, unit=True),
                                upper=True)
     iperm = _inverse(perm)
-    return lambda r: _trsm(lu, _trsm(lu, r, upper=True, trans=1), upper=False, trans=1,
-                           unit=True).index_select(0, iperm)
+    return lambda r: _gather_rows(_trsm(lu, _trsm(lu, r, upper=True, trans=1), upper=False,
+                                        trans=1, unit=True), iperm)
+
+
+def _gather_rows(r, perm):
+    """r[perm] of an (..., n, k) tensor, with one permutation per matrix of a stack."""
+    if perm.ndim == 1:
+        return r.index_select(-2, perm)
+    return torch.gather(r, -2, perm[..., None].expand(perm.shape + r.shape[-1:]))
 
 
 def _inverse(perm):
-    return torch.empty_like(perm).scatter_(0, perm, torch.arange(perm.shape[0],
-                                                                  device=perm.device))
+    return torch.empty_like(perm).scatter_(-1, perm, torch.arange(
+        perm.shape[-1], device=perm.device).expand(perm.shape))
 
 
 _BATCHED = "batched input has no double-float method"
@@ -168,6 +179,8 @@ def _on_host(op, reason, fn, *tensors):
     out = fn(*(_transfer.to_host(t) for t in tensors))
 
     def back(o):
+        if isinstance(o, np.generic):  # a NumPy scalar (lstsq's residue of a 1-D b)
+            o = np.asarray(o)
         return _transfer.tensor_on(o, device) if hasattr(o, "dtype") else o
 
     return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
@@ -177,12 +190,12 @@ def _on_host(op, reason, fn, *tensors):
 def solve(a, b, lower=False, assume_a=None, transposed=False):
     if not _df64(a, b):
         return _k.solve(a, b, lower=lower, assume_a=assume_a, transposed=transposed)
-    if a.ndim != 2 or b.ndim != 2:
+    if b.ndim < 2:
         return _on_host("scipy.linalg.solve", _BATCHED, lambda x, y: _k._sl.solve(
             x, y, lower=lower, assume_a=assume_a, transposed=transposed,
             check_finite=False), a, b)
     kind = _k._SOLVE_KINDS[assume_a]
-    A, B = _parts(a), _parts(b)
+    A, B = _broadcast(_parts(a), _parts(b))  # a stack: one refinement for the batch
     if transposed:
         A, lower = _t(A), not lower
         kind = {"upper": "lower", "lower": "upper"}.get(kind, kind)
@@ -191,29 +204,60 @@ def solve(a, b, lower=False, assume_a=None, transposed=False):
     elif kind in ("upper", "lower"):
         A = (A[0].triu(), A[1].triu()) if kind == "upper" else (A[0].tril(), A[1].tril())
     elif kind == "diagonal":
-        A = (torch.diag_embed(A[0].diagonal()), torch.diag_embed(A[1].diagonal()))
+        A = tuple(torch.diag_embed(p.diagonal(dim1=-2, dim2=-1)) for p in A)
     elif kind == "tridiagonal":
         A = (A[0].triu(-1).tril(1), A[1].triu(-1).tril(1))
+    n = A[0].shape[-1]
+    A, B = _padded_system(A, B, _bucket(n))
     approx, check = _approx_solver(A[0], kind if kind in ("pos", "upper", "lower") else "gen")
     try:
-        return _refine(lambda x: _mm(A, x), B, approx, check)
+        return _refine(lambda x: _mm(A, x), B, approx, check)[..., :n, :]
     except _k.LinAlgError:
         if check is None:
             raise
     # the float32 inverse looks singular: the float32 device LU tells an exactly singular
     # matrix (a zero pivot: LinAlgError) from an ill-conditioned one (refined, warned)
     approx, _ = _approx_solver(A[0], "lu")
-    return _refine(lambda x: _mm(A, x), B, approx)
+    return _refine(lambda x: _mm(A, x), B, approx)[:n]
+
+
+def _broadcast(A, B):
+    """The pairs of a and b with their leading (batch) dimensions broadcast, as SciPy's."""
+    batch = torch.broadcast_shapes(A[0].shape[:-2], B[0].shape[:-2])
+    return (tuple(p.expand(batch + p.shape[-2:]) for p in A),
+            tuple(p.expand(batch + p.shape[-2:]) for p in B))
+
+
+def _bucket(n):
+    """The order a system of order ``n`` is solved at: at most 1/8 larger (8 at least), so
+    a device compiles the solve's graphs once per bucket, not once per order (a script
+    solving systems of many sizes: SciPy's test_onenormest inverts 100 of 31 orders)."""
+    step = max(8, 1 << max(n.bit_length() - 4, 0))
+    return -(-n // step) * step
+
+
+def _padded_system(A, B, size):
+    """Pairs of [[A, 0], [0, I]] and [B; 0] of order ``size``: the first rows of their
+    solution solve A x = B (the blocks never mix; identity keeps A's kind: symmetric,
+    positive definite, triangular).  The padding, and all pending work on the order's
+    shapes, runs in a small graph of its own: the solve's graphs see only the bucket's."""
+    n = A[0].shape[-1]
+    if size != n:
+        pad = torch.nn.functional.pad
+        ones = torch.cat([torch.zeros(n, dtype=A[0].dtype, device=A[0].device),
+                          torch.ones(size - n, dtype=A[0].dtype, device=A[0].device)])
+        A = (pad(A[0], (0, size - n, 0, size - n)) + torch.diag(ones),
+             pad(A[1], (0, size - n, 0, size - n)))
+        B = tuple(pad(p, (0, 0, 0, size - n)) for p in B)
+    backend(A[0].device).sync()
+    return A, B
 
 
 @register("linalg.cholesky", "neuron")
 def cholesky(a, lower=False):
     if not _df64(a):
         return _k.cholesky(a, lower=lower)
-    if a.ndim != 2:
-        return _on_host("scipy.linalg.cholesky", _BATCHED, lambda x: _k._sl.cholesky(
-            x, lower=lower, check_finite=False), a)
-    A = _sym(_parts(a), lower)
+    A = _sym(_parts(a), lower)  # (a stack: one refinement for the batch)
     # the positive-definiteness check reads info after the Newton steps are traced: the
     # factorization and its refinement are one graph execution
     L0, info = kernel("linalg._potrf", a.device)(A[0], False)
@@ -221,7 +265,7 @@ def cholesky(a, lower=False):
     for _ in range(2):
         R = _df.sub(A, _df.gemm(L, _t(L)))
         F = _trsm(L0, _trsm(L0, R[0], upper=False).mT, upper=False)
-        phi = F.tril(-1) + torch.diag_embed(F.diagonal() * 0.5)
+        phi = F.tril(-1) + torch.diag_embed(F.diagonal(dim1=-2, dim2=-1) * 0.5)
         L = _df.add_f(L, L0 @ phi)
     L = (L[0].tril(), L[1].tril())
     out = _transfer.df_tensor(*(L if lower else _t(L)))
@@ -234,14 +278,14 @@ def cho_solve(c_and_lower, b):
     c, lower = c_and_lower
     if not _df64(c, b):
         return _k.cho_solve(c_and_lower, b)
-    if c.ndim != 2 or b.ndim != 2:
+    if b.ndim < 2:
         return _on_host("scipy.linalg.cho_solve", _BATCHED, lambda x, y: _k._sl.cho_solve(
             (x, lower), y, check_finite=False), c, b)
-    C = _parts(c)
+    C, B = _broadcast(_parts(c), _parts(b))  # a stack: one refinement for the batch
     L = (C[0].tril(), C[1].tril()) if lower else _t((C[0].triu(), C[1].triu()))
     Lt = _t(L)
 
-    return _refine(lambda x: _df.gemv(L, _df.gemv(Lt, x)), _parts(b), _cho32(L[0]))
+    return _refine(lambda x: _df.gemv(L, _df.gemv(Lt, x)), B, _cho32(L[0]))
 
 
 _LU_STEPS = 10
@@ -262,7 +306,7 @@ def _getrf_df(A):
     zero = torch.zeros_like(lu0)
     PA = (A[0].index_select(0, perm), A[1].index_select(0, perm))
     L, U = (L0, zero), (lu0.triu(), zero)
-    kernel("materialize", lu0.device)([L0, U0, *PA, *L, *U])  # one executable for all steps
+    backend(lu0.device).materialize([L0, U0, *PA, *L, *U])  # one executable for all steps
     prev, ok = None, False
     for _ in range(_LU_STEPS):
         E = _df.sub(PA, _df.gemm(L, U))
@@ -379,12 +423,13 @@ def lu_solve(lu_and_piv, b, trans=0):
 def inv(a, assume_a=None, lower=False):
     if not _df64(a):
         return _k.inv(a, assume_a=assume_a, lower=lower)
-    if a.ndim != 2:
-        return _on_host("scipy.linalg.inv", _BATCHED, lambda x: _k._sl.inv(
-            x, assume_a=assume_a, lower=lower, check_finite=False), a)
-    eye = torch.eye(a.shape[-1], dtype=torch.float32, device=a.device)
-    return solve(a, _transfer.df_tensor(eye, torch.zeros_like(eye)), lower=lower,
-                 assume_a=assume_a)
+    n = a.shape[-1]  # (a stack: one refinement for the batch)
+    size = _bucket(n)  # solved at the bucket's order with the bucket's identity: A X = I
+    eye = torch.eye(size, dtype=torch.float32, device=a.device)
+    A, _ = _padded_system(_parts(a), (eye[:n, :1],), size)
+    x = solve(_transfer.df_tensor(*A), _transfer.df_tensor(eye, torch.zeros_like(eye)),
+              lower=lower, assume_a=assume_a)
+    return x[..., :n, :n]
 
 
 @register("linalg.eigh", "neuron")
@@ -394,9 +439,18 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
+    if a.ndim > 2 and b is None and subset_by_value is None:
+        # a stack: the method once per matrix (a batch gives exactly its single calls, as
+        # SciPy's test_batch.py asks), not yet one refinement for the whole stack
+        out = [eigh(m, lower=lower, eigvals_only=eigvals_only, type=type,
+                    subset_by_index=subset_by_index) for m in a.reshape(-1, *a.shape[-2:])]
+        if eigvals_only:
+            return torch.stack(out).reshape(*a.shape[:-2], -1)
+        w, v = (torch.stack(x) for x in zip(*out, strict=True))
+        return w.reshape(*a.shape[:-2], -1), v.reshape(*a.shape[:-2], *v.shape[-2:])
     if a.ndim != 2 or b is not None:
-        return _on_host("scipy.linalg.eigh", "batched or generalized input has no "
-                        "double-float method", lambda *x: _k._sl.eigh(
+        return _on_host("scipy.linalg.eigh", "generalized input (or a batch with "
+                        "subset_by_value) has no double-float method", lambda *x: _k._sl.eigh(
                             *x, lower=lower, eigvals_only=eigvals_only, type=type,
                             subset_by_index=subset_by_index,
                             subset_by_value=subset_by_value, driver=driver,
@@ -406,7 +460,7 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         _, X0 = torch.linalg.eigh(A[0])
     n = A[0].shape[-1]
     eye = torch.eye(n, dtype=X0.dtype, device=X0.device)
-    loop = kernel("device_loop", X0.device)
+    loop = backend(X0.device).device_loop
 
     def steps(step, X, count):
         """``count`` steps as one device loop: (X, the last step's size)."""
@@ -559,6 +613,3 @@ def _rotation_step(A, X, eye):
     # the size: pairs whose angle is not noise (see _gaps)
     size = torch.where(_gaps(lam, eye, Rs)[1], theta.abs(), 0).max()
     return _df.gemm(Y, (Q, torch.zeros_like(Q)), bits_b=24), size
-
-
-from trnscipy.linalg import _refine_orth  # noqa: E402,F401  (its neuron registrations)

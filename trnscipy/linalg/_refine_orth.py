@@ -21,7 +21,7 @@ device plus double-float refinement.
 """
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, kernel, kind_kernel, register
+from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
@@ -103,7 +103,7 @@ def det(a):
         return (torch.cat([g[0], half]), torch.cat([g[1], half * 0]),
                 torch.cat([c[2][0::2] + c[2][1::2] + d, half * 0 + 1]))
 
-    fh, fl, e = kernel("device_loop", carry[0].device)(level, carry, 0, width.bit_length() - 1)
+    fh, fl, e = backend(carry[0].device).device_loop(level, carry, 0, width.bit_length() - 1)
     f = (fh, fl)
     swaps = (piv != torch.arange(n, device=piv.device, dtype=piv.dtype)).sum()
     sign = 1.0 - 2.0 * (swaps % 2).to(torch.float32)
@@ -173,7 +173,7 @@ def qr(a, mode="full", pivoting=False):
     eye = torch.eye(c, dtype=Q0.dtype, device=Q0.device)
     A1 = (A[0][:, :k], A[1][:, :k])
     step = _qr_step(A1, k, eye)
-    loop = kernel("device_loop", Q0.device)
+    loop = backend(Q0.device).device_loop
     zero = torch.zeros((), dtype=Q0.dtype, device=Q0.device)
     # a fixed number of steps in the graph of the float32 QR, one host read
     carry = loop(step, (Q0, torch.zeros_like(Q0), R0, torch.zeros_like(R0), zero), 0,
@@ -308,7 +308,7 @@ def _svd(a, full_matrices, compute_uv):
     step = _svd_step(A, c)
     zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
     # a fixed number of steps in the graph of the float32 SVD, one host read
-    carry = kernel("device_loop", U0.device)(
+    carry = backend(U0.device).device_loop(
         step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero, zero), 0,
         _SVD_STEPS)
     size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))

@@ -6,17 +6,21 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels_struct  # noqa: F401  (registers kernels)
 from trnscipy.linalg._kernels import _on_views
 from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of
 
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
 
+# solve_sylvester (and the Riccati solvers through it) works in complex Schur forms:
+# Neuron has no complex arithmetic, whatever the input's dtype.
+_COMPLEX_SCHUR = "it computes with complex Schur forms"
 
-@dispatch(_sl.solve_sylvester)
+
+@dispatch(_sl.solve_sylvester, host=("neuron",), why=_COMPLEX_SCHUR)
 def solve_sylvester(a, b, q):
     device = device_of(a, b, q)
     a, b = as_square(a, device, True), as_square(b, device, True, name="b")
@@ -149,13 +153,13 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-@dispatch(_sl.solve_continuous_are, batch=_ARE)
+@dispatch(_sl.solve_continuous_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
-@dispatch(_sl.solve_discrete_are, batch=_ARE)
+@dispatch(_sl.solve_discrete_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
@@ -184,7 +188,7 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
         _, logdet = torch.linalg.slogdet(z)
         c = torch.exp(logdet / (2 * n))
         z_new = 0.5 * (z / c + c * inv(z, check_finite=False))
-        change = torch.stack([(z_new - z).abs().sum(0).max(), z_new.abs().sum(0).max()])
+        change = torch.stack([absolute(z_new - z).sum(0).max(), absolute(z_new).sum(0).max()])
         z = z_new
         if _converged(change, tol):
             break
@@ -236,7 +240,7 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
         h_new = hk + ak.mH @ hk @ wa
         gk = gk + ak @ wg @ ak.mH
         ak = ak @ wa
-        change = torch.stack([(h_new - hk).abs().sum(0).max(), h_new.abs().sum(0).max()])
+        change = torch.stack([absolute(h_new - hk).sum(0).max(), absolute(h_new).sum(0).max()])
         hk = 0.5 * (h_new + h_new.mH)
         gk = 0.5 * (gk + gk.mH)
         if _converged(change, tol):

@@ -241,7 +241,7 @@ def khatri_rao(a, b):
         raise ValueError("The number of columns for both arrays should be equal.")
     dtype = _promote(a, b)
     c = a.to(dtype)[..., :, None, :] * b.to(dtype)[..., None, :, :]
-    return c.reshape(c.shape[:-3] + (-1, c.shape[-1]))
+    return c.reshape(c.shape[:-3] + (c.shape[-3] * c.shape[-2], c.shape[-1]))  # no -1: empty
 
 
 # ----------------------------------------------------------------------------------------

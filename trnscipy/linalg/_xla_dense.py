@@ -9,7 +9,7 @@ Python; the big work is the GEMM of each block's trailing update.
 """
 
 from trnscipy._dtypes import divide
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import lu_factor_warning
 from trnscipy.linalg._kernels import qr as generic_qr
@@ -39,7 +39,7 @@ def _gather_rows(t, idx):
 
 
 def _sync(*tensors):
-    kernel("materialize", tensors[0].device)(tensors)
+    backend(tensors[0].device).materialize(tensors)
 
 
 def _counter(value, device):
@@ -433,24 +433,63 @@ def _pade_uv(a, m):
     return u, v
 
 
+def _degree_and_scaling(norm, theta):
+    """The Pade degree m and the squarings s that a matrix of 1-norm ``norm`` needs."""
+    import math
+
+    degrees = sorted(theta)
+    m = next((d for d in degrees[:-1] if norm <= theta[d]), degrees[-1])
+    s = max(0, math.ceil(math.log2(norm / theta[m]))) if norm > theta[m] else 0
+    return m, s
+
+
 @register("linalg.expm", "xla")
 def expm(a):
-    """expm by Pade degree 3-13 (float64) or 3-7 (float32) after scaling by 2^-s."""
+    """expm by Pade degree 3-13 (float64) or 3-7 (float32) after scaling by 2^-s.
+
+    In a batch each matrix gets the degree and scaling its own norm picks, so that the
+    batch computes what its single calls compute (SciPy's test_batch compares them): one
+    graph evaluates the degrees present and selects per matrix; the squarings run to the
+    largest s, a matrix squared only while its own s lasts."""
     import math
 
     theta = _THETA_SINGLE if a.real.dtype == torch.float32 else _THETA_DOUBLE
     absval = torch.sqrt(a.real * a.real + a.imag * a.imag) if a.is_complex() else a.abs()
-    norm = max(kernel("linalg._fetch", a.device)(absval.sum(-2).amax(-1).reshape(-1)))
-    if not math.isfinite(norm):
+    norms = kernel("linalg._fetch", a.device)(absval.sum(-2).amax(-1).reshape(-1))
+    picks = [_degree_and_scaling(x, theta) if math.isfinite(x) else None for x in norms]
+    if all(p is None for p in picks):
         return a + math.nan  # SciPy returns NaNs for a non-finite input
-    degrees = sorted(theta)
-    m = next((d for d in degrees[:-1] if norm <= theta[d]), degrees[-1])
-    s = max(0, math.ceil(math.log2(norm / theta[m]))) if norm > theta[m] else 0
-    u, v = _pade_uv(a * 2.0 ** -s if s else a, m)
+    if len(set(picks)) == 1:  # one matrix, or a batch that needs the same for each
+        m, s = picks[0]
+        u, v = _pade_uv(a * 2.0 ** -s if s else a, m)
+        return _pade_square(u, v, [s], None)
+    dev, batch = a.device, a.shape[:-2]
+
+    def per_matrix(values, dtype):
+        return torch.tensor(values, dtype=dtype, device=dev).reshape(*batch, 1, 1)
+
+    bad = per_matrix([p is None for p in picks], torch.bool)
+    picks = [p or (min(theta), 0) for p in picks]  # (a non-finite matrix: NaN at the end)
+    a = torch.where(bad, torch.zeros_like(a), a)
+    a = a * per_matrix([2.0 ** -s for _, s in picks], a.real.dtype)  # exact: powers of 2
+    degree = per_matrix([m for m, _ in picks], torch.int64)
+    u = v = None
+    for m in sorted({m for m, _ in picks}):
+        um, vm = _pade_uv(a, m)
+        u = um if u is None else torch.where(degree == m, um, u)
+        v = vm if v is None else torch.where(degree == m, vm, v)
+    x = _pade_square(u, v, [s for _, s in picks], per_matrix([s for _, s in picks],
+                                                              torch.int64))
+    return torch.where(bad, torch.full_like(x, math.nan), x)
+
+
+def _pade_square(u, v, squarings, per_matrix):
+    """(V - U)^-1 (V + U), squared max(squarings) times (a matrix whose own count
+    ``per_matrix`` is reached keeps its value; None: every matrix squared each time)."""
     lu, piv, _, _ = getrf(v - u)
     x = lu_solve((lu, piv), v + u)
-    for _ in range(s):
-        x = x @ x
+    for k in range(max(squarings)):
+        x = x @ x if per_matrix is None else torch.where(per_matrix > k, x @ x, x)
         _sync(x)
     return x
 
@@ -508,6 +547,7 @@ def _qp3_step(a, tau, perm, step):
     return a, tau, perm, step + 1
 
 
+@register("linalg._qr_pivoted", "generic")
 def qr_pivoted(a, mode):
     """SciPy's qr(..., pivoting=True) outputs for a real 2-D tensor."""
     m, n = a.shape

@@ -20,15 +20,15 @@ device Householder QR (one host read decides).
 import math
 import warnings
 
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import _on_host, _svd
+from trnscipy.linalg._kernels import _on_host, _svd, small_eigh
 
 __all__ = ["polar_qdwh", "svd_qdwh"]
 
 
 def _sync(*tensors):
-    kernel("materialize", tensors[0].device)(tensors)
+    backend(tensors[0].device).materialize(tensors)
 
 
 def _chol(g):
@@ -100,8 +100,6 @@ def _refined_eigh(h):
     w, v = torch.linalg.eigh(h)
     if h.dtype != torch.float64:
         return w, v
-    from trnscipy.sparse.linalg._eigen._common import small_eigh
-
     flat = h.reshape(-1, *h.shape[-2:])
     pairs = [small_eigh(t) for t in flat]
     w1 = torch.stack([p[0] for p in pairs]).reshape(w.shape)
@@ -172,7 +170,7 @@ def _split(b, s):
     count = torch.tensor([s]).to(dev)
     p = _projector(b, count)
     trace = torch.diagonal(p).sum()
-    kernel("materialize", dev)((p, trace))  # (one graph of their own, then the read)
+    backend(dev).materialize((p, trace))  # (one graph of their own, then the read)
     trace = float(kernel("linalg._fetch", dev)(trace))
     if not math.isfinite(trace):  # (non-finite input: the leaf eigh raises SciPy's error)
         return None
@@ -205,11 +203,11 @@ def _divide(b, s, vectors):
     if parts is not None:
         blocks = [(q, k, q.mT @ b @ q) for q, k in parts]
         blocks = [(q, k, (c + c.mT) * 0.5) for q, k, c in blocks]
-        kernel("materialize", b.device)([t for q, _, c in blocks for t in (q, c)])
+        backend(b.device).materialize([t for q, _, c in blocks for t in (q, c)])
         out = [(q, *_divide(c, k, vectors)) for q, k, c in blocks]
         w = torch.cat([w for _, w, _ in out], -1)
         v = torch.cat([q @ v for q, _, v in out], -1) if vectors else None
-        kernel("materialize", b.device)((w,) if v is None else (w, v))
+        backend(b.device).materialize((w,) if v is None else (w, v))
     else:
         pad = torch.arange(size, device=b.device) >= torch.tensor([s]).to(b.device)
         # distinct pads above ||B||_inf (the spectral radius), no coupling

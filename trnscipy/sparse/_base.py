@@ -19,13 +19,14 @@ import numpy as np
 import scipy.sparse as _sp
 from array_api_compat import is_torch_array
 
-from trnscipy._capabilities import capability, runs_on_device
+from trnscipy._capabilities import capability, host_kinds, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
-from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import _plan, kernel
+from trnscipy._double_float import is_exact
+from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, tensor_on
+from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, df_parts, tensor_on
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -58,7 +59,7 @@ def from_scipy(sp, device):
                         f"{sp.ndim}-D")
     device = resolve_device(device)
     out = cls._from_scipy(sp, device)
-    kernel("prepare_product", device)(out, sp)
+    backend(device).prepare_product(out, sp)
     return out
 
 
@@ -96,7 +97,7 @@ def _computes(op):
         def wrapper(self, *args, **kwargs):
             kind = device_kind(self.device)
             cap = capability(kind)
-            if (cap.float64 and cap.complex and name not in cap.host_ops) or all(
+            if (cap.float64 and cap.complex and kind not in host_kinds(name)) or all(
                     runs_on_device(name, kind, dt)
                     for dt in _dtypes_of(self, (*args, *kwargs.values()))):
                 return method(self, *args, **kwargs)
@@ -217,8 +218,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             raise ValueError(f"trnscipy device sparse containers are 2-D; got a {t.ndim}-D "
                              "tensor")
         np_dtype = su.check_dtype(dtype if dtype is not None else t.dtype)
-        if not all(runs_on_device("trnscipy.sparse.from_dense", device_kind(t.device), dt)
-                   for dt in (to_numpy_dtype(t.dtype), np_dtype)):
+        # double-float data (float64 held as parts): a value is zero iff its high part is
+        exact = t.dtype == torch.float64 and is_exact(t) and np_dtype == np.float64
+        if not exact and not all(runs_on_device("trnscipy.sparse.from_dense",
+                                                device_kind(t.device), dt)
+                                 for dt in (to_numpy_dtype(t.dtype), np_dtype)):
             # finding the nonzeros compares values (and a dtype change rounds them):
             # SciPy does it on a host copy where the device cannot compute in the dtype
             kwargs = {"blocksize": blocksize} if blocksize is not None else {}
@@ -232,7 +236,9 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             t = t.resolve_conj()
         flat = t.reshape(-1)
         keys = torch.arange(m * n, device=t.device, dtype=torch.int64)
-        keys, data = su.compact(flat != 0, keys, flat)
+        # the zero test on the high parts, the gather of every stored part (exact)
+        nonzero = df_parts(flat)[0] != 0 if exact else flat != 0
+        keys, data = su.compact(nonzero, keys, flat)
         idx = su.index_dtype(max(m, n, data.shape[0]))
         coo_cls = _CLASSES["coo", cls._is_array]
         row, col = su.divmod_index(keys, max(n, 1))
@@ -481,7 +487,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             res_dtype = np.dtype(dtype)
         total = self.astype(res_dtype, copy=False).sum(axis=axis, dtype=res_dtype)
         count = self.shape[0] * self.shape[1] if axis is None else self.shape[axis]
-        res = total / count
+        res = divide(total, count)
         if out is not None:
             out.copy_(res)
             return out
@@ -833,12 +839,12 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
                 return r.astype(self.dtype, copy=False)
             return r
         if issparse(other):
-            return self.toarray() / other.toarray()
-        return self.toarray() / other
+            return divide(self.toarray(), other.toarray())
+        return divide(self.toarray(), other)
 
     @_computes("truediv")
     def __rtruediv__(self, other):
-        return other / self.toarray()
+        return divide(other, self.toarray())
 
     def __mul__(self, other):
         if self._is_array:
@@ -881,8 +887,8 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         return not runs_on_device(f"trnscipy.sparse.{op}", device_kind(self.device), dtype)
 
     def _matmul(self, other):
-        """self @ other through the kernel seam: the format's product (``_product_kernel``),
-        or spgemm."""
+        """self @ other through the device's backend: the format's product
+        (``_product_kernel``), or spgemm."""
         m, n = self.shape
         if not isinstance(other, torch.Tensor):  # sparse (dense operands are tensors here)
             if other.shape[0] != n:
@@ -891,7 +897,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if self._on_host("spgemm", dt):
                 return from_scipy(self.to_scipy() @ other.to_scipy(), self.device)
             a, b = self.astype(dt, copy=False), other.astype(dt, copy=False)
-            out = kernel("spgemm", self.device)(a.tocsr(), b.tocsr())
+            out = backend(self.device).spgemm(a.tocsr(), b.tocsr())
             res = self._container("csr")._construct((m, other.shape[1]), **out)
             if self.format == "bsr":
                 cols = other.blocksize[1] if other.format == "bsr" else 1
@@ -935,7 +941,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
     def _product_kernel(self, ndim):
         """The backend's product primitive of this format, as SciPy's format classes call
         sparsetools' ``<format>_matvec`` (``x`` a vector) or ``<format>_matvecs``."""
-        return kernel(f"{self.format}_matvec{'s' if ndim == 2 else ''}", self.device)
+        return getattr(backend(self.device), f"{self.format}_matvec{'s' if ndim == 2 else ''}")
 
     def _rmatmul(self, other):
         if issparse(other):

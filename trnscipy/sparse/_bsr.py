@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as _sp
 
 from trnscipy._dtypes import to_torch_dtype
-from trnscipy._kernels import _plan, kernel
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _register, sparray, spmatrix
@@ -124,7 +124,7 @@ class _bsr_base(_data_matrix):
         self.__dict__.update(parts)
         if major is not None:
             _plan.put(self, None, "major", major, _plan.STRUCTURE)
-        kernel("prepare_product", self.device)(self, width=width)
+        backend(self.device).prepare_product(self, width=width)
 
     def _validate(self, data, indices, indptr, shape, dtype, blocksize, copy):
         if data.ndim != 3:
@@ -142,7 +142,7 @@ class _bsr_base(_data_matrix):
         values = [indptr[0], indptr[-1], steps.min(), steps.max()]
         if nb:
             values += [indices.min(), indices.max()]
-        major = kernel("product_index", indices.device)(indptr, nb, indices.device)
+        major = backend(indices.device).product_index(indptr, nb, indices.device)
         first, last, min_step, width, *minmax = su.host_ints(*values,
                                                       also=() if major is None else (major,))
         imin, imax = minmax if minmax else (0, -1)

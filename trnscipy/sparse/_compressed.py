@@ -3,7 +3,7 @@
 import numpy as np
 
 from trnscipy._dtypes import to_torch_dtype
-from trnscipy._kernels import _plan, kernel
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _CLASSES1D
@@ -68,7 +68,7 @@ class _cs_matrix(_data_matrix):
         self.__dict__.update(parts)
         if major is not None:
             _plan.put(self, None, "major", major, _plan.STRUCTURE)
-        kernel("prepare_product", self.device)(self, width=width)
+        backend(self.device).prepare_product(self, width=width)
 
     def _validate(self, data, indices, indptr, shape, dtype, copy):
         """Checked parts (one host read; SciPy's messages for bad input), the major index
@@ -93,7 +93,7 @@ class _cs_matrix(_data_matrix):
         if length:
             values.append(torch.where(live, ind, big).min())
             values.append(torch.where(live, ind, -1).max())
-        major = kernel("product_index", indices.device)(indptr, length, indices.device)
+        major = backend(indices.device).product_index(indptr, length, indices.device)
         first, last, min_step, width, *minmax = su.host_ints(*values,
                                                       also=() if major is None else (major,))
         imin, imax = minmax if minmax else (big, -1)
@@ -142,7 +142,7 @@ class _cs_matrix(_data_matrix):
                              indptr=su.from_host(sp.indptr, device),
                              _sorted=flags.get("_has_sorted_indices"),
                              _canonical=flags.get("_has_canonical_format"))
-        major = kernel("product_index", device)(sp.indptr, int(stored), device)
+        major = backend(device).product_index(sp.indptr, int(stored), device)
         if major is not None:
             _plan.put(out, None, "major", major, _plan.STRUCTURE)
         return out
@@ -178,7 +178,7 @@ class _cs_matrix(_data_matrix):
         return _plan.prepared(self, None, "major", self._expand_ptr, _plan.STRUCTURE)
 
     def _expand_ptr(self):
-        return kernel("expand_ptr", self.device)(self.indptr, self.data.shape[0])
+        return backend(self.device).expand_ptr(self.indptr, self.data.shape[0])
 
     def _order_flags(self):
         major, minor = self._major_index(), self.indices

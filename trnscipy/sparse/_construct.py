@@ -28,10 +28,16 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._errors import fallback
-from trnscipy._kernels import _plan, kernel
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host, tensor_on
 from trnscipy.sparse import _sputils as su
+from trnscipy.sparse._base import issparse, sparray
+from trnscipy.sparse._bsr import bsr_array, bsr_matrix
+from trnscipy.sparse._coo import coo_array, coo_matrix
+from trnscipy.sparse._csc import csc_array, csc_matrix
+from trnscipy.sparse._csr import csr_array, csr_matrix
+from trnscipy.sparse._dia import dia_array, dia_matrix
 
 __all__ = ["spdiags", "eye", "eye_array", "identity", "kron", "kronsum", "hstack", "vstack",
            "bmat", "block_array", "block_diag", "diags", "diags_array", "rand", "random",
@@ -64,27 +70,26 @@ def _finish(result):
         if major is not None:  # the row index products gather by
             tensors.append(major)
     if tensors:
-        kernel("materialize", tensors[0].device)(tensors)
+        backend(tensors[0].device).materialize(tensors)
     return result
 
 
-def _sparse_namespace():
-    import trnscipy.sparse
-
-    return trnscipy.sparse
+_CLASSES = {"bsr": (bsr_matrix, bsr_array), "coo": (coo_matrix, coo_array),
+            "csc": (csc_matrix, csc_array), "csr": (csr_matrix, csr_array),
+            "dia": (dia_matrix, dia_array)}
 
 
 def _cls(fmt, array):
     """The trnscipy container class for ``fmt`` ('coo', 'csr', ...) of the given kind."""
-    return getattr(_sparse_namespace(), f"{fmt}_{'array' if array else 'matrix'}")
+    return _CLASSES[fmt][bool(array)]
 
 
 def _is_sparray(x):
-    return isinstance(x, (_sp.sparray, _sparse_namespace().sparray))
+    return isinstance(x, (_sp.sparray, sparray))
 
 
 def _is_sparse(x):
-    return _sp.issparse(x) or _sparse_namespace().issparse(x)
+    return _sp.issparse(x) or issparse(x)
 
 
 def _is_tensor(x):

@@ -29,9 +29,8 @@ _OPS = ("splu", "spsolve", "spsolve_triangular")
 def route(request, monkeypatch):
     """On CPU tensors: SciPy's SuperLU (the CPU kernels) or the device algorithm."""
     if request.param == "device":
-        from trnscipy._kernels import _IMPLS, kernel
+        from trnscipy._kernels import _IMPLS
 
-        kernel("csr_matvec", torch.device("cpu"))
         for op in _OPS:
             monkeypatch.setitem(_IMPLS, (f"sparse.linalg.{op}", "cpu"),
                                 _IMPLS[(f"sparse.linalg.{op}", "generic")])
@@ -292,18 +291,18 @@ def test_bad_input_raises_scipy_errors(route):
 def test_factorization_that_cannot_fit_is_refused_before_it_runs(monkeypatch):
     """The device LU estimates its peak memory from the pattern's analysis and raises
     MemoryError with the estimate where the device has less free: never an OOM kill."""
-    from trnscipy._kernels import _IMPLS, kernel
+    from trnscipy._kernels import backend
     from trnscipy.sparse.linalg._dsolve import _devicelu
 
     cpu = torch.device("cpu")
-    assert kernel("memory_available", cpu)(cpu) > 0
+    assert backend(cpu).memory_available(cpu) > 0
     a = poisson3d(4)
     A = trnscipy.to_device(a, "cpu")
     lu = _devicelu.device_factor(A)  # fits
     b = _rhs(a.shape[0], np.float64)
     np.testing.assert_allclose(trnscipy.to_host(lu.solve(trnscipy.to_device(b, "cpu"))),
                                spla.spsolve(a, b), rtol=1e-10)
-    monkeypatch.setitem(_IMPLS, ("memory_available", "cpu"), lambda device: 1000)
+    monkeypatch.setattr(backend(cpu), "memory_available", lambda device: 1000)
     with pytest.raises(MemoryError, match=r"64x64 matrix on cpu needs about .* GiB"):
         _devicelu.device_factor(A)
 
@@ -432,7 +431,7 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
     no aten CPU fallback, no compilation when the same pattern comes again."""
     import torch_xla.debug.metrics as met
 
-    from trnscipy._kernels import _IMPLS, kernel
+    from trnscipy._kernels import _IMPLS, backend
     from trnscipy._metrics import xla_counts
 
     key = ("sparse.linalg.block_inverse", "xla")
@@ -451,7 +450,7 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
     before = aten()
     # 40 x 40: one 2 x 2 block step (Schur complement) above the Gauss-Jordan loops
     d = np.random.default_rng(0).standard_normal((3, 40, 40)) + 40 * np.eye(40)
-    inv = kernel("unpivoted_inverse", xla_device)(torch.from_numpy(d).to(xla_device))
+    inv = backend(xla_device).unpivoted_inverse(torch.from_numpy(d).to(xla_device))
     np.testing.assert_allclose(inv.cpu().numpy(), np.linalg.inv(d), rtol=0, atol=1e-15)
     a = convdiff(4)
     b = _rhs(16, np.float64)
@@ -472,7 +471,7 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
     with pytest.raises(RuntimeError, match="Factor is exactly singular"):
         tsl.splu(trnscipy.to_device(a, xla_device))
     assert aten() == before
-    assert kernel("memory_available", xla_device)(xla_device) > 0
+    assert backend(xla_device).memory_available(xla_device) > 0
 
 
 @pytest.mark.xla
@@ -549,9 +548,8 @@ def test_spilu_is_ilu_on_its_pattern():
     """Device ILU with drop_tol=0 on a shallow pattern: L U equals Pr A on the entries of
     L + U (the ILU equations), L unit lower, U upper; fill_factor sizes the pattern;
     solve(trans) applies (Pr^T L U)^-1 and its transposes."""
-    from trnscipy._kernels import _IMPLS, kernel
+    from trnscipy._kernels import _IMPLS
 
-    kernel("csr_matvec", torch.device("cpu"))
     generic = _IMPLS[("sparse.linalg.splu", "generic")]
     for a, ff in ((poisson2d(5), 10), (needs_pivoting(12), 10), (convdiff(5), 1)):
         for dtype in (np.float64, np.complex128):
@@ -671,6 +669,22 @@ def test_xla_spilu_counts_and_quality(xla_device):
         ilu.solve(trnscipy.to_device(v, xla_device))))
     assert _iterations(a, M, spla.gmres) <= ILU_FACTOR * _iterations(a, ref, spla.gmres) + 2
     assert aten() == before
+
+
+@pytest.mark.xla
+def test_xla_complex_spilu_solve(xla_device):
+    """spilu on complex64 data on XLA: its pivot quotients and scalings are complex
+    divisions, which torch-xla 2.9 labels float32 (``_dtypes.divide``); the factors came
+    out float32 and solve raised SciPy's cast error before.  Paired with SciPy's spilu
+    (fill_factor=10 and drop_tol=0: both exact on this small matrix)."""
+    rng = np.random.default_rng(3)
+    a = (convdiff(3) + 0.5j * sp.eye_array(9)).astype(np.complex64).tocsc()
+    b = (rng.standard_normal(9) + 1j * rng.standard_normal(9)).astype(np.complex64)
+    ref = spla.spilu(a, fill_factor=10, drop_tol=0).solve(b)
+    ilu = tsl.spilu(trnscipy.to_device(a, xla_device), fill_factor=10, drop_tol=0)
+    x = trnscipy.to_host(ilu.solve(trnscipy.to_device(b, xla_device)))
+    assert x.dtype == np.complex64
+    np.testing.assert_allclose(x, ref, rtol=2e-4, atol=2e-4 * np.abs(ref).max())
 
 
 def _hlo_size(tensors):

@@ -3,7 +3,6 @@
 import scipy.sparse.linalg as _scipy_sparse_linalg
 
 from trnscipy._mirror import mirror
-from trnscipy.sparse.linalg import _refine_norm  # noqa: F401  (the neuron norm kernel)
 from trnscipy.sparse.linalg._dsolve import (  # noqa: F401
     factorized,
     spilu,

@@ -166,7 +166,7 @@ def _scale(eta, F):
     return F * (eta.item() if hasattr(eta, "item") else eta)
 
 
-@dispatch(_scipy.expm_multiply)
+@dispatch(_scipy.expm_multiply, double_float=("neuron",))
 @solver_kernel(_scipy.expm_multiply, operators=False)
 def expm_multiply(A, B, start=None, stop=None, num=None, endpoint=None, traceA=None):
     B = _as_tensor(B, A)

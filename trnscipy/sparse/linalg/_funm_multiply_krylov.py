@@ -22,7 +22,7 @@ from scipy.sparse.linalg._isolve.iterative import _get_atol_rtol
 
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._common import read_small
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -91,7 +91,7 @@ def funm_multiply_krylov(f, A, b, *, assume_a="general", t=1.0, atol=0.0, rtol=1
         fH = np.asarray(f(t * H[:end, :end]))
         c = fH[begin:end, 0]
         y = y + bnorm * _combine(c, V[:m])
-        kernel("materialize", y.device)([y])
+        backend(y.device).materialize([y])
         update_norm = _host_norm(bnorm * c)
         restart += 1
     return y
@@ -140,15 +140,15 @@ class _Cycle:
         self.m, self.dtype = m, dtype
         self.matvec = _fast_matvec(op, to_torch_dtype(dtype))
         traceable = type(op) is MatrixLinearOperator or getattr(op, "pure_tensor_code", False)
-        self.loop = kernel("device_loop", device if traceable else torch.device("cpu"))
+        self.loop = backend(device if traceable else torch.device("cpu")).device_loop
         self.step = self._lanczos if hermitian else self._arnoldi
         self.eps2 = eps2
         self.rows = torch.arange(m + 1, device=device)
-        self.run = kernel("graph_function", device)(self._cycle) if traceable else self._cycle
+        self.run = backend(device).graph_function(self._cycle) if traceable else self._cycle
 
     def __call__(self, V, H_block):
         V, packed = self.run(V)
-        kernel("materialize", V.device)([V, packed])
+        backend(V.device).materialize([V, packed])
         packed = read_small(packed)  # the only read of the cycle
         H_block[...] = packed[:-1].reshape(H_block.shape).astype(self.dtype)
         return V, int(packed[-1].real)

@@ -20,7 +20,7 @@ from trnscipy._capabilities import runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import offloading
 from trnscipy._errors import fallback
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, held, to_device, to_host
 
@@ -455,10 +455,11 @@ class _HostOperator(LinearOperator):
         return _HostOperator(self.host.H, self._cast, self.announced)
 
 
-def announce_host_operators(name, *ops):
+def announce_host_operators(name, *ops, outer=False):
     """One DeviceFallbackWarning (an error under TRNSCIPY_STRICT=1) for a solve whose
-    operators include host operators: their products run on the host every iteration."""
-    if any(isinstance(op, _HostOperator) and not op.announced for op in ops):
+    operators include host operators: their products run on the host every iteration.
+    ``outer``: the solve around inner solves announces their (``announced``) operators."""
+    if any(isinstance(op, _HostOperator) and (outer or not op.announced) for op in ops):
         fallback(name, "a host (SciPy) operator is applied to device vectors: each product "
                  "copies the vector to the host and back", stacklevel=4)
 
@@ -466,7 +467,7 @@ def announce_host_operators(name, *ops):
 def _bridge(fn, x, dtype=None):
     # all pending device work runs first, in one graph: reading ``x`` alone would leave the
     # solver's other tensors pending, their graphs growing (and compiling anew) each product
-    kernel("sync", x.device)()
+    backend(x.device).sync()
     return to_device(np.asarray(fn(to_host(x)), dtype=dtype), x.device)
 
 

@@ -11,9 +11,10 @@ import numpy as np
 import scipy.sparse.linalg as _spla
 
 from trnscipy._dispatch import call_device, dispatch
+from trnscipy._double_float import is_exact
 from trnscipy._dtypes import absolute, to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
-from trnscipy._transfer import tensor_on
+from trnscipy._transfer import df_parts, tensor_on
 
 __all__ = ["expm", "inv", "matrix_power"]
 
@@ -57,7 +58,7 @@ def inv(A):
     return spsolve(A, I)
 
 
-@dispatch(_spla.expm)
+@dispatch(_spla.expm, double_float=("neuron",))
 def expm(A):
     """Differs from SciPy: the exponential of the densified matrix by trnscipy.linalg.expm
     (n^2 memory, n^3 work: SciPy's sparse Pade products are not used), returned in SciPy's
@@ -78,7 +79,12 @@ def expm(A):
     X = A.toarray() if sparse else A
     if not (X.is_floating_point() or X.is_complex()):
         X = X.to(torch.float64)
-    size = float(absolute(X).sum())  # SciPy's scaling step fails on non-finite norms
+    if X.dtype == torch.float64 and is_exact(X):  # double-float: the high parts' flags
+        hi = df_parts(X)[0]
+        nan, inf = (bool(f) for f in torch.stack([(hi != hi).any(), hi.isinf().any()]).cpu())
+        size = float("nan") if nan else float("inf") if inf else 0.0
+    else:
+        size = float(absolute(X).sum())  # SciPy's scaling step fails on non-finite norms
     if size != size:
         raise ValueError("cannot convert float NaN to integer")
     if size == float("inf"):

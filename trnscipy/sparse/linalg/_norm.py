@@ -37,7 +37,7 @@ def _issparse(x):
     return getattr(x, "_trnscipy_device_object", False) and hasattr(x, "tocsr")
 
 
-@dispatch(_scipy.norm)
+@dispatch(_scipy.norm, double_float=("neuron",))
 def norm(x, ord=None, axis=None):
     if not _issparse(x):
         raise TypeError("input is not sparse. use numpy.linalg.norm")
@@ -113,11 +113,17 @@ def _norm(x, ord=None, axis=None):
                 ord + 1
             except TypeError as e:
                 raise ValueError("Invalid norm order for vectors.") from e
+            if not _inexact_dtype(x) and int(ord) == ord and ord < 0:  # NumPy's error
+                raise ValueError("Integers to negative integer powers are not allowed.")
             M = torch.pow(_inexact(_dense(abs(x).power(ord).sum(axis=a))), 1 / ord)
             if v118:
                 return M  # (an spmatrix's sum keeps its 2-D shape)
         return _dense(M).reshape(-1)
     raise ValueError("Improper number of dimensions to norm.")
+
+
+def _inexact_dtype(x):
+    return np.dtype(x.dtype).kind in "fc"
 
 
 def _inexact(M):

@@ -134,7 +134,7 @@ def _core(A, t, itmax):
     return est, _elementary(n, int(ind_best), device), w
 
 
-@dispatch(_scipy.onenormest)
+@dispatch(_scipy.onenormest, double_float=("neuron",))
 def onenormest(A, t=2, itmax=5, compute_v=False, compute_w=False):
     device = call_device((A,))
     return kernel("sparse.linalg.onenormest", device)(A, t, itmax, compute_v, compute_w)

@@ -29,7 +29,8 @@ import inspect
 import numpy as np
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, kernel
+from trnscipy._double_float import is_float64
+from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _layout, _parts
@@ -37,14 +38,6 @@ from trnscipy.sparse.linalg._isolve._refine import _df_operator, _layout, _parts
 __all__ = ["expm_multiply"]
 
 _TOL = 2.0 ** -53
-
-
-def _float64(x):
-    dtype = getattr(x, "dtype", None)
-    if getattr(x, "format", None) is not None:
-        dtype = x.data.dtype
-    return dtype in (torch.float64, np.float64) or (
-        dtype is None and np.asarray(x).dtype == np.float64)
 
 
 def expm_multiply(scipy_func, device_func, args, kwargs):
@@ -55,7 +48,7 @@ def expm_multiply(scipy_func, device_func, args, kwargs):
     bound.apply_defaults()
     p = bound.arguments
     A, B = p["A"], p["B"]
-    if not (_float64(A) or _float64(B)) or getattr(A, "dtype", None) in (
+    if not (is_float64(A) or is_float64(B)) or getattr(A, "dtype", None) in (
             torch.complex64, torch.complex128) or getattr(B, "dtype", None) in (
             torch.complex64, torch.complex128):
         return device_func(*args, **kwargs)
@@ -99,7 +92,7 @@ def _trace(A, op):
         d = tuple(torch.where(on_diagonal, layout.values(t), zero).reshape(-1) for t in flat)
     total = _df.tree_sum(*d)
     parts = torch.stack(list(total))
-    kernel("materialize", parts.device)([parts])
+    backend(parts.device).materialize([parts])
     hi, lo = np.asarray(parts.cpu(), dtype=np.float64)
     return float(hi + lo)
 

@@ -17,8 +17,8 @@ tensors); a float64 operator given by functions runs on the host, announced.
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
-from trnscipy import _transfer
-from trnscipy._kernels import _df, kernel, register
+from trnscipy import _double_float, _transfer
+from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _layout, _parts
@@ -31,9 +31,14 @@ def norm(x, ord=None, axis=None):
     """float64 CSR/CSC: double-float sums; everything else as on XLA."""
     from trnscipy.sparse.linalg._norm import _norm as generic
 
-    if x.dtype != np.float64:
+    integers = np.dtype(x.dtype).kind in "biu" and _float_of_integers(ord)
+    if x.dtype != np.float64 and not integers:
         return generic(x, ord, axis)
     plan = _plan(x, ord, axis)
+    if integers and plan not in (None, "generic"):
+        # SciPy's float64 result of integer data: from its exact double-float form (the
+        # generic norm would compute it in float32 here)
+        x = x._with_data(_double_float.cast(x.data, torch.float64), copy=False)
     if plan is None:
         return _on_host(_scipy.norm, {"x": x, "ord": ord, "axis": axis},
                         f"norm(ord={ord!r}, axis={axis!r}) of a {x.format} container "
@@ -59,6 +64,20 @@ def norm(x, ord=None, axis=None):
         return _transfer.df_tensor(*_df.norm(vals, dim=1))
     # "max": the largest |a| of each line (padding zeros: SciPy's implicit zeros count)
     return _transfer.df_tensor(*_extreme(mags, largest=True, dim=1))
+
+
+def _float_of_integers(ord):
+    """Whether SciPy's norm of integer data is a float computed from its values (Frobenius,
+    2-norms, other powers): ord 0, +-1 and +-inf give exact integer counts, sums and
+    maxima, and negative integer powers SciPy's error (the generic norm raises both)."""
+    if ord in (None, "fro", "f"):
+        return True
+    if isinstance(ord, str) or ord in (0, 1, -1, np.inf, -np.inf):
+        return False
+    try:
+        return not (int(ord) == ord and ord < 0)
+    except (TypeError, ValueError):  # not an order: SciPy's error, from the generic norm
+        return False
 
 
 def _plan(x, ord, axis):
@@ -233,7 +252,7 @@ def _df_onenormest(A, t, itmax, compute_v, compute_w):
 def _host(pair):
     """A double-float pair read to the host (one read) as float64."""
     both = torch.stack([pair[0], pair[1]])
-    kernel("materialize", both.device)([both])
+    backend(both.device).materialize([both])
     hi, lo = np.asarray(both.cpu(), dtype=np.float64)
     return hi + lo
 

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as _sp
 from scipy.sparse import csgraph as _csgraph
 
-from trnscipy._kernels import _plan, kernel, register
+from trnscipy._kernels import _plan, backend, kernel, register
 from trnscipy._torch import torch
 
 __all__ = ["Symbolic", "symbolic", "factor", "solve"]
@@ -230,7 +230,7 @@ def block_inverse_xla(D, pivoting):
         return torch.complex(inv[..., :w, :w], inv[..., w:, :w]), pivoted
     if pivoting:
         return torch.linalg.inv_ex(D).inverse, True
-    return kernel("unpivoted_inverse", D.device)(D), False
+    return backend(D.device).unpivoted_inverse(D), False
 
 
 @register("sparse.linalg.solve_columns", "generic")
@@ -312,7 +312,7 @@ def factor(sym, data, pivoting=True):
     w, nb = sym.w, sym.nblocks
     dev, dtype = data.device, data.dtype
     ww = w * w
-    materialize = kernel("materialize", dev)
+    materialize = backend(dev).materialize
     probe = sym.on_device("probe", dev)
     idx = torch.cat([sym.on_device("value_index", dev), sym.on_device("pad_index", dev)])
     vals = torch.cat([data, torch.ones(sym.pad_index.shape[0], dtype=dtype, device=dev)])
@@ -404,7 +404,7 @@ def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
     gather = sym.on_device("colsrc" if t else "rowsrc", dev)
     scatter = sym.on_device("rowslot" if t else "colslot", dev)
     zero_row = torch.zeros((1, k), dtype=b.dtype, device=dev)
-    materialize = kernel("materialize", dev) if cut else (lambda tensors: None)
+    materialize = backend(dev).materialize if cut else (lambda tensors: None)
 
     def apply(r):
         # a graph of its own, from device data: the refinement steps reuse the first

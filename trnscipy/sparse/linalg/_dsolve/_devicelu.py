@@ -15,17 +15,19 @@ import numpy as np
 from array_api_compat import is_torch_array
 
 from trnscipy import _autograd
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import declare, runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._transfer import _to_device, to_host
 from trnscipy.sparse.linalg._dsolve import _blocklu, _ilu
 
 __all__ = ["DeviceILU", "DeviceLU", "device_factor", "device_ilu"]
 
 FACTORS = "scipy.sparse.linalg.SuperLU.L"  # the capability table's name for the export
+declare(FACTORS, host=("cuda", "xla", "neuron"),
+        why="L, U, perm_r and perm_c are assembled from the blocks on the host")
 
 
 def device_factor(A):
@@ -52,7 +54,7 @@ def _check_memory(sym, data):
     """MemoryError, with the estimate, before a factorization that cannot fit in the
     device's free memory (never an out-of-memory kill halfway through)."""
     need = sym.factor_bytes(data.element_size())
-    have = kernel("memory_available", data.device)(data.device)
+    have = backend(data.device).memory_available(data.device)
     if need > have:
         gib = 2.0 ** 30
         raise MemoryError(
@@ -73,7 +75,7 @@ def device_ilu(A, drop_tol, fill_factor):
     # the factors, the solves' tables and the flag in one graph: reading the flag alone
     # would compute the factorization for it and leave the factors pending, to be traced
     # again into the solve
-    kernel("materialize", values.device)(
+    backend(values.device).materialize(
         [singular, values, scale] + [t for pair in tables.values() for t in pair if t is not None])
     if int(to_host(singular)):  # one read: the singularity test
         if sym.exact:
@@ -118,8 +120,12 @@ class DeviceLU:
         if not np.can_cast(rdtype, self.dtype, "safe"):
             raise TypeError(f"Cannot cast array data from dtype('{rdtype}') to "
                             f"dtype('{self.dtype}') according to the rule 'safe'")
-        b = rhs.to(to_torch_dtype(self.dtype))
+        b = self._cast(rhs)
         return self._solve(b.reshape(b.shape[0], -1), trans).reshape(rhs.shape)
+
+    def _cast(self, rhs):
+        """``rhs`` as ``_solve`` takes it: in the factors' dtype (SciPy's cast)."""
+        return rhs.to(to_torch_dtype(self.dtype))
 
     def _solve(self, b, trans):
         return _blocklu.solve(self._sym, self._levels, self._data, b, trans)
@@ -203,7 +209,7 @@ class DeviceILU(DeviceLU):
         as inputs instead of recomputing them in every step."""
         if which not in self._tables:
             tables = _ilu.prepare(self._sym, self._values, which)
-            kernel("materialize", self.device)([t for t in tables if t is not None])
+            backend(self.device).materialize([t for t in tables if t is not None])
             self._tables[which] = tables
         return self._tables[which]
 

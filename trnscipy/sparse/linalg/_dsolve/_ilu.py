@@ -30,6 +30,7 @@ factorization (``prepare``).
 import numpy as np
 import scipy.sparse as _sp
 
+from trnscipy._dtypes import absolute, divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._dsolve import _triangular
 from trnscipy.sparse.linalg._dsolve._blocklu import _row_matching
@@ -200,7 +201,7 @@ def factor(sym, data, drop_tol):
     row, col = sym.on_device("row", dev), sym.on_device("col", dev)
     a = torch.zeros(nnz, dtype=dtype, device=dev).index_add(0, sym.on_device("src", dev), data)
     diagpos = sym.on_device("diagpos", dev)
-    d = a.index_select(0, diagpos).abs().sqrt()
+    d = absolute(a.index_select(0, diagpos)).sqrt()
     d = torch.where(d == 0, torch.ones_like(d), d)
     a = a / (d.index_select(0, row) * d.index_select(0, col))
     lower, pivot = sym.on_device("lower", dev), sym.on_device("pivot", dev)
@@ -210,14 +211,14 @@ def factor(sym, data, drop_tol):
         v, a = carry
         prod = v.index_select(0, p1) * v.index_select(0, p2)
         new = a - torch.zeros_like(a).index_add(0, target, prod)
-        return torch.where(lower, new / v.index_select(0, pivot), new), a
+        return torch.where(lower, divide(new, v.index_select(0, pivot)), new), a
 
     # the sweeps are one device loop: the graph does not grow with the pattern's depth
     v, _ = _triangular.loop(data)(sweep, (a, a), 0, sym.sweeps)
     if drop_tol > 0:
         colmax = torch.zeros(sym.n, dtype=a.real.dtype, device=dev).scatter_reduce(
-            0, col, a.abs(), "amax")
-        small = (v.abs() < drop_tol * colmax.index_select(0, col)) & (row != col)
+            0, col, absolute(a), "amax")
+        small = (absolute(v) < drop_tol * colmax.index_select(0, col)) & (row != col)
         v = torch.where(small, torch.zeros_like(v), v)
     parts = (v.real, v.imag) if v.is_complex() else (v,)
     bad = sum((~torch.isfinite(p)).sum() for p in parts)
@@ -249,10 +250,10 @@ def solve(sym, values, scale, b, trans, tables):
         return _triangular.solve(sym.schedule(which), None, None, y, tables(which))
 
     if trans == "N":  # B = Pr A = D L U D
-        y = b.index_select(0, sym.on_device("match", dev)) / d
-        return tri("U", tri("L", y)) / d
-    y = b / d  # B^T = D U^T L^T D, A^T = B^T Pr
-    y = tri("LT", tri("UT", y)) / d
+        y = divide(b.index_select(0, sym.on_device("match", dev)), d)
+        return divide(tri("U", tri("L", y)), d)
+    y = divide(b, d)  # B^T = D U^T L^T D, A^T = B^T Pr
+    y = divide(tri("LT", tri("UT", y)), d)
     return y.index_select(0, sym.on_device("inv_match", dev))
 
 

@@ -4,7 +4,7 @@
 memory, and nothing is said), and so do ``to_device`` of a SciPy SuperLU and the host
 fallback of a dtype the device lacks (float64/complex on Neuron).  On other kinds
 each solve of SciPy's object runs on a host copy with a DeviceFallbackWarning (the
-capability table's ``host_ops``).  What differs from SciPy: ``solve``
+declaration of ``SOLVE`` below).  What differs from SciPy: ``solve``
 takes tensors (NumPy right-hand sides are moved to the factors' device, as the
 routing rule does) and returns them on the factors' device; ``L`` and ``U`` are
 trnscipy csc_arrays and ``perm_r``/``perm_c`` int32 tensors on that device.
@@ -15,7 +15,7 @@ from array_api_compat import is_torch_array
 from scipy.sparse.linalg import SuperLU as _ScipySuperLU
 
 from trnscipy import _autograd
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import declare, runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
 from trnscipy._kernels import kernel, register
@@ -25,6 +25,9 @@ from trnscipy._transfer import _to_device, _to_host
 __all__ = ["SuperLU", "is_scipy_superlu"]
 
 SOLVE = "scipy.sparse.linalg.SuperLU.solve"
+# trnscipy has no device solve with SciPy's SuperLU factors (splu/spilu factorize on the
+# device with _devicelu instead); a CPU tensor's solve runs where its data is, unwarned
+declare(SOLVE, host=("cuda", "xla", "neuron"), why="SciPy's SuperLU object solves on the host")
 
 
 def is_scipy_superlu(obj):

@@ -16,12 +16,13 @@ ignored).
 """
 
 import numpy as np
+from numpy.linalg import LinAlgError
 
-from trnscipy._kernels import _plan, kernel
+from trnscipy._kernels import _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
-__all__ = ["schedule", "solve", "tables"]
+__all__ = ["schedule", "solve", "solver", "tables"]
 
 # The cost of one step of the loop in units of one padded row or entry (on PJRT CPU a
 # While iteration's overhead is some microseconds, an element a few nanoseconds); it
@@ -168,7 +169,7 @@ def loop(t):
     """The ``device_loop`` kernel for a carry like ``t``: complex carries run as a Python
     loop (torch-xla 2.9 lowered complex loop bodies with real parameters: "Call parameter
     must match argument", as ``_isolve.utils.run`` notes), unrolled into the graph."""
-    return kernel("device_loop", torch.device("cpu") if t.is_complex() else t.device)
+    return backend(torch.device("cpu") if t.is_complex() else t.device).device_loop
 
 
 def solve(sched, data, diag, b, prepared=None):
@@ -202,3 +203,19 @@ def solve(sched, data, diag, b, prepared=None):
     carry = (x, coef) if dtab is None else (x, coef, dtab)
     out = loop(x)(step, carry, 0, sched.nsteps)
     return out[0][:n]
+
+
+@register("sparse.linalg.triangular", "generic")
+def solver(A, sched, lower, unit_diagonal, dtype):
+    """The solve of ``spsolve_triangular`` with the triangle of the device CSR/CSC ``A``
+    (``sched`` its schedule) in torch ``dtype``: a function of a 2-D b.  SciPy's
+    LinAlgError for a zero diagonal entry, raised here (one host read)."""
+    data = A.data
+    diag = None
+    if not unit_diagonal:
+        diag = diagonal(sched, data)
+        if bool(to_host((diag == 0).any())):
+            raise LinAlgError("A is singular: zero entry on diagonal.")
+        diag = diag.to(dtype)
+    data = data.to(dtype)
+    return lambda b: solve(sched, data, diag, b)

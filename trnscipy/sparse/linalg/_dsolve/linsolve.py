@@ -16,6 +16,9 @@ triangular solves level-scheduled, ``_triangular``).  What differs from SciPy th
   fine-grained parallel sweeps, with ``drop_tol`` applied inside the pattern
   (``_ilu``), not SuperLU's ILUTP: comparable fill and preconditioning quality, not the
   same factors.
+* On Neuron, ``spilu`` of float64 data runs on the host (announced): the device's
+  float32-factor ILU (``_refine.Float64ILU``) solves with backward error near 1e-7 where
+  SciPy's ILU is a complete LU, so the capability table does not list it yet.
 * ``spsolve`` ignores ``use_umfpack`` (as SciPy does without scikits.umfpack).
 """
 
@@ -25,7 +28,6 @@ import numpy as np
 import scipy.sparse as _sp
 import scipy.sparse.linalg as _spla
 from array_api_compat import is_torch_array
-from numpy.linalg import LinAlgError
 from scipy.sparse import SparseEfficiencyWarning
 from scipy.sparse.linalg import MatrixRankWarning
 
@@ -34,8 +36,8 @@ from trnscipy._dispatch import call_device, dispatch, offloading
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_host, to_host
-from trnscipy.sparse.linalg._dsolve import _refine, _triangular  # noqa: F401 (registers)
+from trnscipy._transfer import _to_host
+from trnscipy.sparse.linalg._dsolve import _triangular
 from trnscipy.sparse.linalg._dsolve._devicelu import device_factor, device_ilu
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 
@@ -76,8 +78,14 @@ def _splu_device(scipy_func, A, **options):
     if scipy_func is _spla.spilu:
         drop_tol = 1e-4 if options["drop_tol"] is None else float(options["drop_tol"])
         fill_factor = 10.0 if options["fill_factor"] is None else float(options["fill_factor"])
-        return device_ilu(A, drop_tol, fill_factor)
+        return kernel("sparse.linalg.ilu", A.device)(A, drop_tol, fill_factor)
     return kernel("sparse.linalg.factor", A.device)(A)
+
+
+@register("sparse.linalg.ilu", "generic")
+def _ilu(A, drop_tol, fill_factor):
+    """The device ILU of ``A`` (float64 on Neuron: ``_refine``'s float32 factors)."""
+    return device_ilu(A, drop_tol, fill_factor)
 
 
 @register("sparse.linalg.factor", "generic")
@@ -86,7 +94,7 @@ def _factor(A):
     return device_factor(A)
 
 
-@dispatch(_spla.splu)
+@dispatch(_spla.splu, double_float=("neuron",))
 def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None,
          options=None):
     lu = kernel("sparse.linalg.splu", call_device((A,)))(
@@ -160,7 +168,7 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
     return x
 
 
-@dispatch(_spla.spsolve)
+@dispatch(_spla.spsolve, double_float=("neuron",))
 def spsolve(A, b, permc_spec=None, use_umfpack=True):
     def run(A, b):
         return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec,
@@ -188,29 +196,24 @@ def _triangular_device(A, b, lower, overwrite_A, overwrite_b, unit_diagonal):
     if A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix but its shape is {A.shape}.")
     sched = _triangular.schedule(A, lower)
-    data = A.data
     if not is_torch_array(b):
         b = torch.as_tensor(np.asarray(b), device=A.device)
     dtype = np.promote_types(np.promote_types(to_numpy_dtype(A.dtype), np.float32),
                              to_numpy_dtype(b.dtype))
     tdtype = to_torch_dtype(dtype)
-    diag = None
-    if not unit_diagonal:
-        diag = _triangular.diagonal(sched, data)
-        if bool(to_host((diag == 0).any())):
-            raise LinAlgError("A is singular: zero entry on diagonal.")
-        diag = diag.to(tdtype)
+    # LinAlgError for a zero diagonal entry here, before b's checks (SciPy's order)
+    solve = kernel("sparse.linalg.triangular", A.device)(A, sched, lower, unit_diagonal,
+                                                          tdtype)
     if b.ndim not in (1, 2):
         raise ValueError(f"b must have 1 or 2 dims but its shape is {tuple(b.shape)}.")
     if A.shape[0] != b.shape[0]:
         raise ValueError("The size of the dimensions of A must be equal to the size of the "
                          f"first dimension of b but the shape of A is {A.shape} and the "
                          f"shape of b is {tuple(b.shape)}.")
-    x = _triangular.solve(sched, data.to(tdtype), diag, b.to(tdtype).reshape(b.shape[0], -1))
-    return x.reshape(b.shape)
+    return solve(b.to(tdtype).reshape(b.shape[0], -1)).reshape(b.shape)
 
 
-@dispatch(_spla.spsolve_triangular)
+@dispatch(_spla.spsolve_triangular, double_float=("neuron",))
 def spsolve_triangular(A, b, lower=True, overwrite_A=False, overwrite_b=False,
                        unit_diagonal=False):
     return kernel("sparse.linalg.spsolve_triangular", call_device((A, b)))(

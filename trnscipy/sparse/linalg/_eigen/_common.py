@@ -1,4 +1,4 @@
-"""Shared pieces of the device eigensolvers: the kernel seam entry, operators, small eigh."""
+"""Shared pieces of the device eigensolvers: the strategy entry, operators, small eigh."""
 
 import functools
 
@@ -6,26 +6,25 @@ import numpy as np
 
 from trnscipy import _autograd
 from trnscipy._dispatch import call_device
-from trnscipy._dtypes import absolute
-from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve.utils import host_operand
+from trnscipy.linalg._kernels import small_eigh
+from trnscipy.sparse.linalg._isolve.utils import host_operand, strategy
 
 __all__ = ["always", "eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
            "small_eigh", "standard_problem"]
 
 
 def eigen_kernel(scipy_func, operators=None):
-    """Decorator, under ``@dispatch``: the call goes through the kernel seam's "eigen"
-    entry for the operands' device.  On the CPU that is SciPy's own solver (ARPACK,
-    lobpcg) on zero-copy views; elsewhere the decorated torch implementation.
+    """Decorator, under ``@dispatch``: the call goes through the ``eigen`` strategy of
+    the operands' device (``_isolve.utils.strategy``).  On the CPU that is SciPy's own
+    solver (ARPACK, lobpcg) on zero-copy views; elsewhere the decorated torch implementation.
     ``operators(arguments)``: True where SciPy's function makes a LinearOperator of its
     matrix itself (then the CPU kernel may hand a sparse container over as one)."""
     def decorate(torch_func):
         def run(*args, **kwargs):
             device = call_device(args, kwargs)
-            return kernel("eigen", device)(scipy_func, torch_func, args, kwargs, host_operand,
-                                           operators)
+            return strategy("eigen", device)(scipy_func, torch_func, args, kwargs,
+                                             host_operand, operators)
 
         @functools.wraps(torch_func)
         def solve(*args, **kwargs):
@@ -86,25 +85,3 @@ def read_small(t):
     return parts[0] + 1j * parts[1]
 
 
-def small_eigh(T, steps=3):
-    """eigh of a small Hermitian matrix, refined by Ogita-Aishima steps (matrix products
-    only): torch-xla 2.9's float64 eigh left eigenvector residuals of 1e-6 on a 20 x 20
-    matrix here (eigenvalues to 3e-12).  Returns the refined Rayleigh quotients and
-    vectors.  Pairs closer than 100 times the current coupling error are only
-    orthonormalised (there the span is what is defined)."""
-    w, S = torch.linalg.eigh(T)
-    eps = torch.finfo(real_dtype(T.dtype)).eps
-    eye = torch.eye(T.shape[0], dtype=T.dtype, device=T.device)
-    scale = w.abs().max()
-    for _ in range(steps):
-        R = eye - S.mH @ S
-        G = S.mH @ T @ S
-        lam = G.diagonal().real / (1 - R.diagonal().real)
-        F = G + R * lam[None, :]
-        off = torch.where(eye.real.bool(), 0, absolute(F)).max()
-        gap = lam[None, :] - lam[:, None]
-        far = gap.abs() > torch.clamp(100 * off, min=100 * eps * scale)
-        safe = torch.where(far, gap, torch.ones_like(gap))
-        S = S + S @ torch.where(far, F / safe, R * 0.5)
-    G = S.mH @ T @ S
-    return G.diagonal().real / (S.mH @ S).diagonal().real, S

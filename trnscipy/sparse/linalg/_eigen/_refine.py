@@ -18,9 +18,19 @@ double-float pairs (``trnscipy._transfer.df_parts``).  One refinement step:
    residual of 1e-4, and S becomes [U, T]: the error of each pair shrinks by about that
    factor per step (the eigenvalues' by its square).
 
-Supported: the standard problem (no ``M``, ``Minv``, ``OPinv``, ``mode='normal'``), every
-``which``, ``sigma`` (the float32 stage then runs shift-invert through the device LU);
-lobpcg without ``B``, ``M``, ``Y`` and histories.  The rest runs on the host, announced.
+Generalized problems (eigsh's ``M``, lobpcg's ``B``, symmetric positive definite float64
+matrices): the float32 stage solves the pencil (ARPACK's mode 2 with inner cg solves of M,
+or shift-invert by the device LU of A - sigma M; lobpcg with B), and every step above runs
+in the B inner product: G = S^T B S, residuals R = A U - B U Theta, the test relative to
+||B u_i|| with the floor 2**-44 (||A||_F + |theta_i| ||B||_F) ||u_i||, corrections with
+P = I - B Q Q^T on the left and P^T on the right; the vectors come back B-orthonormal.
+lobpcg's ``Y``: the basis is made B-orthogonal to Y in double-float at every step and the
+corrections deflate Y too; its ``M`` preconditions the float32 stage only.
+
+Supported: eigsh with every ``which``, ``sigma`` (``mode='normal'``), ``M`` a float64
+matrix; lobpcg with ``B`` a float64 matrix, ``M``, ``Y``.  ``Minv``, ``OPinv``, the
+buckling and cayley modes, eigsh's ``M`` and lobpcg's ``B`` as operators of functions, and
+lobpcg's histories run on the host, announced.
 """
 
 import inspect
@@ -36,7 +46,8 @@ from trnscipy._errors import fallback
 from trnscipy._kernels import _df, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _mm
-from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
+from trnscipy.sparse.linalg._isolve._refine import _df_operator, _float32_operator, _parts
+from trnscipy.sparse.linalg._isolve.utils import sync
 
 __all__ = ["eigen"]
 
@@ -44,7 +55,7 @@ _MAX_STEPS = 10
 _FLOOR = 2.0 ** -44
 _INNER_RTOL = 1e-4
 _STALL = 0.9  # a step that shrinks no residual by this much ends the refinement
-# the float32 stage's tolerance: its Ritz vectors only seed the refinement
+# the float32 stage's looser tolerance, tried when it cannot reach the user's
 _TOL32 = 1e-5
 
 
@@ -111,12 +122,30 @@ def _operator(A):
     return op, op.product
 
 
+def _seed(device_func, tol, *args, **kwargs):
+    """The float32 solve whose vectors seed the refinement, at the user's tolerance (0: float32's
+    precision), then at ``_TOL32`` if it does not converge.  Stopping a restarted Lanczos early
+    misses the second copy of a double eigenvalue (ARPACK's too: eigsh of a square grid's
+    Laplacian at tol=1e-5); at the user's tol=0 it resolves them as SciPy's run does."""
+    with warnings.catch_warnings():  # the seeding solve's notices are not the user's
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            return device_func(*args, tol=float(tol), **kwargs)
+        except _scipy.ArpackNoConvergence:
+            if float(tol) >= _TOL32:
+                raise
+            return device_func(*args, tol=_TOL32, **kwargs)
+
+
 def _eigsh(device_func, p):
-    A, k, sigma, which = p["A"], int(p["k"]), p["sigma"], p["which"]
+    A, k, sigma, which, M = p["A"], int(p["k"]), p["sigma"], p["which"], p["M"]
     n = A.shape[0]
-    if any(p[name] is not None for name in ("M", "Minv", "OPinv")) or p["mode"] != "normal":
-        return _on_host(_scipy.eigsh, p, "a generalized or buckling/cayley problem has no "
+    if p["Minv"] is not None or p["OPinv"] is not None or p["mode"] != "normal":
+        return _on_host(_scipy.eigsh, p, "Minv, OPinv and the buckling/cayley modes have no "
                         "double-float method")
+    if M is not None and not (_is_matrix(M) and _is_df(M)):
+        return _on_host(_scipy.eigsh, p, "M has a double-float method only as a float64 "
+                        "matrix")
     if not 0 < k < n - 1 or which not in ("LM", "SM", "LA", "SA", "BE"):
         return device_func(**p)  # the dense route (double-float eigh) or SciPy's errors
     op, product = _operator(A)
@@ -124,18 +153,17 @@ def _eigsh(device_func, p):
     if v0 is not None:
         v0 = _parts(_as_device(v0, A.device).reshape(-1))[0]
     kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
+    B = None if M is None else _B(M)
     try:
-        with warnings.catch_warnings():  # the seeding solve's notices are not the user's
-            warnings.simplefilter("ignore", UserWarning)
-            _, X = device_func(op.float32, k=k, sigma=sigma, which=which, v0=v0,
-                               tol=max(float(p["tol"]), _TOL32), return_eigenvectors=True,
-                               **kw)
+        _, X = _seed(device_func, p["tol"], op.float32, k=k, sigma=sigma, which=which,
+                     v0=v0, return_eigenvectors=True, M=None if B is None else B.float32,
+                     **kw)
     except _scipy.ArpackNoConvergence:
         return _on_host(_scipy.eigsh, p, "the float32 solve that seeds the double-float "
                         "refinement did not converge")
     A32 = op.float32
     lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, _wanted(which, sigma),
-                     float(p["tol"]))
+                     float(p["tol"]), B=B)
     if p["return_eigenvectors"]:
         order = np.argsort(lam, kind="stable")
     elif sigma is not None or which == "BE":
@@ -150,29 +178,48 @@ def _eigsh(device_func, p):
                                        U[1].index_select(1, index))
 
 
+class _B:
+    """The matrix of a generalized problem's inner product (eigsh's M, lobpcg's B): its
+    double-float product, float32 copy and the norm bound of its residual floor."""
+
+    def __init__(self, M):
+        op, self.product = _operator(M)
+        self.float32 = op.float32
+        self.norm = _frobenius(op.float32)
+
+
 def _lobpcg(device_func, p):
-    unsupported = [name for name in ("B", "M", "Y") if p[name] is not None]
-    if unsupported or p["retLambdaHistory"] or p["retResidualNormsHistory"]:
-        return _on_host(_scipy.lobpcg, p, f"{', '.join(unsupported) or 'a history'} has no "
-                        "double-float method")
-    A, X = p["A"], p["X"]
+    if p["retLambdaHistory"] or p["retResidualNormsHistory"]:
+        return _on_host(_scipy.lobpcg, p, "a history has no double-float method")
+    A, X, B, Y = p["A"], p["X"], p["B"], p["Y"]
+    if B is not None and not (_is_matrix(B) and _is_df(B)):
+        return _on_host(_scipy.lobpcg, p, "B has a double-float method only as a float64 "
+                        "matrix")
     X = _as_device(X, A.device)
     if X.ndim == 1:
         X = X[:, None]
     k = X.shape[1]
-    if 5 * k > A.shape[0]:
+    if Y is not None:
+        Y = _as_device(Y, A.device)
+        if Y.ndim != 2:  # lobpcg ignores it, with its warning
+            return device_func(**p)
+    if 5 * k > A.shape[0] - (0 if Y is None else Y.shape[1]):
         return device_func(**p)  # SciPy's dense route (double-float eigh)
     op, product = _operator(A)
+    B = None if B is None else _B(B)
     kw = {name: p[name] for name in ("maxiter", "largest", "verbosityLevel")}
     tol = p["tol"]
     with warnings.catch_warnings():  # the seeding solve's notices are not the user's
         warnings.simplefilter("ignore", UserWarning)
-        _, X32 = device_func(op.float32, _parts(X)[0],
+        # the preconditioner acts on the float32 iteration only (its float32 part)
+        _, X32 = device_func(op.float32, _parts(X)[0], B=None if B is None else B.float32,
+                             M=_float32_operator(p["M"]),
+                             Y=None if Y is None else _parts(Y)[0],
                              tol=None if tol is None else max(float(tol), _TOL32), **kw)
     which = "LA" if p["largest"] else "SA"
     A32 = op.float32
     lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k, _wanted(which, None),
-                     0.0)
+                     0.0, B=B, Y=None if Y is None else _parts(Y))
     order = np.argsort(-lam if p["largest"] else lam, kind="stable")  # lobpcg's order
     index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
     return (_transfer.tensor_on(lam[order], A.device),
@@ -193,10 +240,12 @@ def _svds(device_func, p):
     A32, AT32 = op.float32, opT.float32
     gram32 = (lambda w: A32 @ (AT32 @ w)) if wide else (lambda w: AT32 @ (A32 @ w))
     kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
-    with warnings.catch_warnings():  # the seeding solve's notices are not the user's
-        warnings.simplefilter("ignore", UserWarning)
-        u32, _, vh32 = device_func(A32, k=k, which=p["which"], tol=max(float(p["tol"]), _TOL32),
-                                   return_singular_vectors=True, **kw)
+    try:
+        u32, _, vh32 = _seed(device_func, p["tol"], A32, k=k, which=p["which"],
+                             return_singular_vectors=True, **kw)
+    except _scipy.ArpackNoConvergence:
+        return _on_host(_scipy.svds, p, "the float32 solve that seeds the double-float "
+                        "refinement did not converge")
     seed = u32 if wide else vh32.mT
     anorm = _frobenius(A32)
     lam, V = _refine(gram, gram32, anorm * anorm, seed, k, _wanted(p["which"], None),
@@ -235,7 +284,11 @@ def _wanted(which, sigma):
 
 
 def _host_f64(*pairs):
-    """Double-float pairs read to the host in one transfer, as float64 arrays."""
+    """Double-float pairs read to the host in one transfer, as float64 arrays.  The
+    pending graph runs first as a whole: reading only ``flat`` would leave the step's
+    other lazy tensors (S, A S) to be recomputed in every later graph (measured on XLA
+    CPU: 20 s per read at n=144, 30x the whole solve with the cut)."""
+    sync(pairs[0][0].device)
     flat = torch.cat([t.reshape(-1) for pair in pairs for t in pair])
     host = np.asarray(_transfer.to_host(flat), dtype=np.float64)
     out, at = [], 0
@@ -251,33 +304,52 @@ def _t(pair):
     return pair[0].mT.contiguous(), pair[1].mT.contiguous()
 
 
-def _refine(product, matvec32, anorm, X32, k, pick, tol):
-    """The k wanted eigenpairs of a symmetric operator to double-float accuracy from float32
-    vectors ``X32``: (eigenvalues as a float64 array, the vectors as an (n, k) double-float
-    pair).  ``product``: the operator on double-float pairs; ``matvec32``: on float32
-    vectors; ``anorm``: a bound of its norm (the floor of the residual test)."""
+def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
+    """The k wanted eigenpairs of a symmetric operator (of the pencil (A, B) with ``B``, a
+    ``_B``) to double-float accuracy from float32 vectors ``X32``: (eigenvalues as a float64
+    array, the vectors, B-orthonormal, as an (n, k) double-float pair).  ``product``: the
+    operator on double-float pairs; ``matvec32``: on float32 vectors; ``anorm``: a bound of
+    its norm (the floor of the residual test); ``Y``: a double-float pair of constraint
+    columns the vectors are kept B-orthogonal to."""
     device = X32.device
     X32 = X32.to(torch.float32)
     S = (X32, torch.zeros_like(X32))
+    if Y is not None:
+        Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
     floor = _FLOOR * anorm
     best = np.inf
     for _ in range(_MAX_STEPS):
+        if Y is not None:  # S - Y (BY^T S): B-orthogonal to the constraints
+            S = _df.sub(S, _df.gemm(Y, _df.gemm(_t(BY), S)))
         AS = product(S)
-        G, H = _host_f64(_df.gemm(_t(S), S), _df.gemm(_t(S), AS))
-        theta, Y = _sl.eigh((H + H.T) / 2, (G + G.T) / 2)
+        BS = S if B is None else B.product(S)
+        G, H = _host_f64(_df.gemm(_t(S), BS), _df.gemm(_t(S), AS))
+        theta, Z = _sl.eigh((H + H.T) / 2, (G + G.T) / 2)
         chosen = pick(theta, k)
-        lam, Y = theta[chosen], Y[:, chosen]
-        Yp = _df.from_host(Y, device)
-        U, AU = _df.gemm(S, Yp), _df.gemm(AS, Yp)
+        lam, Z = theta[chosen], Z[:, chosen]
+        Zp = _df.from_host(Z, device)
+        U, AU = _df.gemm(S, Zp), _df.gemm(AS, Zp)
+        BU = U if B is None else _df.gemm(BS, Zp)
         L = _df.from_host(np.broadcast_to(lam, U[0].shape).copy(), device)
-        R = _df.sub(AU, _df.mul(U, L))
-        rn = np.asarray(_transfer.to_host(torch.linalg.vector_norm(R[0], dim=0)),
-                        dtype=np.float64)
-        worst = float(np.max(rn - np.maximum(tol * np.abs(lam), floor)))
+        R = _df.sub(AU, _df.mul(BU, L))
+        if B is None:
+            rn = np.asarray(_transfer.to_host(torch.linalg.vector_norm(R[0], dim=0)),
+                            dtype=np.float64)
+            target = np.maximum(tol * np.abs(lam), floor)
+        else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
+            rn, un, bun = np.asarray(_transfer.to_host(torch.linalg.vector_norm(
+                torch.stack([R[0], U[0], BU[0]]), dim=1)), dtype=np.float64)
+            target = np.maximum(tol * np.abs(lam) * bun,
+                                _FLOOR * (anorm + np.abs(lam) * B.norm) * un)
+        worst = float(np.max(rn - target))
         if worst <= 0 or np.max(rn) > _STALL * best:
             break
         best = float(np.max(rn))
-        T = _corrections(matvec32, U[0], lam, R[0])
+        Q, BQ = U[0], BU[0]
+        if Y is not None:  # the corrections deflate the constraints too
+            Q, BQ = torch.cat([Q, Y[0]], dim=1), torch.cat([BQ, BY[0]], dim=1)
+        T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
+                         lam, R[0])
         S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
     if worst > 0:  # never silently less accurate than asked
         warnings.warn(f"double-float eigenpair refinement stopped at residual "
@@ -287,32 +359,46 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol):
     return lam, U
 
 
+def _orthonormal(Y, bproduct):
+    """(Y C^-1/2 ... as Y L^-T with C = Y^T B Y = L L^T, its B-product): the constraint
+    columns B-orthonormal in double-float (C's Cholesky factor on the host)."""
+    BY = bproduct(Y)
+    (C,) = _host_f64(_df.gemm(_t(Y), BY))
+    W = _sl.solve_triangular(_sl.cholesky((C + C.T) / 2, lower=True), np.eye(C.shape[0]),
+                             lower=True).T
+    Wp = _df.from_host(np.ascontiguousarray(W), Y[0].device)
+    return _df.gemm(Y, Wp), _df.gemm(BY, Wp)
+
+
 def _frobenius(A32):
     """||A||_F from the float32 values (a bound of ||A||_2)."""
     data = A32 if isinstance(A32, torch.Tensor) else A32.data
     return float(_transfer.to_host(torch.linalg.vector_norm(data.reshape(-1))))
 
 
-def _corrections(matvec32, Q, lam, R):
-    """The float32 Jacobi-Davidson corrections: t_i with t_i orthogonal to Q and
-    (I - Q Q^T)(A - lam_i I) t_i = -r_i, by device minres (one compiled loop for all i:
-    the shift is data)."""
+def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
+    """The float32 Jacobi-Davidson corrections: t_i with Q^T B t_i = 0 and
+    P (A - lam_i B) P^T t_i = -P r_i, P = I - B Q Q^T (Q B-orthonormal; B = I without
+    ``bmatvec32``), by device minres (one compiled loop for all i: the shift is data)."""
     from trnscipy.sparse.linalg import LinearOperator, minres
 
-    n = Q.shape[0]  # Q: orthonormal to float32 rounding (U^T U = I in double-float)
+    n = Q.shape[0]  # Q: B-orthonormal to float32 rounding (U^T B U = I in double-float)
 
-    def project(v):
-        return v - Q @ (Q.mT @ v)
+    def project(v):  # P
+        return v - BQ @ (Q.mT @ v)
+
+    def project_t(v):  # P^T
+        return v - Q @ (BQ.mT @ v)
 
     columns = []
-    for i in range(Q.shape[1]):
+    for i in range(lam.shape[0]):
         # an operator per pair (a solver may prepare an operator once), its shift device
         # data, so that every pair's loop is the same compiled graph
         shift = torch.tensor([float(lam[i])], dtype=torch.float32, device=Q.device)
 
         def matvec(v, shift=shift):
-            w = project(v.reshape(-1))
-            return project(matvec32(w) - shift * w)
+            w = project_t(v.reshape(-1))
+            return project(matvec32(w) - shift * (w if bmatvec32 is None else bmatvec32(w)))
 
         # placed on Q's device: device code, not the user's host code of an offloaded call
         op = LinearOperator((n, n), matvec=matvec, rmatvec=matvec,
@@ -320,5 +406,5 @@ def _corrections(matvec32, Q, lam, R):
         rhs = project(-R[:, i])
         scale = torch.linalg.vector_norm(rhs).clamp_min(torch.finfo(torch.float32).tiny)
         t, _ = minres(op, rhs / scale, rtol=_INNER_RTOL, maxiter=min(2 * n, 1000))
-        columns.append(project(t.to(Q.dtype)) * scale)  # (SciPy 1.17 minres: float64)
+        columns.append(project_t(t.to(Q.dtype)) * scale)  # (SciPy 1.17 minres: float64)
     return torch.stack(columns, dim=1)

@@ -59,7 +59,7 @@ def _validate(A, k, ncv, tol, which, v0, maxiter, return_singular, solver):
     return int(k), which, v0, solver
 
 
-@dispatch(_scipy.svds)
+@dispatch(_scipy.svds, double_float=("neuron",))
 @eigen_kernel(_scipy.svds, operators=always)
 def svds(A, k=6, ncv=None, tol=0, which="LM", v0=None, maxiter=None,
          return_singular_vectors=True, solver="arpack", rng=None, options=None, *,

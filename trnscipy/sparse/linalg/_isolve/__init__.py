@@ -1,6 +1,5 @@
 """Device implementations of scipy.sparse.linalg's iterative solvers."""
 
-from trnscipy.sparse.linalg._isolve import _refine  # noqa: F401  (the neuron krylov kernel)
 from trnscipy.sparse.linalg._isolve._gcrotmk import gcrotmk
 from trnscipy.sparse.linalg._isolve.iterative import bicg, bicgstab, cg, cgs, gmres, qmr
 from trnscipy.sparse.linalg._isolve.lgmres import lgmres

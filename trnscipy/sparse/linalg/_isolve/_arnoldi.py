@@ -14,7 +14,7 @@ included, and the masked row writes): O(m n) per Arnoldi step, as SciPy's.
 """
 
 from trnscipy._dtypes import divide
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend, kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import inner, norm
 
@@ -41,7 +41,7 @@ class Arnoldi:
         self.capacity, self.flexible, self.breakdown = capacity, flexible, breakdown
         self.n_cs = n_cs
         self.graphs = {}  # graph functions of the solver's cycle (one solve)
-        self.loop = kernel("device_loop", device if traceable else torch.device("cpu"))
+        self.loop = backend(device if traceable else torch.device("cpu")).device_loop
         self.names = ("V", "v", "H", "R", "Q", "res", "brk", "j") + (
             ("Z",) if flexible else ()) + (("B", "C") if n_cs else ())
 
@@ -256,8 +256,6 @@ def back_substitute(R, rhs):
     """Solve the small upper-triangular R y = rhs (rhs a vector or a matrix) with the
     device's triangular-solve kernel (one op; on XLA ``torch.triangular_solve``, which
     lowers, unlike ``torch.linalg.solve_triangular``)."""
-    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg kernels)
-
     b = rhs[:, None] if rhs.dim() == 1 else rhs
     y = kernel("linalg._trsm", R.device)(R, b, upper=True)
     return y[:, 0] if rhs.dim() == 1 else y

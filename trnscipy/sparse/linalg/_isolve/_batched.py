@@ -3,8 +3,9 @@
 ``cg_batched(A, B)`` solves ``A X = B`` column by column with SciPy's cg iteration: each
 column keeps its own scalars and its own stop test (SciPy's, ``||r|| < max(atol, rtol
 ||b||)``), so each column's iterates are the ones ``cg(A, B[:, j])`` computes (to rounding:
-the columns' products are one SpMM).  The k columns share one product ``A @ P`` and one
-preconditioner application per iteration.  On graph devices the iterations are one
+the columns' products are one SpMM): the iteration is ``_krylov.cg``'s, over a space of
+n x k blocks whose inner products are per column.  The k columns share one product
+``A @ P`` and one preconditioner application per iteration.  On graph devices the iterations are one
 device loop that leaves when every column has stopped (XLA: one execution per solve).
 This is not block CG (O'Leary), whose columns share one Krylov space: independent
 columns keep SciPy's per-vector results.
@@ -17,10 +18,10 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import capability, runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_device, to_host
-from trnscipy.sparse.linalg._isolve import utils
+from trnscipy.sparse.linalg._isolve import _krylov, utils
 
 __all__ = ["cg_batched"]
 
@@ -67,18 +68,25 @@ def cg_batched(A, B, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None):
     return _solve(op, pre, B, X.clone(), x0 is not None, rtol, atol, maxiter)
 
 
-def _cols_dot(a, b):
-    """conj(a_j) . b_j for each column j."""
-    return (a.conj() * b).sum(0)
+class _Columns:
+    """The vector space of ``_krylov``'s methods for n x k blocks: inner products and
+    norms per column (k numbers), products as one SpMM."""
 
+    def __init__(self, matvec, psolve):
+        self.matvec, self.psolve = matvec, psolve
 
-def _cols_norm(a):
-    return _cols_dot(a, a).real.sqrt()
+    @staticmethod
+    def dot(a, b):
+        return (a.conj() * b).sum(0)
+
+    def norm(self, a):
+        return self.dot(a, a).real.sqrt()
 
 
 def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
     device = B.device
-    bnrm = _cols_norm(B)
+    V = _Columns(op.matmat, (lambda R: R) if pre is None else pre.matmat)
+    bnrm = V.norm(B)
     tol = torch.clamp(rtol * bnrm, min=atol)
     zero_b = bnrm == 0
     # SciPy's cg returns b itself (zero) for a zero right-hand side, whatever x0 says
@@ -87,44 +95,38 @@ def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
     info = torch.where(zero_b, torch.zeros_like(bnrm, dtype=torch.int64),
                        torch.full_like(bnrm, maxiter, dtype=torch.int64))
     live = ~zero_b
-    P = torch.zeros_like(B)
-    rho_prev = torch.ones_like(bnrm).to(B.dtype)
-    done = ~live.any()
 
-    def body(carry, j):
-        X, R, P, rho_prev, live, info, done = carry
-        converged = _cols_norm(R) < tol
-        info = torch.where(live & converged, torch.zeros_like(info), info)
-        live = live & ~converged
-        Z = R if pre is None else pre.matmat(R)
-        rho = _cols_dot(R, Z)
-        first = j == 0
-        beta = torch.where(live & ~first, rho / rho_prev, torch.zeros_like(rho))
-        P = Z + beta * P
-        Q = op.matmat(P)
-        alpha = torch.where(live, rho / _cols_dot(P, Q), torch.zeros_like(rho))
-        X = torch.where(live, X + alpha * P, X)
-        R = torch.where(live, R - alpha * Q, R)
-        rho_prev = torch.where(live, rho, rho_prev)
-        return X, R, P, rho_prev, live, info, ~live.any()
+    def iterate(carry, first):
+        # _krylov.cg with the stop flags and the iterate's mask per column (_LazyStep's
+        # operations broadcast over the columns); a stopped column's working vectors may
+        # go to nan (0/0), which its mask and the column-wise products keep to itself
+        *state, live, info, _ = carry
+        s = utils._LazyStep(live, info)
+        state = _krylov.cg(V, s, tuple(state), first, tol)
+        return (*state, s.live, s.info, ~s.live.any())
 
-    carry = (X, R, P, rho_prev, live, info, done)
+    carry = (X, R, torch.zeros_like(B), torch.ones_like(bnrm).to(B.dtype), live, info,
+             ~live.any())
+    if maxiter > 0:
+        carry = iterate(carry, True)
     kind = device_kind(device)
+    rest = max(maxiter - 1, 0)
     if utils.host_reads_free(device) or not utils.traceable(op, pre):
         # eager devices, or products that read on the host: a Python loop, the stop flag
         # read after every iteration
-        for j in range(maxiter):
-            carry = body(carry, torch.tensor(j, device=device))
+        for _ in range(rest):
             utils.sync(device)
             if bool(carry[-1]):
                 break
+            carry = iterate(carry, False)
     else:
-        loop = kernel("device_loop", device)
+        loop = backend(device).device_loop
         # XLA: one While to the last column's stop; elsewhere blocks between host reads
-        block = maxiter if capability(kind).device_while else utils.CHECK_EVERY
-        for start in range(0, maxiter, block):
-            carry = loop(body, carry, start, min(maxiter, start + block), until=6)
-            if bool(carry[-1]):
+        block = max(rest if capability(kind).device_while else utils.CHECK_EVERY, 1)
+        for start in range(0, rest, block):
+            carry = loop(lambda c, _: iterate(c, False), carry, start,
+                         min(rest, start + block), until=6)
+            if start + block < rest and bool(carry[-1]):
                 break
     return carry[0], carry[5]
 

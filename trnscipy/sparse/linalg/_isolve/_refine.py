@@ -41,7 +41,7 @@ from scipy.sparse.linalg import _interface as _si
 
 from trnscipy import _transfer
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, _plan, kernel, register
+from trnscipy._kernels import _df, _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import _krylov, utils
 from trnscipy.sparse.linalg._isolve.utils import check_atol, check_x0, host_value
@@ -92,7 +92,7 @@ class _DFOperator:
             layout = _layout(A)
             flat = self._computed([p.reshape(-1) for p in _parts(A.data)])
             self.parts = tuple(p.reshape(A.data.shape) for p in flat)
-            kernel("materialize", flat[0].device)([*flat, *self.parts])  # (the views too)
+            backend(flat[0].device).materialize([*flat, *self.parts])  # (the views too)
             self.float32 = A._with_data(self.parts[0], copy=False)
             self.product = lambda x: _df.spmv(layout, flat, x)
         else:
@@ -104,7 +104,7 @@ class _DFOperator:
         view of a pending result traced differently in the first solve's graphs than in
         later ones: two more compilations in the second solve, measured)."""
         parts = tuple(p.clone() for p in parts)
-        kernel("materialize", parts[0].device)(list(parts))
+        backend(parts[0].device).materialize(list(parts))
         return parts
 
     def residual(self, b, x, shift=0.0):
@@ -147,7 +147,21 @@ def _float32_operator(M):
         else None
     if isinstance(bridged, _HostOperator):  # the user's host code: float32 back from the host
         return _HostOperator(bridged.host, np.float32, announced=True)
-    return LinearOperator(M.shape, matvec=M.matvec, rmatvec=M.rmatvec, dtype=np.float32)
+    return LinearOperator(M.shape, matvec=_rounded(M.matvec, M), rmatvec=_rounded(M.rmatvec, M),
+                          dtype=np.float32)
+
+
+def _rounded(f, M):
+    """``f`` (a product of the preconditioner M) with a float64 result rounded to float32
+    (a float64 ILU's solve returns double-float data, as SciPy's returns float64), marked
+    pure tensor code where M is, so that the inner solve may trace it."""
+
+    def product(v):
+        y = f(v)
+        return _parts(y)[0] if _is_float64(y) else y
+
+    product.pure_tensor_code = getattr(M, "pure_tensor_code", False)
+    return product
 
 
 def _is_float64(t):
@@ -220,7 +234,7 @@ def _on_host(scipy_solver, name, params, reason):
 
 
 def _refine(name, device_solver, op, params):
-    from trnscipy.sparse.linalg._interface import _HostOperator, announce_host_operators
+    from trnscipy.sparse.linalg._interface import announce_host_operators
 
     n = op.shape[0]
     b = params["b"]
@@ -237,16 +251,14 @@ def _refine(name, device_solver, op, params):
     callback = params.get("callback")
     precond = {k: _float32_operator(params.get(k)) for k in ("M", "M1", "M2")
                if params.get(k) is not None}
-    announce_host_operators(f"scipy.sparse.linalg.{name}",
-                            *(_HostOperator(m.host) for m in precond.values()
-                              if isinstance(m, _HostOperator)))
+    announce_host_operators(f"scipy.sparse.linalg.{name}", *precond.values(), outer=True)
     extra = {k: v for k, v in params.items()
              if k not in ("A", "b", "x0", "rtol", "atol", "maxiter", "callback", "M", "M1",
                           "M2", "outer_v", "CU", "callback_type", "show", "check")}
     if name == "gmres" and params.get("callback_type") is not None:
         extra["callback_type"] = params["callback_type"]
 
-    materialize = kernel("materialize", bp[0].device)
+    materialize = backend(bp[0].device).materialize
     x0 = params.get("x0")
     check_x0(x0)
     def zeros(size=n):  # data, not a graph constant; distinct tensors, distinct inputs
@@ -395,7 +407,7 @@ class _CG:
     def __init__(self, op, M, device):
         A32 = op.float32
         V = _krylov.Local(lambda v: A32 @ v, (lambda v: v) if M is None else (lambda v: M @ v))
-        loop = kernel("device_loop", device)
+        loop = backend(device).device_loop
 
         def iteration(carry, _):
             xh, xl, r, p, rho, left, rref, tol = carry
@@ -418,7 +430,7 @@ class _CG:
                        until=9)
             return (*out, _status(out[6], out[5], out[8]))
 
-        self.blocks = kernel("graph_function", device)(blocks)
+        self.blocks = backend(device).graph_function(blocks)
 
 
 class _DFStep:
@@ -488,7 +500,7 @@ def _start(name, op, params, M):
     r = r[0]
     # b's parts too: left pending, the first block's replay computes them in a graph of
     # its own on a repeated solve (the first solve's trace computes them with its copies)
-    kernel("materialize", device)([norms, xh, xl, r, bh, bl])
+    backend(device).materialize([norms, xh, xl, r, bh, bl])
     bnrm, rnorm = (float(v) for v in norms.cpu())
     if bnrm == 0:
         return _transfer.df_tensor(bh, bl), 0
@@ -591,7 +603,7 @@ class _GMRES:
         arnoldi = Arnoldi(lambda v: A32 @ v, m, float(np.finfo(np.float32).eps),
                           torch.float32, device, lpsolve=psolve)
 
-        loop = kernel("device_loop", device)
+        loop = backend(device).device_loop
 
         def cycles(xh, xl, r, rnorm, left, tol, bh, bl, best, stalled, done, tol_down, stop):
             def cycle(carry, _):
@@ -615,7 +627,7 @@ class _GMRES:
             out = loop(cycle, (xh, xl, r, rnorm, left, best, stalled, done), 0, stop, until=7)
             return (*out, _status(out[3], out[4], out[6]))
 
-        self.cycles = kernel("graph_function", device)(cycles)
+        self.cycles = backend(device).graph_function(cycles)
 
 
 def _gmres(device_solver, op, params):

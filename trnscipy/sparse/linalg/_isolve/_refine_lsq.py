@@ -9,15 +9,17 @@ double-float pairs (``trnscipy._transfer.df_parts``).  The solve:
 2. in double-float: r = b - A x and the normal-equations residual
    g = A^T r - damp^2 (x - x0) (x0: SciPy's start, which its damping term is centred on),
    and the norms of SciPy's stopping tests, read once per step;
-3. SciPy's tests on those true norms (istop 1, 2; 4, 5 at double-float's rounding level
-   2**-44 where SciPy tests float64's eps); otherwise the correction d solves
+3. steps until double-float's level (SciPy's tests 4, 5 at 2**-44 where SciPy tests
+   float64's eps), istop the first of SciPy's tests that holds there (1, 2 on the user's
+   atol/btol, else 4, 5); each step's correction d solves
    (A^T A + damp^2 I) d = g by float32 cg on the normal equations (A's and A^T's float32
    copies), and x += d in double-float.
 
 Each step shrinks the error by about max(1e-4, eps32 cond(A)^2): corrections from the
 residual of the normal equations, not of b - A x, so a large least-squares residual does
 not set a floor (the float32 products of A^T r with r ~ ||b|| would).  Where a step does
-not halve ||g|| (cond(A) beyond about 3e3), or the float32 solver stops on its iteration
+not halve ||g|| before SciPy's tests hold (cond(A) beyond about 3e3; after, the last x
+that met them is returned), or the float32 solver stops on its iteration
 limit or condition estimate, SciPy runs the solve on the host from the exact data,
 announced (its unconverged or ill-conditioned float64 iterate is not what float32
 iterations reproduce).
@@ -34,7 +36,8 @@ import warnings
 import numpy as np
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, kernel
+from trnscipy._double_float import is_float64
+from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
@@ -48,21 +51,17 @@ _EPS_DF = 2.0 ** -44  # double-float's "machine" level in SciPy's tests 4 and 5
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _float64(x):
-    dtype = getattr(x, "dtype", None)
-    return dtype in (torch.float64, np.float64) or (
-        dtype is None and np.asarray(x).dtype == np.float64)
-
-
 def least_squares(scipy_solver, device_solver, args, kwargs):
     """lsqr/lsmr: the refined solve for float64 operands, else the device solver."""
     bound = inspect.signature(scipy_solver).bind(*args, **kwargs)
     bound.apply_defaults()
     p = bound.arguments
     A, b = p["A"], p["b"]
-    if not (_float64(A) or _float64(b)):
-        return device_solver(*args, **kwargs)
     name = scipy_solver.__name__
+    if any(_is_complex(v) for v in (A, b, p["x0"])):
+        return _on_host(scipy_solver, p, "a Neuron device has no complex arithmetic")
+    if not (is_float64(A) or is_float64(b)):
+        return device_solver(*args, **kwargs)
     if p["show"]:
         return _on_host(scipy_solver, p, "show's per-iteration table has no double-float "
                         "method")
@@ -114,6 +113,15 @@ def least_squares(scipy_solver, device_solver, args, kwargs):
             xnorm)
 
 
+def _is_complex(x):
+    if x is None:
+        return False
+    dtype = getattr(x, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        return dtype.is_complex
+    return np.dtype(dtype if dtype is not None else np.asarray(x).dtype).kind == "c"
+
+
 def _as_device(x, device):
     if isinstance(x, torch.Tensor):
         return x
@@ -157,10 +165,13 @@ class _Refinement:
         return r, g, dx
 
     def run(self, x, anorm, atol, btol, lsmr):
-        """(x, istop, steps, ||r||, ||[r; damp dx]||, ||g||, ||dx||, ||x||) once SciPy's
-        tests hold, or None where a step does not halve ||g||."""
-        read = kernel("materialize", self.device)
-        bnorm = None
+        """(x, istop, steps, ||r||, ||[r; damp dx]||, ||g||, ||dx||, ||x||) at double-float's
+        level (SciPy's tests 4 or 5 at 2**-44), reporting the first of SciPy's tests that
+        holds: a float64 iterate lands far below SciPy's tests where it converges, a float32
+        start x that barely meets them does not (1e-7 where SciPy's is exact).  Where a step
+        does not halve ||g||, the last x that met SciPy's tests, else None."""
+        read = backend(self.device).materialize
+        bnorm = accepted = None
         prev = np.inf
         for step in range(_MAX_STEPS):
             r, g, dx = self.residuals(x)
@@ -179,12 +190,13 @@ class _Refinement:
             test2 = gnorm / (anorm * r2 + (0.0 if lsmr else _EPS)) if anorm * r2 else np.inf
             t1 = test1 / (1 + anorm * xnorm / bnorm)
             rtol = btol + atol * anorm * xnorm / bnorm
-            istop = 1 if test1 <= rtol else 2 if test2 <= atol else \
-                4 if t1 <= _EPS_DF else 5 if test2 <= _EPS_DF else 0
-            if istop or gnorm == 0:
-                return (_transfer.df_tensor(*x), istop or 2, step, rn, r2, gnorm, dxn, xn)
+            met = 1 if test1 <= rtol else 2 if test2 <= atol else 0
+            found = (_transfer.df_tensor(*x), met, step, rn, r2, gnorm, dxn, xn)
+            if t1 <= _EPS_DF or test2 <= _EPS_DF or gnorm == 0:
+                return (*found[:1], met or (4 if t1 <= _EPS_DF else 5), *found[2:])
             if not gnorm <= 0.5 * prev:
-                return None
+                return accepted  # stagnated: the last x that met SciPy's tests, or None
+            accepted = found if met else None
             prev = gnorm
             d, _ = self.cg(self.normal, rhs, rtol=_INNER_RTOL, atol=0.0, maxiter=self.maxiter)
             x = _df.add_f(x, d.reshape(-1) * scale)

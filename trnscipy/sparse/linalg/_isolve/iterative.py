@@ -4,9 +4,11 @@ Loop structure and host reads: see ``utils``.  Each function is the device
 implementation of SciPy's; host inputs go to SciPy itself.
 """
 
+import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve import _krylov, utils
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
@@ -61,7 +63,7 @@ def _x(state):
     return state[0]
 
 
-@dispatch(_scipy.cg)
+@dispatch(_scipy.cg, double_float=("neuron",))
 @solver_kernel(_scipy.cg)
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
@@ -83,7 +85,7 @@ def _conj(t):
     return t.conj() if t.is_complex() else t
 
 
-@dispatch(_scipy.gmres)
+@dispatch(_scipy.gmres, double_float=("neuron",))
 @solver_kernel(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
@@ -105,7 +107,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     def on_step(presid):
         inner_total[0] += 1
         if callback_type in ("legacy", "pr_norm"):
-            callback(presid / bnrm2_host)
+            callback(np.float64(presid / bnrm2_host))  # SciPy's type (callbacks use .ndim)
         return callback_type == "legacy" and inner_total[0] == maxiter
 
     def arnoldi_host(x, r, ptol, s):
@@ -192,46 +194,17 @@ def _tiny(system, power):
     return system.eps ** power
 
 
-@dispatch(_scipy.bicgstab)
+@dispatch(_scipy.bicgstab, double_float=("neuron",))
 @solver_kernel(_scipy.bicgstab)
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, psolve, tol = system.matvec, system.psolve, system.tol
+    V, tol = _krylov.Local(system.matvec, system.psolve), system.tol
     rhotol = omegatol = _tiny(system, 2)
 
     def step(state, s, first):
-        x, r, rtilde, p, v, rho_prev, alpha, omega = state
-        s.stop_if(norm(r) < tol, 0)
-        rho = dot(rtilde, r)
-        s.stop_if(rho.abs() < rhotol, -10)
-        if first:
-            p = r.clone()
-        else:
-            s.stop_if(omega.abs() < omegatol, -11)
-            if s.stopped:
-                return state
-            beta = (rho / rho_prev) * (alpha / omega)
-            p = s.xpay(r, beta, s.update(p, -omega, v))
-        if s.stopped:
-            return state
-        phat = psolve(p)
-        v = matvec(phat)
-        rv = dot(rtilde, v)
-        s.stop_if(rv == 0, -11)
-        alpha = rho / rv
-        r = s.update(r, -alpha, v)
-        x = s.axpy(x, alpha, phat)
-        s.stop_if(norm(r) < tol, 0)
-        if s.stopped:
-            return (x,) + state[1:]
-        shat = psolve(r)
-        t = matvec(shat)
-        omega = dot(t, r) / dot(t, t)
-        x = s.axpy(x, omega, shat)
-        r = s.update(r, -omega, t)
-        return x, r, rtilde, p, v, rho, alpha, omega
+        return _krylov.bicgstab(V, s, state, first, tol, rhotol, omegatol)
 
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
@@ -241,7 +214,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     return state[0], info
 
 
-@dispatch(_scipy.bicg)
+@dispatch(_scipy.bicg, double_float=("neuron",))
 @solver_kernel(_scipy.bicg)
 def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
@@ -265,14 +238,14 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
         if first:
             p, ptilde = z.clone(), ztilde.clone()
         else:
-            beta = rho / rho_prev
+            beta = divide(rho, rho_prev)
             p = s.xpay(z, beta, p)
             ptilde = s.xpay(ztilde, _conj(beta), ptilde)
         q = matvec(p)
         qtilde = rmatvec(ptilde)
         rv = dot(ptilde, q)
         s.stop_if(rv == 0, -11)
-        alpha = rho / rv
+        alpha = divide(rho, rv)
         x = s.axpy(x, alpha, p)
         r = s.update(r, -alpha, q)
         rtilde = s.update(rtilde, -_conj(alpha), qtilde)
@@ -286,7 +259,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     return state[0], info
 
 
-@dispatch(_scipy.cgs)
+@dispatch(_scipy.cgs, double_float=("neuron",))
 @solver_kernel(_scipy.cgs)
 def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
@@ -307,14 +280,14 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
         if first:
             p, u = r.clone(), r.clone()
         else:
-            beta = rho / rho_prev
+            beta = divide(rho, rho_prev)
             u = r + beta * q
             p = (p * beta + q) * beta + u
         phat = psolve(p)
         vhat = matvec(phat)
         rv = dot(rtilde, vhat)
         s.stop_if(rv == 0, -11)
-        alpha = rho / rv
+        alpha = divide(rho, rv)
         q = u - alpha * vhat
         uhat = psolve(u + q)
         x = s.axpy(x, alpha, uhat)
@@ -330,7 +303,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     return state[0], info
 
 
-@dispatch(_scipy.qmr)
+@dispatch(_scipy.qmr, double_float=("neuron",))
 @solver_kernel(_scipy.qmr)
 def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, callback=None):
     from trnscipy.sparse.linalg._interface import LinearOperator
@@ -375,12 +348,12 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
         if first:
             p, q = ytilde.clone(), ztilde.clone()
         else:
-            p = ytilde - (xi * delta / epsilon) * p
-            q = ztilde - (rho * _conj(delta / epsilon)) * q
+            p = ytilde - divide(xi * delta, epsilon) * p
+            q = ztilde - (rho * _conj(divide(delta, epsilon))) * q
         ptilde = Aop.matvec(p)
         epsilon = dot(q, ptilde)
         s.stop_if(epsilon.abs() < tiny, -14)
-        beta = epsilon / delta
+        beta = divide(epsilon, delta)
         s.stop_if(beta.abs() < tiny, -11)
         if s.stopped:
             return state
@@ -396,7 +369,7 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
         s.stop_if(gamma.abs() < tiny, -12)
         if s.stopped:
             return state
-        eta = eta * (-(rho_prev / beta) * (gamma / gamma_prev) ** 2)
+        eta = eta * (-divide(rho_prev, beta) * (gamma / gamma_prev) ** 2)
         if first:
             d, sv = p * eta, ptilde * eta
         else:

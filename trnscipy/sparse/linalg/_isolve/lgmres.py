@@ -17,7 +17,7 @@ arithmetic.  ``outer_v`` receives device tensors.
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -34,7 +34,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["lgmres"]
 
 
-@dispatch(_scipy.lgmres)
+@dispatch(_scipy.lgmres, double_float=("neuron",))
 @solver_kernel(_scipy.lgmres)
 def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
            inner_m=30, outer_k=3, outer_v=None, store_outer_Av=True, prepend_outer_v=False):
@@ -51,7 +51,8 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         return bvec, 0
     if outer_v is None:
         outer_v = []
-    host = host_reads_free(device)
+    # (a host function in M or A cannot be replayed as a graph: the host loop runs then)
+    host = host_reads_free(device) or not system.traceable
     x = system.x
     # (uploaded, shape (1,): graph data from the start, not a constant of the first graph)
     pfac = torch.tensor([1.0], dtype=b_norm.dtype, device=device)
@@ -199,7 +200,7 @@ def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs, extra):
             out = _masked(arnoldi, state, ptol, state["j"] - 1)
             return tuple(t for t in out if t is not None)
 
-        arnoldi.graphs[key] = kernel("graph_function", arnoldi.device)(fgmres)
+        arnoldi.graphs[key] = backend(arnoldi.device).graph_function(fgmres)
     out = arnoldi.graphs[key](v0, ptol, *given, *cs)
     return out[:4] + (None,) + out[4:] if not cs else out
 

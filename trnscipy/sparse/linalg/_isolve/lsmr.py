@@ -33,7 +33,7 @@ _MSG = ("The exact solution is x = 0, or x = x0, if x0 was given  ",
 _HEAD = ("   itn      x(1)       norm r    norm Ar", " compatible   LS      norm A   cond A")
 
 
-@dispatch(_scipy.lsmr)
+@dispatch(_scipy.lsmr, double_float=("neuron",))
 @solver_kernel(_scipy.lsmr)
 def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=False,
          x0=None):

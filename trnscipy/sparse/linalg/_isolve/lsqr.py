@@ -175,7 +175,7 @@ def read_floats(*values):
     return torch.stack([v.reshape(()).to(dtype) for v in values]).tolist()
 
 
-@dispatch(_scipy.lsqr)
+@dispatch(_scipy.lsqr, double_float=("neuron",))
 @solver_kernel(_scipy.lsqr)
 def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=False,
          calc_var=False, x0=None):

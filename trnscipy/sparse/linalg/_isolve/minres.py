@@ -13,6 +13,7 @@ import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._isolve import _krylov
 from trnscipy.sparse.linalg._isolve.utils import (
     host_value,
     make_system,
@@ -23,8 +24,6 @@ from trnscipy.sparse.linalg._isolve.utils import (
 )
 
 __all__ = ["minres"]
-
-_NONSYMMETRIC = -999  # internal code: beta < 0 met inside a block -> ValueError
 
 _MESSAGES = [" beta2 = 0.  If M = I, b and x are eigenvectors    ",
              " beta1 = 0.  The exact solution is x0          ",
@@ -39,11 +38,7 @@ _MESSAGES = [" beta2 = 0.  If M = I, b and x are eigenvectors    ",
              " M  does not define a pos-def preconditioner       "]
 
 
-def _inner(a, b):
-    return torch.dot(a, b)
-
-
-@dispatch(_scipy.minres)
+@dispatch(_scipy.minres, double_float=("neuron",))
 @solver_kernel(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):
@@ -63,9 +58,11 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         print(first + f"itnlim =  {maxiter:3g}     rtol   =  {rtol:11.2e}")
         print()
 
+    # minres's inner products stay torch.dot (XLA: one dot op), not the ``inner`` kernel
+    V = _krylov.Local(matvec, psolve, device, dot=torch.dot)
     r1 = bvec.clone() if x0 is None else bvec - matvec(x)
     y = psolve(r1)
-    beta1_t = _inner(r1, y)
+    beta1_t = V.dot(r1, y)
     bnorm_t = norm(bvec)
     sync(device)
     beta1 = float(beta1_t)
@@ -77,7 +74,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         return bvec, 0
     beta1 = math.sqrt(beta1)
     if check:
-        _check_symmetry(matvec, psolve, r1, y, eps)
+        _krylov.minres_check(V, r1, y, eps)
 
     if show:
         print()
@@ -90,73 +87,17 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     itn_host = [0]
 
     def step(state, s, first_it):
-        (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax, gmin,
-         cs, sn, itn) = state
-        itn = itn + 1
         itn_host[0] += 1
-        v = (1.0 / beta) * y
-        y = matvec(v)
-        y = y - shift * v
-        if not first_it:
-            y = y - (beta / oldb) * r1
-        alfa = _inner(v, y)
-        y = y - (alfa / beta) * r2
-        r1, r2 = r2, y
-        y = psolve(r2)
-        oldb, beta = beta, _inner(r2, y)
-        s.stop_if(beta < 0, _NONSYMMETRIC)
-        if s.stopped:
-            raise ValueError("non-symmetric matrix")
-        beta = torch.sqrt(beta)
-        tnorm2 = tnorm2 + (alfa ** 2 + oldb ** 2 + beta ** 2)
-        istop = torch.zeros((), dtype=torch.int64, device=device)
-        if first_it:
-            istop = torch.where(beta / beta1 <= 10 * eps, -1, istop)
-        oldeps = epsln
-        delta = cs * dbar + sn * alfa
-        gbar = sn * dbar - cs * alfa
-        epsln = sn * beta
-        dbar = -cs * beta
-        root = torch.sqrt(gbar ** 2 + dbar ** 2)
-        Arnorm = phibar * root
-        gamma = torch.clamp(torch.sqrt(gbar ** 2 + beta ** 2), min=eps)
-        cs = gbar / gamma
-        sn = beta / gamma
-        phi = cs * phibar
-        phibar = sn * phibar
-        w1, w2 = w2, w
-        w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
-        x = s.keep(x + phi * w, x)
-        gmax = torch.maximum(gmax, gamma)
-        gmin = torch.minimum(gmin, gamma)
-        z = rhs1 / gamma
-        rhs1 = rhs2 - delta * z
-        rhs2 = -epsln * z
-        Anorm = torch.sqrt(tnorm2)
-        ynorm = norm(x)
-        epsx = Anorm * ynorm * eps
-        rnorm = phibar
-        inf = torch.full_like(rnorm, math.inf)
-        safe = lambda t: torch.where(t == 0, torch.ones_like(t), t)  # noqa: E731
-        test1 = torch.where((ynorm == 0) | (Anorm == 0), inf, rnorm / safe(Anorm * ynorm))
-        test2 = torch.where(Anorm == 0, inf, root / safe(Anorm))
-        Acond = gmax / gmin
-        code = torch.zeros((), dtype=torch.int64, device=device)
-        for cond, value in ((1 + test2 <= 1, 2), (1 + test1 <= 1, 1), (itn >= maxiter_t, 6),
-                            (Acond >= 0.1 / eps, 4), (epsx >= beta1, 3), (test2 <= rtol, 2),
-                            (test1 <= rtol, 1)):
-            code = torch.where(cond, value, code)
-        istop = torch.where(istop == 0, code, istop)
+        state, e = _krylov.minres(V, s, state, first_it, beta1, shift, rtol, maxiter_t, eps)
+        x = state[0]
         if show:
-            _show_line(itn_host[0], x, test1, test2, Anorm, Acond, gbar, rnorm, epsx,
-                       Anorm * ynorm * rtol, istop, n, maxiter, eps)
+            _show_line(itn_host[0], x, e.test1, e.test2, e.Anorm, e.Acond, e.gbar, e.rnorm,
+                       e.epsx, e.Anorm * e.ynorm * rtol, e.istop, n, maxiter, eps)
+            state_out[0] = (int(e.istop), itn_host[0], e.Anorm, e.Acond, e.rnorm, e.ynorm,
+                            e.Arnorm)
         if callback is not None:
             callback(host_value(x))
-        s.stop_if(istop != 0, torch.where(istop == 6, maxiter_t, 0))
-        if show:
-            state_out[0] = (int(istop), itn_host[0], Anorm, Acond, rnorm, ynorm, Arnorm)
-        return (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax,
-                gmin, cs, sn, itn)
+        return state
 
     state_out = [None]
     beta1_d = torch.tensor(beta1, dtype=real, device=device)
@@ -168,7 +109,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     # the block after it traces as the later ones, so one block graph, not two
     state, info = run(step, state, maxiter, device, None, None, block=1 if host else None,
                       host_effects=host or not system.traceable, loop=True)
-    if info == _NONSYMMETRIC:
+    if info == _krylov.MINRES_NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:
         istop, itn, Anorm, Acond, rnorm, ynorm, Arnorm = state_out[0]
@@ -193,18 +134,6 @@ def _as_scipy_dtype(x):
             and capability(device_kind(x.device)).float64):
         return x.to(torch.float64)
     return x
-
-
-def _check_symmetry(matvec, psolve, r1, y, eps):
-    w = matvec(y)
-    r2 = matvec(w)
-    s, t = float(_inner(w, w)), float(_inner(y, r2))
-    if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
-        raise ValueError("non-symmetric matrix")
-    r2 = psolve(y)
-    s, t = float(_inner(y, y)), float(_inner(r1, r2))
-    if abs(s - t) > (s + eps) * eps ** (1.0 / 3.0):
-        raise ValueError("non-symmetric preconditioner")
 
 
 def _show_line(itn, x, test1, test2, Anorm, Acond, gbar, qrnorm, epsx, epsr, istop, n,

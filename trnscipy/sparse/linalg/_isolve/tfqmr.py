@@ -7,6 +7,7 @@ alternates between them), so the graph of a block is the same for every block.
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
+from trnscipy._dtypes import divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
@@ -23,7 +24,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["tfqmr"]
 
 
-@dispatch(_scipy.tfqmr)
+@dispatch(_scipy.tfqmr, double_float=("neuron",))
 @solver_kernel(_scipy.tfqmr)
 def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None,
           show=False):
@@ -52,12 +53,12 @@ def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=N
             if even:
                 vtrstar = dot(rstar, v)
                 s.stop_if(vtrstar == 0, -1)
-                alpha = rho / vtrstar
+                alpha = divide(rho, vtrstar)
                 u_next = u - alpha * v
             if s.stopped:
                 return (x,) + state[1:-1] + (itn,)
             w = w - alpha * uhat
-            d = u + (theta ** 2 / alpha) * eta * d
+            d = u + divide(theta ** 2, alpha) * eta * d
             theta = norm(w) / tau
             c = torch.sqrt(1.0 / (1 + theta ** 2))
             tau = tau * theta * c
@@ -71,7 +72,7 @@ def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=N
                 return (x,) + state[1:-1] + (itn,)
             if not even:
                 rho = dot(rstar, w)
-                beta = rho / rho_last
+                beta = divide(rho, rho_last)
                 u = w + beta * u
                 v = beta * uhat + (beta ** 2) * v
                 uhat = psolve(matvec(u))

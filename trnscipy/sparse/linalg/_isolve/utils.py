@@ -24,13 +24,13 @@ from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import call_device, offloading
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend, kind_kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
-__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol",
-           "gmres_callback_type", "run", "sync",
-           "host_reads_free", "dot", "inner", "norm", "traceable"]
+__all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "check_square",
+           "check_vector", "gmres_callback_type", "run", "sync", "host_reads_free", "dot",
+           "inner", "norm", "traceable"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -46,9 +46,19 @@ UNROLL = 10
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
 
+def strategy(name, device):
+    """How a Krylov solve (``name`` "krylov") or an eigensolve ("eigen") runs on
+    ``device``, chosen here: the algorithm table's entry where the device's kind (or one
+    it extends) has one (neuron: double-float refinement around the float32 device loop,
+    ``_isolve/_refine.py``, ``_eigen/_refine.py``), else the backend's own (``Cpu``:
+    SciPy's loop on zero-copy views; ``Generic``: the torch loop)."""
+    impl = kind_kernel(name, device_kind(device))
+    return impl if impl is not None else getattr(backend(device), name)
+
+
 def solver_kernel(scipy_solver, operators=True):
-    """Decorator, under ``@dispatch``: the solve goes through the kernel seam's "krylov"
-    entry for the operands' device.  On the CPU that is SciPy's own loop on zero-copy
+    """Decorator, under ``@dispatch``: the solve goes through the ``krylov`` strategy of
+    the operands' device (``strategy``).  On the CPU that is SciPy's own loop on zero-copy
     views (``trnscipy._kernels._cpu.krylov``); elsewhere the decorated torch loop.
     ``operators``: SciPy's function makes its matrices LinearOperators itself, so the CPU
     kernel may hand sparse containers over as operators; False where SciPy treats an
@@ -57,8 +67,8 @@ def solver_kernel(scipy_solver, operators=True):
         def run(*args, **kwargs):
             device = call_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
-            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
-                                            host_operand, operators)
+            return strategy("krylov", device)(scipy_solver, torch_solver, args, kwargs,
+                                              host_operand, operators)
 
         @functools.wraps(torch_solver)
         def solve(*args, **kwargs):
@@ -110,8 +120,8 @@ def host_reads_free(device):
 
 
 def sync(device):
-    """Run the pending lazy graph (XLA); a no-op on eager devices (the kernel seam)."""
-    kernel("sync", device)()
+    """Run the pending lazy graph (XLA); a no-op on eager devices (the backend's ``sync``)."""
+    backend(device).sync()
 
 
 def _coerce(a, b):
@@ -180,11 +190,9 @@ def make_system(A, M, x0, b):
         device = getattr(A, "device", None) or torch.device("cpu")
         b = torch.as_tensor(np.asarray(b), device=device)
     A = as_operator(A, device)
-    if A.shape[0] != A.shape[1]:
-        raise ValueError(f"expected square matrix, but got shape={(A.shape,)}")
+    check_square(A.shape)
     N = A.shape[0]
-    if not (tuple(b.shape) == (N, 1) or tuple(b.shape) == (N,)):
-        raise ValueError(f"shapes of A {A.shape} and b {tuple(b.shape)} are incompatible")
+    check_vector(A.shape, "b", b.shape)
     bchar = _torch_to_char(b.dtype)
     if bchar not in "fdFD":
         b = b.to(torch.float64)
@@ -220,14 +228,27 @@ def make_system(A, M, x0, b):
         x = (M.matvec(b) if M is not None else b).to(xtype).clone()
     else:
         x = torch.as_tensor(x0, device=device).to(xtype).clone()
-        if not (tuple(x.shape) == (N, 1) or tuple(x.shape) == (N,)):
-            raise ValueError(f"shapes of A {A.shape} and x0 {tuple(x.shape)} are incompatible")
+        check_vector(A.shape, "x0", x.shape)
         x = x.reshape(-1)
     return System(A, M, x, b, device)
 
 
 def _identity(x):
     return x
+
+
+def check_square(shape):
+    """SciPy's make_system test of A's shape."""
+    if shape[0] != shape[1]:
+        raise ValueError(f"expected square matrix, but got shape={(tuple(shape),)}")
+
+
+def check_vector(A_shape, name, shape):
+    """SciPy's make_system test of b's or x0's shape: (N,) or (N, 1)."""
+    N = A_shape[0]
+    if tuple(shape) not in ((N,), (N, 1)):
+        raise ValueError(f"shapes of A {tuple(A_shape)} and {name} {tuple(shape)} are "
+                         "incompatible")
 
 
 def check_x0(x0):
@@ -281,7 +302,7 @@ def dot(a, b):
 def inner(a, b):
     """conj(a) . b along the last axis: the device's ``inner`` kernel (on XLA a sum of
     products, accurate where XLA's ``dot`` is not)."""
-    return kernel("inner", a.device)(a, b)
+    return backend(a.device).inner(a, b)
 
 
 def _fast_matvec(op, dtype):
@@ -445,7 +466,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     # first call (eager) and the capture cost UNROLL iterations each, not a block each
     steps = min(block, unroll or UNROLL) if replayable and not one_while else block
     block = -(-block // steps) * steps
-    device_loop = kernel("device_loop", device)
+    device_loop = backend(device).device_loop
 
     def flat_iterate(flat, first):
         state, (done, info, left) = pytree.tree_unflatten(list(flat[:-3]), spec), flat[-3:]
@@ -461,7 +482,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
         return flat
 
     if replayable:
-        graph = kernel("graph_function", device)(run_steps)
+        graph = backend(device).graph_function(run_steps)
     else:
         def graph(*flat):
             out = run_steps(*flat)

@@ -14,7 +14,7 @@ ARPACK's convergence test: ``|h_{ncv}^T y| <= tol * max(eps**(2/3), |theta|)``."
 
 import numpy as np
 
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._common import pseudo_random, read_small, real_dtype
 
@@ -48,8 +48,8 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
     device, dtype = v0.device, v0.dtype
     eps = torch.finfo(real_dtype(dtype)).eps
     tol = eps if tol == 0 else float(tol)
-    materialize = kernel("materialize", device)
-    loop = kernel("device_loop", device if traceable else torch.device("cpu"))
+    materialize = backend(device).materialize
+    loop = backend(device if traceable else torch.device("cpu")).device_loop
     V = torch.zeros((ncv + 1, n), dtype=dtype, device=device)
     V[0] = v0 / torch.sqrt((v0.conj() * v0).real.sum())
     p0 = k + (ncv - k) // 2
@@ -85,7 +85,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
         V = packed[:, :ncv + 1] @ V
         return loop(step, (V, packed[:, ncv + 1:]), start, stop)
 
-    run = kernel("graph_function", device)(cycle) if traceable else cycle
+    run = backend(device).graph_function(cycle) if traceable else cycle
     step_at = {}  # step indices as device integers (data: one graph for every start)
 
     def at(i):

@@ -30,10 +30,9 @@ from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
-from trnscipy.sparse.linalg._eigen import _refine  # noqa: F401 (the neuron "eigen" kernel)
 from trnscipy.sparse.linalg._eigen._common import (
     eigen_kernel,
     operator,
@@ -163,7 +162,7 @@ def _shifted_csc(A, M, sigma):
     values = torch.cat([A.data.to(dtype), (-sigma) * mdata.to(dtype)])
     data = torch.zeros(unique.shape[0], dtype=dtype, device=device).index_add(
         0, position, values)
-    kernel("materialize", device)([data])  # (else each later graph that reads it computes it)
+    backend(device).materialize([data])  # (else each later graph that reads it computes it)
     return csc_array((data, torch.from_numpy(unique % n).to(device),
                       torch.from_numpy(indptr).to(device)), shape=(n, n))
 
@@ -190,7 +189,7 @@ def _check_square(A, M):
             raise ValueError(f"wrong M dimensions {M.shape}, should be {A.shape}")
 
 
-@dispatch(_scipy.eigsh)
+@dispatch(_scipy.eigsh, double_float=("neuron",))
 @eigen_kernel(_scipy.eigsh, operators=standard_problem)
 def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
           return_eigenvectors=True, Minv=None, OPinv=None, mode="normal", rng=None):
@@ -300,7 +299,7 @@ def _permuted(lam, X, order):
     out = [lam.index_select(0, index)]
     if X is not None:
         out.append(X.index_select(1, index))
-    kernel("materialize", lam.device)(out)
+    backend(lam.device).materialize(out)
     return tuple(out) if X is not None else (out[0], None)
 
 
@@ -366,7 +365,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     eps = torch.finfo(rdtype).eps
     tol = eps if tol == 0 else float(tol)
     p = min(k + (ncv - k) // 2, ncv - 1)  # Ritz vectors kept at a restart
-    loop = kernel("device_loop", device if traceable else torch.device("cpu"))
+    loop = backend(device if traceable else torch.device("cpu")).device_loop
 
     def bnorm(w, Bw):
         return dot(w, Bw).real.abs().sqrt()
@@ -423,9 +422,9 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     if B is not None:
         BV = [torch.zeros_like(V)]
         BV[0][0] = Bv / nrm
-    materialize = kernel("materialize", device)
+    materialize = backend(device).materialize
     # one graph for every cycle: the first starts at step 0, the later ones at p
-    run = kernel("graph_function", device)(cycle) if traceable else cycle
+    run = backend(device).graph_function(cycle) if traceable else cycle
     bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
     hdtype = np.complex128 if dtype.is_complex else np.float64
     working = to_numpy_dtype(dtype)
@@ -470,7 +469,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     return torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype), X, nconv, cycles
 
 
-@dispatch(_scipy.eigs)
+@dispatch(_scipy.eigs, host=("neuron",), why="its results are complex whatever the input's dtype")
 @eigen_kernel(_scipy.eigs, operators=standard_problem)
 def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
          return_eigenvectors=True, Minv=None, OPinv=None, OPpart=None, rng=None):

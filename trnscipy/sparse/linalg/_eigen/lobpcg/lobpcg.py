@@ -26,7 +26,7 @@ import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel
+from trnscipy._kernels import backend, kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._eigen._common import eigen_kernel, operator, real_dtype, small_eigh
@@ -43,8 +43,6 @@ def _colsq(R):
 
 
 def _linalg(name, device):
-    import trnscipy.linalg._kernels  # noqa: F401  (registers the linalg primitives)
-
     return kernel(f"linalg.{name}", device)
 
 
@@ -106,7 +104,7 @@ def _checked(f, V, what, name):
     return out
 
 
-@dispatch(_scipy.lobpcg)
+@dispatch(_scipy.lobpcg, double_float=("neuron",))
 def lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
            verbosityLevel=0, retLambdaHistory=False, retResidualNormsHistory=False,
            restartControl=20):
@@ -189,7 +187,7 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
     A = _matmul(A, device, n, "primary")
     B = _matmul(B, device, n, "secondary")
     M = _matmul(M, device, n, "preconditioner")
-    materialize = kernel("materialize", device)
+    materialize = backend(device).materialize
 
     def bmul(V):
         return V if B is None else B(V)
@@ -449,7 +447,7 @@ def _dense(A, B, n, sizeX, largest, dtype, device):
     Bd = eye if B is None else full(B, "secondary")
     w, V, fail = _eigh_gen(Ad, Bd)
     lam, V = _select(w, V, sizeX, largest)
-    kernel("materialize", device)([lam, V, fail])
+    backend(device).materialize([lam, V, fail])
     if bool(to_host(fail)):
         raise Exception("Dense eigensolver failed with error\nthe leading minor is not "
                         "positive definite\n")

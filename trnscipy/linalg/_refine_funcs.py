@@ -1,0 +1,258 @@
+"""float64 matrix functions on a Neuron device, continued (see ``_refine``): float32
+arithmetic only, double-float where the result needs it.
+
+- ``expm``: SciPy's scaling and squaring (Al-Mohy & Higham 2009, the degree and scaling
+  rule of SciPy's ``pick_pade_structure``) with every product an Ozaki GEMM.  One graph
+  computes, in float32 from the high part, the 1-norms of A^4, A^6, A^8, A^10 and the
+  norms of |A|^p 1 (p = 1, 7, 11, 15, 19, 27) that SciPy's rule reads (one host read; the
+  degree m and the scaling s follow on the host in float64 from these numbers).  Then
+  in double-float: the powers and U, V of the degree-m Pade approximant, the solve
+  (V - U) X = V + U by ``_refine`` (the float32 inverse as the approximate solver), and
+  s squarings as one device loop (its body compiles once, s is graph data).  The float32
+  norms are within float32 rounding of SciPy's: the same (m, s) except at a boundary of
+  SciPy's tests, where either choice is accurate to float64 rounding.  For n >= 400 SciPy
+  estimates ||A^8||_1 and ||A^10||_1 (``norm1est``); here they are exact (an estimate is
+  at most the exact norm: s can be larger by one there).  Stacks: one matrix at a time
+  (the graphs are shared by same-shaped slices).
+"""
+
+import math
+
+import numpy as np
+
+from trnscipy import _transfer
+from trnscipy._kernels import _df, backend, kind_kernel, register
+from trnscipy._torch import torch
+from trnscipy.linalg import _refine as _r
+from trnscipy.linalg import _xla_dense
+
+# SciPy's thresholds (theta_m) and the ell coefficients (double precision) of
+# pick_pade_structure, for m = 3, 5, 7, 9, 13
+_THETA = (1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
+          2.097847961257068, 4.25)
+_COEFF = (1.1191048088221578e-11, 1.1167770708198077e-06, 4.9826124310493469e-01,
+          6.5662862500000000e+05, 1.2573361865339437e+19)
+_SPINS = (1, 7, 11, 15, 19, 27)  # the powers p of |A|^p 1 SciPy's rule reads
+
+
+def _norm1(x):
+    return x.abs().sum(0).max()
+
+
+def _structure_numbers(hi):
+    """The float32 numbers SciPy's degree rule reads, as one (12,) tensor: [||A||_inf
+    (SciPy's normA: max of |A| 1), log2 max(|A|^p 1) - p log2 ||A||_inf for p in _SPINS,
+    log2 c, ||B^k||_1 for k = 4, 6, 8, 10 (B = A / c, c a power of two near ||A||_1: no
+    overflow of the powers)].  Each spin is rescaled by its maximum (no underflow)."""
+    absA = hi.abs()
+    norm_inf = absA.sum(1).max()
+    safe = torch.where(norm_inf > 0, norm_inf, torch.ones_like(norm_inf))
+    v = torch.ones_like(hi[:, 0])
+    logs, total = [], torch.zeros_like(norm_inf)
+    for p in range(1, _SPINS[-1] + 1):
+        v = (absA @ v) / safe
+        top = v.max()
+        total = total + torch.log2(top)
+        v = v / torch.where(top > 0, top, torch.ones_like(top))
+        if p in _SPINS[1:]:
+            logs.append(total)
+    c = _df._pow2_ceil(torch.where(_norm1(hi) > 0, _norm1(hi), torch.ones_like(norm_inf)))
+    b = hi / c
+    b2 = b @ b
+    b4 = b2 @ b2
+    b6 = b4 @ b2
+    norms = [_norm1(b4), _norm1(b6), _norm1(b4 @ b4), _norm1(b6 @ b4)]
+    return torch.stack([norm_inf, *logs, torch.log2(c), *norms])
+
+
+def _pick(numbers):
+    """(m, s) by SciPy's rule from ``_structure_numbers`` (host floats, float64)."""
+    norm_inf, l7, l11, l15, l19, l27, log_c, n4, n6, n8, n10 = (float(x) for x in numbers)
+    if norm_inf == 0:
+        return 3, 0
+    c = 2.0 ** log_c
+    lg = math.log2(norm_inf)
+
+    def ell(log_t, i, p, shift=0.0):
+        # ceil(log2(||  |A|^p 1 ||_inf / normA / coeff) / (p - 1)), at least 0
+        value = log_t + (p - 1) * lg + shift - math.log2(_COEFF[i])
+        return max(0, math.ceil(value / (p - 1))) if math.isfinite(value) else 0
+
+    d4, d6 = c * n4 ** 0.25, c * n6 ** (1 / 6)
+    d8, d10 = c * n8 ** 0.125, c * n10 ** 0.1
+    eta1 = max(d4, d6)
+    if eta1 < _THETA[0] and ell(l7, 0, 7) == 0:
+        return 3, 0
+    if eta1 < _THETA[1] and ell(l11, 1, 11) == 0:
+        return 5, 0
+    eta2 = max(d6, d8)
+    if eta2 < _THETA[2] and ell(l15, 2, 15) == 0:
+        return 7, 0
+    if eta2 < _THETA[3] and ell(l19, 3, 19) == 0:
+        return 9, 0
+    eta4 = min(eta2, max(d8, d10))
+    s = max(0, math.ceil(math.log2(eta4 / _THETA[4]))) if eta4 > 0 else 0
+    # |2^-s A|^27 1 / ||2^-s A||: 2^(-26 s) of the unscaled ratio
+    return 13, s + ell(l27, 4, 27, -26.0 * s)
+
+
+def _const(value, like):
+    """A float64 constant as a 0-d double-float pair in ``like``'s graph."""
+    hi = float(np.float32(value))
+    lo = float(np.float32(value - hi))
+    return (torch.full((), hi, dtype=like.dtype, device=like.device),
+            torch.full((), lo, dtype=like.dtype, device=like.device))
+
+
+def _combo(terms, like):
+    """sum b_j P_j over (b_j, P_j) in double-float (P_j None: the identity)."""
+    eye = torch.eye(like.shape[-1], dtype=like.dtype, device=like.device)
+    out = None
+    for b, p in terms:
+        t = _df.mul(_const(b, like), (eye, torch.zeros_like(eye)) if p is None else p)
+        out = t if out is None else _df.add(out, t)
+    return out
+
+
+def _pade_uv(A, m):
+    """U, V of SciPy's degree-m Pade approximant of the (scaled) pair A."""
+    b = _xla_dense._PADE[m]
+    like = A[0]
+    A2 = _df.gemm(A, A)
+    if m == 3:
+        return _df.gemm(A, _combo([(b[3], A2), (b[1], None)], like)), \
+            _combo([(b[2], A2), (b[0], None)], like)
+    A4 = _df.gemm(A2, A2)
+    if m == 5:
+        return _df.gemm(A, _combo([(b[5], A4), (b[3], A2), (b[1], None)], like)), \
+            _combo([(b[4], A4), (b[2], A2), (b[0], None)], like)
+    A6 = _df.gemm(A4, A2)
+    if m == 7:
+        return _df.gemm(A, _combo([(b[7], A6), (b[5], A4), (b[3], A2), (b[1], None)],
+                                  like)), \
+            _combo([(b[6], A6), (b[4], A4), (b[2], A2), (b[0], None)], like)
+    if m == 9:
+        A8 = _df.gemm(A4, A4)
+        return _df.gemm(A, _combo([(b[9], A8), (b[7], A6), (b[5], A4), (b[3], A2),
+                                   (b[1], None)], like)), \
+            _combo([(b[8], A8), (b[6], A6), (b[4], A4), (b[2], A2), (b[0], None)], like)
+    u = _df.add(_df.gemm(A6, _combo([(b[13], A6), (b[11], A4), (b[9], A2)], like)),
+                _combo([(b[7], A6), (b[5], A4), (b[3], A2), (b[1], None)], like))
+    v = _df.add(_df.gemm(A6, _combo([(b[12], A6), (b[10], A4), (b[8], A2)], like)),
+                _combo([(b[6], A6), (b[4], A4), (b[2], A2), (b[0], None)], like))
+    return _df.gemm(A, u), v
+
+
+def _expm_pair(A):
+    """expm of one square double-float pair: a pair."""
+    hi = A[0]
+    device = hi.device
+    numbers = _r._fetch(_structure_numbers(hi))  # the one read before the Pade graph
+    if not math.isfinite(float(numbers[0])):
+        nan = hi + math.nan  # SciPy: NaNs for a non-finite input
+        return nan, torch.zeros_like(nan)
+    m, s = _pick(numbers)
+    n = hi.shape[-1]
+    # 2^-s as graph data (exact: a power of two), so the graphs do not depend on s
+    scale = torch.tensor(2.0 ** -s, dtype=torch.float32).to(device)
+    u, v = _pade_uv((A[0] * scale, A[1] * scale), m)
+    P, Q = _df.sub(v, u), _df.add(v, u)
+    P, Q = _r._padded_system(P, Q, _r._bucket(n))
+    approx, check = _r._approx_solver(P[0], "gen")
+    X = _transfer.df_parts(_r._refine(lambda x: _r._mm(P, x), Q, approx, check)[:n])
+    if s:
+        def body(carry, _):
+            return _df.gemm(carry, carry)
+
+        X = tuple(backend(device).device_loop(body, X, 0, s))
+    return X
+
+
+@register("linalg.expm", "neuron")
+def expm(a):
+    if not _r._df64(a) or a.is_complex():
+        return _xla_dense.expm(a)
+    A = _r._parts(a)
+    n = a.shape[-1]
+    if a.ndim == 2:
+        return _transfer.df_tensor(*_expm_pair(A))
+    flat = [p.reshape(-1, n, n) for p in A]
+    out = [_expm_pair((flat[0][i], flat[1][i])) for i in range(flat[0].shape[0])]
+    return _transfer.df_tensor(torch.stack([o[0] for o in out]).reshape(a.shape),
+                               torch.stack([o[1] for o in out]).reshape(a.shape))
+
+
+# ---- polar ------------------------------------------------------------------------------
+
+_POLAR_STEPS = 100  # Newton-Schulz steps at most (the linear phase: about log1.5 cond(A))
+_POLAR_DONE = 2.0 ** -47  # a step that moves X less than this (||X||_2 ~ 1) is the last
+
+
+def _polar_tall(A):
+    """The orthogonal polar factor of a tall (m >= n) pair A, a pair: Newton-Schulz
+    X <- X + X (I - X^T X) / 2 in double-float from X = A / 2^e (2^e above ||A||_2: the
+    singular values in (0, 1], where the iteration converges).  Every iterate is
+    A times a polynomial in A^T A, so it keeps A's polar factor (a float32 start, or a
+    float32 step, would not).  One device loop, left when a step is below _POLAR_DONE
+    (converged, or the remaining singular values are below double-float resolution:
+    rank-deficient A), and one host read."""
+    hi = A[0]
+    bound = torch.minimum((hi * hi).sum().sqrt(),
+                          (hi.abs().sum(0).max() * hi.abs().sum(1).max()).sqrt())
+    # a power of two above the bound (1 + 2^-20: the float32 bound's rounding); exact
+    scale = _df._pow2(-_df._exponent(bound * (1 + 2.0 ** -20)))
+    X = (A[0] * scale, A[1] * scale)
+    backend(hi.device).materialize(list(X))  # the loop's inputs: finished work
+    n = hi.shape[-1]
+    eye = torch.eye(n, dtype=hi.dtype, device=hi.device)
+    zero = torch.zeros((), dtype=hi.dtype, device=hi.device)
+    done = torch.zeros((), dtype=torch.bool, device=hi.device)
+
+    def body(carry, _):
+        xh, xl, _, _ = carry
+        x = (xh, xl)
+        g = _df.gemm(_r._t(x), x)
+        e = _df.sub((eye * 0.5, torch.zeros_like(eye)), (g[0] * 0.5, g[1] * 0.5))  # exact
+        d = _df.gemm(x, e)
+        size = d[0].abs().max()
+        y = _df.add(x, d)
+        return y[0], y[1], size, size <= _POLAR_DONE
+
+    xh, xl, size, _ = backend(hi.device).device_loop(body, (*X, zero, done), 0,
+                                                        _POLAR_STEPS, until=3)
+    return (xh, xl), size
+
+
+@register("linalg.polar", "neuron")
+def polar(a, side="right"):
+    if not _r._df64(a) or a.is_complex() or a.numel() == 0:
+        return kind_kernel("linalg.polar", "xla")(a, side)  # the SVD route
+    A = _r._parts(a)
+    m, n = a.shape
+    if m >= n:
+        U, size = _polar_tall(A)
+    else:
+        U, size = _polar_tall(_r._t(A))
+        U = _r._t(U)
+    # the positive factor: U^T A (right) or A U^T (left), symmetrized exactly (halving)
+    P = _df.gemm(_r._t(U), A) if side == "right" else _df.gemm(A, _r._t(U))
+    # (a graph cut before the transpose: XLA CPU fused the Ozaki sums into both operands
+    # of the symmetrization and compiled it for minutes, measured)
+    backend(a.device).materialize([U[0], U[1], P[0], P[1]])
+    P = _df.add((P[0] * 0.5, P[1] * 0.5), (P[0].mT * 0.5, P[1].mT * 0.5))
+    # rank-deficient A: Newton-Schulz leaves u's null-space columns at zero where SciPy's
+    # SVD route completes them to an orthogonal u; that route then (one host read for both)
+    k = min(m, n)
+    gram = U[0].mT @ U[0] if m >= n else U[0] @ U[0].mT
+    loss = (torch.eye(k, dtype=gram.dtype, device=gram.device) - gram).abs().max()
+    size, loss = (float(v) for v in _r._fetch(torch.stack([size, loss])))
+    if not loss <= 1e-3:
+        return kind_kernel("linalg.polar", "xla")(a, side)
+    u, p = _transfer.df_tensor(*U), _transfer.df_tensor(*P)
+    if not size <= _POLAR_DONE:
+        import warnings
+
+        warnings.warn("double-float Newton-Schulz iteration for the polar factor did not "
+                      "converge: u may have only float32 accuracy", _r._k._sl.LinAlgWarning,
+                      stacklevel=4)
+    return u, p
