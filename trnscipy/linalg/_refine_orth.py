@@ -13,7 +13,8 @@ device plus double-float refinement.
   (what makes Q^T A upper triangular), G's diagonal halved and G - M^T above, so that
   X + X^T = G; then Q += Q0 X + Y - Q0 M, R += (M - X) R0.  Quadratic: float32 errors,
   then their squares (two steps reach double-float rounding for cond(A) up to ~1e4).
-- ``svd``, ``svdvals``: the float32 SVD (QDWH) refined by Ogita & Aishima's iteration
+- ``svd``, ``svdvals``: a float32 SVD from the float32 eigh of [[0, A], [A^T, 0]]
+  (``_start``) refined by Ogita & Aishima's iteration
   (2020; ``_svd_step``): T = U^T A V, I - U^T U, I - V^T V in double-float, the
   corrections of U and V in float32.  Quadratic while the singular values are apart (by
   more than float32 resolves); close ones, or a correction that does not shrink, go to
@@ -200,7 +201,7 @@ def qr(a, mode="full", pivoting=False):
     return _transfer.df_tensor(*Q), R
 
 
-_SVD_STEPS = 2  # Ogita-Aishima steps in the graph of the float32 SVD, before its host read
+_SVD_STEPS = 2  # Ogita-Aishima steps in the graph of the float32 start, before its host read
 _SVD_MORE = 3  # further steps, one host read each, where the first ones did not finish
 _SVD_DONE = 2.0 ** -30  # a step this small leaves an error near its square (quadratic)
 _SVD_APART = 2.0 ** -16  # singular values closer than this (relative to the largest),
@@ -288,6 +289,26 @@ def _svd32(a, full_matrices, compute_uv):
     return kind_kernel("linalg._svd", "xla")(a, full_matrices, compute_uv)
 
 
+def _start(a, c):
+    """Float32 U (m x c) and V (n x n) of a (m >= n) from the float32 eigh of the
+    Jordan-Wielandt matrix B = [[0, a], [a^T, 0]] (XLA compiles it in seconds, where its
+    QDWH SVD took minutes and GBs): B [u; v] = s [u; v] for each singular triple, so B's
+    n largest eigenvalues are s_1 >= ... >= s_n with eigenvectors [u_i; v_i] / sqrt(2)
+    (B's condition is a's: nothing squared), and its m - n zero eigenvalues have
+    eigenvectors [w; 0] with a^T w = 0, a full U's complement.  Columns normalized: a
+    float32 mixing of the +s and -s eigenvectors ([u; v] and [u; -v]) scales u and v
+    but leaves their directions."""
+    m, n = a.shape
+    B = torch.zeros((m + n, m + n), dtype=a.dtype, device=a.device)
+    B = torch.cat([torch.cat([B[:m, :m], a], 1), torch.cat([a.mT, B[m:, m:]], 1)], 0)
+    _, X = torch.linalg.eigh(B)  # ascending: -s_1..-s_n, the m - n zeros, s_n..s_1
+    top = X[:, m:].flip(1)
+    U, V = top[:m], top[m:]
+    if c > n:
+        U = torch.cat([U, X[:m, n:m]], 1)
+    return U / torch.linalg.vector_norm(U, dim=0), V / torch.linalg.vector_norm(V, dim=0)
+
+
 @register("linalg._svd", "neuron")
 def _svd(a, full_matrices, compute_uv):
     if not _r._df64(a):
@@ -303,8 +324,7 @@ def _svd(a, full_matrices, compute_uv):
     if wide:
         A, m, n = _r._t(A), n, m
     c = m if full_matrices and compute_uv else n
-    U0, _, Vh0 = _svd32(A[0], c > n, True)
-    V0 = Vh0.mT
+    U0, V0 = _start(A[0], c)
     step = _svd_step(A, c)
     zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
     # a fixed number of steps in the graph of the float32 SVD, one host read
