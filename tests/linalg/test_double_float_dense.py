@@ -206,11 +206,12 @@ def test_batched_float64_eigh_is_its_single_calls(emulate_neuron, monkeypatch):
 
 def _check_svd(a, got, full, compute_uv):
     """Paired with SciPy's float64 SVD: singular values to float64 rounding of s_max, U
-    and V orthonormal and A = U S V^T to n eps (columns matched to SciPy's up to sign)."""
+    and V orthonormal and A = U S V^T to n eps, each singular vector SciPy's up to its
+    sign (the singular values here are distinct and nonzero)."""
     want = sl.svd(a, full_matrices=full)
     s = got[1] if compute_uv else got
     tol = 4 * max(a.shape) * EPS
-    assert s.shape == want[1].shape
+    assert s.shape == want[1].shape and s.dtype == np.float64
     np.testing.assert_allclose(s, want[1], rtol=0, atol=1e-14 * want[1][0])
     if not compute_uv:
         return
@@ -220,19 +221,23 @@ def _check_svd(a, got, full, compute_uv):
     assert np.abs(u.T @ u - np.eye(u.shape[1])).max() <= tol
     assert np.abs(vt @ vt.T - np.eye(vt.shape[0])).max() <= tol
     assert np.abs(a - (u[:, :k] * s) @ vt[:k]).max() <= tol * np.abs(a).max()
-    # distinct singular values: each singular vector is SciPy's up to its sign
     sign = np.sign(np.sum(u[:, :k] * want[0][:, :k], 0))
     np.testing.assert_allclose(u[:, :k] * sign, want[0][:, :k], rtol=0, atol=1e-12)
     np.testing.assert_allclose(vt[:k] * sign[:, None], want[2][:k], rtol=0, atol=1e-12)
 
 
+_SLOW_SVD = pytest.mark.slow  # 8 minutes and 5.6 GB of XLA CPU compiles per shape
+
+
 @pytest.mark.xla
-@pytest.mark.slow  # about 6 min of XLA compiles per shape on XLA CPU (QDWH plus the step)
 @pytest.mark.parametrize("shape,full", [
-    ((20, 12), False),
-    ((12, 20), True),
-    ((16, 16), True)])
+    ((5, 8), True),  # wide, the full V's complement: about 25 s of compiles
+    pytest.param((20, 12), False, marks=_SLOW_SVD),
+    pytest.param((12, 20), True, marks=_SLOW_SVD),
+    pytest.param((16, 16), True, marks=_SLOW_SVD)])
 def test_svd_float64(shape, full, emulate_neuron, monkeypatch):
+    """svd and svdvals of float64 data on Neuron: the float32 eigh of [[0, A], [A^T, 0]]
+    refined in double-float on the device, no float64 op there, no host fallback."""
     import trnscipy
     import trnscipy.linalg as tl
 
@@ -247,3 +252,24 @@ def test_svd_float64(shape, full, emulate_neuron, monkeypatch):
     assert ops == [] and aten == 0
     _check_svd(a, got, full, True)
     _check_svd(a, s, full, False)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("case", ["repeated", "rank_deficient"])
+def test_svd_float64_close_values_run_on_host(case, emulate_neuron):
+    """Singular values closer than 2**-16 s_max (float32 cannot separate their vectors),
+    or a rectangular matrix's singular value below that: SciPy's SVD of the exact values,
+    announced, never the float32 start."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(5)
+    u, _ = np.linalg.qr(rng.standard_normal((7, 4)))
+    v, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    s = [3.0, 2.0, 2.0 + 1e-9, 1.0] if case == "repeated" else [3.0, 2.0, 1.0, 0.0]
+    a = (u * s) @ v.T
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="close or repeated"):
+        got = tl.svd(a)
+    want = sl.svd(a)
+    assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))

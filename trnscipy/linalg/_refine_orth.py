@@ -269,7 +269,15 @@ def _svd_step(A, c):
         d = (si - sj).abs() + (1 - off.to(s.dtype)) * smax
         if A[0].shape[0] > n:
             d = torch.minimum(d.min(), s.abs().min())
-        return (*U, *V, size, d.min() / smax)
+        # the gap: the smallest over the steps (the first, from the float32 start, decides:
+        # a step across close values makes inf and NaN); the size: inf from the first
+        # step that is not finite on (torch-xla's min and max pass NaN over: measured, a
+        # NaN U read as size 1e-14 and gap 0.33 two steps after a zero gap)
+        finite = ((~torch.isfinite(dU)).sum() + (~torch.isfinite(dV)).sum() == 0) \
+            & (carry[4] <= float("inf"))
+        g = d.min() / smax
+        gap = torch.minimum(carry[5], torch.where(g == g, g, carry[5]))
+        return (*U, *V, torch.where(finite, size, float("inf")), gap)
 
     return step
 
@@ -329,7 +337,7 @@ def _svd(a, full_matrices, compute_uv):
     zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
     # a fixed number of steps in the graph of the float32 SVD, one host read
     carry = backend(U0.device).device_loop(
-        step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero, zero), 0,
+        step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero, zero + 2), 0,
         _SVD_STEPS)
     size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
     if not gap >= _SVD_APART:  # NaN included
@@ -338,7 +346,9 @@ def _svd(a, full_matrices, compute_uv):
         if size <= _SVD_DONE or size != size:
             break
         carry = step(carry, None)
-        size = float(_r._fetch(carry[4]))
+        size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
+    if not gap >= _SVD_APART:
+        return host(_SVD_CLOSE)
     if not size <= _SVD_DONE:
         return host(_SVD_HOST)
     U, V = (carry[0], carry[1]), (carry[2], carry[3])
