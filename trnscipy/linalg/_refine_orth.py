@@ -199,7 +199,8 @@ def qr(a, mode="full", pivoting=False):
     QR = _qr_refined(A, m if mode == "full" else k)
     if QR is None:
         return host(_QR_HOST)
-    Q, R = R1 = QR
+    Q, R1 = QR
+    R = R1
     if n > k:  # the columns past the square: R2 = Q^T A2 (Q orthogonal to double-float)
         R2 = _df.gemm(_r._t(Q), (A[0][:, k:], A[1][:, k:]))
         R = (torch.cat([R1[0], R2[0]], 1), torch.cat([R1[1], R2[1]], 1))
