@@ -274,3 +274,34 @@ def test_svd_float64_close_values_run_on_host(case, emulate_neuron):
         got = tl.svd(a)
     want = sl.svd(a)
     assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
+
+
+@pytest.mark.xla
+def test_null_space_orth_float64(emulate_neuron, monkeypatch):
+    """null_space and orth of float64 data on Neuron through the refined svd (SciPy's own
+    route), the rank by SciPy's rule on the exact singular values: paired with SciPy, no
+    float64 op on the device, no host fallback.  (The svd graphs of test_svd_float64's
+    12 x 20.)"""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    a = np.random.default_rng(4).standard_normal((12, 20))
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.null_space(a), tl.orth(a)
+
+    (ns, o), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    want_ns, want_o = sl.null_space(a), sl.orth(a)
+    assert ns.shape == want_ns.shape and o.shape == want_o.shape
+    assert ns.dtype == o.dtype == np.float64
+    tol = 4 * max(a.shape) * EPS
+    # the null space: a basis SciPy's spans (its vectors share one singular value, 0)
+    assert np.abs(a @ ns).max() <= tol * np.abs(a).max()
+    assert np.abs(ns.T @ ns - np.eye(ns.shape[1])).max() <= tol
+    assert np.abs(ns @ ns.T - want_ns @ want_ns.T).max() <= tol
+    # orth: SciPy's columns up to sign (distinct singular values)
+    sign = np.sign(np.sum(o * want_o, 0))
+    np.testing.assert_allclose(o * sign, want_o, rtol=0, atol=1e-12)
