@@ -310,3 +310,106 @@ def test_batched_float64_lu_solve_transposed_and_broadcast_lu(emulate_neuron, mo
         return _on_neuron(call)
 
     _check_lu_solve(run, [((lu_s, piv_s), b, 1), ((lu_s[0], piv_s[0]), b, 0)])
+
+
+def _check_svd(a, got, full, compute_uv):
+    """Paired with SciPy's float64 SVD: singular values to float64 rounding of s_max, U
+    and V orthonormal and A = U S V^T to n eps, each singular vector SciPy's up to its
+    sign (the singular values here are distinct and nonzero)."""
+    want = sl.svd(a, full_matrices=full)
+    s = got[1] if compute_uv else got
+    tol = 4 * max(a.shape) * EPS
+    assert s.shape == want[1].shape and s.dtype == np.float64
+    np.testing.assert_allclose(s, want[1], rtol=0, atol=1e-14 * want[1][0])
+    if not compute_uv:
+        return
+    u, vt = got[0], got[2]
+    assert u.shape == want[0].shape and vt.shape == want[2].shape
+    k = min(a.shape)
+    assert np.abs(u.T @ u - np.eye(u.shape[1])).max() <= tol
+    assert np.abs(vt @ vt.T - np.eye(vt.shape[0])).max() <= tol
+    assert np.abs(a - (u[:, :k] * s) @ vt[:k]).max() <= tol * np.abs(a).max()
+    sign = np.sign(np.sum(u[:, :k] * want[0][:, :k], 0))
+    np.testing.assert_allclose(u[:, :k] * sign, want[0][:, :k], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(vt[:k] * sign[:, None], want[2][:k], rtol=0, atol=1e-12)
+
+
+_SLOW_SVD = pytest.mark.slow  # compiles of other shapes
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("shape,full", [
+    ((12, 20), True),  # wide, the full V's complement: about 30 s of compiles
+    pytest.param((20, 12), False, marks=_SLOW_SVD),
+    pytest.param((16, 16), True, marks=_SLOW_SVD),
+    pytest.param((30, 5), False, marks=_SLOW_SVD)])
+def test_svd_float64(shape, full, emulate_neuron, monkeypatch):
+    """svd and svdvals of float64 data on Neuron: the refined QR, then the float32 eigh
+    of [[0, R], [R^T, 0]] refined in double-float, all on the device (no float64 op
+    there, no host fallback)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    a = np.random.default_rng(4).standard_normal(shape)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.svd(a, full_matrices=full), tl.svdvals(a)
+
+    (got, s), ops, aten, counts = _on_neuron(run)
+    assert ops == [] and aten == 0
+    _check_svd(a, got, full, True)
+    _check_svd(a, s, full, False)
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("case", ["repeated", "rank_deficient"])
+def test_svd_float64_close_values_run_on_host(case, emulate_neuron):
+    """Singular values closer than 2**-16 s_max (float32 cannot separate their vectors),
+    or a rank-deficient rectangular matrix (its refined QR does not converge): SciPy's SVD
+    of the exact values, announced, never the float32 start."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(5)
+    u, _ = np.linalg.qr(rng.standard_normal((7, 4)))
+    v, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    s = [3.0, 2.0, 2.0 + 1e-9, 1.0] if case == "repeated" else [3.0, 2.0, 1.0, 0.0]
+    a = (u * s) @ v.T
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="closer than|QR of a rect"):
+        got = tl.svd(a)
+    want = sl.svd(a)
+    assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
+
+
+@pytest.mark.xla
+def test_null_space_orth_float64(emulate_neuron, monkeypatch):
+    """null_space and orth of float64 data on Neuron through the refined svd (SciPy's own
+    route), the rank by SciPy's rule on the exact singular values: paired with SciPy, no
+    float64 op on the device, no host fallback.  (The svd graphs of test_svd_float64's
+    12 x 20.)"""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    a = np.random.default_rng(4).standard_normal((12, 20))
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.null_space(a), tl.orth(a)
+
+    (ns, o), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    want_ns, want_o = sl.null_space(a), sl.orth(a)
+    assert ns.shape == want_ns.shape and o.shape == want_o.shape
+    assert ns.dtype == o.dtype == np.float64
+    tol = 4 * max(a.shape) * EPS
+    # the null space: a basis SciPy's spans (its vectors share one singular value, 0)
+    assert np.abs(a @ ns).max() <= tol * np.abs(a).max()
+    assert np.abs(ns.T @ ns - np.eye(ns.shape[1])).max() <= tol
+    assert np.abs(ns @ ns.T - want_ns @ want_ns.T).max() <= tol
+    # orth: SciPy's columns up to sign (distinct singular values)
+    sign = np.sign(np.sum(o * want_o, 0))
+    np.testing.assert_allclose(o * sign, want_o, rtol=0, atol=1e-12)

@@ -15,7 +15,7 @@ def _eye(n, a):
     return torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape[:-2] + (n, n)).clone()
 
 
-@dispatch(_sl.svd, stacks=True)
+@dispatch(_sl.svd, stacks=True, double_float=("neuron",))
 def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
         lapack_driver="gesdd"):
     if not isinstance(lapack_driver, str):
@@ -35,12 +35,12 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
                                            compute_uv=compute_uv, lapack_driver=lapack_driver)
 
 
-@dispatch(_sl.svdvals, stacks=True)
+@dispatch(_sl.svdvals, stacks=True, double_float=("neuron",))
 def svdvals(a, overwrite_a=False, check_finite=True):
     return svd(a, compute_uv=False, check_finite=check_finite)
 
 
-@dispatch(_sl.orth)
+@dispatch(_sl.orth, double_float=("neuron",))
 def orth(A, rcond=None):
     """Through trnscipy's svd (one host read for the rank)."""
     from trnscipy.linalg._kernels_struct import rank_of
@@ -50,7 +50,7 @@ def orth(A, rcond=None):
     return u[..., :rank_of(s, rcond, *a.shape[-2:])].clone()
 
 
-@dispatch(_sl.null_space)
+@dispatch(_sl.null_space, double_float=("neuron",))
 def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
     """Through trnscipy's svd (one host read for the rank)."""
     from trnscipy.linalg._kernels_struct import rank_of

@@ -18,7 +18,7 @@ from trnscipy._device import device_kind
 from trnscipy._kernels import register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
-from trnscipy._transfer import tensor_on
+from trnscipy._transfer import tensor_on, to_host
 from trnscipy.linalg._kernels import (
     _bad_slices,
     _broadcast,
@@ -174,13 +174,15 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
 
 
 def rank_of(s, rcond, m, n):
-    """SciPy's numerical rank of singular values ``s`` (one host read)."""
+    """SciPy's numerical rank of singular values ``s``: its rule on the host, on ``s``
+    read once (exact float64 under double-float storage, where a device without float64
+    would otherwise compare and scale in float64)."""
     if s.shape[-1] == 0:
         return 0
+    s = to_host(s)
     if rcond is None:
-        rcond = np.finfo(str(s.dtype).removeprefix("torch.")).eps * max(m, n)
-    num = (s > s.max() * rcond).sum()
-    return int(_k("linalg._fetch", num)(num))
+        rcond = np.finfo(s.dtype).eps * max(m, n)
+    return int(np.sum(s > np.amax(s) * rcond))
 
 
 # ----------------------------------------------------------------------------------------

@@ -13,12 +13,21 @@ device plus double-float refinement.
   (what makes Q^T A upper triangular), G's diagonal halved and G - M^T above, so that
   X + X^T = G; then Q += Q0 X + Y - Q0 M, R += (M - X) R0.  Quadratic: float32 errors,
   then their squares (two steps reach double-float rounding for cond(A) up to ~1e4).
+- ``svd``, ``svdvals``: a rectangular A (A^T when wide) is first A = Q R by the refined
+  QR (not converging: rank-deficient or ill-conditioned, SciPy on the exact values,
+  announced), then the square R's float32 SVD from the float32 eigh of [[0, R], [R^T, 0]]
+  (``_start``) is refined by Ogita & Aishima's iteration (2020; ``_svd_step``):
+  T = U^T R V, I - U^T U, I - V^T V in double-float, the corrections of U and V in
+  float32; U = Q [U_R, 0; 0, I].  Quadratic while the singular values are apart;
+  singular values closer than 2**-16 of the largest (float32 cannot separate their
+  vectors), or a correction that does not shrink, go to SciPy on the exact values,
+  announced.
 """
 
 import numpy as np
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, backend, register
+from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
@@ -156,24 +165,15 @@ _QR_HOST = "the double-float refinement of the QR did not converge (rank-deficie
     "ill-conditioned matrix): SciPy's QR on the exact values"
 
 
-@register("linalg.qr", "neuron")
-def qr(a, mode="full", pivoting=False):
-    if not _r._df64(a):
-        return _xla_dense.qr(a, mode=mode, pivoting=pivoting)
-    host = lambda reason: _r._on_host("scipy.linalg.qr", reason, lambda x: _k._sl.qr(  # noqa: E731
-        x, mode=mode, pivoting=pivoting, check_finite=False), a)
-    if a.ndim != 2 or pivoting or mode == "raw":
-        return host("batched input, column pivoting and mode='raw' (LAPACK's Householder "
-                    "form) have no double-float method")
-    A = _r._parts(a)
-    m, n = a.shape
+def _qr_refined(A, c):
+    """Q (m x c) and the square R (k x k, k = min(m, n)) pairs of A's first k columns by
+    the refined QR, or None where the refinement does not converge."""
+    m, n = A[0].shape
     k = min(m, n)
-    c = m if mode == "full" else k
     h, tau = _xla_dense.geqrf(A[0])
     Q0, R0 = _xla_dense.orgqr(h, tau, c), h.triu()[:k, :k]
     eye = torch.eye(c, dtype=Q0.dtype, device=Q0.device)
-    A1 = (A[0][:, :k], A[1][:, :k])
-    step = _qr_step(A1, k, eye)
+    step = _qr_step((A[0][:, :k], A[1][:, :k]), k, eye)
     loop = backend(Q0.device).device_loop
     zero = torch.zeros((), dtype=Q0.dtype, device=Q0.device)
     # a fixed number of steps in the graph of the float32 QR, one host read
@@ -186,8 +186,26 @@ def qr(a, mode="full", pivoting=False):
         carry = step(carry, None)
         size = float(_r._fetch(carry[4]))
     if not size <= _QR_DONE:
+        return None
+    return (carry[0], carry[1]), (carry[2], carry[3])
+
+
+@register("linalg.qr", "neuron")
+def qr(a, mode="full", pivoting=False):
+    if not _r._df64(a):
+        return _xla_dense.qr(a, mode=mode, pivoting=pivoting)
+    host = lambda reason: _r._on_host("scipy.linalg.qr", reason, lambda x: _k._sl.qr(  # noqa: E731
+        x, mode=mode, pivoting=pivoting, check_finite=False), a)
+    if a.ndim != 2 or pivoting or mode == "raw":
+        return host("batched input, column pivoting and mode='raw' (LAPACK's Householder "
+                    "form) have no double-float method")
+    A = _r._parts(a)
+    m, n = a.shape
+    k = min(m, n)
+    QR = _qr_refined(A, m if mode == "full" else k)
+    if QR is None:
         return host(_QR_HOST)
-    Q, R1 = (carry[0], carry[1]), (carry[2], carry[3])
+    Q, R1 = QR
     R = R1
     if n > k:  # the columns past the square: R2 = Q^T A2 (Q orthogonal to double-float)
         R2 = _df.gemm(_r._t(Q), (A[0][:, k:], A[1][:, k:]))
@@ -199,3 +217,155 @@ def qr(a, mode="full", pivoting=False):
     if mode == "r":
         return (R,)
     return _transfer.df_tensor(*Q), R
+
+
+_SVD_STEPS = 2  # Ogita-Aishima steps in the graph of the float32 start, before its host read
+_SVD_MORE = 3  # further steps, one host read each, where the first ones did not finish
+_SVD_DONE = 2.0 ** -30  # a step this small leaves an error near its square (quadratic)
+_SVD_APART = 2.0 ** -16  # singular values closer than this (relative to the largest) are
+# not resolved by float32: their vectors' first-order corrections do not converge
+_SVD_HOST = "the double-float refinement of the SVD did not converge: SciPy's SVD on " \
+    "the exact values"
+_SVD_CLOSE = "singular values closer than 2**-16 of the largest (close or repeated) are " \
+    "beyond the double-float SVD refinement: SciPy's SVD on the exact values"
+_SVD_RANK = "the double-float QR of a rectangular matrix did not converge (rank-deficient " \
+    "or ill-conditioned): SciPy's SVD on the exact values"
+
+
+def _svd_step(A):
+    """One Ogita-Aishima step for the square A (n x n pair) on the carry
+    (U hi, U lo, V hi, V lo, size, gap).
+
+    U = U~ (I + F), V = V~ (I + G) exactly, to first order: R = I - U~^T U~ = F + F^T,
+    S = I - V~^T V~ = G + G^T, T = U~^T A V~ = Sigma - F^T Sigma - Sigma G.  The diagonal
+    gives s_i = t_ii / (1 - (r_ii + s_ii) / 2) and f_ii = r_ii / 2, g_ii = s_ii / 2; each
+    pair (i, j) the 2 x 2 system t_ij = -s_j f_ji - s_i g_ij,
+    t_ji + s_i r_ij + s_j s_ij = s_i f_ji + s_j g_ij.  T, R, S in double-float; F, G
+    (first-order small) in float32."""
+    n = A[0].shape[1]
+
+    def step(carry, _):
+        U, V = (carry[0], carry[1]), (carry[2], carry[3])
+        Uh, Vh = U[0], V[0]
+        eye = torch.eye(n, dtype=Uh.dtype, device=Uh.device)
+        zero = torch.zeros_like(eye)
+        T = _df.gemm(_r._t(U), _df.gemm(A, V))[0]
+        R = _df.sub((eye, zero), _df.gemm(_r._t(U), U))[0]
+        S = _df.sub((eye, zero), _df.gemm(_r._t(V), V))[0]
+        s = T.diagonal() / (1 - (R.diagonal() + S.diagonal()) * 0.5)
+        si, sj = s[:, None], s[None, :]
+        alpha, beta = T, T.mT + si * R + sj * S
+        off = eye == 0
+        gap = torch.where(off, si * si - sj * sj, 1)
+        Fji = torch.where(off, (alpha * sj + beta * si) / gap, 0)  # (i, j) holds f_ji
+        G = torch.where(off, -(alpha * si + beta * sj) / gap, 0) \
+            + torch.diag_embed(S.diagonal() * 0.5)
+        dU = Uh @ (Fji.mT + torch.diag_embed(R.diagonal() * 0.5))
+        dV = Vh @ G
+        U, V = _df.add_f(U, dU), _df.add_f(V, dV)
+        smax = s.abs().max()
+        size = torch.maximum((T * off).abs().max() / smax, dU.abs().max())
+        # the gap: the smallest distance between singular values relative to the largest,
+        # over the steps (the first, from the float32 start, decides: a step across close
+        # values makes inf and NaN); the size: inf from the first step that is not finite
+        # on (torch-xla's min and max pass NaN over: measured, a NaN U read as size 1e-14
+        # and gap 0.33 two steps after a zero gap)
+        g = ((si - sj).abs() + (1 - off.to(s.dtype)) * smax).min() / smax
+        gap = torch.minimum(carry[5], torch.where(g == g, g, carry[5]))
+        finite = ((~torch.isfinite(dU)).sum() + (~torch.isfinite(dV)).sum() == 0) \
+            & (carry[4] < float("inf"))
+        return (*U, *V, torch.where(finite, size, float("inf")), gap)
+
+    return step
+
+
+def _singular_values(A, U, V):
+    """s_i = t_ii / (1 - (r_ii + s_ii) / 2) in double-float, where
+    1 - (r_ii + s_ii) / 2 = (|u_i|^2 + |v_i|^2) / 2."""
+    t = _df.dot(U, _df.gemm(A, V), dim=0)
+    d = _df.add(_df.dot(U, U, dim=0), _df.dot(V, V, dim=0))
+    return _df.div(t, (d[0] * 0.5, d[1] * 0.5))  # halving is exact
+
+
+def _svd32(a, full_matrices, compute_uv):
+    """The float32 SVD of the XLA lane (QDWH; by the kernel seam, not an import)."""
+    return kind_kernel("linalg._svd", "xla")(a, full_matrices, compute_uv)
+
+
+def _start(a):
+    """Float32 U and V of the square a from the float32 eigh of the Jordan-Wielandt
+    matrix B = [[0, a], [a^T, 0]] (XLA compiles it in seconds, where its QDWH SVD took
+    minutes and GBs): B [u; v] = s [u; v] for each singular triple, so B's n largest
+    eigenvalues are s_1 >= ... >= s_n with eigenvectors [u_i; v_i] / sqrt(2) (B's
+    condition is a's: nothing squared).  Columns normalized: a float32 mixing of the +s
+    and -s eigenvectors ([u; v] and [u; -v]) scales u and v but leaves their
+    directions."""
+    n = a.shape[0]
+    zero = torch.zeros_like(a)
+    _, X = torch.linalg.eigh(torch.cat([torch.cat([zero, a], 1),
+                                        torch.cat([a.mT, zero], 1)], 0))
+    top = X[:, n:].flip(1)  # ascending: -s_1..-s_n, then s_n..s_1
+    U, V = top[:n], top[n:]
+    return U / torch.linalg.vector_norm(U, dim=0), V / torch.linalg.vector_norm(V, dim=0)
+
+
+def _svd_square(A):
+    """(U, s, V) pairs of the square A (n x n pair), or the reason it goes to the host."""
+    U0, V0 = _start(A[0])
+    step = _svd_step(A)
+    zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
+    # a fixed number of steps in the graph of the float32 start, one host read
+    carry = backend(U0.device).device_loop(
+        step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero, zero + 2), 0,
+        _SVD_STEPS)
+    size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
+    for _ in range(_SVD_MORE):
+        if not gap >= _SVD_APART or size <= _SVD_DONE or size != size:
+            break
+        carry = step(carry, None)
+        size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
+    if not gap >= _SVD_APART:  # NaN included
+        return _SVD_CLOSE
+    if not size <= _SVD_DONE:
+        return _SVD_HOST
+    U, V = (carry[0], carry[1]), (carry[2], carry[3])
+    return U, _singular_values(A, U, V), V
+
+
+@register("linalg._svd", "neuron")
+def _svd(a, full_matrices, compute_uv):
+    if not _r._df64(a):
+        return _svd32(a, full_matrices, compute_uv)
+    host = lambda reason: _r._on_host("scipy.linalg.svd", reason, lambda x: (  # noqa: E731
+        _k._sl.svd(x, full_matrices=full_matrices, check_finite=False) if compute_uv
+        else _k._sl.svdvals(x, check_finite=False)), a)
+    if a.ndim != 2:
+        return host(_r._BATCHED)
+    A = _r._parts(a)
+    m, n = a.shape
+    wide = m < n
+    if wide:
+        A, m, n = _r._t(A), n, m
+    full = full_matrices and compute_uv
+    Q = None
+    if m > n:
+        # A = Q R by the refined QR, then the SVD of the square R: the rectangular
+        # Ogita-Aishima step's graphs took XLA CPU 4 to 9 minutes and 5.6 GB to compile
+        # (20 x 12, 24 x 16; the QR's and the square's take seconds, measured)
+        QR = _qr_refined(A, m if full else n)
+        if QR is None:
+            return host(_SVD_RANK)
+        Q, A = QR
+    out = _svd_square(A)
+    if isinstance(out, str):
+        return host(out)
+    U, s, V = out
+    s = _transfer.df_tensor(*s)
+    if not compute_uv:
+        return s
+    if Q is not None:  # U = Q [U_R, 0; 0, I]
+        U = _df.gemm((Q[0][:, :n], Q[1][:, :n]), U)
+        U = (torch.cat([U[0], Q[0][:, n:]], 1), torch.cat([U[1], Q[1][:, n:]], 1))
+    if wide:  # A^T = U S V^T: A = V S U^T (transposed as pairs)
+        return _transfer.df_tensor(*V), s, _transfer.df_tensor(*_r._t(U))
+    return _transfer.df_tensor(*U), s, _transfer.df_tensor(*_r._t(V))
