@@ -114,7 +114,8 @@ def test_clarkson_woodruff_transform(emulate_neuron, xla_device, monkeypatch):
 
     rng = np.random.default_rng(5)
     wide = rng.standard_normal((60, 5)) * np.exp(rng.uniform(-20, 20, (60, 5)))
-    for a, size in ((wide, 9), (rng.standard_normal((2, 30, 4)), 6)):
+    for a, size in ((wide, 9), (rng.standard_normal((2, 30, 4)), 6),
+                    (rng.standard_normal((50, 3)).astype(np.float32), 5)):  # float64 result
         A = trnscipy.to_device(a, xla_device)
         got = _strict_neuron(monkeypatch, lambda A=A, size=size:
                              tl.clarkson_woodruff_transform(A, size, rng=7))

@@ -1,7 +1,7 @@
 """clarkson_woodruff_transform on device data: SciPy draws the sparse sketch matrix S
 (random indices and signs from ``rng``, exactly as SciPy draws them; no user data), S
 moves to the device as a trnscipy sparse matrix, and the product runs there.  On a
-device without float64, float64 dense data is multiplied in double-float arithmetic
+device without float64, float32/64 dense data is multiplied in double-float arithmetic
 (float32 operations only; S's entries are +-1, exact in float32)."""
 
 import numpy as np
@@ -20,7 +20,7 @@ __all__ = ["clarkson_woodruff_transform"]
 
 
 def _double_float_product(s, device):
-    """``m -> S @ m`` for float64 dense ``m`` on a device without float64: a double-float
+    """``m -> S @ m`` for float32/64 dense ``m`` on a device without float64: a double-float
     sparse product through S's row-padded layout (built from S's host index arrays)."""
     s = s.tocsr()
     layout = _df.row_padded(s.shape, "csr", (s.indptr, s.indices), device)
@@ -28,7 +28,7 @@ def _double_float_product(s, device):
     data = (signs, torch.zeros_like(signs))
 
     def product(m):
-        m = _transfer.held(m, what="clarkson_woodruff_transform's input_matrix")
+        m = _transfer.tensor_on(m, device, torch.float64)  # float32 data: exactly
         return _transfer.df_tensor(*_df.spmv(layout, data, _transfer.df_parts(m)))
 
     return product
@@ -41,8 +41,8 @@ def clarkson_woodruff_transform(input_matrix, sketch_size, rng=None):
         raise NotImplementedError("Batch support for sparse arrays is not available.")
     s = cwt_matrix(sketch_size, input_matrix.shape[-2], rng=rng)
     device = call_device((input_matrix,))
-    if (is_torch_array(input_matrix) and input_matrix.dtype == torch.float64
-            and _transfer.stores_float32(device)):
+    if (is_torch_array(input_matrix) and input_matrix.dtype in (torch.float32, torch.float64)
+            and _transfer.stores_float32(device)):  # S is float64: so is S @ A (SciPy's)
         product = _double_float_product(s, device)
     else:
         s = to_device(s, device)
