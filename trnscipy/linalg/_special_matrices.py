@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
-from trnscipy._capabilities import declare, runs_on_device
+from trnscipy._capabilities import declaration, declare, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
@@ -277,6 +277,8 @@ def _device_keyword(scipy_func, dtype_of, double_float=()):
         wrapper.__signature__ = signature.replace(parameters=params)
         wrapper._trnscipy_route = "device"
         wrapper._trnscipy_device_impl = impl
+        wrapper._trnscipy_name = name  # as dispatch's wrappers: the table's key, its limits
+        wrapper._trnscipy_capabilities = declaration(name)
         wrapper.__wrapped__ = scipy_func
         return wrapper
 
