@@ -209,6 +209,11 @@ def _routed(scipy_func, double_float=()):
     return decorate
 
 
+# Constructors that only place values moved exactly (given diagonals, the host's draws)
+# or built exactly (ones): they run on a device without float64 (docs/design.md).
+_DOUBLE_FLOAT = ("neuron",)
+
+
 # --------------------------------------------------------------------------- diagonals
 
 
@@ -283,17 +288,18 @@ def _diags(diagonals, offsets, shape, format, dtype, array, device):
     return _cls("dia", array)((data, offsets), shape=(m, n)).asformat(format)
 
 
-@_with_device_keyword(_sp.diags_array, _diags_dtype_of)
+@_with_device_keyword(_sp.diags_array, _diags_dtype_of, _DOUBLE_FLOAT)
 def diags_array(diagonals, /, *, offsets=0, shape=None, format=None, dtype=_UNSET, device=None):
     return _diags(diagonals, offsets, shape, format, dtype, True, device)
 
 
-@_with_device_keyword(_sp.diags, _diags_dtype_of)
+@_with_device_keyword(_sp.diags, _diags_dtype_of, _DOUBLE_FLOAT)
 def diags(diagonals, offsets=0, shape=None, format=None, dtype=_UNSET, device=None):
     return _diags(diagonals, offsets, shape, format, dtype, False, device)
 
 
-@_with_device_keyword(_sp.spdiags, lambda arguments: _np_dtype(arguments["data"]))
+@_with_device_keyword(_sp.spdiags, lambda arguments: _np_dtype(arguments["data"]),
+                      _DOUBLE_FLOAT)
 def spdiags(data, diags, m=None, n=None, format=None, device=None):
     device = device if device is not None else find_device((data,))
     if m is None and n is None:
@@ -307,10 +313,6 @@ def spdiags(data, diags, m=None, n=None, format=None, device=None):
 
 
 # --------------------------------------------------------------------------- identity
-
-# Constructors whose float64 values are exact float32 values (ones; the host's draws
-# moved as exact storage): they run on a device without float64 (docs/design.md).
-_DOUBLE_FLOAT = ("neuron",)
 
 
 def _ones(shape, torch_dtype, device):
