@@ -23,12 +23,12 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
-from trnscipy._capabilities import runs_on_device
+from trnscipy._capabilities import declaration, declare, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, tensor_on
+from trnscipy._transfer import _to_device, stores_float32, tensor_on
 from trnscipy.linalg._validate import device_of
 
 __all__ = ["toeplitz", "circulant", "hankel", "hadamard", "leslie", "block_diag",
@@ -248,12 +248,15 @@ def khatri_rao(a, b):
 # no array input: the device= keyword
 
 
-def _device_keyword(scipy_func, dtype_of):
+def _device_keyword(scipy_func, dtype_of, double_float=()):
     """SciPy's function plus trnscipy's keyword-only ``device=`` (default None: SciPy's
     own host result).  With a device, ``impl`` builds the matrix there after the
     capability table accepts the result dtype ``dtype_of(bound arguments)``; otherwise
-    SciPy builds it and the result is copied there (warned)."""
+    SciPy builds it and the result is copied there (warned).  ``double_float``: the
+    device kinds without float64 where ``impl`` builds float64 exactly (``declare``)."""
     name = f"{scipy_func.__module__}.{scipy_func.__name__}"
+    if double_float:
+        declare(name, double_float=double_float)
     signature = inspect.signature(scipy_func)
 
     def decorate(impl):
@@ -274,6 +277,8 @@ def _device_keyword(scipy_func, dtype_of):
         wrapper.__signature__ = signature.replace(parameters=params)
         wrapper._trnscipy_route = "device"
         wrapper._trnscipy_device_impl = impl
+        wrapper._trnscipy_name = name  # as dispatch's wrappers: the table's key, its limits
+        wrapper._trnscipy_capabilities = declaration(name)
         wrapper.__wrapped__ = scipy_func
         return wrapper
 
@@ -281,6 +286,15 @@ def _device_keyword(scipy_func, dtype_of):
 
 
 _F8, _C16 = np.dtype(np.float64), np.dtype(np.complex128)
+
+
+def _built_from_integers(scipy_func, *args, device):
+    """``scipy_func(*args)``'s float64 matrix on a device without float64.  Its entries are
+    quotients, square roots or rounded products of integers computed from ``n`` alone,
+    not float32 values: they are built from the integer arguments on the host, as SciPy
+    builds them (bitwise SciPy's values; a double-float computation on the device would
+    give about 48 of their 53 bits), and moved there exactly as double-float storage."""
+    return tensor_on(scipy_func(*args), device)
 
 
 def _binomials(rows, dtype, device):
@@ -322,9 +336,11 @@ def hadamard(n, dtype=int, *, device):
     return h
 
 
-@_device_keyword(_sl.helmert, lambda b: _F8)
+@_device_keyword(_sl.helmert, lambda b: _F8, double_float=("neuron",))
 def helmert(n, full=False, *, device):
     n = _check_size(n)
+    if stores_float32(device):
+        return _built_from_integers(_sl.helmert, n, full, device=device)
     i = torch.arange(n, device=device, dtype=torch.float64)
     h = torch.tril(torch.ones((n, n), dtype=torch.float64, device=device), -1) - torch.diag(i)
     d = i * (i + 1)
@@ -335,9 +351,11 @@ def helmert(n, full=False, *, device):
     return h if full else h[1:]
 
 
-@_device_keyword(_sl.hilbert, lambda b: _F8)
+@_device_keyword(_sl.hilbert, lambda b: _F8, double_float=("neuron",))
 def hilbert(n, *, device):
     n = _check_size(n)
+    if stores_float32(device):
+        return _built_from_integers(_sl.hilbert, n, device=device)
     i = torch.arange(n, device=device, dtype=torch.float64)
     return 1.0 / (i[:, None] + i[None, :] + 1)
 
@@ -349,10 +367,13 @@ def _exact_limit(exact, n, limit, name):
                          "tensor; use exact=False or the host (device=None)")
 
 
-@_device_keyword(_sl.invhilbert, lambda b: _F8 if not b["exact"] else None)
+@_device_keyword(_sl.invhilbert, lambda b: _F8 if not b["exact"] else None,
+                 double_float=("neuron",))
 def invhilbert(n, exact=False, *, device):
     n = _check_size(n)
     _exact_limit(exact, n, 14, "invhilbert")
+    if not exact and stores_float32(device):
+        return _built_from_integers(_sl.invhilbert, n, device=device)
     dtype = torch.int64 if exact else torch.float64
     comb = _binomials(2 * n, dtype, device)  # C(a, b), a < 2n
     i = torch.arange(n, device=device)[:, None]

@@ -30,7 +30,7 @@ from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._errors import fallback
 from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, _to_host, tensor_on
+from trnscipy._transfer import _to_device, _to_host, stores_float32, tensor_on
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import issparse, sparray
 from trnscipy.sparse._bsr import bsr_array, bsr_matrix
@@ -139,9 +139,9 @@ def _empty_coo(shape, array, device, dtype=np.float64):
     return _cls("coo", array)((data, (empty, empty.clone())), shape=shape)
 
 
-def _with_device_keyword(scipy_func, dtype_of):
-    """Decorator: ``dispatch(scipy_func, offloadable=False)`` on the device
-    implementation, plus trnscipy's ``device=`` keyword.
+def _with_device_keyword(scipy_func, dtype_of, double_float=()):
+    """Decorator: ``dispatch(scipy_func, offloadable=False, double_float=...)`` on the
+    device implementation, plus trnscipy's ``device=`` keyword.
 
     With ``device`` given (or a torch.Generator as ``rng``) the implementation
     runs on that device, after the capability table accepts the result dtype
@@ -150,7 +150,7 @@ def _with_device_keyword(scipy_func, dtype_of):
     name = f"{scipy_func.__module__}.{scipy_func.__name__}"
 
     def decorate(impl):
-        routed = _routed(scipy_func)(impl)
+        routed = _routed(scipy_func, double_float)(impl)
         impl_signature = inspect.signature(impl)
 
         @functools.wraps(routed)
@@ -195,18 +195,23 @@ def _explicit_dtype(arguments):
     return np.dtype(np.float64 if dtype is None else dtype)
 
 
-def _routed(scipy_func):
-    """``dispatch(scipy_func, offloadable=False)`` on the device implementation, whose
-    results are materialised (see ``_finish``)."""
+def _routed(scipy_func, double_float=()):
+    """``dispatch(scipy_func, offloadable=False, double_float=...)`` on the device
+    implementation, whose results are materialised (see ``_finish``)."""
 
     def decorate(impl):
         @functools.wraps(impl)
         def finished(*args, **kwargs):
             return _finish(impl(*args, **kwargs))
 
-        return dispatch(scipy_func, offloadable=False)(finished)
+        return dispatch(scipy_func, offloadable=False, double_float=double_float)(finished)
 
     return decorate
+
+
+# Constructors that only place values moved exactly (given diagonals, the host's draws)
+# or built exactly (ones): they run on a device without float64 (docs/design.md).
+_DOUBLE_FLOAT = ("neuron",)
 
 
 # --------------------------------------------------------------------------- diagonals
@@ -283,17 +288,18 @@ def _diags(diagonals, offsets, shape, format, dtype, array, device):
     return _cls("dia", array)((data, offsets), shape=(m, n)).asformat(format)
 
 
-@_with_device_keyword(_sp.diags_array, _diags_dtype_of)
+@_with_device_keyword(_sp.diags_array, _diags_dtype_of, _DOUBLE_FLOAT)
 def diags_array(diagonals, /, *, offsets=0, shape=None, format=None, dtype=_UNSET, device=None):
     return _diags(diagonals, offsets, shape, format, dtype, True, device)
 
 
-@_with_device_keyword(_sp.diags, _diags_dtype_of)
+@_with_device_keyword(_sp.diags, _diags_dtype_of, _DOUBLE_FLOAT)
 def diags(diagonals, offsets=0, shape=None, format=None, dtype=_UNSET, device=None):
     return _diags(diagonals, offsets, shape, format, dtype, False, device)
 
 
-@_with_device_keyword(_sp.spdiags, lambda arguments: _np_dtype(arguments["data"]))
+@_with_device_keyword(_sp.spdiags, lambda arguments: _np_dtype(arguments["data"]),
+                      _DOUBLE_FLOAT)
 def spdiags(data, diags, m=None, n=None, format=None, device=None):
     device = device if device is not None else find_device((data,))
     if m is None and n is None:
@@ -309,33 +315,50 @@ def spdiags(data, diags, m=None, n=None, format=None, device=None):
 # --------------------------------------------------------------------------- identity
 
 
+def _ones(shape, torch_dtype, device):
+    """Ones on ``device``; float64 (complex128) on a device without float64 as exact
+    double-float storage (float32 ones, zero low parts): no float64 arithmetic."""
+    if torch_dtype in (torch.float64, torch.complex128) and stores_float32(device):
+        narrow = torch.complex64 if torch_dtype.is_complex else torch.float32
+        return tensor_on(torch.ones(shape, dtype=narrow, device=device), device, torch_dtype)
+    return torch.ones(shape, dtype=torch_dtype, device=device)
+
+
 def _eye(m, n, k, dtype, format, array, device):
     n = m if n is None else n
     m, n, k = int(m), int(n), int(k)
     torch_dtype = to_torch_dtype(np.dtype(dtype))
-    if m == n and k == 0 and format in ("csr", "csc", "coo"):
-        index = _index_dtype(n)
-        ones = torch.ones(n, dtype=torch_dtype, device=device)
-        rows = torch.arange(n, dtype=index, device=device)
+    # csr/csc/coo built directly: a DIA conversion compares the values with zero
+    # (arithmetic on a device without float64); a bad offset raises in _diags
+    if format in ("csr", "csc", "coo") and min(m + k, n - k, m, n) >= 0:
+        first_row, first_col = max(0, -k), max(0, k)
+        length = max(0, min(m - first_row, n - first_col))
+        index = _index_dtype(max(m, n))
+        ones = _ones(length, torch_dtype, device)
+        rows = torch.arange(first_row, first_row + length, dtype=index, device=device)
+        cols = torch.arange(first_col, first_col + length, dtype=index, device=device)
         if format == "coo":
-            return _cls("coo", array)((ones, (rows, rows.clone())), shape=(n, n))
-        indptr = torch.arange(n + 1, dtype=index, device=device)
-        return _cls(format, array)((ones, rows, indptr), shape=(n, n))
-    data = torch.ones((1, max(0, min(m + k, n))), dtype=torch_dtype, device=device)
+            return _cls("coo", array)((ones, (rows, cols)), shape=(m, n))
+        # row (column) i's entry, if any, is entry i - first_row (i - first_col)
+        first, minor, size = (first_row, cols, m) if format == "csr" else (first_col, rows, n)
+        indptr = torch.arange(-first, size + 1 - first, dtype=index,
+                              device=device).clamp(0, length)
+        return _cls(format, array)((ones, minor, indptr), shape=(m, n))
+    data = _ones((1, max(0, min(m + k, n))), torch_dtype, device)
     return _diags(data, [k], (m, n), format, dtype, array, device)
 
 
-@_with_device_keyword(_sp.eye, _explicit_dtype)
+@_with_device_keyword(_sp.eye, _explicit_dtype, _DOUBLE_FLOAT)
 def eye(m, n=None, k=0, dtype=float, format=None, device=None):
     return _eye(m, n, k, dtype, format, False, resolve_device(device))
 
 
-@_with_device_keyword(_sp.eye_array, _explicit_dtype)
+@_with_device_keyword(_sp.eye_array, _explicit_dtype, _DOUBLE_FLOAT)
 def eye_array(m, n=None, *, k=0, dtype=float, format=None, device=None):
     return _eye(m, n, k, dtype, format, True, resolve_device(device))
 
 
-@_with_device_keyword(_sp.identity, _explicit_dtype)
+@_with_device_keyword(_sp.identity, _explicit_dtype, _DOUBLE_FLOAT)
 def identity(n, dtype="d", format=None, device=None):
     return _eye(n, n, 0, dtype, format, False, resolve_device(device))
 
@@ -646,6 +669,10 @@ def _default_values(size, dtype, generator, device):
         parts = torch.rand((2, size), generator=generator, dtype=real, device=device)
         return torch.complex(parts[0], parts[1])
     real = to_torch_dtype(dtype) if dtype.kind == "f" else torch.float64
+    if real == torch.float64 and stores_float32(device):  # no float64 draws there: float32
+        # uniforms (24 random bits), held exactly as float64
+        draws = torch.rand(size, generator=generator, dtype=torch.float32, device=device)
+        return tensor_on(draws, device, torch.float64)
     return torch.rand(size, generator=generator, dtype=real, device=device)
 
 
@@ -684,8 +711,10 @@ _RANDOM_DOC = """
     on the device by torch: SciPy's distributions, not NumPy's numbers.  A NumPy
     randomness source (an int seed, Generator, RandomState; also ``random_state``)
     draws on the host exactly as SciPy does and the result is moved to the
-    device.  A torch.Generator as ``rng`` builds on its device when ``device`` is
-    not given.
+    device (exactly, also to a device without float64).  On a device without
+    float64, float64 values drawn by torch are float32 uniforms (24 random
+    bits) held exactly as float64.  A torch.Generator as ``rng`` builds on its
+    device when ``device`` is not given.
 """
 
 
@@ -699,7 +728,7 @@ def _random_matrix(m, n, density, format, dtype, rng, data_rvs, random_state, de
     return _random((m, n), density, format, dtype, source, data_rvs, False, device)
 
 
-@_with_device_keyword(_sp.random_array, _explicit_dtype)
+@_with_device_keyword(_sp.random_array, _explicit_dtype, _DOUBLE_FLOAT)
 def random_array(shape, *, density=0.01, format="coo", dtype=None, rng=None,
                  data_sampler=None, random_state=None, device=None):
     source = rng if random_state is None else random_state
@@ -712,13 +741,13 @@ def random_array(shape, *, density=0.01, format="coo", dtype=None, rng=None,
     return _random(tuple(shape), density, format, dtype, source, sampler, True, device)
 
 
-@_with_device_keyword(_sp.random, _explicit_dtype)
+@_with_device_keyword(_sp.random, _explicit_dtype, _DOUBLE_FLOAT)
 def random(m, n, density=0.01, format="coo", dtype=None, rng=None, data_rvs=None, *,
            random_state=None, device=None):
     return _random_matrix(m, n, density, format, dtype, rng, data_rvs, random_state, device)
 
 
-@_with_device_keyword(_sp.rand, _explicit_dtype)
+@_with_device_keyword(_sp.rand, _explicit_dtype, _DOUBLE_FLOAT)
 def rand(m, n, density=0.01, format="coo", dtype=None, rng=None, *, random_state=None,
          device=None):
     return _random_matrix(m, n, density, format, dtype, rng, None, random_state, device)

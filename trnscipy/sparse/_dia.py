@@ -5,6 +5,7 @@ import scipy.sparse as _sp
 
 from trnscipy._dtypes import to_torch_dtype
 from trnscipy._torch import torch
+from trnscipy._transfer import df_parts, stores_float32
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _computes, _register, sparray, spmatrix
 from trnscipy.sparse._coo import _is_shape
@@ -86,14 +87,25 @@ class _dia_base(_data_matrix):
     def sum_duplicates(self):
         """DIA holds no duplicates."""
 
-    @_computes("tocoo")  # drops the stored zeros: compares values
     def tocoo(self, copy=False):
+        if _held_as_parts(self.data):  # its zero test reads float32 high parts: no float64
+            return self._tocoo()  # arithmetic on a device without float64
+        return self._tocoo_computing()
+
+    @_computes("tocoo")  # drops the stored zeros: compares values
+    def _tocoo_computing(self):
+        return self._tocoo()
+
+    def _tocoo(self):
         m, n = self.shape
         ndiag, width = self.data.shape
         dev = self.device
         col = torch.arange(width, device=dev, dtype=torch.int64).reshape(1, -1)
         row = col - self.offsets.to(torch.int64).reshape(-1, 1)
-        keep = (row >= 0) & (row < m) & (col < n) & (self.data != 0)
+        # float64 held as float32 parts (no float64 on the device): a value is zero iff
+        # its high part is (the high parts: what the device stores, read by a relabel)
+        values = df_parts(self.data)[0] if _held_as_parts(self.data) else self.data
+        keep = (row >= 0) & (row < m) & (col < n) & (values != 0)
         row, col = row.expand(ndiag, width).reshape(-1), col.expand(ndiag, width).reshape(-1)
         row, col, data = su.compact(keep.reshape(-1), row, col, self.data.reshape(-1))
         idx = su.index_dtype(max(m, n, data.shape[0]))
@@ -109,6 +121,10 @@ class _dia_base(_data_matrix):
             raise ValueError("Sparse arrays/matrices do not support an 'axes' parameter "
                              "because swapping dimensions is the only logical permutation.")
         return self.tocoo().transpose().todia()
+
+
+def _held_as_parts(t):
+    return t.dtype == torch.float64 and stores_float32(t.device)
 
 
 class dia_array(_dia_base, sparray):
