@@ -160,3 +160,51 @@ def test_diags_and_dia_conversions(emulate_neuron, xla_device, monkeypatch):
         want = getattr(sp, name)(*args, **kw)
         _same_sparse(got, want)
         assert got.nnz == want.nnz
+
+
+def _poisson_parts(tsp, n, device):
+    T = tsp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), device=device)
+    return T, tsp.eye(n, device=device)
+
+
+@pytest.mark.xla
+def test_kron_poisson(emulate_neuron, xla_device, monkeypatch):
+    """The 2-D Poisson matrix's Kronecker products (BSR route for small n, COO for
+    larger): integer values, exactly SciPy's, and no float64 op on the device."""
+    import trnscipy.sparse as tsp
+
+    for n, fmts in ((3, (None, "csr")), (9, (None, "coo"))):
+        T_sp = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n))
+        for fmt in fmts:
+            for ours, want in (((1, 0), sp.kron(sp.eye(n), T_sp, format=fmt)),
+                               ((0, 1), sp.kron(T_sp, sp.eye(n), format=fmt))):
+                got = _strict_neuron(monkeypatch, lambda n=n, fmt=fmt, ours=ours: tsp.kron(
+                    *[_poisson_parts(tsp, n, xla_device)[i] for i in ours], format=fmt))
+                _same_sparse(got, want)
+                if want.format == "bsr":
+                    assert got.blocksize == want.blocksize
+
+
+@pytest.mark.xla
+def test_kron_random_values(emulate_neuron, xla_device, monkeypatch):
+    """Non-integer float64 values: each product a_i * b_j within double-float rounding
+    (1e-15 relative) of SciPy's; mixed dtypes (int64 with float64) too."""
+    import trnscipy
+    import trnscipy.sparse as tsp
+
+    rng = np.random.default_rng(27)
+    a = sp.random_array((5, 4), density=0.5, rng=rng, format="csr")
+    b = sp.random_array((3, 6), density=0.4, rng=rng, format="coo") * 1e3
+    dense_b = sp.csr_array(rng.standard_normal((2, 3)))
+    ints = sp.csr_array(np.array([[3, 0], [0, -7]], dtype=np.int64))
+    for x, y, fmt in ((a, b, None), (b, a, "csr"), (a, dense_b, None), (ints, a, "csc"),
+                      (a, ints, None)):
+        got = _strict_neuron(monkeypatch, lambda x=x, y=y, fmt=fmt: tsp.kron(
+            trnscipy.to_device(x, xla_device), trnscipy.to_device(y, xla_device),
+            format=fmt))
+        want = sp.kron(x, y, format=fmt)
+        assert type(got) is type(want) and got.format == want.format
+        assert got.dtype == want.dtype and got.nnz == want.nnz
+        g, w = got.toarray(), want.toarray()
+        assert (np.abs(g - w) <= 1e-15 * np.abs(w)).all()
+        assert np.count_nonzero(w) > 0
