@@ -35,7 +35,8 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "mul3", "div",
+__all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "mul3", "add3",
+           "div",
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
@@ -150,6 +151,18 @@ def mul3(a, b):
     b0, b1, b2 = b
     terms = [*two_prod(a0, b0), *two_prod(a0, b1), *two_prod(a1, b0),
              a1 * b1, a0 * b2, a2 * b0]
+    hi, errors = _distil(terms)
+    lo, errors = _distil(errors)
+    tail = errors[0]
+    for e in errors[1:]:
+        tail = tail + e
+    return hi, lo, tail
+
+
+def add3(a, b):
+    """Triple-float (hi, lo, tail) a + b, float32 ops only: the parts' error-free sums,
+    distilled as in ``mul3``."""
+    terms = [*two_sum(a[0], b[0]), *two_sum(a[1], b[1]), a[2], b[2]]
     hi, errors = _distil(terms)
     lo, errors = _distil(errors)
     tail = errors[0]

@@ -445,7 +445,7 @@ def kron(A, B, format=None):
     return out
 
 
-@_routed(_sp.kronsum)
+@_routed(_sp.kronsum, _DOUBLE_FLOAT)
 def kronsum(A, B, format=None):
     array = _is_sparray(A) or _is_sparray(B)
     device = find_device((A, B))
