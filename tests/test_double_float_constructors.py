@@ -239,7 +239,9 @@ def test_sparse_sum_random_values(emulate_neuron, xla_device, monkeypatch):
     a[0, 0], b[0, 0] = -0.25, 0.25  # a cancellation
     a, b = sp.csr_array(a), sp.csr_array(b)
     ints = sp.csr_array(rng.integers(-3, 4, (7, 6)) * (rng.random((7, 6)) < 0.4))
-    cases = [(a, b, "+"), (a, b, "-"), (b.tocsc(), a.tocsc(), "+"), (a.tocoo(), ints, "+")]
+    empty = sp.csr_array((7, 6))
+    cases = [(a, b, "+"), (a, b, "-"), (b.tocsc(), a.tocsc(), "+"), (a.tocoo(), ints, "+"),
+             (empty, empty, "+")]
     for x, y, op in cases:
         def run(x=x, y=y, op=op):
             x, y = trnscipy.to_device(x, xla_device), trnscipy.to_device(y, xla_device)

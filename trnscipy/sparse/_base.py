@@ -812,6 +812,7 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         """True for two real sparse operands whose sum is float64 on a device without
         float64 (held as exact parts there)."""
         return (issparse(other) and getattr(other, "_trnscipy_device_object", False)
+                and self.ndim == 2
                 and stores_float32(self.device) and other.shape == self.shape
                 and self.dtype.kind in "biuf" and other.dtype.kind in "biuf"
                 and su.result_dtype(np.add, self.dtype, other.dtype) == np.float64)
@@ -832,11 +833,10 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         parts = [torch.cat(pair) for pair in zip(*parts, strict=True)]
         key, order = su.sort(row * n + col, stable=True)
         parts = [p[order] for p in parts]
-        pairs = torch.zeros_like(key, dtype=torch.bool)  # i and i + 1 at one position
-        pairs[:-1] = key[1:] == key[:-1]
-        second = torch.zeros_like(pairs)
-        second[1:] = pairs[:-1]
-        summed = _df.add3(parts, [torch.roll(p, -1) for p in parts])
+        last = torch.zeros(min(1, key.shape[0]), dtype=torch.bool, device=key.device)
+        pairs = torch.cat([key[1:] == key[:-1], last])  # i and i + 1 at one position
+        second = torch.cat([last, pairs[:-1]])
+        summed = _df.add3(parts, [torch.cat([p[1:], p[:1]]) for p in parts])  # i + 1's
         parts = [torch.where(pairs, s, p) for s, p in zip(summed, parts, strict=True)]
         keep = ~second & (parts[0] != 0)
         key, *parts = su.compact(keep, key, *parts)
