@@ -160,3 +160,100 @@ def test_diags_and_dia_conversions(emulate_neuron, xla_device, monkeypatch):
         want = getattr(sp, name)(*args, **kw)
         _same_sparse(got, want)
         assert got.nnz == want.nnz
+
+
+def _poisson_parts(tsp, n, device):
+    T = tsp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), device=device)
+    return T, tsp.eye(n, device=device)
+
+
+@pytest.mark.xla
+def test_kron_poisson(emulate_neuron, xla_device, monkeypatch):
+    """The 2-D Poisson matrix's Kronecker products (BSR route for small n, COO for
+    larger): integer values, exactly SciPy's, and no float64 op on the device."""
+    import trnscipy.sparse as tsp
+
+    for n, fmts in ((3, (None, "csr")), (9, (None, "coo"))):
+        T_sp = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n))
+        for fmt in fmts:
+            for ours, want in (((1, 0), sp.kron(sp.eye(n), T_sp, format=fmt)),
+                               ((0, 1), sp.kron(T_sp, sp.eye(n), format=fmt))):
+                got = _strict_neuron(monkeypatch, lambda n=n, fmt=fmt, ours=ours: tsp.kron(
+                    *[_poisson_parts(tsp, n, xla_device)[i] for i in ours], format=fmt))
+                _same_sparse(got, want)
+                if want.format == "bsr":
+                    assert got.blocksize == want.blocksize
+
+
+@pytest.mark.xla
+def test_kron_random_values(emulate_neuron, xla_device, monkeypatch):
+    """Non-integer float64 values: each product a_i * b_j within double-float rounding
+    (1e-15 relative) of SciPy's; mixed dtypes (int64 with float64) too."""
+    import trnscipy
+    import trnscipy.sparse as tsp
+
+    rng = np.random.default_rng(27)
+    a = sp.random_array((5, 4), density=0.5, rng=rng, format="csr")
+    b = sp.random_array((3, 6), density=0.4, rng=rng, format="coo") * 1e3
+    dense_b = sp.csr_array(rng.standard_normal((2, 3)))
+    ints = sp.csr_array(np.array([[3, 0], [0, -7]], dtype=np.int64))
+    for x, y, fmt in ((a, b, None), (b, a, "csr"), (a, dense_b, None), (ints, a, "csc"),
+                      (a, ints, None)):
+        got = _strict_neuron(monkeypatch, lambda x=x, y=y, fmt=fmt: tsp.kron(
+            trnscipy.to_device(x, xla_device), trnscipy.to_device(y, xla_device),
+            format=fmt))
+        want = sp.kron(x, y, format=fmt)
+        assert type(got) is type(want) and got.format == want.format
+        assert got.dtype == want.dtype and got.nnz == want.nnz
+        g, w = got.toarray(), want.toarray()
+        assert (np.abs(g - w) <= 1e-15 * np.abs(w)).all()
+        assert np.count_nonzero(w) > 0
+
+
+@pytest.mark.xla
+def test_poisson_2d(emulate_neuron, xla_device, monkeypatch):
+    """kron(I, T) + kron(T, I) and kronsum(T, T): the 2-D Poisson matrix, exactly
+    SciPy's, on the device (kron, the sparse sum, kronsum)."""
+    import trnscipy.sparse as tsp
+
+    for n, fmt in ((4, None),):
+        T_sp = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n))
+        I_sp = sp.eye(n)
+        T, eye = _poisson_parts(tsp, n, xla_device)
+        got = _strict_neuron(monkeypatch, lambda T=T, eye=eye: tsp.kron(eye, T) + tsp.kron(T, eye))
+        _same_sparse(got, sp.kron(I_sp, T_sp) + sp.kron(T_sp, I_sp))
+        got = _strict_neuron(monkeypatch, lambda T=T, fmt=fmt: tsp.kronsum(T, T, format=fmt))
+        _same_sparse(got, sp.kronsum(T_sp, T_sp, format=fmt))
+
+
+@pytest.mark.xla
+def test_sparse_sum_random_values(emulate_neuron, xla_device, monkeypatch):
+    """The sparse + and - of float64 containers: overlapping positions added in
+    triple-float (1e-15 relative of SciPy's), cancellations dropped as SciPy drops them,
+    SciPy's formats and index dtypes."""
+    import trnscipy
+
+    rng = np.random.default_rng(6)
+    a = sp.random_array((7, 6), density=0.5, rng=rng).toarray()
+    b = sp.random_array((7, 6), density=0.5, rng=rng).toarray() * 1e-3
+    a[0, 0], b[0, 0] = -0.25, 0.25  # a cancellation
+    a, b = sp.csr_array(a), sp.csr_array(b)
+    ints = sp.csr_array(rng.integers(-3, 4, (7, 6)) * (rng.random((7, 6)) < 0.4))
+    empty = sp.csr_array((7, 6))
+    cases = [(a, b, "+"), (a, b, "-"), (b.tocsc(), a.tocsc(), "+"), (a.tocoo(), ints, "+"),
+             (empty, empty, "+")]
+    for x, y, op in cases:
+        def run(x=x, y=y, op=op):
+            x, y = trnscipy.to_device(x, xla_device), trnscipy.to_device(y, xla_device)
+            return x + y if op == "+" else x - y
+
+        got = _strict_neuron(monkeypatch, run)
+        want = x + y if op == "+" else x - y
+        assert type(got) is type(want) and got.format == want.format
+        assert got.dtype == want.dtype and got.nnz == want.nnz
+        if want.format in ("csr", "csc"):
+            np.testing.assert_array_equal(got.indptr, want.indptr)
+            np.testing.assert_array_equal(got.indices, want.indices)
+            assert got.indices.dtype == want.indices.dtype
+        g, w = got.toarray(), want.toarray()
+        assert (np.abs(g - w) <= 1e-15 * np.abs(w)).all()

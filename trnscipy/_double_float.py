@@ -19,6 +19,7 @@ from trnscipy._device import materialize
 from trnscipy._torch import torch
 
 __all__ = ["is_float64", "MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts",
+           "df_triple",
            "is_exact", "host_value"]
 
 # torch functions and Tensor methods (by name) that only move stored values: not
@@ -263,12 +264,14 @@ def _wrap(hi_wide, lows):
     return t
 
 
-def df_tensor(hi, lo):
-    """The float64 (complex128) tensor ``hi + lo`` of two float32 (complex64) tensors on a
-    device without float64 (a double-float result): values ``hi``, carrying ``lo``."""
+def df_tensor(hi, lo, tail=None):
+    """The float64 (complex128) tensor ``hi + lo (+ tail)`` of float32 (complex64) tensors
+    on a device without float64 (a double-float result): values ``hi``, carrying ``lo``
+    (and ``tail``, a third part below ``lo``: float64's full precision)."""
     wide = torch.complex128 if hi.is_complex() else torch.float64
     with torch._C.DisableTorchFunctionSubclass():
-        return _wrap(hi.to(wide), (lo * LO_SCALE, torch.zeros_like(lo)))
+        tail = torch.zeros_like(lo) if tail is None else tail * TAIL_SCALE
+        return _wrap(hi.to(wide), (lo * LO_SCALE, tail))
 
 
 def df_parts(t):
@@ -279,6 +282,16 @@ def df_parts(t):
         hi = t.to(_narrow_of(t.dtype))
         lo = t._low[0] * (1 / LO_SCALE) if _is_df(t) else torch.zeros_like(hi)
     return hi, lo
+
+
+def df_triple(t):
+    """``(hi, lo, tail)`` float32 (complex64) tensors of a float64 (complex128) tensor on a
+    device without float64, ``hi + lo + tail`` its exact value (``df_parts`` and the
+    rest; the unscaled tail is exact for magnitudes above about 2**-77)."""
+    hi, lo = df_parts(t)
+    with torch._C.DisableTorchFunctionSubclass():
+        tail = t._low[1] * (1 / TAIL_SCALE) if _is_df(t) else torch.zeros_like(hi)
+    return hi, lo, tail
 
 
 def is_exact(t):

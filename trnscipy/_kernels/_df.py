@@ -35,7 +35,8 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "div",
+__all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "mul3", "add3",
+           "div",
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
@@ -130,6 +131,44 @@ def mul_f(a, b):
     """double-float a * float32 b."""
     p, e = two_prod(a[0], b)
     return fast_two_sum(p, e + a[1] * b)
+
+
+def _distil(terms):
+    """s, errors with s ~ sum(terms) and s + sum(errors) == sum(terms) exactly (a cascade
+    of two_sums, last term first)."""
+    s, errors = terms[-1], []
+    for x in reversed(terms[:-1]):
+        s, e = two_sum(x, s)
+        errors.append(e)
+    return s, errors
+
+
+def mul3(a, b):
+    """Triple-float (hi, lo, tail) a * b, float32 ops only: the product's terms down to
+    2**-72 relative, two of them distilled into hi and lo (float64's 53 bits and more;
+    what a float64 result that SciPy rounds needs, and double-float's 48 bits are not)."""
+    a0, a1, a2 = a
+    b0, b1, b2 = b
+    terms = [*two_prod(a0, b0), *two_prod(a0, b1), *two_prod(a1, b0),
+             a1 * b1, a0 * b2, a2 * b0]
+    hi, errors = _distil(terms)
+    lo, errors = _distil(errors)
+    tail = errors[0]
+    for e in errors[1:]:
+        tail = tail + e
+    return hi, lo, tail
+
+
+def add3(a, b):
+    """Triple-float (hi, lo, tail) a + b, float32 ops only: the parts' error-free sums,
+    distilled as in ``mul3``."""
+    terms = [*two_sum(a[0], b[0]), *two_sum(a[1], b[1]), a[2], b[2]]
+    hi, errors = _distil(terms)
+    lo, errors = _distil(errors)
+    tail = errors[0]
+    for e in errors[1:]:
+        tail = tail + e
+    return hi, lo, tail
 
 
 def div(a, b):

@@ -24,9 +24,18 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import find_device
 from trnscipy._double_float import is_exact
 from trnscipy._dtypes import divide, to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import _plan, backend
+from trnscipy._kernels import _df, _plan, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to, _tensor_to_host, _to_device, df_parts, tensor_on
+from trnscipy._transfer import (
+    _tensor_to,
+    _tensor_to_host,
+    _to_device,
+    df_parts,
+    df_tensor,
+    df_triple,
+    stores_float32,
+    tensor_on,
+)
 from trnscipy.sparse import _sputils as su
 
 __all__ = ["sparray", "spmatrix", "issparse", "isspmatrix", "from_scipy"]
@@ -793,9 +802,52 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
         red = torch.maximum if op == "maximum" else torch.minimum
         return red(self.toarray(), other)
 
-    @_computes("add")
     def _add(self, other, negate_self=False, negate_other=False):
         other = self._as_operand(other)
+        if self._double_float_pair(other):
+            return self._add_double_float(other, negate_self, negate_other)
+        return self._add_computing(other, negate_self, negate_other)
+
+    def _double_float_pair(self, other):
+        """True for two real sparse operands whose sum is float64 on a device without
+        float64 (held as exact parts there)."""
+        return (issparse(other) and getattr(other, "_trnscipy_device_object", False)
+                and self.ndim == 2
+                and stores_float32(self.device) and other.shape == self.shape
+                and self.dtype.kind in "biuf" and other.dtype.kind in "biuf"
+                and su.result_dtype(np.add, self.dtype, other.dtype) == np.float64)
+
+    def _add_double_float(self, other, negate_self, negate_other):
+        """The sparse sum on a device without float64: canonical operands hold a position
+        at most once each, so a sorted position holds one value or two, added in
+        triple-float arithmetic (_df.add3, float32 ops only); zeros (float32 high parts
+        zero) dropped, as SciPy drops them."""
+        m, n = self.shape
+        a, b = self._coo_canonical(), other._coo_canonical()
+        row = torch.cat([a.row.to(torch.int64), b.row.to(torch.int64)])
+        col = torch.cat([a.col.to(torch.int64), b.col.to(torch.int64)])
+        parts = []
+        for x, negate in ((a.data, negate_self), (b.data, negate_other)):
+            triple = df_triple(tensor_on(x, self.device, torch.float64))
+            parts.append([-p if negate else p for p in triple])
+        parts = [torch.cat(pair) for pair in zip(*parts, strict=True)]
+        key, order = su.sort(row * n + col, stable=True)
+        parts = [p[order] for p in parts]
+        last = torch.zeros(min(1, key.shape[0]), dtype=torch.bool, device=key.device)
+        pairs = torch.cat([key[1:] == key[:-1], last])  # i and i + 1 at one position
+        second = torch.cat([last, pairs[:-1]])
+        summed = _df.add3(parts, [torch.cat([p[1:], p[:1]]) for p in parts])  # i + 1's
+        parts = [torch.where(pairs, s, p) for s, p in zip(summed, parts, strict=True)]
+        keep = ~second & (parts[0] != 0)
+        key, *parts = su.compact(keep, key, *parts)
+        row, col = su.divmod_index(key, n)
+        idx = su.index_dtype(max(m, n, key.shape[0]))
+        coo = self._container("coo")._construct((m, n), row=row.to(idx), col=col.to(idx),
+                                                data=df_tensor(*parts), _canonical=True)
+        return coo.asformat(self._binop_format(other))
+
+    @_computes("add")
+    def _add_computing(self, other, negate_self=False, negate_other=False):
         base = -self if negate_self else self
         if su.is_scalar(other):
             if other == 0:

@@ -28,9 +28,16 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch, find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._errors import fallback
-from trnscipy._kernels import _plan, backend
+from trnscipy._kernels import _df, _plan, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, _to_host, stores_float32, tensor_on
+from trnscipy._transfer import (
+    _to_device,
+    _to_host,
+    df_tensor,
+    df_triple,
+    stores_float32,
+    tensor_on,
+)
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import issparse, sparray
 from trnscipy.sparse._bsr import bsr_array, bsr_matrix
@@ -391,6 +398,18 @@ def _as(fmt, x, array, device, copy=False):
     return _cls(fmt, array)(x, copy=copy) if copy else _cls(fmt, array)(x)
 
 
+def _outer(a, b, dtype, device, shape):
+    """The products a_i * b_j of 1-D ``a``, ``b`` in ``dtype``, reshaped to ``shape``.
+    float64 on a device without float64: triple-float products of the exact parts
+    (float32 ops only), within a unit of float64 rounding of the float64 products."""
+    if dtype == torch.float64 and stores_float32(device):
+        a = df_triple(tensor_on(a, device, dtype))
+        b = df_triple(tensor_on(b, device, dtype))
+        parts = _df.mul3([p[:, None] for p in a], [p[None, :] for p in b])
+        return df_tensor(*(p.reshape(shape) for p in parts))
+    return (a.to(dtype)[:, None] * b.to(dtype)[None, :]).reshape(shape)
+
+
 def _kron(A, B, format, array):
     device = find_device((A, B))
     ndim_a, ndim_b = _ndim(A), _ndim(B)
@@ -403,7 +422,7 @@ def _kron(A, B, format, array):
         if A.nnz == 0 or B.nnz == 0:
             return _empty_coo(out_shape, array, device).asformat(format)
         dtype = to_torch_dtype(np.result_type(A.dtype, B.dtype))
-        blocks = A.data.to(dtype)[:, None, None] * B.toarray().to(dtype)[None]
+        blocks = _outer(A.data, B.toarray().reshape(-1), dtype, device, (A.nnz, *B.shape))
         return _cls("bsr", array)((blocks, A.indices, A.indptr), shape=out_shape)
     A = _as("coo", A, array, device)
     out_shape = (A.shape[0] * B.shape[0], A.shape[1] * B.shape[1])
@@ -413,12 +432,12 @@ def _kron(A, B, format, array):
     row = A.row.to(torch.int64)[:, None] * B.shape[0] + B.row.to(torch.int64)[None, :]
     col = A.col.to(torch.int64)[:, None] * B.shape[1] + B.col.to(torch.int64)[None, :]
     dtype = to_torch_dtype(np.result_type(A.dtype, B.dtype))
-    data = A.data.to(dtype)[:, None] * B.data.to(dtype)[None, :]
+    data = _outer(A.data, B.data, dtype, device, (-1,))
     coords = (row.reshape(-1).to(index), col.reshape(-1).to(index))
-    return _cls("coo", array)((data.reshape(-1), coords), shape=out_shape).asformat(format)
+    return _cls("coo", array)((data, coords), shape=out_shape).asformat(format)
 
 
-@_routed(_sp.kron)
+@_routed(_sp.kron, _DOUBLE_FLOAT)
 def kron(A, B, format=None):
     out = _kron(A, B, format, _is_sparray(A) or _is_sparray(B))
     if _ndim(A) == 1 and _ndim(B) == 1 and (_is_sparse(A) or _is_sparse(B)):
@@ -426,7 +445,7 @@ def kron(A, B, format=None):
     return out
 
 
-@_routed(_sp.kronsum)
+@_routed(_sp.kronsum, _DOUBLE_FLOAT)
 def kronsum(A, B, format=None):
     array = _is_sparray(A) or _is_sparray(B)
     device = find_device((A, B))
