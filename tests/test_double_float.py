@@ -541,7 +541,10 @@ def _eigen_case(what, k, monkeypatch):
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("what", ["LA", "lobpcg", pytest.param("sigma0", marks=pytest.mark.slow)])
+# lobpcg and svds float64 on Neuron also run in CI in the conformance suite's xla-neuron lane
+# (paired with SciPy): here slow, as they cost about 2-3 min of compiles each on 2 cores
+@pytest.mark.parametrize("what", ["LA", pytest.param("lobpcg", marks=pytest.mark.slow),
+                                  pytest.param("sigma0", marks=pytest.mark.slow)])
 def test_eigen_float64_small(what, emulate_neuron, monkeypatch):
     _eigen_case(what, 12, monkeypatch)
 
@@ -658,7 +661,8 @@ def _svds_case(m, n, monkeypatch):
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("shape", [(300, 80), pytest.param((80, 300), marks=pytest.mark.slow)])
+@pytest.mark.slow  # (see test_eigen_float64_small: the conformance lane runs svds float64)
+@pytest.mark.parametrize("shape", [(300, 80), (80, 300)])
 def test_svds_float64_small(shape, emulate_neuron, monkeypatch):
     _svds_case(*shape, monkeypatch)
 
