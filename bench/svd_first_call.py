@@ -21,23 +21,10 @@ import subprocess
 import sys
 import time
 
+from bench.ilu_first_call import _tree_rss
+
 LIMIT_GB = 6.5
 LIMIT_S = 900
-
-
-def _tree_rss(pid):
-    total, stack = 0, [pid]
-    while stack:
-        p = stack.pop()
-        try:
-            with open(f"/proc/{p}/status") as f:
-                total += sum(int(line.split()[1]) * 1024 for line in f
-                             if line.startswith("VmRSS:"))
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                stack += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return total
 
 
 def _child(spec):

@@ -143,6 +143,16 @@ def _distil(terms):
     return s, errors
 
 
+def _three(terms):
+    """(hi, lo, tail) of a sum of float32 terms: two distillations, the last errors summed."""
+    hi, errors = _distil(terms)
+    lo, errors = _distil(errors)
+    tail = errors[0]
+    for e in errors[1:]:
+        tail = tail + e
+    return hi, lo, tail
+
+
 def mul3(a, b):
     """Triple-float (hi, lo, tail) a * b, float32 ops only: the product's terms down to
     2**-72 relative, two of them distilled into hi and lo (float64's 53 bits and more;
@@ -151,24 +161,14 @@ def mul3(a, b):
     b0, b1, b2 = b
     terms = [*two_prod(a0, b0), *two_prod(a0, b1), *two_prod(a1, b0),
              a1 * b1, a0 * b2, a2 * b0]
-    hi, errors = _distil(terms)
-    lo, errors = _distil(errors)
-    tail = errors[0]
-    for e in errors[1:]:
-        tail = tail + e
-    return hi, lo, tail
+    return _three(terms)
 
 
 def add3(a, b):
     """Triple-float (hi, lo, tail) a + b, float32 ops only: the parts' error-free sums,
     distilled as in ``mul3``."""
     terms = [*two_sum(a[0], b[0]), *two_sum(a[1], b[1]), a[2], b[2]]
-    hi, errors = _distil(terms)
-    lo, errors = _distil(errors)
-    tail = errors[0]
-    for e in errors[1:]:
-        tail = tail + e
-    return hi, lo, tail
+    return _three(terms)
 
 
 def div(a, b):
