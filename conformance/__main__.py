@@ -5,6 +5,9 @@ import os
 import sys
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+# every lane in one process: past about 256 cached XLA CPU executables the process meets
+# vm.max_map_count, LLVM reports "Cannot allocate memory" and it segfaults (tests/conftest.py)
+os.environ.setdefault("XLA_COMPILATION_CACHE_SIZE", "256")
 
 
 def main(argv=None):
