@@ -94,11 +94,12 @@ def _cpu(x):
     return x
 
 
-def _computes(op):
+def _computes(op, exact=None):
     """Decorator for a method that computes on stored values (docs/design.md: data
     movement is not arithmetic).  Where the capability table refuses one of its dtypes
     on this device (float64 on Neuron), the method runs on CPU copies of its operands,
-    after the table's DeviceFallbackWarning, and the result moves back."""
+    after the table's DeviceFallbackWarning, and the result moves back; unless
+    ``exact(self, *args)`` says the method works on the exact float32 parts there."""
     name = f"trnscipy.sparse.{op}"
 
     def decorate(method):
@@ -106,6 +107,8 @@ def _computes(op):
         def wrapper(self, *args, **kwargs):
             kind = device_kind(self.device)
             cap = capability(kind)
+            if exact is not None and exact(self, *args, **kwargs):
+                return method(self, *args, **kwargs)
             if (cap.float64 and cap.complex and kind not in host_kinds(name)) or all(
                     runs_on_device(name, kind, dt)
                     for dt in _dtypes_of(self, (*args, *kwargs.values()))):

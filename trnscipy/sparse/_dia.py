@@ -87,16 +87,10 @@ class _dia_base(_data_matrix):
     def sum_duplicates(self):
         """DIA holds no duplicates."""
 
+    # drops the stored zeros: compares values (float64 held as parts: their float32 high
+    # parts, no float64 arithmetic on a device without float64)
+    @_computes("tocoo", exact=lambda self, *args, **kwargs: _held_as_parts(self.data))
     def tocoo(self, copy=False):
-        if _held_as_parts(self.data):  # its zero test reads float32 high parts: no float64
-            return self._tocoo()  # arithmetic on a device without float64
-        return self._tocoo_computing()
-
-    @_computes("tocoo")  # drops the stored zeros: compares values
-    def _tocoo_computing(self):
-        return self._tocoo()
-
-    def _tocoo(self):
         m, n = self.shape
         ndiag, width = self.data.shape
         dev = self.device
