@@ -36,7 +36,7 @@ import numpy as np
 from trnscipy._torch import torch
 
 __all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "mul3", "add3",
-           "div",
+           "div3", "neg3", "div",
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
@@ -169,6 +169,28 @@ def add3(a, b):
     distilled as in ``mul3``."""
     terms = [*two_sum(a[0], b[0]), *two_sum(a[1], b[1]), a[2], b[2]]
     return _three(terms)
+
+
+def neg3(a):
+    """-a for a triple (or pair): exact, a sign change of every part."""
+    return tuple(-p for p in a)
+
+
+def div3(a, b):
+    """Triple-float (hi, lo, tail) a / b, float32 ops only: the float32 quotient and two
+    corrections from the triple-float remainders a - b q (``mul3``, ``add3``): about
+    2**-70 relative, what a float64 quotient that SciPy rounds needs.  Where the float32
+    quotient is not finite (b zero, inf or nan operands) it is the result, as float64's."""
+    zero = torch.zeros_like(a[0] / b[0])
+    q = [a[0] / b[0]]
+    r = a
+    for _ in range(2):
+        r = add3(r, neg3(mul3(b, (q[-1], zero, zero))))
+        q.append(r[0] / b[0])
+    out = _three(q)
+    finite = torch.isfinite(q[0])
+    return tuple(torch.where(finite, p, f) for p, f in zip(out, (q[0], zero, zero),
+                                                          strict=True))
 
 
 def div(a, b):

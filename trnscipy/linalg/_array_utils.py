@@ -4,10 +4,18 @@ scipy/linalg/_cythonized_array_utils); one host read for the answer."""
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
+from trnscipy._double_float import is_exact
 from trnscipy._torch import torch
+from trnscipy._transfer import df_parts
 from trnscipy.linalg._validate import as_tensor, device_of
 
 __all__ = ["bandwidth", "issymmetric", "ishermitian"]
+
+
+def _values(a):
+    """``a`` as compared with zero: the float32 high parts of float64 data held exactly on a
+    device without float64 (zero iff the value is), else ``a``."""
+    return df_parts(a)[0] if is_exact(a) else a
 
 
 def _two_d(a):
@@ -17,12 +25,12 @@ def _two_d(a):
     return a
 
 
-@dispatch(_sl.bandwidth)
+@dispatch(_sl.bandwidth, double_float=("neuron",))
 def bandwidth(a):
     a = _two_d(a)
     i = torch.arange(a.shape[0], device=a.device).unsqueeze(1)
     j = torch.arange(a.shape[1], device=a.device).unsqueeze(0)
-    nz = a != 0
+    nz = _values(a) != 0
     if a.numel() == 0:
         return 0, 0
     zero = torch.zeros((), dtype=torch.int64, device=a.device)

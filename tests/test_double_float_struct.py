@@ -1,0 +1,141 @@
+"""float64 structure, comparison and product functions on an emulated Neuron device (issue
+27): sparse tril, triu, find; is_sptriangular, spbandwidth, bandwidth; companion,
+fiedler_companion, leslie, fiedler.  Paired with SciPy on float64 NumPy inputs; no
+float64 op runs on the device (the recorder) and no host fallback (TRNSCIPY_STRICT=1).
+Data movement gives SciPy's values bitwise; arithmetic (triple-float quotients and
+differences) within a unit of float64 rounding.  Small shapes, shared between tests:
+XLA compiles few graphs."""
+
+import re
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from tests.linalg.test_double_float_lu import _on_neuron
+from tests.test_double_float_constructors import _same_sparse
+
+torch = pytest.importorskip("torch")
+
+EPS = np.finfo(np.float64).eps
+RNG = np.random.default_rng(27)
+# full 53-bit mantissas over a wide range of magnitudes (the low parts matter)
+VALUES = RNG.standard_normal(12) * np.exp(RNG.uniform(-8, 8, 12))
+
+
+def _strict_neuron(monkeypatch, fn):
+    """fn() under TRNSCIPY_STRICT=1 on the emulated Neuron device, its results on the host
+    (Python scalars kept); no float64 op and no aten fallback ran on the device."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    from trnscipy._transfer import _to_host
+
+    out, ops, aten, _ = _on_neuron(lambda: _to_host(fn(), strict=False))
+    assert ops == [] and aten == 0, (ops, aten)
+    return out
+
+
+def _sparse(fmt, shape=(6, 5), density=0.5, seed=1):
+    a = sp.random_array(shape, density=density, rng=seed, format="csr")
+    a.data = VALUES[np.arange(a.nnz) % VALUES.size]
+    return a.asformat(fmt)
+
+
+def _close(got, want, ulps=1):
+    """float64 results within ``ulps`` units of float64 rounding of SciPy's."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert (np.abs(got - want) <= ulps * EPS * np.abs(want)).all(), np.max(
+        np.abs(got - want) / np.maximum(np.abs(want), 1e-300))
+
+
+# ---- group 1: structure and data movement ---------------------------------------------
+
+
+@pytest.mark.xla
+def test_tril_triu_find(emulate_neuron, xla_device, monkeypatch):
+    import trnscipy
+    import trnscipy.sparse as tsp
+
+    dup = sp.coo_array((np.array([VALUES[0], VALUES[1], VALUES[2], -VALUES[2], VALUES[3]]),
+                        (np.array([0, 0, 3, 3, 1]), np.array([1, 1, 2, 2, 1]))), shape=(6, 5))
+    for a in (_sparse("csr"), _sparse("coo"), sp.csc_matrix(_sparse("csr"))):
+        for k in (-1, 2):
+            for ours, theirs in ((tsp.tril, sp.tril), (tsp.triu, sp.triu)):
+                got = _strict_neuron(monkeypatch, lambda a=a, k=k, ours=ours: ours(
+                    trnscipy.to_device(a, xla_device), k=k, format="csr"))
+                _same_sparse(got, theirs(a, k=k, format="csr"))
+    got = _strict_neuron(monkeypatch, lambda: tsp.tril(trnscipy.to_device(dup, xla_device)))
+    want = sp.tril(dup)
+    assert got.format == want.format == "coo" and got.nnz == want.nnz
+    np.testing.assert_array_equal(got.toarray(), want.toarray())
+    for a in (_sparse("csr"), dup):  # find sums duplicates (triple-float: SciPy's sum)
+        got = _strict_neuron(monkeypatch, lambda a=a: tsp.find(trnscipy.to_device(a, xla_device)))
+        for g, w in zip(got, sp.find(a), strict=True):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+    dense = _sparse("csr").toarray()  # a dense tensor: taken as COO
+    got = _strict_neuron(monkeypatch, lambda: tsp.triu(trnscipy.to_device(dense, xla_device)))
+    _same_sparse(got, sp.triu(dense))
+
+
+@pytest.mark.xla
+def test_triangularity_and_bandwidths(emulate_neuron, xla_device, monkeypatch):
+    import trnscipy
+    import trnscipy.linalg as tl
+    import trnscipy.sparse.linalg as tspla
+
+    lower = sp.tril(_sparse("csr"), -1)
+    for a in (_sparse("csr"), lower.tocsr(), lower.tocoo(), sp.triu(_sparse("csc")).tocsc(),
+              sp.dia_array(lower)):
+        for ours, theirs in ((tspla.is_sptriangular, spla.is_sptriangular),
+                             (tspla.spbandwidth, spla.spbandwidth)):
+            got = _strict_neuron(monkeypatch, lambda a=a, ours=ours: ours(
+                trnscipy.to_device(a, xla_device)))
+            assert tuple(got) == tuple(theirs(a))
+    for a in (_sparse("csr").toarray(), lower.toarray(), np.zeros((3, 4))):
+        got = _strict_neuron(monkeypatch, lambda a=a: tl.bandwidth(
+            trnscipy.to_device(a, xla_device)))
+        assert tuple(got) == tuple(sl.bandwidth(a))
+    empty = trnscipy.to_device(sp.csr_array((3, 3)), xla_device)
+    with pytest.raises(ValueError, match="zero-size array"):
+        tspla.spbandwidth(empty)
+    with pytest.raises(ValueError, match="2D"):
+        tl.bandwidth(trnscipy.to_device(VALUES, xla_device))
+
+
+@pytest.mark.xla
+def test_special_matrices(emulate_neuron, xla_device, monkeypatch):
+    """leslie places its values (bitwise SciPy's); companion and fiedler_companion divide
+    by the leading coefficient and negate, fiedler subtracts: triple-float, within a unit
+    of float64 rounding."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    v = VALUES[:6]
+    batch = VALUES[:12].reshape(2, 6)
+    cases = [("leslie", (v, VALUES[6:11]), 0),
+             ("leslie", (batch, VALUES[:5]), 0),
+             ("companion", (batch,), 1),
+             ("companion", (np.array([3, -7, 2, 11, 5, 1 << 40]),), 1),  # integers: float64
+             ("fiedler_companion", (v,), 1), ("fiedler_companion", (v[:2],), 1),
+             ("fiedler_companion", (batch,), 1), ("fiedler", (batch,), 1)]
+    for name, args, ulps in cases:
+        want = getattr(sl, name)(*args)
+        got = _strict_neuron(monkeypatch, lambda name=name, args=args: getattr(tl, name)(
+            *(trnscipy.to_device(a, xla_device) for a in args)))
+        if ulps:
+            _close(got, want, ulps)
+        else:
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    dev = lambda a: trnscipy.to_device(np.asarray(a, dtype=np.float64), xla_device)  # noqa: E731
+    for fn, args in ((tl.companion, ([0.0, 1.0, 2.0],)), (tl.companion, ([1.0],)),
+                     (tl.fiedler_companion, ([0.0, 1.0, 2.0],)),
+                     (tl.leslie, (v, v)), (tl.leslie, ([1.0], []))):
+        scipy_fn = getattr(sl, fn.__name__)
+        with pytest.raises(ValueError) as expected:
+            scipy_fn(*(np.asarray(a, dtype=np.float64) for a in args))
+        with pytest.raises(ValueError, match=re.escape(str(expected.value)[:40])):
+            fn(*(dev(a) for a in args))
