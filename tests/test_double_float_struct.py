@@ -139,3 +139,44 @@ def test_special_matrices(emulate_neuron, xla_device, monkeypatch):
             scipy_fn(*(np.asarray(a, dtype=np.float64) for a in args))
         with pytest.raises(ValueError, match=re.escape(str(expected.value)[:40])):
             fn(*(dev(a) for a in args))
+
+
+# ---- group 2: comparisons ---------------------------------------------------------------
+
+
+@pytest.mark.xla
+def test_issymmetric_ishermitian(emulate_neuron, xla_device, monkeypatch):
+    """Equality reads every exact part (a difference in the low bits, invisible to
+    float32, counts); tolerances are tested in triple-float, SciPy's answers."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    a = VALUES[:9].reshape(3, 3)
+    sym = a + a.T
+    low = sym.copy()
+    low[0, 2] = np.nextafter(low[0, 2], np.inf)  # same float32 high part
+    assert np.float32(low[0, 2]) == np.float32(sym[2, 0])
+    near = sym.copy()
+    near[1, 0] += 3e-13 * abs(near[1, 0])
+    nan = sym.copy()
+    nan[0, 0] = np.nan  # (not compared without tolerances, as SciPy)
+    inf = sym.copy()
+    inf[1, 2] = inf[2, 1] = np.inf
+    cases = [(sym, {}), (low, {}), (a, {}), (nan, {}), (np.zeros((0, 0)), {}),
+             (near, dict(atol=1e-16)), (near, dict(rtol=1e-12)), (near, dict(rtol=1e-13)),
+             (near, dict(atol=1e-20, rtol=4e-13)), (low, dict(atol=0.0, rtol=0.0)),
+             (nan, dict(atol=1e300)), (nan, dict(rtol=0.0)), (inf, {}), (inf, dict(rtol=1.0))]
+    gap = abs(near[1, 0] - near[0, 1])
+    cases += [(near, dict(atol=gap)), (near, dict(atol=np.nextafter(gap, 0)))]  # the edge
+    for m, kw in cases:
+        for ours, theirs in ((tl.issymmetric, sl.issymmetric), (tl.ishermitian, sl.ishermitian)):
+            got = _strict_neuron(monkeypatch, lambda m=m, kw=kw, ours=ours: ours(
+                trnscipy.to_device(m, xla_device), **kw))
+            assert got == theirs(m, **kw), (m, kw)
+    assert not sl.issymmetric(low) and sl.issymmetric(near, rtol=1e-12)  # the cases bite
+    monkeypatch.delenv("TRNSCIPY_STRICT")
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="tolerance"):  # announced
+        assert tl.issymmetric(trnscipy.to_device(near, xla_device), atol=1e-300) is False
+    for bad in (VALUES[:4], VALUES[:6].reshape(2, 3)):
+        with pytest.raises(ValueError, match="2D|square"):
+            tl.issymmetric(trnscipy.to_device(bad, xla_device))
