@@ -180,3 +180,85 @@ def test_issymmetric_ishermitian(emulate_neuron, xla_device, monkeypatch):
     for bad in (VALUES[:4], VALUES[:6].reshape(2, 3)):
         with pytest.raises(ValueError, match="2D|square"):
             tl.issymmetric(trnscipy.to_device(bad, xla_device))
+
+
+# ---- group 3: products and sums ---------------------------------------------------------
+
+
+@pytest.mark.xla
+def test_khatri_rao_matrix_power(emulate_neuron, xla_device, monkeypatch):
+    """khatri_rao: triple-float products (within a unit of float64 rounding); sparse
+    matrix_power: the double-float SpGEMM (triple-float products and sums), within a unit
+    of rounding of |A|^p (SciPy's own error bound)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+    import trnscipy.sparse.linalg as tspla
+
+    a, b = VALUES[:6].reshape(2, 3), VALUES[3:12].reshape(3, 3)
+    ints = np.array([[3, -1, 1 << 30], [2, 5, 7]])
+    for x, y in ((a, b), (ints, b)):
+        got = _strict_neuron(monkeypatch, lambda x=x, y=y: tl.khatri_rao(
+            trnscipy.to_device(x, xla_device), trnscipy.to_device(y, xla_device)))
+        _close(got, sl.khatri_rao(x, y))
+    with pytest.raises(ValueError, match="columns"):
+        tl.khatri_rao(trnscipy.to_device(a, xla_device), trnscipy.to_device(b[:, :2], xla_device))
+    A = _sparse("csr", (6, 6), density=0.4)
+    for p in (0, 2):
+        got = _strict_neuron(monkeypatch, lambda p=p: tspla.matrix_power(
+            trnscipy.to_device(A, xla_device), p))
+        want = spla.matrix_power(A, p)
+        assert type(got) is type(want) and got.format == want.format and got.dtype == want.dtype
+        assert got.nnz == want.nnz  # (p = 0: the identity, DIA as SciPy's)
+        bound = spla.matrix_power(abs(A), p).toarray()
+        assert (np.abs(got.toarray() - want.toarray()) <= 4 * EPS * bound).all()
+    with pytest.raises(TypeError, match="not square"):
+        tspla.matrix_power(trnscipy.to_device(_sparse("csr"), xla_device), 2)
+    with pytest.raises(ValueError, match="exponent"):
+        tspla.matrix_power(trnscipy.to_device(A, xla_device), -1)
+
+
+@pytest.mark.xla
+def test_norm(emulate_neuron, xla_device, monkeypatch):
+    """linalg.norm: sums, maxima and 2-norms in triple-float (within a unit of float64
+    rounding of SciPy's); other vector orders on the host, announced; SciPy's errors."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    a = VALUES[:12].reshape(4, 3)
+    t3 = VALUES[:12].reshape(2, 3, 2)
+    cases = [(a, {}), (a, dict(ord=1)), (a, dict(ord=-np.inf)), (a, dict(axis=0)),
+             (a, dict(axis=1, ord=1)), (a, dict(axis=1, ord=0)),
+             (a, dict(axis=(1, 0), ord=np.inf, keepdims=True)), (VALUES, dict(ord=np.inf)),
+             (t3, dict(axis=(0, 2), ord=-1)), (t3, dict(axis=-1, keepdims=True))]
+    for m, kw in cases:
+        got = _strict_neuron(monkeypatch, lambda m=m, kw=kw: tl.norm(
+            trnscipy.to_device(m, xla_device), **kw))
+        _close(got, np.asarray(sl.norm(m, **kw)), ulps=2)
+    monkeypatch.delenv("TRNSCIPY_STRICT")
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="order 3"):  # announced
+        got = tl.norm(trnscipy.to_device(VALUES, xla_device), 3)
+    assert trnscipy.to_host(got) == sl.norm(VALUES, 3)
+    dev = trnscipy.to_device(t3, xla_device)
+    for kw in (dict(ord=1), dict(ord="bad", axis=(0, 1)), dict(axis=(0, 0)), dict(axis=5)):
+        with pytest.raises(ValueError) as expected:
+            sl.norm(t3, **kw)
+        with pytest.raises(type(expected.value)):
+            tl.norm(dev, **kw)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        tl.norm(trnscipy.to_device(np.array([1.0, np.nan]), xla_device))
+
+
+@pytest.mark.slow  # (the refined SVD's graphs: about a minute of XLA compiles on 2 cores)
+@pytest.mark.xla
+def test_norm_singular_values(emulate_neuron, xla_device, monkeypatch):
+    """ord 2, -2, 'nuc' from the refined singular values: double-float, 2**-44 of the
+    largest."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    a = VALUES[:12].reshape(4, 3)
+    smax = sl.norm(a, 2)
+    for ord in (2, -2, "nuc"):
+        got = _strict_neuron(monkeypatch, lambda ord=ord: tl.norm(
+            trnscipy.to_device(a, xla_device), ord))
+        assert abs(got - sl.norm(a, ord)) <= 2.0 ** -44 * smax

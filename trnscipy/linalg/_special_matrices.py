@@ -276,7 +276,7 @@ def convolution_matrix(a, n, mode="full"):
     return _toeplitz(az[..., tb:length - te], raz[..., length - n - tb:length - tb])
 
 
-@dispatch(_sl.khatri_rao)
+@dispatch(_sl.khatri_rao, double_float=_PARTS)
 def khatri_rao(a, b):
     device = device_of(a, b)
     a, b = _raw(a, device), _raw(b, device)
@@ -285,7 +285,11 @@ def khatri_rao(a, b):
     if a.shape[-1] != b.shape[-1]:
         raise ValueError("The number of columns for both arrays should be equal.")
     dtype = _promote(a, b)
-    c = a.to(dtype)[..., :, None, :] * b.to(dtype)[..., None, :, :]
+    if dtype == torch.float64 and stores_float32(device):  # triple-float products
+        x, y = df_triple(_to(a, dtype)), df_triple(_to(b, dtype))
+        c = df_tensor(*_df.mul3([p[..., :, None, :] for p in x], [p[..., None, :, :] for p in y]))
+    else:
+        c = a.to(dtype)[..., :, None, :] * b.to(dtype)[..., None, :, :]
     return c.reshape(c.shape[:-3] + (c.shape[-3] * c.shape[-2], c.shape[-1]))  # no -1: empty
 
 
