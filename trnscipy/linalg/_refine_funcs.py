@@ -14,6 +14,9 @@ arithmetic only, double-float where the result needs it.
   estimates ||A^8||_1 and ||A^10||_1 (``norm1est``); here they are exact (an estimate is
   at most the exact norm: s can be larger by one there).  Stacks: one matrix at a time
   (the graphs are shared by same-shaped slices).
+- ``norm``: sums of |a|, maxima and 2-norms (a scaled sum of squares) in triple-float
+  (``_df.tree_sum3``, ``norm3``: within a unit of float64 rounding); ord 2, -2, 'nuc'
+  from the refined singular values (``_refine_orth``); other vector orders on the host.
 """
 
 import math
