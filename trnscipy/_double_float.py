@@ -20,7 +20,7 @@ from trnscipy._torch import torch
 
 __all__ = ["is_float64", "MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts",
            "df_triple",
-           "is_exact", "host_value"]
+           "is_exact", "high_part", "host_value"]
 
 # torch functions and Tensor methods (by name) that only move stored values: not
 # arithmetic on Trainium (docs/design.md), and what a DoubleFloatTensor's low part follows.
@@ -118,6 +118,7 @@ def _torch_function(cls, func, types, args=(), kwargs=None):
             return _plain(out)
         if name in ("to", "cpu") and _is_df(args[0]):
             return _moved(func, args, kwargs)
+        args, kwargs = _int_values(name, args, kwargs)
         out = func(*_high_parts(args), **_high_parts(kwargs))
         lows = [(_low_parts(args, i), _low_parts(kwargs, i)) for i in range(2)]
         if _in_place(name):  # the low parts too
@@ -134,6 +135,26 @@ def _torch_function(cls, func, types, args=(), kwargs=None):
         if not _has_wide(out):
             return out
         return _pair(out, [func(*low_args, **low_kwargs) for low_args, low_kwargs in lows])
+
+
+# Movement calls whose Python-number operand at these positions (or keywords) is a value
+# stored into the tensor, not a size, a dimension or an index.
+_VALUE_OPERANDS = {"fill_": (1,), "__setitem__": (2,), "masked_fill": (2,),
+                   "masked_fill_": (2,), "index_fill": (3,), "index_fill_": (3,),
+                   "full_like": (1,), "new_full": (2,), "where": (1, 2)}
+
+
+def _int_values(name, args, kwargs):
+    """``args``, ``kwargs`` with Python integers stored as values made floats: split into
+    parts as floats are (an int would be copied into the low parts as it is)."""
+    places = _VALUE_OPERANDS.get(name)
+    if places is None:
+        return args, kwargs
+    args = tuple(float(a) if i in places and type(a) is int else a
+                 for i, a in enumerate(args))
+    kwargs = {k: float(v) if k in ("value", "fill_value", "other") and type(v) is int
+              else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def _in_place(name):
@@ -297,6 +318,13 @@ def df_triple(t):
 def is_exact(t):
     """True for a tensor that carries the exact low parts of its float64 values."""
     return _is_df(t)
+
+
+def high_part(t):
+    """What a comparison with zero reads of ``t``: the float32 high parts of a
+    DoubleFloatTensor (zero, and of the value's sign, exactly where the value is), else
+    ``t`` itself."""
+    return df_parts(t)[0] if _is_df(t) else t
 
 
 def host_value(t):

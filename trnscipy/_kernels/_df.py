@@ -36,7 +36,7 @@ import numpy as np
 from trnscipy._torch import torch
 
 __all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "mul3", "add3",
-           "div",
+           "div3", "neg3", "tree_sum3", "sqrt3", "norm3", "div",
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
@@ -171,6 +171,28 @@ def add3(a, b):
     return _three(terms)
 
 
+def neg3(a):
+    """-a for a triple (or pair): exact, a sign change of every part."""
+    return tuple(-p for p in a)
+
+
+def div3(a, b):
+    """Triple-float (hi, lo, tail) a / b, float32 ops only: the float32 quotient and two
+    corrections from the triple-float remainders a - b q (``mul3``, ``add3``): about
+    2**-70 relative, what a float64 quotient that SciPy rounds needs.  Where the float32
+    quotient is not finite (b zero, inf or nan operands) it is the result, as float64's."""
+    zero = torch.zeros_like(a[0] / b[0])
+    q = [a[0] / b[0]]
+    r = a
+    for _ in range(2):
+        r = add3(r, neg3(mul3(b, (q[-1], zero, zero))))
+        q.append(r[0] / b[0])
+    out = _three(q)
+    finite = torch.isfinite(q[0])
+    return tuple(torch.where(finite, p, f) for p, f in zip(out, (q[0], zero, zero),
+                                                          strict=True))
+
+
 def div(a, b):
     """double-float a / double-float b (one correction step of the float32 quotient)."""
     q = a[0] / b[0]
@@ -217,6 +239,51 @@ def tree_sum(hi, lo=None, dim=-1):
         s, e = two_sum(hi[..., :half], hi[..., half:])
         hi, lo = s, e + (lo[..., :half] + lo[..., half:])
     return fast_two_sum(hi[..., 0], lo[..., 0])
+
+
+def tree_sum3(t, dim=-1):
+    """Triple-float (hi, lo, tail) sum of the triple ``t`` along ``dim``: a pairwise tree
+    of ``add3`` (within a unit of float64 rounding of the exact sum for the sums of
+    magnitudes and squares it is used for)."""
+    t = [p.movedim(dim, -1) for p in t]
+    n = t[0].shape[-1]
+    if n == 0:
+        z = torch.zeros(t[0].shape[:-1], dtype=t[0].dtype, device=t[0].device)
+        return z, z.clone(), z.clone()
+    width = 1 << (n - 1).bit_length()
+    if width != n:
+        pad = torch.zeros(t[0].shape[:-1] + (width - n,), dtype=t[0].dtype,
+                          device=t[0].device)
+        t = [torch.cat([p, pad], -1) for p in t]
+    while t[0].shape[-1] > 1:
+        half = t[0].shape[-1] // 2
+        t = add3([p[..., :half] for p in t], [p[..., half:] for p in t])
+    return tuple(p[..., 0] for p in t)
+
+
+def sqrt3(s):
+    """Triple-float sqrt of a non-negative triple: the float32 root and two Newton
+    corrections from triple-float residuals s - y**2 (about 2**-70 relative)."""
+    x = torch.sqrt(s[0])
+    zero = torch.zeros_like(x)
+    safe = torch.where(x > 0, 2 * x, torch.ones_like(x))
+    y = (x, zero, zero)
+    for _ in range(2):
+        r = add3(s, neg3(mul3(y, y)))
+        y = add3(y, (torch.where(x > 0, r[0] / safe, zero), zero, zero))
+    return y
+
+
+def norm3(t, dim=-1):
+    """Triple-float 2-norm of the triple ``t`` along ``dim``, scaled by a power of two near
+    the maximum (no overflow or underflow of the squares; the scaling is exact)."""
+    amax = t[0].abs().amax(dim=dim, keepdim=True)
+    e = torch.clamp(_exponent(amax), -126, 126)
+    down = _pow2(-e)
+    x = [p * down for p in t]
+    s = sqrt3(tree_sum3(mul3(x, x), dim))
+    up = _pow2(e).squeeze(dim)
+    return tuple(p * up for p in s)
 
 
 def _prod_terms(a, b):

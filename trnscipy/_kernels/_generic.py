@@ -5,6 +5,8 @@ import warnings
 
 import torch
 
+from trnscipy._double_float import df_tensor, df_triple, high_part, is_exact
+from trnscipy._kernels import _df
 from trnscipy._kernels import _sparsetools as su
 
 
@@ -128,7 +130,9 @@ def coo_container_product(A, x):
 
 
 def spgemm(A, B):
-    """CSR @ CSR -> parts of a canonical CSR (zeros dropped, as SciPy's csr_matmat)."""
+    """CSR @ CSR -> parts of a canonical CSR (zeros dropped, as SciPy's csr_matmat).
+    float64 held as exact parts (a device without float64): the products and their sums
+    in triple-float, within a unit of float64 rounding of the exact sums."""
     m, n = A.shape[0], B.shape[1]
     arow, acol = A._major_index().to(torch.int64), A.indices.to(torch.int64)
     bptr = B.indptr.to(torch.int64)
@@ -136,12 +140,19 @@ def spgemm(A, B):
     ends = torch.cumsum(counts, 0)
     (total,) = su.host_ints(ends[-1]) if A.nnz else (0,)
     pos = torch.arange(total, device=A.device)
-    which = torch.searchsorted(ends, pos, right=True)
+    # the A entry of each product: the boundaries ``ends`` at or before it (searchsorted
+    # runs on the host on XLA: aten fallback)
+    which = su.expand_ptr(torch.cat([ends.new_zeros(1), ends]), total)
     bidx = bptr[acol[which]] + pos - (ends[which] - counts[which])
     row, col = arow[which], B.indices.to(torch.int64)[bidx]
-    val = A.data[which] * B.data[bidx]
+    a, b = A.data[which], B.data[bidx]
+    if is_exact(a) and is_exact(b):  # float64 held as parts: triple-float products,
+        # summed in triple-float by coalesce (segment_sum); float32 ops only
+        val = df_tensor(*_df.mul3(df_triple(a), df_triple(b)))
+    else:
+        val = a * b
     row, col, val = su.coalesce(row, col, val, n)
-    row, col, val = su.compact(val != 0, row, col, val)
+    row, col, val = su.compact(high_part(val) != 0, row, col, val)
     idx = su.index_dtype(max(m, n, val.shape[0]), (A.indices, B.indices))
     return {"data": val, "indices": col.to(idx), "indptr": su.compress(row.to(idx), m, idx),
             "_sorted": True, "_canonical": True}

@@ -17,7 +17,7 @@ from trnscipy._double_float import is_exact
 from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
-from trnscipy._transfer import _tensor_to_host, df_parts, df_tensor, tensor_on
+from trnscipy._transfer import _tensor_to_host, df_tensor, df_triple, tensor_on
 
 __all__ = ["INT32_MAX", "index_dtype", "as_tensor", "from_host", "as_index", "host_ints",
            "sort", "argsort", "compact", "expand_ptr", "compress", "segment_sum",
@@ -147,8 +147,9 @@ def segment_sum(data, seg, n):
 def _df_segment_sum(data, seg, n):
     """segment_sum of exactly held float64 data on a device without float64: the k-th
     entries of every segment scattered as a layer (distinct slots, no arithmetic, every
-    stored part kept), the layers added in double-float (about 48 bits: duplicates are
-    summed to 2**-48 relative, single entries stay exact).  The ranks come from the
+    stored part kept), the layers added in triple-float (``_df.add3``: two duplicates sum
+    to SciPy's float64 value, more within a unit of its rounding; single entries stay
+    exact).  The ranks come from the
     host's copy of ``seg`` (an index read, no values)."""
     ids = _tensor_to_host(seg).astype(np.int64)
     order = np.argsort(ids, kind="stable")
@@ -164,9 +165,9 @@ def _df_segment_sum(data, seg, n):
             (where,), data.index_select(0, pick)))
     if len(layers) <= 1:
         return layers[0] if layers else torch.zeros(n, dtype=data.dtype, device=data.device)
-    total = df_parts(layers[0])
+    total = df_triple(layers[0])
     for layer in layers[1:]:
-        total = _df.add(total, df_parts(layer))
+        total = _df.add3(total, df_triple(layer))
     # the sums replace only the slots with duplicates: the others keep every bit
     dup = torch.from_numpy(np.unique(ids[rank > 0])).to(data.device)
     return layers[0].index_put((dup,), df_tensor(*total).index_select(0, dup))

@@ -10,7 +10,7 @@ from trnscipy.linalg._validate import as_tensor, device_of
 __all__ = ["norm"]
 
 
-@dispatch(_sl.norm)
+@dispatch(_sl.norm, double_float=("neuron",))
 def norm(a, ord=None, axis=None, keepdims=False, check_finite=True):
     half = getattr(a, "dtype", None) == torch.float16  # NumPy's norm keeps float16
     a = as_tensor(a, device_of(a), check_finite, dtype=torch.float16 if half else None,

@@ -14,6 +14,9 @@ arithmetic only, double-float where the result needs it.
   estimates ||A^8||_1 and ||A^10||_1 (``norm1est``); here they are exact (an estimate is
   at most the exact norm: s can be larger by one there).  Stacks: one matrix at a time
   (the graphs are shared by same-shaped slices).
+- ``norm``: sums of |a|, maxima and 2-norms (a scaled sum of squares) in triple-float
+  (``_df.tree_sum3``, ``norm3``: within a unit of float64 rounding); ord 2, -2, 'nuc'
+  from the refined singular values (``_refine_orth``); other vector orders on the host.
 """
 
 import math
@@ -256,3 +259,92 @@ def polar(a, side="right"):
                       "converge: u may have only float32 accuracy", _r._k._sl.LinAlgWarning,
                       stacklevel=4)
     return u, p
+
+
+# ---- norm: double-float sums, maxima and the refined singular values ----------------------
+
+
+@register("linalg.norm", "neuron")
+def norm(a, ord=None, axis=None, keepdims=False):
+    """float64: NumPy's norms of real data in double-float (float32 operations only): the
+    2-norm and Frobenius norm by ``_df.norm`` (scaled sums of squares), sums of |a| by
+    ``_df.tree_sum`` (|a|: a sign change of both parts), maxima and minima of pairs, the
+    count of nonzeros (ord 0); ord 2, -2, 'nuc' of a matrix from the refined singular
+    values (``_refine_orth``).  Vector norms of other orders (sum |a|^p)^(1/p) run on the
+    host, announced.  Other dtypes as on XLA."""
+    if a.dtype != torch.float64:
+        return kind_kernel("linalg.norm", "xla")(a, ord=ord, axis=axis, keepdims=keepdims)
+    if a.numel() == 0:  # NumPy's result (zeros) or its error for empty reductions
+        return _transfer.tensor_on(np.asarray(np.linalg.norm(
+            np.zeros(a.shape), ord=ord, axis=axis, keepdims=keepdims)), a.device)
+    # NumPy's errors (bad order, axes or dimensions) before any work: the same call on a
+    # one-element array of a's dimensions
+    np.linalg.norm(np.zeros((1,) * a.ndim), ord=ord, axis=axis, keepdims=keepdims)
+    nd = a.ndim
+    x = _transfer.df_triple(a)
+    if axis is None and ord is None:  # the 2-norm of all entries, any dimensions
+        return _result(_df.norm3([p.reshape(-1) for p in x]), range(nd), keepdims)
+    if axis is None:
+        axes = (0,) if nd == 1 else (0, 1)
+    else:
+        axes = tuple(int(i) % nd for i in (axis if isinstance(axis, tuple) else (axis,)))
+    if len(axes) == 1:
+        r = _vector_norm([p.movedim(axes[0], -1) for p in x], ord)
+        if r is None:
+            return _r._on_host("scipy.linalg.norm", f"vector norms of order {ord!r} have no "
+                               "double-float method", lambda h: np.asarray(np.linalg.norm(
+                                   h, ord=ord, axis=axis, keepdims=keepdims)), a)
+        return _result(r, axes, keepdims)
+    M = [p.movedim(axes, (-2, -1)) for p in x]
+    if ord in (None, "fro", "f"):
+        r = _df.norm3([p.reshape(*p.shape[:-2], -1) for p in M])
+    elif ord in (2, -2, "nuc"):  # the refined singular values (double-float accuracy)
+        s = kind_kernel("linalg.svdvals", "neuron")(_transfer.df_tensor(*M))
+        s = _transfer.df_triple(s)
+        r = (_df.tree_sum3(s) if ord == "nuc" else
+             tuple(p[..., 0] if ord == 2 else p[..., -1] for p in s))
+    else:  # 1, -1: column sums of |a|; inf, -inf: row sums
+        sums = _df.tree_sum3(_magnitudes(M), dim=-2 if ord in (1, -1) else -1)
+        r = _extreme(sums, largest=ord in (1, np.inf), dim=-1)
+    return _result(r, axes, keepdims)
+
+
+def _magnitudes(x):
+    sign = torch.where(x[0] < 0, -1.0, 1.0)
+    return [p * sign for p in x]  # |a| (exact: a sign change)
+
+
+def _vector_norm(x, ord):
+    """The norm along the last dimension of the triple ``x`` (None: no double-float
+    method)."""
+    if ord in (None, 2):
+        return _df.norm3(x)
+    if ord == 1:
+        return _df.tree_sum3(_magnitudes(x))
+    if ord in (np.inf, -np.inf):
+        return _extreme(_magnitudes(x), largest=ord == np.inf, dim=-1)
+    if ord == 0:  # the count of nonzeros, exactly
+        count = (x[0] != 0).sum(-1).to(torch.float32)
+        return count, torch.zeros_like(count), torch.zeros_like(count)
+    return None
+
+
+def _extreme(t, largest, dim):
+    """The largest (smallest) triple-float value along ``dim``: by the high part, ties by
+    the next parts."""
+    out, on = [], None
+    for p in t:
+        fill = torch.full_like(p, -np.inf if largest else np.inf)
+        p = p if on is None else torch.where(on, p, fill)
+        pick = p.amax(dim=dim, keepdim=True) if largest else p.amin(dim=dim, keepdim=True)
+        on = (p == pick) if on is None else on & (p == pick)
+        out.append(pick.squeeze(dim))
+    return tuple(out)
+
+
+def _result(r, axes, keepdims):
+    """The triple-float result, with the reduced axes kept as ones for ``keepdims``."""
+    if keepdims:
+        for ax in sorted(axes):
+            r = [p.unsqueeze(ax) for p in r]
+    return _transfer.df_tensor(*r)

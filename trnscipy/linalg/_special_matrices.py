@@ -26,9 +26,11 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import declaration, declare, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch
+from trnscipy._double_float import cast, high_part
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import _df
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, stores_float32, tensor_on
+from trnscipy._transfer import _to_device, df_tensor, df_triple, stores_float32, tensor_on
 from trnscipy.linalg._validate import device_of
 
 __all__ = ["toeplitz", "circulant", "hankel", "hadamard", "leslie", "block_diag",
@@ -59,6 +61,37 @@ def _float(dtype):
 
 def _arange(n, like):
     return torch.arange(n, device=like.device)
+
+
+# On a device without float64 (Neuron) float64 values are exact float32 parts: the
+# functions declared ``double_float=_PARTS`` place them by index (data movement), negate
+# them part by part (exact) and divide or subtract them in triple-float (``_df``: float32
+# operations only, within a unit of float64 rounding of SciPy's values).
+_PARTS = ("neuron",)
+
+
+def _on_parts(t):
+    """True for float64 data held as exact float32 parts (a device without float64)."""
+    return t.dtype == torch.float64 and stores_float32(t.device)
+
+
+def _to(t, dtype):
+    """``t.to(dtype)``; float64 on a device without float64 as exact parts (integers
+    too)."""
+    if dtype == torch.float64 and stores_float32(t.device):
+        return cast(t, dtype)
+    return t.to(dtype)
+
+
+def _neg(t):
+    return df_tensor(*_df.neg3(df_triple(t))) if _on_parts(t) else -t
+
+
+def _div(a, b):
+    """a / b (b broadcast to a's shape)."""
+    if _on_parts(a):
+        return df_tensor(*_df.div3(df_triple(a), df_triple(b.expand(a.shape))))
+    return a / b
 
 
 # ----------------------------------------------------------------------------------------
@@ -111,7 +144,7 @@ def hankel(c, r=None):
     return vals[_arange(m, c)[:, None] + _arange(n, c)[None, :]]
 
 
-@dispatch(_sl.leslie)
+@dispatch(_sl.leslie, double_float=_PARTS)
 def leslie(f, s):
     device = device_of(f, s)
     f, s = torch.atleast_1d(_raw(f, device)), torch.atleast_1d(_raw(s, device))
@@ -122,9 +155,13 @@ def leslie(f, s):
         raise ValueError("The length of s must be at least 1.")
     batch = torch.broadcast_shapes(f.shape[:-1], s.shape[:-1])
     dtype = _promote(f, s)
-    f, s = f.to(dtype).expand(*batch, -1), s.to(dtype).expand(*batch, -1)
-    sub = torch.diag_embed(s, offset=-1)
-    return torch.cat([f.unsqueeze(-2), sub[..., 1:, :]], -2)
+    f, s = _to(f, dtype).expand(*batch, -1), _to(s, dtype).expand(*batch, -1)
+    n = f.shape[-1]
+    out = torch.zeros(*batch, n, n, dtype=dtype, device=device)
+    out[..., 0, :] = f  # (placed: the exact parts move, no arithmetic)
+    i = _arange(n - 1, f)
+    out[..., i + 1, i] = s
+    return out
 
 
 @dispatch(_sl.block_diag, composite=True)
@@ -147,29 +184,37 @@ def block_diag(*arrs):
     return out
 
 
-@dispatch(_sl.companion)
+@dispatch(_sl.companion, double_float=_PARTS)
 def companion(a):
     a = torch.atleast_1d(_raw(a, device_of(a)))
     n = a.shape[-1]
     if n < 2:
         raise ValueError("The length of `a` along the last axis must be at least 2.")
-    if bool((a[..., 0] == 0).any()):
+    if bool((high_part(a[..., 0]) == 0).any()):
         raise ValueError("The first coefficient(s) of `a` (i.e. elements "
                          "of `a[..., 0]`) must not be zero.")
     dtype = _float(a.dtype)
-    first = -a[..., 1:].to(dtype) / a[..., :1].to(dtype)
-    ones = torch.ones(a.shape[:-1] + (n - 2,), dtype=dtype, device=a.device)
-    sub = torch.diag_embed(ones, offset=-1)
-    return torch.cat([first.unsqueeze(-2), sub[..., 1:, :]], -2)
+    a = _to(a, dtype)
+    first = _neg(_div(a[..., 1:], a[..., :1]))
+    out = torch.zeros(a.shape[:-1] + (n - 1, n - 1), dtype=dtype, device=a.device)
+    out[..., 0, :] = first
+    i = _arange(n - 2, a)
+    out[..., i + 1, i] = 1
+    return out
 
 
-@dispatch(_sl.fiedler)
+@dispatch(_sl.fiedler, double_float=_PARTS)
 def fiedler(a):
     a = torch.atleast_1d(_raw(a, device_of(a)))
     if a.numel() == 0:
         return torch.zeros(0, dtype=torch.float64, device=a.device)
     if a.numel() == 1:
         return torch.zeros((1, 1), dtype=torch.float64, device=a.device)
+    if _on_parts(a):  # |a_i - a_j|: a triple-float difference, its sign flipped exactly
+        x = df_triple(a)
+        d = _df.add3([p[..., :, None] for p in x], [-p[..., None, :] for p in x])
+        sign = torch.where(d[0] < 0, -1.0, 1.0)
+        return df_tensor(*(p * sign for p in d))
     d = a[..., :, None] - a[..., None, :]
     # complex: neither hypot nor a real-typed abs lowers on torch-xla 2.9
     return torch.sqrt(d.real ** 2 + d.imag ** 2) if d.is_complex() else d.abs()
@@ -177,32 +222,32 @@ def fiedler(a):
 
 def _fiedler_companion(a):
     n = a.shape[0] - 1
-    a = a / a[0]
+    a = _neg(_div(a, a[:1].expand(a.shape)))  # -a / a[0]: the entries placed below
     c = torch.zeros((n, n), dtype=a.dtype, device=a.device)
     one = torch.ones((), dtype=a.dtype, device=a.device)
     rng = range
     c[list(rng(3, n, 2)), list(rng(1, n - 2, 2))] = one
-    c[list(rng(2, n, 2)), list(rng(1, n - 1, 2))] = -a[3::2]
+    c[list(rng(2, n, 2)), list(rng(1, n - 1, 2))] = a[3::2]
     c[list(rng(0, n - 2, 2)), list(rng(2, n, 2))] = one
-    c[list(rng(0, n - 1, 2)), list(rng(1, n, 2))] = -a[2::2]
-    c[0, 0] = -a[1]
+    c[list(rng(0, n - 1, 2)), list(rng(1, n, 2))] = a[2::2]
+    c[0, 0] = a[1]
     c[1, 0] = one
     return c
 
 
-@dispatch(_sl.fiedler_companion)
+@dispatch(_sl.fiedler_companion, double_float=_PARTS)
 def fiedler_companion(a):
     a = torch.atleast_1d(_raw(a, device_of(a)))
-    a = a.to(_float(a.dtype))
+    a = _to(a, _float(a.dtype))
     if a.ndim > 1:
         flat = a.reshape(-1, a.shape[-1])
         out = torch.stack([fiedler_companion(row) for row in flat])
         return out.reshape(a.shape[:-1] + out.shape[1:])
     if a.shape[0] <= 2:
         if a.shape[0] == 2:
-            return (-(a / a[0])[-1]).reshape(1, 1)
+            return _neg(_div(a[-1:], a[:1])).reshape(1, 1)
         return a[:0]
-    if bool(a[0] == 0):
+    if bool(high_part(a[0]) == 0):
         raise ValueError("Leading coefficient is zero.")
     return _fiedler_companion(a)
 
@@ -231,7 +276,7 @@ def convolution_matrix(a, n, mode="full"):
     return _toeplitz(az[..., tb:length - te], raz[..., length - n - tb:length - tb])
 
 
-@dispatch(_sl.khatri_rao)
+@dispatch(_sl.khatri_rao, double_float=_PARTS)
 def khatri_rao(a, b):
     device = device_of(a, b)
     a, b = _raw(a, device), _raw(b, device)
@@ -240,7 +285,11 @@ def khatri_rao(a, b):
     if a.shape[-1] != b.shape[-1]:
         raise ValueError("The number of columns for both arrays should be equal.")
     dtype = _promote(a, b)
-    c = a.to(dtype)[..., :, None, :] * b.to(dtype)[..., None, :, :]
+    if dtype == torch.float64 and stores_float32(device):  # triple-float products
+        x, y = df_triple(_to(a, dtype)), df_triple(_to(b, dtype))
+        c = df_tensor(*_df.mul3([p[..., :, None, :] for p in x], [p[..., None, :, :] for p in y]))
+    else:
+        c = a.to(dtype)[..., :, None, :] * b.to(dtype)[..., None, :, :]
     return c.reshape(c.shape[:-3] + (c.shape[-3] * c.shape[-2], c.shape[-1]))  # no -1: empty
 
 

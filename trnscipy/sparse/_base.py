@@ -949,7 +949,11 @@ class _spbase(metaclass=abc.ABCMeta):  # noqa: B024
             if other.shape[0] != n:
                 raise ValueError("dimension mismatch")
             dt = su.result_dtype(np.multiply, self.dtype, other.dtype)
-            if self._on_host("spgemm", dt):
+            # real float64 on a device without float64: the backends' spgemm multiplies
+            # and sums the exact parts in triple-float (float32 operations only)
+            exact = (dt == np.float64 and stores_float32(self.device)
+                     and self.dtype.kind in "biuf" and other.dtype.kind in "biuf")
+            if not exact and self._on_host("spgemm", dt):
                 return from_scipy(self.to_scipy() @ other.to_scipy(), self.device)
             a, b = self.astype(dt, copy=False), other.astype(dt, copy=False)
             out = backend(self.device).spgemm(a.tocsr(), b.tocsr())

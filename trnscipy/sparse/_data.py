@@ -2,19 +2,33 @@
 
 import numpy as np
 
+from trnscipy._double_float import cast
 from trnscipy._dtypes import absolute, to_torch_dtype
 from trnscipy._torch import torch
+from trnscipy._transfer import stores_float32
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _computes, _spbase
 
 
 def _cast(data, dtype):
-    """``data`` cast to torch ``dtype`` (complex to real keeps the real part, as NumPy)."""
+    """``data`` cast to torch ``dtype`` (complex to real keeps the real part, as NumPy);
+    to float64 on a device without float64: exact parts (``_double_float.cast``)."""
     if data.dtype == dtype:
         return data
     if data.is_complex() and not dtype.is_complex:
         data = data.real
+    if dtype == torch.float64 and stores_float32(data.device):
+        return cast(data, dtype)
     return data.to(dtype)
+
+
+def _exact_cast(self, dtype, *args, **kwargs):
+    """True for an ``astype`` that moves exact parts on a device without float64: to the
+    container's own dtype, or from real data (floats, integers, bool) to float64."""
+    if not stores_float32(self.device):
+        return False
+    target = su.check_dtype(dtype)
+    return target == self.dtype or (target == np.float64 and self.dtype.kind in "biuf")
 
 
 class _data_matrix(_spbase):
@@ -24,7 +38,7 @@ class _data_matrix(_spbase):
         self.sum_duplicates()
         return self.data
 
-    @_computes("astype")
+    @_computes("astype", exact=_exact_cast)
     def astype(self, dtype, casting="unsafe", copy=True):
         dtype = su.check_dtype(dtype)
         if dtype == self.dtype:

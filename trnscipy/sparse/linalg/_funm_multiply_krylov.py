@@ -39,24 +39,11 @@ __all__ = ["funm_multiply_krylov"]
 _NAME = "scipy.sparse.linalg.funm_multiply_krylov"
 
 
-@dispatch(_scipy.funm_multiply_krylov)
+@dispatch(_scipy.funm_multiply_krylov, double_float=("neuron",))
 @solver_kernel(_scipy.funm_multiply_krylov, operators=False)
 def funm_multiply_krylov(f, A, b, *, assume_a="general", t=1.0, atol=0.0, rtol=1e-6,
                          restart_every_m=None, max_restarts=20):
-    if assume_a not in {"hermitian", "general", "her", "gen"}:
-        raise ValueError(f"{_NAME}: {assume_a} is not a recognized matrix structure")
-    hermitian = assume_a in ("her", "hermitian")
-    if len(b.shape) != 1:
-        raise ValueError(f"{_NAME}: argument 'b' must be a 1D array.")
-    n = b.shape[0]
-    m = int(min(20, n) if restart_every_m is None else restart_every_m)
-    max_restarts = int(max_restarts)
-    if m <= 0:
-        raise ValueError(f"{_NAME}: argument 'restart_every_m' must be positive.")
-    if max_restarts <= 0:
-        raise ValueError(f"{_NAME}: argument 'max_restarts' must be positive.")
-    max_restarts = min(max_restarts, int(n / m) + 1)
-
+    hermitian, n, m, max_restarts = checked(assume_a, b, restart_every_m, max_restarts)
     b_dtype = to_numpy_dtype(b.dtype)
     bnorm = float(norm(b if b_dtype.kind in "fc" else b.to(torch.float64)))
     atol, _ = _get_atol_rtol("funm_multiply_krylov", bnorm, atol, rtol)
@@ -95,6 +82,23 @@ def funm_multiply_krylov(f, A, b, *, assume_a="general", t=1.0, atol=0.0, rtol=1
         update_norm = _host_norm(bnorm * c)
         restart += 1
     return y
+
+
+def checked(assume_a, b, restart_every_m, max_restarts):
+    """SciPy's argument checks: (hermitian, n, m, max_restarts)."""
+    if assume_a not in {"hermitian", "general", "her", "gen"}:
+        raise ValueError(f"{_NAME}: {assume_a} is not a recognized matrix structure")
+    hermitian = assume_a in ("her", "hermitian")
+    if len(b.shape) != 1:
+        raise ValueError(f"{_NAME}: argument 'b' must be a 1D array.")
+    n = b.shape[0]
+    m = int(min(20, n) if restart_every_m is None else restart_every_m)
+    max_restarts = int(max_restarts)
+    if m <= 0:
+        raise ValueError(f"{_NAME}: argument 'restart_every_m' must be positive.")
+    if max_restarts <= 0:
+        raise ValueError(f"{_NAME}: argument 'max_restarts' must be positive.")
+    return hermitian, n, m, min(max_restarts, int(n / m) + 1)
 
 
 def _operator(A, b):

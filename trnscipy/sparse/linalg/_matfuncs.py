@@ -25,7 +25,7 @@ def _isintlike(x):
     return isintlike(x)
 
 
-@dispatch(_spla.matrix_power)
+@dispatch(_spla.matrix_power, double_float=("neuron",))
 def matrix_power(A, power):
     M, N = A.shape
     if M != N:

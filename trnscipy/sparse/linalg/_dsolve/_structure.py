@@ -1,6 +1,9 @@
 """is_sptriangular and spbandwidth on device sparse containers (SciPy 1.17's rules, on
 the stored index structure: stored zeros count, as in SciPy).
 
+They read index arrays only, never values: on a device without float64 (Neuron) they run
+on float64 containers as on any other (``double_float``).
+
 Differs from SciPy: the answers are Python bools and ints (SciPy: NumPy scalars); each
 call reads its answer from the device once.
 """
@@ -38,7 +41,7 @@ def _gaps(A):
     return col.to(torch.int64) - row.to(torch.int64)
 
 
-@dispatch(_spla.is_sptriangular)
+@dispatch(_spla.is_sptriangular, double_float=("neuron",))
 def is_sptriangular(A):
     A = _container(A, ("csc", "csr", "coo", "dia"),
                    "is_sptriangular needs sparse and not BSR format. Converting to CSR.")
@@ -51,7 +54,7 @@ def is_sptriangular(A):
     return lower, upper
 
 
-@dispatch(_spla.spbandwidth)
+@dispatch(_spla.spbandwidth, double_float=("neuron",))
 def spbandwidth(A):
     A = _container(A, ("csc", "csr", "coo", "dia"),
                    "spbandwidth needs sparse format not LIL and BSR. Converting to CSR.")

@@ -178,7 +178,8 @@ _REFINED = frozenset({"cg", "bicg", "bicgstab", "cgs", "gmres", "lgmres", "gcrot
 _ELSEWHERE = {
     "lsqr": ("trnscipy.sparse.linalg._isolve._refine_lsq", "least_squares"),
     "lsmr": ("trnscipy.sparse.linalg._isolve._refine_lsq", "least_squares"),
-    "expm_multiply": ("trnscipy.sparse.linalg._refine_expm", "expm_multiply")}
+    "expm_multiply": ("trnscipy.sparse.linalg._refine_expm", "expm_multiply"),
+    "funm_multiply_krylov": ("trnscipy.sparse.linalg._refine_funm", "funm_multiply_krylov")}
 
 
 @register("krylov", "neuron")
