@@ -1,0 +1,108 @@
+"""float64 pinvh, orthogonal_procrustes, subspace_angles, coshm, sinhm, tanhm and
+expm_frechet on an emulated Neuron device (issue 27): composed from the double-float
+eigh, svd, orth, expm and solve, paired against SciPy's float64 with no host fallback
+and no float64 op on the device."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tests.linalg.test_double_float_lu import _on_neuron
+
+torch = pytest.importorskip("torch")
+
+N = 6
+
+
+def _run(name, *args, **kw):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    def run():
+        with trnscipy.offload("xla"):
+            return getattr(tl, name)(*args, **kw)
+
+    out, ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0, (name, ops, aten)
+    return out
+
+
+def _close(got, want, rtol=1e-13):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=0, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.xla
+def test_pinvh_float64(emulate_neuron, monkeypatch):
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.standard_normal((N, N)))
+    a = q @ np.diag([3.0, -2.0, 1.5, 1.0, -0.75, 0.5]) @ q.T  # symmetric indefinite
+    x, rank = _run("pinvh", a, return_rank=True)
+    want, want_rank = sl.pinvh(a, return_rank=True)
+    assert rank == want_rank == N
+    _close(x, want)
+    # an upper triangle only (lower=False): SciPy reads that one
+    _close(_run("pinvh", np.triu(a), lower=False), sl.pinvh(np.triu(a), lower=False))
+    with pytest.raises(ValueError, match="positive"):
+        _run("pinvh", a, atol=-1.0)
+
+
+@pytest.mark.xla
+def test_orthogonal_procrustes_float64(emulate_neuron, monkeypatch):
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((N + 2, N)), rng.standard_normal((N + 2, N))
+    r, scale = _run("orthogonal_procrustes", a, b)
+    r0, scale0 = sl.orthogonal_procrustes(a, b)
+    _close(r, r0)
+    assert abs(scale - scale0) <= 1e-13 * abs(scale0)
+    with pytest.raises(ValueError, match="shapes"):
+        _run("orthogonal_procrustes", a, b[:, :3])
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 130 s of XLA compiles (orth's svd, the eigh, the angles' loops)
+def test_subspace_angles_float64(emulate_neuron, monkeypatch):
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 3))
+    b = a ** 2  # two 3-D subspaces of R^5: they intersect (one zero angle)
+    got = _run("subspace_angles", a, b)
+    want = sl.subspace_angles(a, b)
+    # SciPy's zero angle is arccos(1 - eps) ~ 1.5e-8, its rounding: absolute sqrt(eps);
+    # the others to float64 accuracy
+    assert got.shape == want.shape and got.dtype == np.float64
+    np.testing.assert_allclose(got[:2], want[:2], rtol=1e-13)
+    assert abs(got[2] - want[2]) <= 3e-8
+
+
+@pytest.mark.xla
+def test_hyperbolic_float64(emulate_neuron, monkeypatch):
+    """coshm, sinhm from two double-float expm (of A and -A); tanhm through the
+    double-float solve.  One shape: the expm and solve graphs are shared."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((N, N)) / 2
+    for name in ("coshm", "sinhm", "tanhm"):
+        _close(_run(name, a), getattr(sl, name)(a), rtol=2e-13)
+    with pytest.raises(ValueError, match="square"):
+        _run("coshm", a[:3])
+
+
+@pytest.mark.xla
+def test_expm_frechet_float64(emulate_neuron, monkeypatch):
+    """SciPy's block method in double-float: expm([[A, E], [0, A]]); both methods, both
+    return forms, against SciPy's (its SPS and its block method agree to rounding)."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(3)
+    a, e = rng.standard_normal((N, N)) / 2, rng.standard_normal((N, N))
+    ea, l0 = sl.expm_frechet(a, e)
+    got_ea, got_l = _run("expm_frechet", a, e)
+    _close(got_ea, ea, rtol=2e-13)
+    _close(got_l, l0, rtol=2e-13)
+    _close(_run("expm_frechet", a, e, method="blockEnlarge", compute_expm=False), l0,
+           rtol=2e-13)
+    with pytest.raises(ValueError, match="same shape"):
+        _run("expm_frechet", a, e[:3, :3])
