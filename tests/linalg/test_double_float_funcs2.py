@@ -106,3 +106,84 @@ def test_expm_frechet_float64(emulate_neuron, monkeypatch):
            rtol=2e-13)
     with pytest.raises(ValueError, match="same shape"):
         _run("expm_frechet", a, e[:3, :3])
+
+
+def _spd_band(n):
+    """An SPD pentadiagonal matrix in upper band storage, and the dense matrix."""
+    ab = np.zeros((3, n))
+    ab[0, 2:], ab[1, 1:], ab[2] = 0.5, -1.0 - 0.1 * np.arange(n - 1), 5.0 + np.arange(n)
+    dense = np.diag(ab[2]) + np.diag(ab[1, 1:], 1) + np.diag(ab[0, 2:], 2)
+    return ab, dense + np.triu(dense, 1).T
+
+
+@pytest.mark.xla
+def test_banded_solvers_float64(emulate_neuron, monkeypatch):
+    """solve_banded, solveh_banded, cholesky_banded, cho_solve_banded: the band expanded
+    exactly on the device, then the dense double-float solve and cholesky."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(4)
+    ab, a = _spd_band(N)
+    lower_ab = np.zeros_like(ab)  # the same matrix in lower storage
+    lower_ab[0], lower_ab[1, :-1], lower_ab[2, :-2] = ab[2], ab[1, 1:], ab[0, 2:]
+    gen = rng.standard_normal((4, N)) + np.array([[0], [0], [6], [0]])  # (2, 1) band
+    b = rng.standard_normal((N, 2))
+    _close(_run("solve_banded", (2, 1), gen, b), sl.solve_banded((2, 1), gen, b))
+    _close(_run("solve_banded", (2, 1), gen, b[:, 0]), sl.solve_banded((2, 1), gen, b[:, 0]))
+    _close(_run("solveh_banded", ab, b), sl.solveh_banded(ab, b))
+    _close(_run("solveh_banded", lower_ab, b[:, 0], lower=True),
+           sl.solveh_banded(lower_ab, b[:, 0], lower=True))
+    cb = _run("cholesky_banded", ab)
+    _close(cb, sl.cholesky_banded(ab))
+    _close(_run("cholesky_banded", lower_ab, lower=True),
+           sl.cholesky_banded(lower_ab, lower=True))
+    _close(_run("cho_solve_banded", (cb, False), b), sl.cho_solve_banded((cb, False), b))
+    indefinite = ab.copy()
+    indefinite[2, 3] = -1.0
+    with pytest.raises(sl.LinAlgError):
+        _run("solveh_banded", indefinite, b)
+    with pytest.raises(sl.LinAlgError):
+        _run("cholesky_banded", indefinite)
+
+
+@pytest.mark.xla
+def test_banded_eigen_float64(emulate_neuron, monkeypatch):
+    """eig_banded, eigvals_banded, eigh_tridiagonal, eigvalsh_tridiagonal through the
+    double-float eigh of the expanded matrix; SciPy's select options."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    ab, a = _spd_band(N)
+    d, e = ab[2].copy(), ab[1, 1:].copy()
+    t = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+
+    def check_pairs(got, want, m):
+        w, v = got
+        _close(w, want[0])
+        # eigenvectors by residual and orthonormality (signs are free)
+        assert np.abs(m @ v - v * w).max() <= 1e-13 * np.abs(w).max()
+        assert np.abs(v.T @ v - np.eye(v.shape[1])).max() <= 1e-13
+
+    check_pairs(_run("eig_banded", ab), sl.eig_banded(ab), a)
+    check_pairs(_run("eig_banded", ab, select="i", select_range=(1, 3)),
+                sl.eig_banded(ab, select="i", select_range=(1, 3)), a)
+    _close(_run("eigvals_banded", ab, select="v", select_range=(4.0, 8.0)),
+           sl.eigvals_banded(ab, select="v", select_range=(4.0, 8.0)))
+    check_pairs(_run("eigh_tridiagonal", d, e), sl.eigh_tridiagonal(d, e), t)
+    _close(_run("eigvalsh_tridiagonal", d, e, select="i", select_range=(0, 2)),
+           sl.eigvalsh_tridiagonal(d, e, select="i", select_range=(0, 2)))
+    with pytest.raises(ValueError):
+        _run("eigh_tridiagonal", d, e[:2])
+
+
+@pytest.mark.xla
+def test_banded_past_the_cap_runs_on_host(emulate_neuron):
+    """Past the dense cap (n > 2048) SciPy's band solver on the exact host values,
+    announced."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    n = 2049
+    ab = np.vstack([np.full(n, -1.0), np.full(n, 4.0), np.full(n, -1.0)])
+    b = np.ones(n)
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="n > 2048"):
+        x = tl.solve_banded((1, 1), ab, b)
+    assert np.array_equal(x, sl.solve_banded((1, 1), ab, b))
