@@ -79,6 +79,8 @@ def test_subspace_angles_float64(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 50 s of XLA compiles (expm's graphs, the solve's); the conformance
+# suite's xla-neuron lane runs its float64 cases in CI
 def test_hyperbolic_float64(emulate_neuron, monkeypatch):
     """coshm, sinhm from two double-float expm (of A and -A); tanhm through the
     double-float solve.  One shape: the expm and solve graphs are shared."""
@@ -92,6 +94,8 @@ def test_hyperbolic_float64(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 45 s of XLA compiles (expm of the 2n block); the conformance
+# suite's xla-neuron lane runs its float64 cases in CI
 def test_expm_frechet_float64(emulate_neuron, monkeypatch):
     """SciPy's block method in double-float: expm([[A, E], [0, A]]); both methods, both
     return forms, against SciPy's (its SPS and its block method agree to rounding)."""
@@ -117,6 +121,8 @@ def _spd_band(n):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 60 s of XLA compiles (solve, cholesky, cho_solve); the conformance
+# suite's xla-neuron lane runs its float64 cases in CI
 def test_banded_solvers_float64(emulate_neuron, monkeypatch):
     """solve_banded, solveh_banded, cholesky_banded, cho_solve_banded: the band expanded
     exactly on the device, then the dense double-float solve and cholesky."""
@@ -146,6 +152,8 @@ def test_banded_solvers_float64(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 110 s of XLA compiles (eigh, its subsets); the conformance
+# suite's xla-neuron lane runs its float64 cases in CI
 def test_banded_eigen_float64(emulate_neuron, monkeypatch):
     """eig_banded, eigvals_banded, eigh_tridiagonal, eigvalsh_tridiagonal through the
     double-float eigh of the expanded matrix; SciPy's select options."""

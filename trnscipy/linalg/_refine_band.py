@@ -9,7 +9,7 @@ from trnscipy._kernels import kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
-from trnscipy.linalg._kernels_struct import _hermitian_band, band_to_dense, dense_to_band
+from trnscipy.linalg._kernels_struct import band_to_dense, dense_to_band
 
 _MAX_N = 2048  # dense n x n double-float work: 32 MiB per part, n^3 flops per Ozaki slice
 _TOO_BIG = f"band of order n > {_MAX_N}: the double-float method works on the dense " \
@@ -46,8 +46,8 @@ def solveh_banded(ab, b, lower=False):
     if _big(ab) or b.ndim > 2:
         return _r._on_host("scipy.linalg.solveh_banded", _reason(ab), lambda x, y: _k._sl.
                            solveh_banded(x, y, lower=lower, check_finite=False), ab, b)
-    c = _r.cholesky(_hermitian_band(ab, lower), lower=True)  # SciPy's LinAlgError
-    return _r.cho_solve((c, True), b)
+    c = _r.cholesky(_triangle(ab, lower), lower=lower)  # SciPy's LinAlgError
+    return _r.cho_solve((c, lower), b)
 
 
 @register("linalg.cholesky_banded", "neuron")
@@ -58,7 +58,7 @@ def cholesky_banded(ab, lower=False):
         return _r._on_host("scipy.linalg.cholesky_banded", _reason(ab), lambda x: _k._sl.
                            cholesky_banded(x, lower=lower, check_finite=False), ab)
     rows = ab.shape[-2]
-    c = _r.cholesky(_hermitian_band(ab, lower), lower=lower)
+    c = _r.cholesky(_triangle(ab, lower), lower=lower)
     return dense_to_band(c, ab, rows - 1, 0) if lower else dense_to_band(c, ab, 0, rows - 1)
 
 
@@ -70,9 +70,14 @@ def cho_solve_banded(cb_and_lower, b):
     if _big(cb) or b.ndim > 2:
         return _r._on_host("scipy.linalg.cho_solve_banded", _reason(cb), lambda x, y: _k._sl.
                            cho_solve_banded((x, lower), y, check_finite=False), cb, b)
-    rows = cb.shape[-2]
-    c = band_to_dense(cb, rows - 1, 0) if lower else band_to_dense(cb, 0, rows - 1)
-    return _r.cho_solve((c, lower), b)
+    return _r.cho_solve((_triangle(cb, lower), lower), b)
+
+
+def _triangle(ab, lower):
+    """The dense triangle of symmetric band storage (the dense double-float methods read
+    that one triangle: no arithmetic to symmetrize)."""
+    rows = ab.shape[-2]
+    return band_to_dense(ab, rows - 1, 0) if lower else band_to_dense(ab, 0, rows - 1)
 
 
 def _subset(select, select_range):
@@ -91,9 +96,7 @@ def eig_banded(a_band, lower=False, eigvals_only=False, select=0, select_range=N
                            eig_banded(x, lower=lower, eigvals_only=eigvals_only,
                                       select="avi"[select], select_range=select_range,
                                       check_finite=False), a_band)
-    rows = a_band.shape[-2]
-    a = band_to_dense(a_band, rows - 1, 0) if lower else band_to_dense(a_band, 0, rows - 1)
-    return _r.eigh(a, lower=lower, eigvals_only=eigvals_only,
+    return _r.eigh(_triangle(a_band, lower), lower=lower, eigvals_only=eigvals_only,
                    **_subset(select, select_range))
 
 
