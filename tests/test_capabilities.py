@@ -108,16 +108,16 @@ def test_every_wrapper_carries_its_declaration():
 
 def test_declare_refuses_bad_declarations():
     with pytest.raises(ValueError, match="unknown device kinds"):
-        declare("scipy.linalg._basic.solve_banded", host=("tpu",), why="no such kind")
+        declare("scipy.linalg._basic.solve_circulant", host=("tpu",), why="no such kind")
     with pytest.raises(ValueError, match="float64"):
-        declare("scipy.linalg._basic.solve_banded", double_float=("xla",))
+        declare("scipy.linalg._basic.solve_circulant", double_float=("xla",))
     with pytest.raises(ValueError, match="why"):
-        declare("scipy.linalg._basic.solve_banded", host=("neuron",))
+        declare("scipy.linalg._basic.solve_circulant", host=("neuron",))
     with pytest.raises(ValueError, match="why"):
-        declare("scipy.linalg._basic.solve_banded", why="a reason for nothing")
+        declare("scipy.linalg._basic.solve_circulant", why="a reason for nothing")
     with pytest.raises(ValueError, match="declared twice"):
         declare("scipy.linalg._decomp.eig", host=("xla",), why="other limits")
-    assert declaration("scipy.linalg._basic.solve_banded") is None
+    assert declaration("scipy.linalg._basic.solve_circulant") is None
     assert DECLARED["scipy.linalg._decomp.eig"].host == {"neuron"}
 
 

@@ -195,3 +195,22 @@ def test_banded_past_the_cap_runs_on_host(emulate_neuron):
                                                match="n > 2048"):
         x = tl.solve_banded((1, 1), ab, b)
     assert np.array_equal(x, sl.solve_banded((1, 1), ab, b))
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 45 s of XLA compiles (the double-float qr's graphs)
+def test_rq_qr_multiply_float64(emulate_neuron, monkeypatch):
+    """rq: the double-float qr of the reversed transpose (data movement around it);
+    qr_multiply: its Q times c as a double-float product."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(5)
+    a, c = rng.standard_normal((N, N)), rng.standard_normal((N, 2))
+    r, q = _run("rq", a)
+    r0, q0 = sl.rq(a)
+    _close(r, r0)  # LAPACK's signs survive the float32 start, as in qr's tests
+    _close(q, q0)
+    for mode, cc in (("left", c), ("right", c.T)):
+        got, rr = _run("qr_multiply", a, cc, mode=mode)
+        want, rw = sl.qr_multiply(a, cc, mode=mode)
+        _close(got, want)
+        _close(rr, rw)
