@@ -127,16 +127,16 @@ def test_runs_on_device_reads_the_declarations():
     f64 = np.dtype(np.float64)
     eig = trnscipy.linalg.eig._trnscipy_name
     cg = trnscipy.sparse.linalg.cg._trnscipy_name
-    solve_banded = trnscipy.linalg.solve_banded._trnscipy_name  # declares nothing
+    solve_circulant = trnscipy.linalg.solve_circulant._trnscipy_name  # declares nothing
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert runs_on_device(eig, "xla", f64)
         assert runs_on_device(cg, "neuron", f64)  # its double-float method
-        assert runs_on_device(solve_banded, "neuron", np.dtype(np.float32))
+        assert runs_on_device(solve_circulant, "neuron", np.dtype(np.float32))
     with pytest.warns(DeviceFallbackWarning, match="no neuron implementation .*complex"):
         assert not runs_on_device(eig, "neuron", np.dtype(np.float32))
     with pytest.warns(DeviceFallbackWarning, match="no float64"):
-        assert not runs_on_device(solve_banded, "neuron", f64)
+        assert not runs_on_device(solve_circulant, "neuron", f64)
     with pytest.warns(DeviceFallbackWarning, match="no complex"):
         assert not runs_on_device(cg, "neuron", np.dtype(np.complex128))
 

@@ -124,7 +124,7 @@ def _subspace_angles_df(a, b):
     the column norms of N W and the sines those of R W (R = QB - QA N, or QA - QB N^T:
     R^T R = I - N^T N), all in double-float; arcsin/arccos by Newton steps in double-float
     (``_refine_funcs.arcsin_arccos``)."""
-    if not _r._df64(a, b) or a.is_complex() or b.is_complex():
+    if not _r._df64(a, b) or a.is_complex() or b.is_complex() or not a.numel() * b.numel():
         return _subspace_angles(a, b)
     a, b = (tensor_on(t, t.device, torch.float64) for t in (a, b))  # exact
     qa, qb = _orth_both(a, b)

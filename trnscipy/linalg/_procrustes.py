@@ -35,7 +35,7 @@ def _procrustes(a, b):
 @register("linalg.orthogonal_procrustes", "neuron")
 def _procrustes_df(a, b):
     """SciPy's svd of (B^T A)^T = A^T B, that product, u @ vt and sum(w) in double-float."""
-    if not _r._df64(a, b) or a.is_complex() or b.is_complex():
+    if not _r._df64(a, b) or a.is_complex() or b.is_complex() or a.numel() == 0:
         return _procrustes(a, b)
     A, B = (_r._parts(_transfer.tensor_on(t, t.device, torch.float64)) for t in (a, b))
     u, w, vt = svd(_transfer.df_tensor(*_df.gemm(_r._t(A), B)), check_finite=False)

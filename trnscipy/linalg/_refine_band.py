@@ -17,8 +17,8 @@ _TOO_BIG = f"band of order n > {_MAX_N}: the double-float method works on the de
 
 
 def _plain(*tensors):
-    """True where the call has no double-float work (float32, complex)."""
-    return not _r._df64(*tensors) or any(t.is_complex() for t in tensors)
+    """True where the call has no double-float work (float32, complex, empty)."""
+    return not _r._df64(*tensors) or any(t.is_complex() or t.numel() == 0 for t in tensors)
 
 
 def _big(ab):

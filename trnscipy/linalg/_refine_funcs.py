@@ -186,7 +186,7 @@ def expm(a):
 def _expm_half(a, sign):
     """coshm (sign 1), sinhm (-1): (expm(A) + sign expm(-A)) / 2 from two double-float
     expm (-A exactly: both parts negated), the sum in double-float, halved exactly."""
-    if not _r._df64(a) or a.is_complex() or a.ndim != 2:
+    if not _r._df64(a) or a.is_complex() or a.ndim != 2 or a.numel() == 0:
         return kind_kernel("linalg._expm_half", "xla")(a, sign)
     A = _r._parts(a)
     E, F = _expm_pair(A), _expm_pair((-A[0], -A[1]))

@@ -206,7 +206,7 @@ _PINVH_NOISE = 2.0 ** -44  # eigenvalues this close (relative to max |w|) to the
 def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
     """V diag(1/w) V^T from the double-float eigh (``_refine.eigh``): SciPy's cutoff
     decided on the host from w (one read, float64), the product an Ozaki GEMM."""
-    if not _r._df64(a) or a.is_complex():
+    if not _r._df64(a) or a.is_complex() or a.numel() == 0:
         return kind_kernel("linalg.pinvh", "xla")(a, atol=atol, rtol=rtol, lower=lower,
                                                   return_rank=return_rank)
 
