@@ -45,6 +45,12 @@ def test_pinvh_float64(emulate_neuron, monkeypatch):
     _close(x, want)
     # an upper triangle only (lower=False): SciPy reads that one
     _close(_run("pinvh", np.triu(a), lower=False), sl.pinvh(np.triu(a), lower=False))
+    # rank-deficient: SciPy's default cutoff (5 eps max|w|) separates the zero eigenvalues
+    g = np.random.default_rng(7).standard_normal((5, 3))
+    x, rank = _run("pinvh", g @ g.T, return_rank=True)
+    want, want_rank = sl.pinvh(g @ g.T, return_rank=True)
+    assert rank == want_rank == 3
+    _close(x, want, rtol=1e-12)  # (SciPy's own error: eps cond of the kept part)
     with pytest.raises(ValueError, match="positive"):
         _run("pinvh", a, atol=-1.0)
 
