@@ -181,8 +181,8 @@ def _banded_rhs(ab, b, name):
 _TOEPLITZ = (("c_or_cr", 1), (("c_or_cr", 0), 1), (("c_or_cr", 1), 1))
 
 
-@dispatch(_sl.solve_banded, batch=((("l_and_u", 0), 0), (("l_and_u", 1), 0), ("ab", 2),
-                                   ("b", "1|2")))
+@dispatch(_sl.solve_banded, double_float=("neuron",),
+          batch=((("l_and_u", 0), 0), (("l_and_u", 1), 0), ("ab", 2), ("b", "1|2")))
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's)."""
     lower, upper = (int(x) for x in l_and_u)
@@ -205,7 +205,7 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.solveh_banded)
+@dispatch(_sl.solveh_banded, double_float=("neuron",))
 def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False,
                   check_finite=True):
     """A dense Cholesky factorization off the CPU (O(n^3) work, not pbsv's)."""
@@ -222,7 +222,7 @@ def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False,
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.pinvh)
+@dispatch(_sl.pinvh, double_float=("neuron",))
 def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=True):
     a = as_square(a, device_of(a), check_finite)
     if (atol is not None and atol < 0.0) or (rtol is not None and rtol < 0.0):

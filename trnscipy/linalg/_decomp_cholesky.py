@@ -59,7 +59,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.cholesky_banded)
+@dispatch(_sl.cholesky_banded, double_float=("neuron",))
 def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
     """A dense Cholesky factorization off the CPU, returned in band storage (the entries
     outside the matrix keep the input's values, as LAPACK's pbtrf leaves them)."""
@@ -69,7 +69,8 @@ def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
     return kernel("linalg.cholesky_banded", ab.device)(ab, lower=lower)
 
 
-@dispatch(_sl.cho_solve_banded, batch=((("cb_and_lower", 0), 2), ("b", "1|2")))
+@dispatch(_sl.cho_solve_banded, double_float=("neuron",),
+          batch=((("cb_and_lower", 0), 2), ("b", "1|2")))
 def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
     cb, lower = cb_and_lower
     device = device_of(cb, b)

@@ -58,7 +58,7 @@ def _check_lwork(lwork, m, n, mode, pivoting):
                                f"{routine}:lwork={lwork}")
 
 
-@dispatch(_sl.qr_multiply)
+@dispatch(_sl.qr_multiply, double_float=("neuron",))
 def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
                 overwrite_c=False):
     """Q from trnscipy's qr, then one matrix product (SciPy applies the reflectors)."""
@@ -88,11 +88,13 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     c = c.to(dtype)
     if c.numel() == 0:
         return (torch.empty_like(c), r) + tuple(rest[1:])
-    out = q @ c if mode == "left" else c @ q
+    # (the matmul kernel: double-float products for float64 on Neuron)
+    matmul = kernel("linalg._matmul", device)
+    out = matmul(q, c) if mode == "left" else matmul(c, q)
     return (out.reshape(-1) if onedim else out, r) + tuple(rest[1:])
 
 
-@dispatch(_sl.rq)
+@dispatch(_sl.rq, double_float=("neuron",))
 def rq(a, overwrite_a=False, lwork=None, mode="full", check_finite=True):
     """From trnscipy's qr of the reversed conjugate transpose: (J A J)^H = Q1 R1 (J the
     reversals) gives R = J R1^H J and Q = J Q1^H J."""

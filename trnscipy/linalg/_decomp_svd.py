@@ -3,9 +3,12 @@
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
+from trnscipy._transfer import df_tensor, tensor_on
+from trnscipy.linalg import _refine as _r
 from trnscipy.linalg._kernels import _on_views
+from trnscipy.linalg._refine_funcs import arcsin_arccos
 from trnscipy.linalg._validate import as_matrix, device_of, empty
 
 __all__ = ["svd", "svdvals", "orth", "null_space", "diagsvd", "subspace_angles"]
@@ -73,7 +76,7 @@ def diagsvd(s, M, N):
     return out
 
 
-@dispatch(_sl.subspace_angles)
+@dispatch(_sl.subspace_angles, double_float=("neuron",))
 def subspace_angles(A, B):
     """SciPy's algorithm (Knyazev & Argentati) through trnscipy's orth and svdvals (CPU
     tensors: SciPy on views, so that angles at rounding level equal SciPy's)."""
@@ -85,8 +88,8 @@ def subspace_angles(A, B):
 register("linalg.subspace_angles", "cpu")(_on_views(_sl.subspace_angles, finite_kw=False))
 
 
-@register("linalg.subspace_angles", "generic")
-def _subspace_angles(a, b):
+def _orth_both(a, b):
+    """SciPy's checks and orth(A), orth(B) in its order."""
     if a.ndim != 2:
         raise ValueError(f"expected 2D array, got shape {tuple(a.shape)}")
     qa = orth(a)
@@ -95,7 +98,12 @@ def _subspace_angles(a, b):
     if b.shape[0] != qa.shape[0]:
         raise ValueError("A and B must have the same number of rows, got "
                          f"{qa.shape[0]} and {b.shape[0]}")
-    qb = orth(b)
+    return qa, orth(b)
+
+
+@register("linalg.subspace_angles", "generic")
+def _subspace_angles(a, b):
+    qa, qb = _orth_both(a, b)
     dtype = torch.promote_types(qa.dtype, qb.dtype)
     qa, qb = qa.to(dtype), qb.to(dtype)
     qaqb = qa.mH @ qb
@@ -105,3 +113,37 @@ def _subspace_angles(a, b):
     mu = torch.arcsin(torch.clamp(svdvals(rest, check_finite=False), -1.0, 1.0)) \
         if bool(mask.any()) else torch.zeros_like(sigma)
     return torch.where(mask, mu, torch.arccos(torch.clamp(sigma.flip(-1), -1.0, 1.0)))
+
+
+@register("linalg.subspace_angles", "neuron")
+def _subspace_angles_df(a, b):
+    """float64: SciPy's algorithm with the double-float orth and the singular values of
+    its two matrices from one double-float eigh (``_refine.eigh``, which takes repeated
+    eigenvalues: intersecting subspaces, the rule in dimensions k + l > m): with N = QA^T
+    QB (or its transpose: p x q, p >= q) and N^T N = W diag(cos^2) W^T, the cosines are
+    the column norms of N W and the sines those of R W (R = QB - QA N, or QA - QB N^T:
+    R^T R = I - N^T N), all in double-float; arcsin/arccos by Newton steps in double-float
+    (``_refine_funcs.arcsin_arccos``)."""
+    if not _r._df64(a, b) or a.is_complex() or b.is_complex() or not a.numel() * b.numel():
+        return _subspace_angles(a, b)
+    a, b = (tensor_on(t, t.device, torch.float64) for t in (a, b))  # exact
+    qa, qb = _orth_both(a, b)
+    QA, QB = _r._parts(qa), _r._parts(qb)
+    N = _df.gemm(_r._t(QA), QB)
+    if QA[0].shape[1] >= QB[0].shape[1]:
+        R = _df.sub(QB, _df.gemm(QA, N))
+    else:
+        N = _r._t(N)
+        R = _df.sub(QA, _df.gemm(QB, N))
+    _, w = _r.eigh(df_tensor(*_df.gemm(_r._t(N), N)))  # cos^2 ascending
+    W = _r._parts(w)
+
+    def norms(X):
+        return tuple(p.flip(-1) for p in _df.norm(_df.gemm(X, W), dim=0))
+
+    sigma = norms(N)  # descending, as SciPy's svdvals
+    sines = tuple(p.flip(-1) for p in norms(R))  # descending: ascending cosines' order
+    mask = _df.add_f(_df.mul(sigma, sigma), -0.5)[0] >= 0  # SciPy's sigma**2 >= 0.5
+    mu = arcsin_arccos(sines, True)
+    nu = arcsin_arccos(tuple(p.flip(-1) for p in sigma), False)
+    return df_tensor(*(torch.where(mask, p, q) for p, q in zip(mu, nu, strict=True)))

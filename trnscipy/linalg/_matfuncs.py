@@ -118,7 +118,7 @@ def funm(A, func, disp=True):
     return kernel("linalg.funm", a.device)(a, func, disp=disp)
 
 
-@dispatch(_sl.expm_frechet)
+@dispatch(_sl.expm_frechet, double_float=("neuron",))
 def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     """Both methods take the block route: expm([[A, E], [0, A]]) through trnscipy's expm
     (SciPy's 'SPS' is the Al-Mohy-Higham recurrence, in double precision: so is this
@@ -199,19 +199,25 @@ def tanm(A):
     return _maybe_real(a, solve(cosm(a), sinm(a)))
 
 
-@dispatch(_sl.coshm)
+@dispatch(_sl.coshm, double_float=("neuron",))
 def coshm(A):
     a = _square_input(A)
-    return _maybe_real(a, 0.5 * (expm(a) + expm(-a)))
+    return _maybe_real(a, kernel("linalg._expm_half", a.device)(a, 1))
 
 
-@dispatch(_sl.sinhm)
+@dispatch(_sl.sinhm, double_float=("neuron",))
 def sinhm(A):
     a = _square_input(A)
-    return _maybe_real(a, 0.5 * (expm(a) - expm(-a)))
+    return _maybe_real(a, kernel("linalg._expm_half", a.device)(a, -1))
 
 
-@dispatch(_sl.tanhm)
+@register("linalg._expm_half", "generic")
+def _expm_half(a, sign):
+    """(expm(A) + sign expm(-A)) / 2: coshm (sign 1), sinhm (-1)."""
+    return 0.5 * (expm(a) + expm(-a)) if sign > 0 else 0.5 * (expm(a) - expm(-a))
+
+
+@dispatch(_sl.tanhm, double_float=("neuron",))
 def tanhm(A):
     from trnscipy.linalg._basic import solve
 

@@ -185,6 +185,18 @@ def expm(a):
                                torch.stack([o[1] for o in out]).reshape(a.shape))
 
 
+@register("linalg._expm_half", "neuron")
+def _expm_half(a, sign):
+    """coshm (sign 1), sinhm (-1): (expm(A) + sign expm(-A)) / 2 from two double-float
+    expm (-A exactly: both parts negated), the sum in double-float, halved exactly."""
+    if not _r._df64(a) or a.is_complex() or a.ndim != 2 or a.numel() == 0:
+        return kind_kernel("linalg._expm_half", "xla")(a, sign)
+    A = _r._parts(a)
+    E, F = _expm_pair(A), _expm_pair((-A[0], -A[1]))
+    S = _df.add(E, F) if sign > 0 else _df.sub(E, F)
+    return _transfer.df_tensor(S[0] * 0.5, S[1] * 0.5)
+
+
 # ---- polar ------------------------------------------------------------------------------
 
 _POLAR_STEPS = 100  # Newton-Schulz steps at most (the linear phase: about log1.5 cond(A))
@@ -348,3 +360,56 @@ def _result(r, axes, keepdims):
         for ax in sorted(axes):
             r = [p.unsqueeze(ax) for p in r]
     return _transfer.df_tensor(*r)
+
+
+# ---- arcsin, arccos (subspace_angles) ---------------------------------------------------
+
+_TRIG_TERMS = 11  # Taylor terms: |x|^23 / 23! < 2^-60 for |x| <= pi / 2
+
+
+def _sin_cos(x):
+    """sin and cos of a double-float x in [0, pi/2]: Horner's rule in double-float on x^2,
+    one step per Taylor term as a device loop (one body to compile: unrolled, the terms'
+    double-float arithmetic took XLA's CPU compiler minutes)."""
+    like = x[0]
+    x2 = _df.mul(x, x)
+    # 1 / ((2k)(2k+1)) (sine) and 1 / ((2k-1)(2k)) (cosine), k = K .. 1, as pairs
+    ks = range(_TRIG_TERMS, 0, -1)
+    coef = [_const(1.0 / ((2 * k) * (2 * k + 1)), like) for k in ks] + \
+        [_const(1.0 / ((2 * k - 1) * (2 * k)), like) for k in ks]
+    coef = [torch.stack([c[i] for c in coef]).reshape(2, _TRIG_TERMS) for i in (0, 1)]
+    one = torch.ones_like(like)
+    zero = torch.zeros_like(like)
+
+    def body(carry, _):
+        # the coefficients ride in the carry, the step's in column 0, rolled each step
+        s, c, (ch, cl) = carry[:2], carry[2:4], carry[4:]
+        s = _df.sub((one, zero), _df.mul(_df.mul(x2, s), (ch[0, 0], cl[0, 0])))
+        c = _df.sub((one, zero), _df.mul(_df.mul(x2, c), (ch[1, 0], cl[1, 0])))
+        return (*s, *c, ch.roll(-1, 1), cl.roll(-1, 1))
+
+    loop = backend(like.device)
+    loop.materialize([*x2, *coef, one, zero])  # the loop's inputs: finished work
+    out = loop.device_loop(body, (one, zero, one, zero, *coef), 0, _TRIG_TERMS)
+    return _df.mul(x, tuple(out[:2])), tuple(out[2:4])
+
+
+_TRIG_NEWTON = 2  # Newton steps from the float32 angle (error 1e-7 -> 1e-14 -> below)
+
+
+def arcsin_arccos(v, inverse_sine):
+    """arcsin (``inverse_sine``) or arccos of a double-float v clipped to [0, 1], as a
+    pair: the float32 angle, then Newton steps on sin(t) = v (cos(t) = v) with sin and cos
+    in double-float.  Accurate where the derivative is not small (arcsin below ~0.9, arccos
+    above ~0.1, SciPy's choice in subspace_angles); near 1 (arcsin) or 0 (arccos) as
+    float64's functions are, limited by v's own rounding."""
+    hi = torch.clamp(v[0], 0.0, 1.0)
+    v = (hi, torch.where(v[0] == hi, v[1], torch.zeros_like(v[1])))
+    t = (torch.arcsin(hi) if inverse_sine else torch.arccos(hi), torch.zeros_like(hi))
+    for _ in range(_TRIG_NEWTON):
+        s, c = _sin_cos(t)
+        f, d = (_df.sub(v, s), c) if inverse_sine else (_df.sub(c, v), s)
+        ok = d[0] > 2.0 ** -20  # (at the ends of the range: the float32 angle's value)
+        step = _df.div(f, tuple(torch.where(ok, p, torch.ones_like(p)) for p in d))
+        t = _df.add(t, tuple(torch.where(ok, p, torch.zeros_like(p)) for p in step))
+    return t

@@ -20,7 +20,7 @@ by the caller's cutoff, SciPy's lstsq/pinv runs on the exact host values, announ
 """
 
 from trnscipy import _transfer
-from trnscipy._kernels import _df, backend, register
+from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _refine as _r
@@ -194,3 +194,44 @@ def pinv(a, atol=None, rtol=None, return_rank=False):
         return host(why or _HOST)
     x = _transfer.df_tensor(*x)
     return (x, q) if return_rank else x
+
+
+# ---- pinvh ------------------------------------------------------------------------------
+
+_PINVH_NOISE = 2.0 ** -50  # eigenvalues this close (relative to max |w|) to the cutoff:
+# the double-float eigh's error could put them either side (measured: 1e-16 max |w| for
+# the zero eigenvalues of a rank-3 5 x 5 Gram matrix, whose default cutoff is 5 eps max |w|)
+
+
+@register("linalg.pinvh", "neuron")
+def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
+    """V diag(1/w) V^T from the double-float eigh (``_refine.eigh``): SciPy's cutoff
+    decided on the host from w (one read, float64), the product an Ozaki GEMM."""
+    if not _r._df64(a) or a.is_complex() or a.numel() == 0:
+        return kind_kernel("linalg.pinvh", "xla")(a, atol=atol, rtol=rtol, lower=lower,
+                                                  return_rank=return_rank)
+
+    def host(reason):
+        return _r._on_host("scipy.linalg.pinvh", reason, lambda x: _k._sl.pinvh(
+            x, atol=atol, rtol=rtol, lower=lower, return_rank=return_rank,
+            check_finite=False), a)
+
+    if a.ndim != 2:
+        return host(_r._BATCHED)
+    w, v = _r.eigh(a, lower=lower)
+    wh = _transfer.to_host(w)  # exact float64 values of the double-float eigenvalues
+    n = wh.shape[0]
+    top = float(abs(wh).max())
+    cut = (0.0 if atol is None else atol) + top * (n * 2.0 ** -52 if rtol is None else rtol)
+    if (abs(abs(wh) - cut) <= _PINVH_NOISE * top).any():
+        return host("an eigenvalue lies within the double-float eigh's error of the rank "
+                    "cutoff")
+    keep = abs(wh) > cut
+    W, V = _r._parts(w), _r._parts(v)
+    mask = torch.from_numpy(keep).to(W[0].device)
+    one = (torch.ones_like(W[0]), torch.zeros_like(W[0]))
+    safe = tuple(torch.where(mask, p, q) for p, q in zip(W, one, strict=True))
+    inv = tuple(torch.where(mask, p, torch.zeros_like(p)) for p in _df.div(one, safe))
+    X = _df.gemm(_df.mul(V, (inv[0][None, :], inv[1][None, :])), _r._t(V))
+    x = _transfer.df_tensor(*X)
+    return (x, int(keep.sum())) if return_rank else x
