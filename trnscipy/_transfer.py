@@ -59,6 +59,11 @@ def stores_float32(device):
     return not capability(device_kind(device)).float64
 
 
+def held_as_parts(dtype, device):
+    """True where ``dtype`` data on ``device`` is float64 held as exact float32 parts."""
+    return dtype == torch.float64 and stores_float32(device)
+
+
 def is_device_object(x):
     """True for trnscipy's device-backed objects (sparse containers, operators)."""
     return getattr(x, "_trnscipy_device_object", False)

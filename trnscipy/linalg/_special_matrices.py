@@ -30,7 +30,14 @@ from trnscipy._double_float import cast, high_part
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import _df
 from trnscipy._torch import torch
-from trnscipy._transfer import _to_device, df_tensor, df_triple, stores_float32, tensor_on
+from trnscipy._transfer import (
+    _to_device,
+    df_tensor,
+    df_triple,
+    held_as_parts,
+    stores_float32,
+    tensor_on,
+)
 from trnscipy.linalg._validate import device_of
 
 __all__ = ["toeplitz", "circulant", "hankel", "hadamard", "leslie", "block_diag",
@@ -72,13 +79,13 @@ _PARTS = ("neuron",)
 
 def _on_parts(t):
     """True for float64 data held as exact float32 parts (a device without float64)."""
-    return t.dtype == torch.float64 and stores_float32(t.device)
+    return held_as_parts(t.dtype, t.device)
 
 
 def _to(t, dtype):
     """``t.to(dtype)``; float64 on a device without float64 as exact parts (integers
     too)."""
-    if dtype == torch.float64 and stores_float32(t.device):
+    if held_as_parts(dtype, t.device):
         return cast(t, dtype)
     return t.to(dtype)
 
@@ -285,7 +292,7 @@ def khatri_rao(a, b):
     if a.shape[-1] != b.shape[-1]:
         raise ValueError("The number of columns for both arrays should be equal.")
     dtype = _promote(a, b)
-    if dtype == torch.float64 and stores_float32(device):  # triple-float products
+    if held_as_parts(dtype, device):  # triple-float products
         x, y = df_triple(_to(a, dtype)), df_triple(_to(b, dtype))
         c = df_tensor(*_df.mul3([p[..., :, None, :] for p in x], [p[..., None, :, :] for p in y]))
     else:

@@ -35,6 +35,7 @@ from trnscipy._transfer import (
     _to_host,
     df_tensor,
     df_triple,
+    held_as_parts,
     stores_float32,
     tensor_on,
 )
@@ -402,7 +403,7 @@ def _outer(a, b, dtype, device, shape):
     """The products a_i * b_j of 1-D ``a``, ``b`` in ``dtype``, reshaped to ``shape``.
     float64 on a device without float64: triple-float products of the exact parts
     (float32 ops only), within a unit of float64 rounding of the float64 products."""
-    if dtype == torch.float64 and stores_float32(device):
+    if held_as_parts(dtype, device):
         a = df_triple(tensor_on(a, device, dtype))
         b = df_triple(tensor_on(b, device, dtype))
         parts = _df.mul3([p[:, None] for p in a], [p[None, :] for p in b])

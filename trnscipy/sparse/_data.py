@@ -5,7 +5,7 @@ import numpy as np
 from trnscipy._double_float import cast
 from trnscipy._dtypes import absolute, to_torch_dtype
 from trnscipy._torch import torch
-from trnscipy._transfer import stores_float32
+from trnscipy._transfer import held_as_parts, stores_float32
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _computes, _spbase
 
@@ -17,7 +17,7 @@ def _cast(data, dtype):
         return data
     if data.is_complex() and not dtype.is_complex:
         data = data.real
-    if dtype == torch.float64 and stores_float32(data.device):
+    if held_as_parts(dtype, data.device):
         return cast(data, dtype)
     return data.to(dtype)
 

@@ -5,7 +5,7 @@ import scipy.sparse as _sp
 
 from trnscipy._dtypes import to_torch_dtype
 from trnscipy._torch import torch
-from trnscipy._transfer import df_parts, stores_float32
+from trnscipy._transfer import df_parts, held_as_parts
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _computes, _register, sparray, spmatrix
 from trnscipy.sparse._coo import _is_shape
@@ -118,7 +118,7 @@ class _dia_base(_data_matrix):
 
 
 def _held_as_parts(t):
-    return t.dtype == torch.float64 and stores_float32(t.device)
+    return held_as_parts(t.dtype, t.device)
 
 
 class dia_array(_dia_base, sparray):
