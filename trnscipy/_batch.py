@@ -14,9 +14,9 @@ declares it for the functions SciPy batches in its own code (``solve``, ``inv``,
 ``plan`` looks at one call: None when no operand has batch dimensions (the call runs as
 it is), else a ``Batch`` that broadcasts the operands once.  What runs a batch is the
 dispatcher's choice (``_dispatch._run_on_device``): a device implementation that takes
-stacks gets the broadcast stacks (one device execution), CPU tensors loop over the
-device implementation as SciPy loops over its own, other devices run SciPy on the host,
-announced.
+stacks gets the broadcast stacks (one device execution); otherwise, or where it raises
+``PerMatrix`` for the operands it got (a double-float method written for one matrix), the
+dispatcher loops over the device implementation as SciPy loops over its own.
 """
 
 import functools
@@ -26,7 +26,13 @@ import math
 import numpy as np
 from array_api_compat import is_torch_array
 
-__all__ = ["core_dims", "plan", "Batch"]
+__all__ = ["core_dims", "plan", "Batch", "PerMatrix"]
+
+
+class PerMatrix(Exception):  # noqa: N818  (a signal to the dispatcher, not an error)
+    """Raised by a device implementation that takes stacks but has no batched method for
+    these operands: the dispatcher runs it on each matrix instead, so that the batch gives
+    exactly what its single calls give."""
 
 
 def core_dims(scipy_func):

@@ -256,8 +256,11 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                 if plan is None:
                     return device_impl(*args, **kwargs)
                 if stacks:  # the implementation takes the broadcast stacks at once
-                    args, kwargs = plan.broadcast(device)
-                    return device_impl(*args, **kwargs)
+                    stacked_args, stacked_kwargs = plan.broadcast(device)
+                    try:
+                        return device_impl(*stacked_args, **stacked_kwargs)
+                    except _batch.PerMatrix:
+                        pass  # no batched method for these operands: SciPy's loop below
                 # SciPy's own loop, over the device implementation on every device: a
                 # batch must equal the loop of its single calls, which run here too
                 return plan.loop(device_impl, device)

@@ -346,21 +346,27 @@ _SLOW_SVD = pytest.mark.slow  # compiles of other shapes
 def test_svd_float64(shape, full, emulate_neuron, monkeypatch):
     """svd and svdvals of float64 data on Neuron: the refined QR, then the float32 eigh
     of [[0, R], [R^T, 0]] refined in double-float, all on the device (no float64 op
-    there, no host fallback)."""
+    there, no host fallback).  A stack (SciPy's batch rule) gives exactly its single
+    calls' results: the double-float method runs on each matrix (_batch.PerMatrix)."""
     import trnscipy
     import trnscipy.linalg as tl
 
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     a = np.random.default_rng(4).standard_normal(shape)
+    stack = np.stack([a, np.random.default_rng(5).standard_normal(shape)])
 
     def run():
         with trnscipy.offload("xla"):
-            return tl.svd(a, full_matrices=full), tl.svdvals(a)
+            return (tl.svd(a, full_matrices=full), tl.svdvals(a),
+                    tl.svd(stack, full_matrices=full), tl.svd(stack[1], full_matrices=full))
 
-    (got, s), ops, aten, counts = _on_neuron(run)
+    (got, s, batch, second), ops, aten, counts = _on_neuron(run)
     assert ops == [] and aten == 0
     _check_svd(a, got, full, True)
     _check_svd(a, s, full, False)
+    for i, single in enumerate((got, second)):
+        for x, y in zip(batch, single, strict=True):
+            np.testing.assert_array_equal(x[i], y)
 
 
 @pytest.mark.xla

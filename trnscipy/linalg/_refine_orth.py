@@ -27,6 +27,7 @@ device plus double-float refinement.
 import numpy as np
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
@@ -196,9 +197,11 @@ def qr(a, mode="full", pivoting=False):
         return _xla_dense.qr(a, mode=mode, pivoting=pivoting)
     host = lambda reason: _r._on_host("scipy.linalg.qr", reason, lambda x: _k._sl.qr(  # noqa: E731
         x, mode=mode, pivoting=pivoting, check_finite=False), a)
-    if a.ndim != 2 or pivoting or mode == "raw":
-        return host("batched input, column pivoting and mode='raw' (LAPACK's Householder "
-                    "form) have no double-float method")
+    if a.ndim != 2:
+        raise PerMatrix
+    if pivoting or mode == "raw":
+        return host("column pivoting and mode='raw' (LAPACK's Householder form) have no "
+                    "double-float method")
     A = _r._parts(a)
     m, n = a.shape
     k = min(m, n)
@@ -340,7 +343,7 @@ def _svd(a, full_matrices, compute_uv):
         _k._sl.svd(x, full_matrices=full_matrices, check_finite=False) if compute_uv
         else _k._sl.svdvals(x, check_finite=False)), a)
     if a.ndim != 2:
-        return host(_r._BATCHED)
+        raise PerMatrix
     A = _r._parts(a)
     m, n = a.shape
     wide = m < n
