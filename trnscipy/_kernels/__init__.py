@@ -74,8 +74,11 @@ PROVIDERS = {
     "sparse.linalg": tuple(f"trnscipy.sparse.linalg.{m}" for m in (
         "_dsolve.linsolve", "_dsolve._superlu", "_dsolve._triangular", "_dsolve._blocklu",
         "_dsolve._refine", "_norm", "_onenormest", "_refine_norm")),
-    "krylov": ("trnscipy.sparse.linalg._isolve._refine",),  # (cpu, generic: backend methods)
-    "eigen": ("trnscipy.sparse.linalg._eigen._refine",),
+    # the solver strategies: SciPy's loop on CPU views, the torch loop, double-float on Neuron
+    "krylov": ("trnscipy._kernels._cpu", "trnscipy.sparse.linalg._isolve.utils",
+               "trnscipy.sparse.linalg._isolve._refine"),
+    "eigen": ("trnscipy._kernels._cpu", "trnscipy.sparse.linalg._isolve.utils",
+              "trnscipy.sparse.linalg._eigen._refine"),
 }
 
 _IMPLS = {}  # (op, kind) -> function

@@ -54,11 +54,3 @@ class Backend(Protocol):
 
     # -- resources
     def memory_available(self, device: Device) -> int: ...
-
-    # -- solver strategies (transitional, issue 28 item 2): the default per kind; a kind's
-    #    algorithm-table entry overrides it (neuron's double-float refinement, registered in
-    #    sparse.linalg), the choice made in sparse/linalg/_isolve/utils.strategy
-    def krylov(self, scipy_solver: Callable, device_solver: Callable, args: tuple,
-               kwargs: dict, host_operand: Callable, operators: bool) -> Any: ...
-    def eigen(self, scipy_func: Callable, device_func: Callable, args: tuple, kwargs: dict,
-              host_operand: Callable, operators: Any) -> Any: ...

@@ -16,7 +16,7 @@ from scipy.sparse import _sparsetools as _st
 from scipy.sparse.linalg._interface import IdentityOperator, MatrixLinearOperator
 
 from trnscipy._device import offloading
-from trnscipy._kernels import _generic, _plan
+from trnscipy._kernels import _generic, _plan, register
 from trnscipy._kernels._generic import bsr_product, torch_csr
 
 _SUPPORTED = {torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64,
@@ -448,6 +448,7 @@ def _solver_operand(value, host_operand, operators):
 
 # ---- Krylov solvers: SciPy's own loop on zero-copy views ---------------------------------
 
+@register("krylov", "cpu")
 def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
     """Solve with SciPy's own solver on NumPy views of the CPU tensors: SciPy's iterates,
     ``info``, errors and speed (a torch loop pays 3-5 us per vector op at 10^4 unknowns).
@@ -487,6 +488,7 @@ def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
 
 # ---- Eigensolvers: SciPy's ARPACK / lobpcg on zero-copy views -----------------------------
 
+@register("eigen", "cpu")
 def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     """SciPy's eigensolver on NumPy views of the CPU tensors (ARPACK's and lobpcg's own
     iterates and speed); results come back as CPU tensors.  ``ArpackNoConvergence``
@@ -534,5 +536,3 @@ class Cpu(_generic.Generic):
     bsr_matvec = bsr_matvecs = staticmethod(bsr_host_product)
     dia_matvec = dia_matvecs = staticmethod(dia_host_product)
     spgemm = staticmethod(spgemm)
-    krylov = staticmethod(krylov)
-    eigen = staticmethod(eigen)

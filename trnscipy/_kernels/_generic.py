@@ -158,18 +158,8 @@ def spgemm(A, B):
             "_sorted": True, "_canonical": True}
 
 
-def krylov(scipy_solver, device_solver, args, kwargs, host_operand, operators):
-    """The torch implementation of the solver (XLA graphs, CUDA)."""
-    return device_solver(*args, **kwargs)
-
-
 def prepare_product(A, host=None, width=None):
     """Nothing to set up: eager devices multiply with the stored layout."""
-
-
-def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
-    """The torch implementation of the eigensolver (XLA graphs, CUDA)."""
-    return device_func(*args, **kwargs)
 
 
 def graph_function(fn):
@@ -241,8 +231,6 @@ class Generic:
     graph_function = staticmethod(graph_function)
     unpivoted_inverse = staticmethod(unpivoted_inverse)
     memory_available = staticmethod(memory_available)
-    krylov = staticmethod(krylov)
-    eigen = staticmethod(eigen)
 
     def __repr__(self):
         return f"<trnscipy backend {self.kind!r}>"

@@ -17,7 +17,7 @@ def pytest_generate_tests(metafunc):
 def cpu_loop(request, monkeypatch):
     if request.param == "torch":
         torch = pytest.importorskip("torch")
-        from trnscipy._kernels import _generic, backend
+        from trnscipy._kernels import _IMPLS, kernel
 
-        monkeypatch.setattr(backend(torch.device("cpu")), "krylov", _generic.krylov)
+        monkeypatch.setitem(_IMPLS, ("krylov", "cpu"), kernel("krylov", torch.device("meta")))
     return request.param

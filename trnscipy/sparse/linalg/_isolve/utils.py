@@ -24,7 +24,7 @@ from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import call_device, offloading
-from trnscipy._kernels import backend, kind_kernel
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 
@@ -48,12 +48,18 @@ _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
 def strategy(name, device):
     """How a Krylov solve (``name`` "krylov") or an eigensolve ("eigen") runs on
-    ``device``, chosen here: the algorithm table's entry where the device's kind (or one
-    it extends) has one (neuron: double-float refinement around the float32 device loop,
-    ``_isolve/_refine.py``, ``_eigen/_refine.py``), else the backend's own (``Cpu``:
-    SciPy's loop on zero-copy views; ``Generic``: the torch loop)."""
-    impl = kind_kernel(name, device_kind(device))
-    return impl if impl is not None else getattr(backend(device), name)
+    ``device``: the algorithm table's entry for the device's kind (cpu: SciPy's loop on
+    zero-copy views, ``_kernels/_cpu.py``; neuron: double-float refinement around the
+    float32 device loop, ``_isolve/_refine.py``, ``_eigen/_refine.py``), else the torch
+    loop (``torch_loop``)."""
+    return kernel(name, device)
+
+
+@register("krylov", "generic")
+@register("eigen", "generic")
+def torch_loop(scipy_func, torch_func, args, kwargs, host_operand, operators):
+    """The strategy of every device without its own: the torch implementation itself."""
+    return torch_func(*args, **kwargs)
 
 
 def solver_kernel(scipy_solver, operators=True):
