@@ -64,6 +64,18 @@ def held_as_parts(dtype, device):
     return dtype == torch.float64 and stores_float32(device)
 
 
+def astype(t, dtype):
+    """``t`` cast to torch ``dtype`` (complex to real keeps the real part, as NumPy); to
+    float64 on a device without float64: exact parts (``_double_float.cast``)."""
+    if t.dtype == dtype:
+        return t
+    if t.is_complex() and not dtype.is_complex:
+        t = t.real
+    if held_as_parts(dtype, t.device):
+        return _df.cast(t, dtype)
+    return t.to(dtype)
+
+
 def is_device_object(x):
     """True for trnscipy's device-backed objects (sparse containers, operators)."""
     return getattr(x, "_trnscipy_device_object", False)

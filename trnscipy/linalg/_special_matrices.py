@@ -26,12 +26,13 @@ from array_api_compat import is_torch_array
 from trnscipy._capabilities import declaration, declare, runs_on_device
 from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch
-from trnscipy._double_float import cast, high_part
+from trnscipy._double_float import high_part
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import _df
 from trnscipy._torch import torch
 from trnscipy._transfer import (
     _to_device,
+    astype,
     df_tensor,
     df_triple,
     held_as_parts,
@@ -80,14 +81,6 @@ _PARTS = ("neuron",)
 def _on_parts(t):
     """True for float64 data held as exact float32 parts (a device without float64)."""
     return held_as_parts(t.dtype, t.device)
-
-
-def _to(t, dtype):
-    """``t.to(dtype)``; float64 on a device without float64 as exact parts (integers
-    too)."""
-    if held_as_parts(dtype, t.device):
-        return cast(t, dtype)
-    return t.to(dtype)
 
 
 def _neg(t):
@@ -162,7 +155,7 @@ def leslie(f, s):
         raise ValueError("The length of s must be at least 1.")
     batch = torch.broadcast_shapes(f.shape[:-1], s.shape[:-1])
     dtype = _promote(f, s)
-    f, s = _to(f, dtype).expand(*batch, -1), _to(s, dtype).expand(*batch, -1)
+    f, s = astype(f, dtype).expand(*batch, -1), astype(s, dtype).expand(*batch, -1)
     n = f.shape[-1]
     out = torch.zeros(*batch, n, n, dtype=dtype, device=device)
     out[..., 0, :] = f  # (placed: the exact parts move, no arithmetic)
@@ -201,7 +194,7 @@ def companion(a):
         raise ValueError("The first coefficient(s) of `a` (i.e. elements "
                          "of `a[..., 0]`) must not be zero.")
     dtype = _float(a.dtype)
-    a = _to(a, dtype)
+    a = astype(a, dtype)
     first = _neg(_div(a[..., 1:], a[..., :1]))
     out = torch.zeros(a.shape[:-1] + (n - 1, n - 1), dtype=dtype, device=a.device)
     out[..., 0, :] = first
@@ -245,7 +238,7 @@ def _fiedler_companion(a):
 @dispatch(_sl.fiedler_companion, double_float=_PARTS)
 def fiedler_companion(a):
     a = torch.atleast_1d(_raw(a, device_of(a)))
-    a = _to(a, _float(a.dtype))
+    a = astype(a, _float(a.dtype))
     if a.ndim > 1:
         flat = a.reshape(-1, a.shape[-1])
         out = torch.stack([fiedler_companion(row) for row in flat])
@@ -293,7 +286,7 @@ def khatri_rao(a, b):
         raise ValueError("The number of columns for both arrays should be equal.")
     dtype = _promote(a, b)
     if held_as_parts(dtype, device):  # triple-float products
-        x, y = df_triple(_to(a, dtype)), df_triple(_to(b, dtype))
+        x, y = df_triple(astype(a, dtype)), df_triple(astype(b, dtype))
         c = df_tensor(*_df.mul3([p[..., :, None, :] for p in x], [p[..., None, :, :] for p in y]))
     else:
         c = a.to(dtype)[..., :, None, :] * b.to(dtype)[..., None, :, :]

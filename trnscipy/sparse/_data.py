@@ -2,24 +2,11 @@
 
 import numpy as np
 
-from trnscipy._double_float import cast
 from trnscipy._dtypes import absolute, to_torch_dtype
 from trnscipy._torch import torch
-from trnscipy._transfer import held_as_parts, stores_float32
+from trnscipy._transfer import astype, stores_float32
 from trnscipy.sparse import _sputils as su
 from trnscipy.sparse._base import _computes, _spbase
-
-
-def _cast(data, dtype):
-    """``data`` cast to torch ``dtype`` (complex to real keeps the real part, as NumPy);
-    to float64 on a device without float64: exact parts (``_double_float.cast``)."""
-    if data.dtype == dtype:
-        return data
-    if data.is_complex() and not dtype.is_complex:
-        data = data.real
-    if held_as_parts(dtype, data.device):
-        return cast(data, dtype)
-    return data.to(dtype)
 
 
 def _exact_cast(self, dtype, *args, **kwargs):
@@ -46,7 +33,7 @@ class _data_matrix(_spbase):
         if not np.can_cast(self.dtype, dtype, casting=casting):
             raise TypeError(f"Cannot cast array data from {self.dtype} to {dtype} "
                             f"according to the rule '{casting}'")
-        return self._with_data(_cast(self.data, to_torch_dtype(dtype)), copy=copy)
+        return self._with_data(astype(self.data, to_torch_dtype(dtype)), copy=copy)
 
     def copy(self):
         return self._with_data(self.data.clone(), copy=True)
@@ -89,7 +76,7 @@ class _data_matrix(_spbase):
         if self.dtype.kind in "iu" and isinstance(n, (int, np.integer)) and n < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
         out = su.result_dtype(np.power, base, scalars=[n])
-        return self._with_data(_cast(data, to_torch_dtype(out)) ** n, copy=False)
+        return self._with_data(astype(data, to_torch_dtype(out)) ** n, copy=False)
 
 
 # NumPy ufunc name -> torch function, for the ufuncs with f(0) == 0.
@@ -109,7 +96,7 @@ def _make_ufunc(np_name, torch_name):
             out = su.result_dtype(np_func, self.dtype)
         except TypeError as exc:
             raise TypeError(f"{np_name} is not supported for dtype {self.dtype}") from exc
-        data = _cast(self._deduped_data(), to_torch_dtype(out))
+        data = astype(self._deduped_data(), to_torch_dtype(out))
         return self._with_data(getattr(torch, torch_name)(data), copy=True)
 
     method.__name__ = np_name
