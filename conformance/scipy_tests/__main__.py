@@ -16,7 +16,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m conformance.scipy_tests",
                                      description=__doc__)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci",
-                        help="ci: defer and cpu on every file, the XLA lanes on a few; "
+                        help="ci: cpu on every file, the XLA lanes on a few; "
                              "full: every file on every mode (nightly)")
     parser.add_argument("--modes", default=None,
                         help=f"comma-separated subset of {','.join(MODES)} (default: the "

@@ -243,9 +243,9 @@ def markdown(results, command, profile):
         "--write --modes xla,xla-neuron --jobs 2` (the CI files of the XLA lanes). "
         "`--files test_iterative,linalg/tests/test_basic` runs a part; `--profile full` on "
         "the XLA lanes is the nightly run (hours). "
-        "`pytest conformance/test_scipy_tests.py` runs the CI subset (profile `ci`: defer "
-        "and cpu on every file but the eight longest (`CI_LEFT_OUT` in "
-        "`conformance/scipy_tests/runner.py`), xla and xla-neuron on seven small files, "
+        "`pytest conformance/test_scipy_tests.py` runs the CI subset (profile `ci`: cpu on "
+        "every file but the eight longest (`CI_LEFT_OUT` in "
+        "`conformance/scipy_tests/runner.py`), xla and xla-neuron on a few small files, "
         "SciPy's `slow` tests left out) and fails on a test that passed in the baseline "
         "and fails now, naming it; `pytest -m slow conformance/test_scipy_tests.py` runs "
         "the full profile.",
