@@ -17,6 +17,12 @@ arithmetic only, double-float where the result needs it.
 - ``norm``: sums of |a|, maxima and 2-norms (a scaled sum of squares) in triple-float
   (``_df.tree_sum3``, ``norm3``: within a unit of float64 rounding); ord 2, -2, 'nuc'
   from the refined singular values (``_refine_orth``); other vector orders on the host.
+- ``solve_sylvester`` (real input): ``_refine`` with the float32 real Bartels-Stewart
+  (``_kernels_struct.sylvester_factors``: Schur forms and block inverses computed once)
+  as the approximate solver, A X + X B by Ozaki GEMMs.  ``solve_discrete_lyapunov``:
+  'direct', I - kron(A, A) by exact products and the double-float solve; 'bilinear',
+  the double-float inverses and products of SciPy's transformation, then the Sylvester
+  refinement.
 """
 
 import math
@@ -26,6 +32,7 @@ import numpy as np
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
+from trnscipy.linalg import _kernels_struct as _ks
 from trnscipy.linalg import _refine as _r
 from trnscipy.linalg import _xla_dense
 
@@ -413,3 +420,53 @@ def arcsin_arccos(v, inverse_sine):
         step = _df.div(f, tuple(torch.where(ok, p, torch.ones_like(p)) for p in d))
         t = _df.add(t, tuple(torch.where(ok, p, torch.zeros_like(p)) for p in step))
     return t
+
+
+# ----------------------------------------------------------------------------------------
+# solve_sylvester and solve_discrete_lyapunov: the Sylvester equation is linear, so the
+# float32 real Bartels-Stewart (``_kernels_struct.sylvester_factors``, computed once) is the
+# approximate solver of ``_refine``, with A X + X B in double-float (Ozaki GEMMs).
+
+
+@register("linalg.solve_sylvester", "neuron")
+def solve_sylvester(a, b, q):
+    if not _r._df64(a, b, q):
+        return _ks.solve_sylvester(a, b, q)
+    return _sylvester(_r._parts(a), _r._parts(b), _r._parts(q))
+
+
+def _sylvester(A, B, Q):
+    """X with A X + X B = Q to double-float accuracy for real pairs A, B, Q."""
+    factors = _ks.sylvester_factors(A[0], B[0])
+    return _r._refine(lambda x: _df.add(_df.gemm(A, x), _df.gemm(x, B)), Q,
+                      lambda f: _ks.sylvester_solve(factors, f))
+
+
+@register("linalg.solve_discrete_lyapunov", "neuron")
+def solve_discrete_lyapunov(a, q, dtype, method):
+    """SciPy's two methods with float64 data: 'direct', I - kron(A, A) by exact products
+    (``_df.mul``) and the double-float solve; 'bilinear', the continuous equation with
+    B = (A^T - I)(A^T + I)^-1 and C = 2 (A + I)^-1 Q (A^T + I)^-1 from the double-float
+    inverse and Ozaki GEMMs."""
+    if dtype != torch.float64:  # complex: the generic kernel's (announced) route
+        return kind_kernel("linalg.solve_discrete_lyapunov", "generic")(a, q, dtype, method)
+    A, Q = _r._parts(a), _r._parts(q)  # (float32 operands: exact parts, zero low parts)
+    n, dev = A[0].shape[-1], A[0].device
+    solve, inv = kind_kernel("linalg.solve", "neuron"), kind_kernel("linalg.inv", "neuron")
+    if method == "direct":
+        kron = _df.mul((A[0][:, None, :, None], A[1][:, None, :, None]),
+                       (A[0][None, :, None, :], A[1][None, :, None, :]))
+        if a.dtype == torch.float32:  # SciPy's kron is in a's precision
+            kron = (kron[0], torch.zeros_like(kron[1]))
+        eye = torch.eye(n * n, dtype=A[0].dtype, device=dev)
+        lhs = _df.sub((eye, torch.zeros_like(eye)), tuple(p.reshape(n * n, n * n)
+                                                          for p in kron))
+        rhs = _transfer.df_tensor(Q[0].reshape(-1, 1), Q[1].reshape(-1, 1))
+        return solve(_transfer.df_tensor(*lhs), rhs).reshape(q.shape)
+    eye = torch.eye(n, dtype=A[0].dtype, device=dev)
+    plus = _df.add_f(A, eye)  # A + I, exactly rounded
+    ah_inv = _r._parts(inv(_transfer.df_tensor(plus[0].mT, plus[1].mT)))
+    b = _df.gemm(_df.add_f(_r._t(A), -eye), ah_inv)
+    c = _df.gemm(_df.gemm(_r._parts(inv(_transfer.df_tensor(*plus))), Q), ah_inv)
+    return _sylvester(_r._t(b), b, (-2 * c[0], -2 * c[1]))
+

@@ -1,6 +1,11 @@
-"""solve_sylvester on device tensors: Bartels-Stewart on complex Schur forms from
-trnscipy.linalg.schur (the host's SciPy, announced, where the device has no schur of its
-own), the triangular Sylvester equation solved on the device column by column."""
+"""solve_sylvester, the Lyapunov and Riccati solvers on device tensors.
+
+solve_sylvester is Bartels-Stewart (linalg/_kernels_struct.py): real Schur forms and real
+arithmetic for real input (on a Neuron device too: float32, and float64 by double-float
+refinement, linalg/_refine_funcs.py), complex Schur forms for complex input (the host's
+SciPy, announced, on a device without complex arithmetic).  The Lyapunov solvers compose
+it (and solve/inv); the Riccati solvers are Newton iterations on it.
+"""
 
 import numpy as np
 import scipy.linalg as _sl
@@ -15,12 +20,12 @@ from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
 
-# solve_sylvester (and the Riccati solvers through it) works in complex Schur forms:
-# Neuron has no complex arithmetic, whatever the input's dtype.
+# the Riccati solvers' sign function and doubling iterations have no double-float method and
+# their float32 graphs are not checked on Neuron yet
 _COMPLEX_SCHUR = "it computes with complex Schur forms"
 
 
-@dispatch(_sl.solve_sylvester, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.solve_sylvester, double_float=("neuron",))
 def solve_sylvester(a, b, q):
     device = device_of(a, b, q)
     a, b = as_square(a, device, True), as_square(b, device, True, name="b")
@@ -29,10 +34,12 @@ def solve_sylvester(a, b, q):
         raise ValueError(f"q must have shape ({a.shape[0]}, {b.shape[0]}), got "
                          f"{tuple(q.shape)}")
     dtype = common_dtype(a, b, q)
+    if a.numel() == 0 or b.numel() == 0:  # SciPy's empty result
+        return torch.empty(q.shape, dtype=dtype, device=device)
     return kernel("linalg.solve_sylvester", device)(a.to(dtype), b.to(dtype), q.to(dtype))
 
 
-@dispatch(_sl.solve_continuous_lyapunov)
+@dispatch(_sl.solve_continuous_lyapunov, double_float=("neuron",))
 def solve_continuous_lyapunov(a, q):
     """A X + X A^H = Q through trnscipy's solve_sylvester."""
     device = device_of(a, q)
@@ -43,27 +50,33 @@ def solve_continuous_lyapunov(a, q):
 solve_lyapunov = solve_continuous_lyapunov
 
 
-@dispatch(_sl.solve_discrete_lyapunov, double=True)
+@dispatch(_sl.solve_discrete_lyapunov, double=True, double_float=("neuron",))
 def solve_discrete_lyapunov(a, q, method=None):
-    """SciPy's two methods: 'direct' (the Kronecker system, n < 10 by default) through
-    trnscipy's solve, 'bilinear' through the continuous equation."""
-    from trnscipy.linalg._basic import inv, solve
-
     device = device_of(a, q)
     a, q = as_square(a, device, True), as_tensor(q, device, True)
     dtype = torch.promote_types(common_dtype(a, q), torch.float64)  # SciPy's np.eye
     method = method or ("direct" if a.shape[0] < 10 else "bilinear")
+    if method not in ("direct", "bilinear"):
+        raise ValueError(f"Unknown solver {method}")
+    return kernel("linalg.solve_discrete_lyapunov", device)(a, q, dtype, method)
+
+
+@register("linalg.solve_discrete_lyapunov", "generic")
+def _discrete_lyapunov(a, q, dtype, method):
+    """SciPy's two methods: 'direct' (the Kronecker system, n < 10 by default) through
+    trnscipy's solve, 'bilinear' through the continuous equation."""
+    from trnscipy.linalg._basic import inv, solve
+
+    device = a.device
     if method == "direct":  # (the Kronecker product in a's precision, as SciPy)
         lhs = torch.eye(a.shape[0] ** 2, dtype=dtype, device=device) - torch.kron(a, a.conj())
         return solve(lhs, q.to(dtype).flatten()).reshape(q.shape)
     a, q = a.to(dtype), q.to(dtype)
-    if method == "bilinear":
-        eye = torch.eye(a.shape[0], dtype=dtype, device=device)
-        ah_inv = inv(a.mH + eye)
-        b = (a.mH - eye) @ ah_inv
-        c = 2 * (inv(a + eye) @ q) @ ah_inv
-        return solve_continuous_lyapunov(b.mH, -c)
-    raise ValueError(f"Unknown solver {method}")
+    eye = torch.eye(a.shape[0], dtype=dtype, device=device)
+    ah_inv = inv(a.mH + eye)
+    b = (a.mH - eye) @ ah_inv
+    c = 2 * (inv(a + eye) @ q) @ ah_inv
+    return solve_continuous_lyapunov(b.mH, -c)
 
 
 def _at_least_2d(x, device):
