@@ -423,13 +423,15 @@ def sylvester_factors(a, b):
         blocks.append((k, size))
         k += size
     eye = torch.eye(n, dtype=r.dtype, device=r.device)
+    # LAPACK's trsyl: a (near-)singular system is solved with its pivots raised to smin
+    smin = torch.finfo(r.dtype).eps * torch.maximum(r.abs().max(), s.abs().max())
     ones = [k for k, size in blocks if size == 1]
     twos = [k for k, size in blocks if size == 2]
     inv1 = inv2 = None
     if ones:
         idx = torch.tensor(ones, device=s.device)
         shifts = s.diagonal().index_select(0, idx)
-        inv1, _ = _k("linalg._inv", r)(r + shifts[:, None, None] * eye)
+        inv1 = _perturbed_inverses(r + shifts[:, None, None] * eye, smin)
     if twos:
         idx = torch.tensor(twos, device=s.device)
         rows = torch.stack([idx, idx, idx + 1, idx + 1], 1).reshape(-1)
@@ -439,8 +441,19 @@ def sylvester_factors(a, b):
         eye2 = torch.eye(2, dtype=r.dtype, device=r.device)
         sys2 = (eye2[:, None, :, None] * r[None, :, None, :]
                 + sk.mT[..., :, None, :, None] * eye[None, :, None, :])
-        inv2, _ = _k("linalg._inv", r)(sys2.reshape(-1, 2 * n, 2 * n))
+        inv2 = _perturbed_inverses(sys2.reshape(-1, 2 * n, 2 * n), smin)
     return r, u, s, v, blocks, inv1, inv2
+
+
+def _perturbed_inverses(m, smin):
+    """Inverses of the stack ``m``; a slice the inverse finds singular (A and -B share
+    an eigenvalue) is inverted with smin added to its diagonal: a large finite solution,
+    as SciPy's (LAPACK's trsyl perturbs its pivots the same way), not NaN."""
+    inv = _k("linalg._inv", m)
+    minv, info = inv(m)
+    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
+    pert, _ = inv(m + smin * eye)
+    return torch.where((info != 0)[:, None, None], pert, minv)
 
 
 def sylvester_solve(factors, q):
