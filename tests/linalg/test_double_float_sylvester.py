@@ -152,3 +152,30 @@ def test_sylvester_singular_and_empty(emulate_neuron, monkeypatch):
                         np.zeros((2, 0), np.float32))):
         got, ref = _run("solve_sylvester", a0, b0, q0), sl.solve_sylvester(a0, b0, q0)
         assert got.shape == ref.shape and got.dtype == ref.dtype
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 140 s of XLA compiles (the float32 sign iteration, eigvalsh, df solves)
+def test_continuous_are_float64(emulate_neuron, monkeypatch):
+    """float64 (and float32 input, which SciPy computes in float64): the float32 sign
+    function start, then double-float Newton steps; e and s through the double-float
+    standard form; SciPy's errors for a non-symmetric q and a singular r."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(5)
+    n = 4
+    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, 2))
+    q, r = np.eye(n), np.eye(2)
+    _close(_run("solve_continuous_are", a, b, q, r), sl.solve_continuous_are(a, b, q, r))
+    e = np.eye(n) + 0.1 * rng.standard_normal((n, n))
+    s = 0.1 * rng.standard_normal((n, 2))
+    _close(_run("solve_continuous_are", a, b, q, r, e, s),
+           sl.solve_continuous_are(a, b, q, r, e, s))
+    f32 = [x.astype(np.float32) for x in (a, b, q, r)]
+    _close(_run("solve_continuous_are", *f32), sl.solve_continuous_are(*f32))
+    # asymmetric by 1e-9 (below float32's resolution: seen in the low parts) and singular
+    for bad, match in (((a, b, q + 1e-9 * np.triu(np.ones((n, n)), 1), r), "symmetric"),
+                       ((a, b, q, np.diag([1.0, 0.0])), "singular")):
+        with pytest.raises(ValueError, match=match):
+            sl.solve_continuous_are(*bad)
+        with pytest.raises(ValueError, match=match):
+            _run("solve_continuous_are", *bad)

@@ -26,6 +26,7 @@ arithmetic only, double-float where the result needs it.
 """
 
 import math
+import warnings
 
 import numpy as np
 
@@ -470,3 +471,93 @@ def solve_discrete_lyapunov(a, q, dtype, method):
     c = _df.gemm(_df.gemm(_r._parts(inv(_transfer.df_tensor(*plus))), Q), ah_inv)
     return _sylvester(_r._t(b), b, (-2 * c[0], -2 * c[1]))
 
+
+
+# ----------------------------------------------------------------------------------------
+# solve_continuous_are: the float32 solution, then Newton steps in defect-correction form
+
+
+def _dfmm(x, y):
+    return _df.gemm(x, y)
+
+
+def _df_standard_form(a, b, q, r, e, s):
+    """``_solvers._standard_form`` in double-float: (A, G, Q) pairs."""
+    solve = kind_kernel("linalg.solve", "neuron")
+
+    def sol(m, rhs):  # m^-1 rhs for pairs, a pair
+        return _r._parts(solve(_transfer.df_tensor(*m), _transfer.df_tensor(*rhs)))
+
+    A, B, Q, R = (_r._parts(x) for x in (a, b, q, r))
+    S = None if s is None else _r._parts(s)
+    if e is not None:
+        E = _r._parts(e)
+        A = _r._t(sol(_r._t(E), _r._t(A)))  # A E^-1
+        Q = _r._t(sol(_r._t(E), _r._t(sol(_r._t(E), Q))))  # E^-T Q E^-1 (Q symmetric)
+        S = None if S is None else sol(_r._t(E), S)
+    G = _dfmm(B, sol(R, _r._t(B)))
+    if S is not None:
+        rinv_st = sol(R, _r._t(S))
+        A = _df.sub(A, _dfmm(B, rinv_st))
+        Q = _df.sub(Q, _dfmm(S, rinv_st))
+    return A, _sym_df(G), _sym_df(Q)
+
+
+def _sym_df(x):
+    h = _df.add(x, _r._t(x))
+    return 0.5 * h[0], 0.5 * h[1]
+
+
+@register("linalg.solve_continuous_are", "neuron")
+def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
+    """float64 data: the generic method (``_solvers.care_standard``) in float32 from the
+    double-float standard form's high parts gives X0; then Newton steps on the residual
+    C(X) = A^T X + X A - X G X + Q computed in double-float: (A - G X0)^T D + D (A - G X0)
+    = -C(X), X += D, with the float32 Bartels-Stewart factors of A - G X0 computed once
+    (a Newton step with a frozen Jacobian: each step gains float32's precision), until D
+    is below 2**-48 of X (one host read per step, at most 8)."""
+    if not _r._df64(a, b, q, r):
+        return kind_kernel("linalg.solve_continuous_are", "generic")(
+            a, b, q, r, e=e, s=s, balanced=balanced)
+    A, G, Q = _df_standard_form(a, b, q, r, e, s)
+    x0 = kind_kernel("linalg._care_standard", "generic")(A[0], G[0], Q[0])
+    closed = A[0] - G[0] @ x0
+    factors = _ks.sylvester_factors(closed.mT, closed)
+    X = (x0, torch.zeros_like(x0))
+    for _ in range(8):
+        XA = _dfmm(X, A)
+        res = _df.add(_df.add(_r._t(XA), XA), _df.sub(Q, _dfmm(_dfmm(X, G), X)))
+        d = _ks.sylvester_solve(factors, -res[0])
+        X = _sym_df(_df.add_f(X, d))
+        dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
+        if not (np.isfinite(dn) and np.isfinite(xn)):
+            raise _r._k.LinAlgError("Failed to find a finite solution.")
+        if dn <= _r._EPS_DF * xn:
+            break
+    else:
+        warnings.warn("double-float refinement did not converge: the result may have only "
+                      "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
+                      stacklevel=6)
+    return _transfer.df_tensor(*X)
+
+
+@register("linalg._are_min_sv", "neuron")
+def _are_min_sv(r):
+    """SciPy's singularity test of R reads its smallest singular value; R is symmetric
+    there (tested first), so min |eigenvalue| from the double-float eigvalsh (repeated
+    eigenvalues, R = I, are beyond the double-float SVD's refinement, not eigh's)."""
+    if not _r._df64(r):
+        return kind_kernel("linalg._are_min_sv", "generic")(r)
+    w = kind_kernel("linalg.eigh", "neuron")(_transfer.df_tensor(*_sym_df(_r._parts(r))),
+                                             eigvals_only=True)
+    hi = _r._parts(w)[0].abs().min()
+    return _transfer.df_tensor(hi, torch.zeros_like(hi))
+
+
+@register("linalg._are_asymmetry", "neuron")
+def _are_asymmetry(x):
+    """||X - X^T||_1 of float64 data from the exact double-float difference."""
+    if not _r._df64(x):
+        return kind_kernel("linalg._are_asymmetry", "generic")(x)
+    X = _r._parts(x)
+    return norm(_transfer.df_tensor(*_df.sub(X, _r._t(X))), 1)

@@ -105,10 +105,10 @@ def _are_args(a, b, q, r, e, s, eq_type):
         raise ValueError("Matrix a and q should have the same shape.")
     if n != r.shape[0]:
         raise ValueError("Matrix b and r should have the same number of cols.")
-    checks = [norm(q - q.mH, 1, check_finite=False), norm(q, 1, check_finite=False),
-              norm(r - r.mH, 1, check_finite=False), norm(r, 1, check_finite=False)]
+    asym = kernel("linalg._are_asymmetry", device)
+    checks = [asym(q), norm(q, 1, check_finite=False), asym(r), norm(r, 1, check_finite=False)]
     if eq_type == "care":
-        checks.append(svdvals(r, check_finite=False)[-1])
+        checks.append(kernel("linalg._are_min_sv", device)(r))
     if e is not None:
         e = _at_least_2d(e, device)
         if e.shape[0] != e.shape[1]:
@@ -134,6 +134,22 @@ def _are_args(a, b, q, r, e, s, eq_type):
     ops = [x for x in (a, b, q, r, e, s) if x is not None]
     dtype = torch.complex128 if any(x.is_complex() for x in ops) else torch.float64
     return tuple(None if x is None else x.to(dtype) for x in (a, b, q, r, e, s))
+
+
+@register("linalg._are_asymmetry", "generic")
+def _asymmetry(x):
+    """||X - X^H||_1 (SciPy's symmetry test)."""
+    from trnscipy.linalg import norm
+
+    return norm(x - x.mH, 1, check_finite=False)
+
+
+@register("linalg._are_min_sv", "generic")
+def _min_sv(r):
+    """The smallest singular value of R (SciPy's singularity test of R)."""
+    from trnscipy.linalg import svdvals
+
+    return svdvals(r, check_finite=False)[-1]
 
 
 def _standard_form(a, b, q, r, e, s):
@@ -166,7 +182,7 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-@dispatch(_sl.solve_continuous_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.solve_continuous_are, batch=_ARE, double_float=("neuron",))
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
@@ -189,9 +205,14 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
     iteration), X from its stable invariant subspace (normal equations), then two
     Newton-Kleinman steps (trnscipy's solve_continuous_lyapunov) to SciPy's accuracy.
     SciPy's ordered QZ is not used; ``balanced`` is accepted and has no effect."""
+    return care_standard(*_standard_form(a, b, q, r, e, s))
+
+
+@register("linalg._care_standard", "generic")
+def care_standard(a, g, q):
+    """X of A^H X + X A - X G X + Q = 0 (``_care``'s method)."""
     from trnscipy.linalg import inv, solve
 
-    a, g, q = _standard_form(a, b, q, r, e, s)
     n = a.shape[0]
     ham = torch.cat([torch.cat([a, -g], 1), torch.cat([-q, -a.mH], 1)], 0)
     z = ham
