@@ -179,3 +179,18 @@ def test_continuous_are_float64(emulate_neuron, monkeypatch):
             sl.solve_continuous_are(*bad)
         with pytest.raises(ValueError, match=match):
             _run("solve_continuous_are", *bad)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 2 minutes of XLA compiles (the float32 doubling, df solves)
+def test_discrete_are_float64(emulate_neuron, monkeypatch):
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(6)
+    n = 4
+    a, b = rng.standard_normal((n, n)), rng.standard_normal((n, 2))
+    q, r = np.eye(n), np.eye(2)
+    _close(_run("solve_discrete_are", a, b, q, r), sl.solve_discrete_are(a, b, q, r))
+    e = np.eye(n) + 0.1 * rng.standard_normal((n, n))
+    s = 0.1 * rng.standard_normal((n, 2))
+    _close(_run("solve_discrete_are", a, b, q, r, e, s),
+           sl.solve_discrete_are(a, b, q, r, e, s))

@@ -508,6 +508,17 @@ def _sym_df(x):
     return 0.5 * h[0], 0.5 * h[1]
 
 
+def _newton_done(d, X, prev):
+    """(|D|, converged) after a Newton step X += D (one host read): D below 2**-48 of X,
+    or it stopped shrinking near that level (the residual is double-float rounding noise,
+    as ``_refine``'s rule); a non-finite step is SciPy's LinAlgError."""
+    dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
+    if not (np.isfinite(dn) and np.isfinite(xn)):
+        raise _r._k.LinAlgError("Failed to find a finite solution.")
+    stalled = prev is not None and dn > 0.5 * prev and dn <= _r._NOISE * xn
+    return dn, bool(dn <= _r._EPS_DF * xn or stalled)
+
+
 @register("linalg.solve_continuous_are", "neuron")
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     """float64 data: the generic method (``_solvers.care_standard``) in float32 from the
@@ -515,7 +526,8 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     C(X) = A^T X + X A - X G X + Q computed in double-float: (A - G X0)^T D + D (A - G X0)
     = -C(X), X += D, with the float32 Bartels-Stewart factors of A - G X0 computed once
     (a Newton step with a frozen Jacobian: each step gains float32's precision), until D
-    is below 2**-48 of X (one host read per step, at most 8)."""
+    is below 2**-48 of X or stops shrinking (``_newton_done``; one host read per step, at
+    most 8)."""
     if not _r._df64(a, b, q, r):
         return kind_kernel("linalg.solve_continuous_are", "generic")(
             a, b, q, r, e=e, s=s, balanced=balanced)
@@ -523,16 +535,14 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     x0 = kind_kernel("linalg._care_standard", "generic")(A[0], G[0], Q[0])
     closed = A[0] - G[0] @ x0
     factors = _ks.sylvester_factors(closed.mT, closed)
-    X = (x0, torch.zeros_like(x0))
+    X, prev = (x0, torch.zeros_like(x0)), None
     for _ in range(8):
         XA = _dfmm(X, A)
         res = _df.add(_df.add(_r._t(XA), XA), _df.sub(Q, _dfmm(_dfmm(X, G), X)))
         d = _ks.sylvester_solve(factors, -res[0])
         X = _sym_df(_df.add_f(X, d))
-        dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
-        if not (np.isfinite(dn) and np.isfinite(xn)):
-            raise _r._k.LinAlgError("Failed to find a finite solution.")
-        if dn <= _r._EPS_DF * xn:
+        prev, done = _newton_done(d, X, prev)
+        if done:
             break
     else:
         warnings.warn("double-float refinement did not converge: the result may have only "
@@ -561,3 +571,50 @@ def _are_asymmetry(x):
         return kind_kernel("linalg._are_asymmetry", "generic")(x)
     X = _r._parts(x)
     return norm(_transfer.df_tensor(*_df.sub(X, _r._t(X))), 1)
+
+
+@register("linalg.solve_discrete_are", "neuron")
+def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
+    """float64 data: the generic method (``_solvers.dare_standard``) in float32 from the
+    double-float standard form's high parts gives X0; then Newton (Hewer) steps on the
+    residual D(X) = A^T X A - X - A^T X B (R + B^T X B)^-1 B^T X A + Q in double-float
+    (the double-float solve): A_K^T D A_K - D = -D(X), X += D, A_K = A - B K0 frozen, the
+    Stein equation by SciPy's bilinear transformation to a Sylvester equation whose float32
+    Bartels-Stewart factors are computed once; until ``_newton_done`` (one host read per
+    step, at most 8)."""
+    if not _r._df64(a, b, q, r):
+        return kind_kernel("linalg.solve_discrete_are", "generic")(
+            a, b, q, r, e=e, s=s, balanced=balanced)
+    A, G, Q = _df_standard_form(a, b, q, r, e, s)
+    B, R = _r._parts(b), _r._parts(r)
+    # (its last step, a discrete Lyapunov solve, is float64 as SciPy's: a double-float X0)
+    X = _r._parts(kind_kernel("linalg._dare_standard", "generic")(A[0], G[0], Q[0], B[0],
+                                                                  R[0]))
+    x0 = X[0]
+    # the frozen closed loop A_K = A - B K0, K0 = (R + B^T X0 B)^-1 B^T X0 A (float32)
+    inv32 = kind_kernel("linalg._inv", "neuron")  # (no LU solve lowers on XLA)
+    k0 = inv32(R[0] + B[0].mT @ x0 @ B[0])[0] @ (B[0].mT @ x0 @ A[0])
+    ak = A[0] - B[0] @ k0
+    # A_K^T D A_K - D + C = 0 is SciPy's discrete Lyapunov equation of a = A_K^T: bilinear
+    # F = (a^T - I)(a^T + I)^-1, then F^T D + D F = -2 (a + I)^-1 C (a^T + I)^-1
+    eye = torch.eye(ak.shape[0], dtype=ak.dtype, device=ak.device)
+    left, right = inv32(ak.mT + eye)[0], inv32(ak + eye)[0]
+    f = (ak - eye) @ right
+    factors = _ks.sylvester_factors(f.mT, f)
+    solve, prev = kind_kernel("linalg.solve", "neuron"), None
+    for _ in range(8):
+        XA = _dfmm(X, A)
+        BtXA = _dfmm(_r._t(B), XA)
+        M = _df.add(R, _dfmm(_dfmm(_r._t(B), X), B))
+        K = _r._parts(solve(_transfer.df_tensor(*M), _transfer.df_tensor(*BtXA)))
+        res = _df.sub(_df.add(_dfmm(_r._t(A), XA), Q), _df.add(X, _dfmm(_r._t(BtXA), K)))
+        d = _ks.sylvester_solve(factors, -2 * (left @ res[0] @ right))
+        X = _sym_df(_df.add_f(X, d))
+        prev, done = _newton_done(d, X, prev)
+        if done:
+            break
+    else:
+        warnings.warn("double-float refinement did not converge: the result may have only "
+                      "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
+                      stacklevel=6)
+    return _transfer.df_tensor(*X)

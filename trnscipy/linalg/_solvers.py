@@ -20,9 +20,6 @@ from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
 
-# the Riccati solvers' sign function and doubling iterations have no double-float method and
-# their float32 graphs are not checked on Neuron yet
-_COMPLEX_SCHUR = "it computes with complex Schur forms"
 
 
 @dispatch(_sl.solve_sylvester, double_float=("neuron",))
@@ -188,7 +185,7 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
-@dispatch(_sl.solve_discrete_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.solve_discrete_are, batch=_ARE, double_float=("neuron",))
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
@@ -260,9 +257,14 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
     trnscipy solve and one host read per doubling), then one Newton (Hewer) step
     through trnscipy's solve_discrete_lyapunov.  Needs R invertible (SciPy's QZ route
     does not).  ``balanced`` is accepted and has no effect."""
+    return dare_standard(*_standard_form(a, b, q, r, e, s), b, r)
+
+
+@register("linalg._dare_standard", "generic")
+def dare_standard(a0, g0, q0, b, r):
+    """X of the standard-form DARE (``_dare``'s method; b and r for the Hewer step)."""
     from trnscipy.linalg import solve
 
-    a0, g0, q0 = _standard_form(a, b, q, r, e, s)
     n = a0.shape[0]
     eye = torch.eye(n, dtype=a0.dtype, device=a0.device)
     ak, gk, hk = a0, g0, q0
