@@ -575,8 +575,8 @@ def _are_asymmetry(x):
 
 @register("linalg.solve_discrete_are", "neuron")
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
-    """float64 data: the generic method (``_solvers.dare_standard``) in float32 from the
-    double-float standard form's high parts gives X0; then Newton (Hewer) steps on the
+    """float64 data: the generic method's doubling (``_solvers.dare_doubling``) in float32
+    from the double-float standard form's high parts gives X0; then Newton (Hewer) steps on the
     residual D(X) = A^T X A - X - A^T X B (R + B^T X B)^-1 B^T X A + Q in double-float
     (the double-float solve): A_K^T D A_K - D = -D(X), X += D, A_K = A - B K0 frozen, the
     Stein equation by SciPy's bilinear transformation to a Sylvester equation whose float32
@@ -587,10 +587,8 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
             a, b, q, r, e=e, s=s, balanced=balanced)
     A, G, Q = _df_standard_form(a, b, q, r, e, s)
     B, R = _r._parts(b), _r._parts(r)
-    # (its last step, a discrete Lyapunov solve, is float64 as SciPy's: a double-float X0)
-    X = _r._parts(kind_kernel("linalg._dare_standard", "generic")(A[0], G[0], Q[0], B[0],
-                                                                  R[0]))
-    x0 = X[0]
+    x0 = kind_kernel("linalg._dare_doubling", "generic")(A[0], G[0], Q[0])
+    X = (x0, torch.zeros_like(x0))
     # the frozen closed loop A_K = A - B K0, K0 = (R + B^T X0 B)^-1 B^T X0 A (float32)
     inv32 = kind_kernel("linalg._inv", "neuron")  # (no LU solve lowers on XLA)
     k0 = inv32(R[0] + B[0].mT @ x0 @ B[0])[0] @ (B[0].mT @ x0 @ A[0])

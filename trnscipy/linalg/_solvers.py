@@ -260,9 +260,25 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
     return dare_standard(*_standard_form(a, b, q, r, e, s), b, r)
 
 
-@register("linalg._dare_standard", "generic")
 def dare_standard(a0, g0, q0, b, r):
     """X of the standard-form DARE (``_dare``'s method; b and r for the Hewer step)."""
+    from trnscipy.linalg import solve
+
+    x = dare_doubling(a0, g0, q0)
+    # one Newton (Hewer) step on the standard form: K = (R + B^H X B)^-1 B^H X A0,
+    # X+ = A_K^H X+ A_K + Q0 + K^H R K with A_K = A0 - B K (cross term folded into A0, Q0)
+    k = solve(r + b.mH @ x @ b, b.mH @ x @ a0, check_finite=False)
+    closed = a0 - b @ k
+    x = solve_discrete_lyapunov(closed.mH, q0 + k.mH @ r @ k)
+    x = 0.5 * (x + x.mH)
+    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
+        raise _failed()
+    return x
+
+
+@register("linalg._dare_doubling", "generic")
+def dare_doubling(a0, g0, q0):
+    """The SDA's X of the standard-form DARE (in the operands' precision)."""
     from trnscipy.linalg import solve
 
     n = a0.shape[0]
@@ -283,13 +299,4 @@ def dare_standard(a0, g0, q0, b, r):
             break
     else:
         raise _failed()
-    x = hk
-    # one Newton (Hewer) step on the standard form: K = (R + B^H X B)^-1 B^H X A0,
-    # X+ = A_K^H X+ A_K + Q0 + K^H R K with A_K = A0 - B K (cross term folded into A0, Q0)
-    k = solve(r + b.mH @ x @ b, b.mH @ x @ a0, check_finite=False)
-    closed = a0 - b @ k
-    x = solve_discrete_lyapunov(closed.mH, q0 + k.mH @ r @ k)
-    x = 0.5 * (x + x.mH)
-    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
-        raise _failed()
-    return x
+    return hk
