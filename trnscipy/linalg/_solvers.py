@@ -4,7 +4,8 @@ solve_sylvester is Bartels-Stewart (linalg/_kernels_struct.py): real Schur forms
 arithmetic for real input (on a Neuron device too: float32, and float64 by double-float
 refinement, linalg/_refine_funcs.py), complex Schur forms for complex input (the host's
 SciPy, announced, on a device without complex arithmetic).  The Lyapunov solvers compose
-it (and solve/inv); the Riccati solvers are Newton iterations on it.
+it (and solve/inv); the Riccati solvers are iterations on inv/solve and Newton steps on
+it (float64 on a Neuron device: Newton steps on a double-float residual).
 """
 
 import numpy as np
