@@ -375,8 +375,16 @@ def logm(a):
 
 @register("linalg.solve_sylvester", "generic")
 def solve_sylvester(a, b, q):
-    """Bartels-Stewart with complex Schur forms A = U R U^H, B = V S V^H: R Y + Y S = F
-    (F = U^H Q V) column by column, (R + S[k, k] I) y_k = f_k - Y[:, :k] S[:k, k]."""
+    """Bartels-Stewart: real Schur forms for real input (``real_sylvester``), complex
+    Schur forms for complex input (``_complex_sylvester``)."""
+    if a.is_complex() or b.is_complex() or q.is_complex():
+        return _complex_sylvester(a, b, q)
+    return real_sylvester(a, b, q)
+
+
+def _complex_sylvester(a, b, q):
+    """Complex Schur forms A = U R U^H, B = V S V^H: R Y + Y S = F (F = U^H Q V) column
+    by column, (R + S[k, k] I) y_k = f_k - Y[:, :k] S[:k, k]."""
     dtype = _complex(q.dtype)
     r, u = complex_schur(a.to(dtype))
     s, v = complex_schur(b.to(dtype))
@@ -389,6 +397,88 @@ def solve_sylvester(a, b, q):
         cols.append(_shifted_solve(r, s[j, j], rhs)[:, 0])
     x = u @ torch.stack(cols, 1) @ v.mH
     return x if q.is_complex() else x.real.contiguous()
+
+
+def real_sylvester(a, b, q):
+    """A X + X B = Q for real A, B, Q in real arithmetic only (``sylvester_factors``,
+    ``sylvester_solve``)."""
+    return sylvester_solve(sylvester_factors(a, b), q)
+
+
+def sylvester_factors(a, b):
+    """What Bartels-Stewart needs of real A (n x n) and B (m x m), computed once: their
+    real Schur forms A = U R U^T, B = V S V^T (standardized: S's subdiagonal is nonzero
+    exactly at its 2x2 blocks, complex eigenvalue pairs), S's blocks (one host read), and
+    the inverses of the shifted systems of each block, all in one batched inverse:
+    R + s I for a 1x1 block (s), kron(I_2, R) + kron(S_kk^T, I_n) (2n x 2n) for a 2x2
+    block S_kk, which couples its two columns of Y in R Y + Y S = F.  O(m n^2) memory and
+    O(m n^3) work (the inverses): sized for control problems, not large n."""
+    r, u = _schur(a, "real")
+    s, v = _schur(b, "real")
+    n, m = r.shape[-1], s.shape[-1]
+    sub = np.asarray(_k("linalg._fetch", s)(s.diagonal(-1) != 0)) if m > 1 else []
+    blocks, k = [], 0
+    while k < m:
+        size = 2 if k + 1 < m and sub[k] else 1
+        blocks.append((k, size))
+        k += size
+    eye = torch.eye(n, dtype=r.dtype, device=r.device)
+    # LAPACK's trsyl: a (near-)singular system is solved with its pivots raised to smin
+    smin = torch.finfo(r.dtype).eps * torch.maximum(r.abs().max(), s.abs().max())
+    ones = [k for k, size in blocks if size == 1]
+    twos = [k for k, size in blocks if size == 2]
+    inv1 = inv2 = None
+    if ones:
+        idx = torch.tensor(ones, device=s.device)
+        shifts = s.diagonal().index_select(0, idx)
+        inv1 = _perturbed_inverses(r + shifts[:, None, None] * eye, smin)
+    if twos:
+        idx = torch.tensor(twos, device=s.device)
+        rows = torch.stack([idx, idx, idx + 1, idx + 1], 1).reshape(-1)
+        cols = torch.stack([idx, idx + 1, idx, idx + 1], 1).reshape(-1)
+        sk = s.reshape(-1).index_select(0, rows * m + cols).reshape(-1, 2, 2)
+        # block (i, j) of the 2n x 2n system: R [i == j] + S_kk[j, i] I
+        eye2 = torch.eye(2, dtype=r.dtype, device=r.device)
+        sys2 = (eye2[:, None, :, None] * r[None, :, None, :]
+                + sk.mT[..., :, None, :, None] * eye[None, :, None, :])
+        inv2 = _perturbed_inverses(sys2.reshape(-1, 2 * n, 2 * n), smin)
+    return r, u, s, v, blocks, inv1, inv2
+
+
+def _perturbed_inverses(m, smin):
+    """Inverses of the stack ``m``; a slice the inverse finds singular (A and -B share
+    an eigenvalue) is inverted with smin added to its diagonal: a large finite solution,
+    as SciPy's (LAPACK's trsyl perturbs its pivots the same way), not NaN."""
+    inv = _k("linalg._inv", m)
+    minv, info = inv(m)
+    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
+    pert, _ = inv(m + smin * eye)
+    return torch.where((info != 0)[:, None, None], pert, minv)
+
+
+def sylvester_solve(factors, q):
+    """X with A X + X B = Q from ``sylvester_factors(A, B)``: F = U^T Q V, then S's blocks
+    left to right, Y_k = M_k^-1 (F_k - Y S[:, k]) (the columns of Y not yet found are
+    zero) and one refinement step with M_k Y_k = R Y_k + Y_k S_kk (an LU solve's backward
+    error from the inverse, as ``linalg._solve`` on XLA); X = U Y V^T."""
+    r, u, s, v, blocks, inv1, inv2 = factors
+    f = u.mT @ q @ v
+    y = torch.zeros_like(f)
+    i1 = i2 = 0
+    for k, size in blocks:
+        sk = s[k:k + size, k:k + size]
+        g = f[:, k:k + size] - y @ s[:, k:k + size]
+        if size == 1:
+            minv, i1 = inv1[i1], i1 + 1
+            yk = minv @ g
+            yk = yk + minv @ (g - r @ yk - yk @ sk)
+        else:
+            minv, i2 = inv2[i2], i2 + 1
+            yk = (minv @ g.mT.reshape(-1, 1)).reshape(2, -1).mT
+            res = g - r @ yk - yk @ sk
+            yk = yk + (minv @ res.mT.reshape(-1, 1)).reshape(2, -1).mT
+        y = torch.cat([y[:, :k], yk, y[:, k + size:]], 1)
+    return u @ y @ v.mT
 
 
 # ----------------------------------------------------------------------------------------

@@ -17,15 +17,23 @@ arithmetic only, double-float where the result needs it.
 - ``norm``: sums of |a|, maxima and 2-norms (a scaled sum of squares) in triple-float
   (``_df.tree_sum3``, ``norm3``: within a unit of float64 rounding); ord 2, -2, 'nuc'
   from the refined singular values (``_refine_orth``); other vector orders on the host.
+- ``solve_sylvester`` (real input): ``_refine`` with the float32 real Bartels-Stewart
+  (``_kernels_struct.sylvester_factors``: Schur forms and block inverses computed once)
+  as the approximate solver, A X + X B by Ozaki GEMMs.  ``solve_discrete_lyapunov``:
+  'direct', I - kron(A, A) by exact products and the double-float solve; 'bilinear',
+  the double-float inverses and products of SciPy's transformation, then the Sylvester
+  refinement.
 """
 
 import math
+import warnings
 
 import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
+from trnscipy.linalg import _kernels_struct as _ks
 from trnscipy.linalg import _refine as _r
 from trnscipy.linalg import _xla_dense
 
@@ -413,3 +421,198 @@ def arcsin_arccos(v, inverse_sine):
         step = _df.div(f, tuple(torch.where(ok, p, torch.ones_like(p)) for p in d))
         t = _df.add(t, tuple(torch.where(ok, p, torch.zeros_like(p)) for p in step))
     return t
+
+
+# ----------------------------------------------------------------------------------------
+# solve_sylvester and solve_discrete_lyapunov: the Sylvester equation is linear, so the
+# float32 real Bartels-Stewart (``_kernels_struct.sylvester_factors``, computed once) is the
+# approximate solver of ``_refine``, with A X + X B in double-float (Ozaki GEMMs).
+
+
+@register("linalg.solve_sylvester", "neuron")
+def solve_sylvester(a, b, q):
+    if not _r._df64(a, b, q):
+        return _ks.solve_sylvester(a, b, q)
+    return _sylvester(_r._parts(a), _r._parts(b), _r._parts(q))
+
+
+def _sylvester(A, B, Q):
+    """X with A X + X B = Q to double-float accuracy for real pairs A, B, Q."""
+    factors = _ks.sylvester_factors(A[0], B[0])
+    return _r._refine(lambda x: _df.add(_df.gemm(A, x), _df.gemm(x, B)), Q,
+                      lambda f: _ks.sylvester_solve(factors, f))
+
+
+@register("linalg.solve_discrete_lyapunov", "neuron")
+def solve_discrete_lyapunov(a, q, dtype, method):
+    """SciPy's two methods with float64 data: 'direct', I - kron(A, A) by exact products
+    (``_df.mul``) and the double-float solve; 'bilinear', the continuous equation with
+    B = (A^T - I)(A^T + I)^-1 and C = 2 (A + I)^-1 Q (A^T + I)^-1 from the double-float
+    inverse and Ozaki GEMMs."""
+    if dtype != torch.float64:  # complex: the generic kernel's (announced) route
+        return kind_kernel("linalg.solve_discrete_lyapunov", "generic")(a, q, dtype, method)
+    A, Q = _r._parts(a), _r._parts(q)  # (float32 operands: exact parts, zero low parts)
+    n, dev = A[0].shape[-1], A[0].device
+    solve, inv = kind_kernel("linalg.solve", "neuron"), kind_kernel("linalg.inv", "neuron")
+    if method == "direct":
+        kron = _df.mul((A[0][:, None, :, None], A[1][:, None, :, None]),
+                       (A[0][None, :, None, :], A[1][None, :, None, :]))
+        if a.dtype == torch.float32:  # SciPy's kron is in a's precision
+            kron = (kron[0], torch.zeros_like(kron[1]))
+        eye = torch.eye(n * n, dtype=A[0].dtype, device=dev)
+        lhs = _df.sub((eye, torch.zeros_like(eye)), tuple(p.reshape(n * n, n * n)
+                                                          for p in kron))
+        rhs = _transfer.df_tensor(Q[0].reshape(-1, 1), Q[1].reshape(-1, 1))
+        return solve(_transfer.df_tensor(*lhs), rhs).reshape(q.shape)
+    eye = torch.eye(n, dtype=A[0].dtype, device=dev)
+    plus = _df.add_f(A, eye)  # A + I, exactly rounded
+    ah_inv = _r._parts(inv(_transfer.df_tensor(plus[0].mT, plus[1].mT)))
+    b = _df.gemm(_df.add_f(_r._t(A), -eye), ah_inv)
+    c = _df.gemm(_df.gemm(_r._parts(inv(_transfer.df_tensor(*plus))), Q), ah_inv)
+    return _sylvester(_r._t(b), b, (-2 * c[0], -2 * c[1]))
+
+
+
+# ----------------------------------------------------------------------------------------
+# solve_continuous_are: the float32 solution, then Newton steps in defect-correction form
+
+
+def _dfmm(x, y):
+    return _df.gemm(x, y)
+
+
+def _df_standard_form(a, b, q, r, e, s):
+    """``_solvers._standard_form`` in double-float: (A, G, Q) pairs."""
+    solve = kind_kernel("linalg.solve", "neuron")
+
+    def sol(m, rhs):  # m^-1 rhs for pairs, a pair
+        return _r._parts(solve(_transfer.df_tensor(*m), _transfer.df_tensor(*rhs)))
+
+    A, B, Q, R = (_r._parts(x) for x in (a, b, q, r))
+    S = None if s is None else _r._parts(s)
+    if e is not None:
+        E = _r._parts(e)
+        A = _r._t(sol(_r._t(E), _r._t(A)))  # A E^-1
+        Q = _r._t(sol(_r._t(E), _r._t(sol(_r._t(E), Q))))  # E^-T Q E^-1 (Q symmetric)
+        S = None if S is None else sol(_r._t(E), S)
+    G = _dfmm(B, sol(R, _r._t(B)))
+    if S is not None:
+        rinv_st = sol(R, _r._t(S))
+        A = _df.sub(A, _dfmm(B, rinv_st))
+        Q = _df.sub(Q, _dfmm(S, rinv_st))
+    return A, _sym_df(G), _sym_df(Q)
+
+
+def _sym_df(x):
+    h = _df.add(x, _r._t(x))
+    return 0.5 * h[0], 0.5 * h[1]
+
+
+def _newton_done(d, X, prev):
+    """(|D|, converged) after a Newton step X += D (one host read): D below 2**-48 of X,
+    or it stopped shrinking near that level (the residual is double-float rounding noise,
+    as ``_refine``'s rule); a non-finite step is SciPy's LinAlgError."""
+    dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
+    if not (np.isfinite(dn) and np.isfinite(xn)):
+        raise _r._k.LinAlgError("Failed to find a finite solution.")
+    stalled = prev is not None and dn > 0.5 * prev and dn <= _r._NOISE * xn
+    return dn, bool(dn <= _r._EPS_DF * xn or stalled)
+
+
+@register("linalg.solve_continuous_are", "neuron")
+def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
+    """float64 data: the generic method (``_solvers.care_standard``) in float32 from the
+    double-float standard form's high parts gives X0; then Newton steps on the residual
+    C(X) = A^T X + X A - X G X + Q computed in double-float: (A - G X0)^T D + D (A - G X0)
+    = -C(X), X += D, with the float32 Bartels-Stewart factors of A - G X0 computed once
+    (a Newton step with a frozen Jacobian: each step gains float32's precision), until D
+    is below 2**-48 of X or stops shrinking (``_newton_done``; one host read per step, at
+    most 8)."""
+    if not _r._df64(a, b, q, r):
+        return kind_kernel("linalg.solve_continuous_are", "generic")(
+            a, b, q, r, e=e, s=s, balanced=balanced)
+    A, G, Q = _df_standard_form(a, b, q, r, e, s)
+    x0 = kind_kernel("linalg._care_standard", "generic")(A[0], G[0], Q[0])
+    closed = A[0] - G[0] @ x0
+    factors = _ks.sylvester_factors(closed.mT, closed)
+    X, prev = (x0, torch.zeros_like(x0)), None
+    for _ in range(8):
+        XA = _dfmm(X, A)
+        res = _df.add(_df.add(_r._t(XA), XA), _df.sub(Q, _dfmm(_dfmm(X, G), X)))
+        d = _ks.sylvester_solve(factors, -res[0])
+        X = _sym_df(_df.add_f(X, d))
+        prev, done = _newton_done(d, X, prev)
+        if done:
+            break
+    else:
+        warnings.warn("double-float refinement did not converge: the result may have only "
+                      "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
+                      stacklevel=6)
+    return _transfer.df_tensor(*X)
+
+
+@register("linalg._are_min_sv", "neuron")
+def _are_min_sv(r):
+    """SciPy's singularity test of R reads its smallest singular value; R is symmetric
+    there (tested first), so min |eigenvalue| from the double-float eigvalsh (repeated
+    eigenvalues, R = I, are beyond the double-float SVD's refinement, not eigh's)."""
+    if not _r._df64(r):
+        return kind_kernel("linalg._are_min_sv", "generic")(r)
+    w = kind_kernel("linalg.eigh", "neuron")(_transfer.df_tensor(*_sym_df(_r._parts(r))),
+                                             eigvals_only=True)
+    hi = _r._parts(w)[0].abs().min()
+    return _transfer.df_tensor(hi, torch.zeros_like(hi))
+
+
+@register("linalg._are_asymmetry", "neuron")
+def _are_asymmetry(x):
+    """||X - X^T||_1 of float64 data from the exact double-float difference."""
+    if not _r._df64(x):
+        return kind_kernel("linalg._are_asymmetry", "generic")(x)
+    X = _r._parts(x)
+    return norm(_transfer.df_tensor(*_df.sub(X, _r._t(X))), 1)
+
+
+@register("linalg.solve_discrete_are", "neuron")
+def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
+    """float64 data: the generic method's doubling (``_solvers.dare_doubling``) in float32
+    from the double-float standard form's high parts gives X0; then Newton (Hewer) steps on the
+    residual D(X) = A^T X A - X - A^T X B (R + B^T X B)^-1 B^T X A + Q in double-float
+    (the double-float solve): A_K^T D A_K - D = -D(X), X += D, A_K = A - B K0 frozen, the
+    Stein equation by SciPy's bilinear transformation to a Sylvester equation whose float32
+    Bartels-Stewart factors are computed once; until ``_newton_done`` (one host read per
+    step, at most 8)."""
+    if not _r._df64(a, b, q, r):
+        return kind_kernel("linalg.solve_discrete_are", "generic")(
+            a, b, q, r, e=e, s=s, balanced=balanced)
+    A, G, Q = _df_standard_form(a, b, q, r, e, s)
+    B, R = _r._parts(b), _r._parts(r)
+    x0 = kind_kernel("linalg._dare_doubling", "generic")(A[0], G[0], Q[0])
+    X = (x0, torch.zeros_like(x0))
+    # the frozen closed loop A_K = A - B K0, K0 = (R + B^T X0 B)^-1 B^T X0 A (float32)
+    inv32 = kind_kernel("linalg._inv", "neuron")  # (no LU solve lowers on XLA)
+    k0 = inv32(R[0] + B[0].mT @ x0 @ B[0])[0] @ (B[0].mT @ x0 @ A[0])
+    ak = A[0] - B[0] @ k0
+    # A_K^T D A_K - D + C = 0 is SciPy's discrete Lyapunov equation of a = A_K^T: bilinear
+    # F = (a^T - I)(a^T + I)^-1, then F^T D + D F = -2 (a + I)^-1 C (a^T + I)^-1
+    eye = torch.eye(ak.shape[0], dtype=ak.dtype, device=ak.device)
+    left, right = inv32(ak.mT + eye)[0], inv32(ak + eye)[0]
+    f = (ak - eye) @ right
+    factors = _ks.sylvester_factors(f.mT, f)
+    solve, prev = kind_kernel("linalg.solve", "neuron"), None
+    for _ in range(8):
+        XA = _dfmm(X, A)
+        BtXA = _dfmm(_r._t(B), XA)
+        M = _df.add(R, _dfmm(_dfmm(_r._t(B), X), B))
+        K = _r._parts(solve(_transfer.df_tensor(*M), _transfer.df_tensor(*BtXA)))
+        res = _df.sub(_df.add(_dfmm(_r._t(A), XA), Q), _df.add(X, _dfmm(_r._t(BtXA), K)))
+        d = _ks.sylvester_solve(factors, -2 * (left @ res[0] @ right))
+        X = _sym_df(_df.add_f(X, d))
+        prev, done = _newton_done(d, X, prev)
+        if done:
+            break
+    else:
+        warnings.warn("double-float refinement did not converge: the result may have only "
+                      "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
+                      stacklevel=6)
+    return _transfer.df_tensor(*X)

@@ -1,6 +1,12 @@
-"""solve_sylvester on device tensors: Bartels-Stewart on complex Schur forms from
-trnscipy.linalg.schur (the host's SciPy, announced, where the device has no schur of its
-own), the triangular Sylvester equation solved on the device column by column."""
+"""solve_sylvester, the Lyapunov and Riccati solvers on device tensors.
+
+solve_sylvester is Bartels-Stewart (linalg/_kernels_struct.py): real Schur forms and real
+arithmetic for real input (on a Neuron device too: float32, and float64 by double-float
+refinement, linalg/_refine_funcs.py), complex Schur forms for complex input (the host's
+SciPy, announced, on a device without complex arithmetic).  The Lyapunov solvers compose
+it (and solve/inv); the Riccati solvers are iterations on inv/solve and Newton steps on
+it (float64 on a Neuron device: Newton steps on a double-float residual).
+"""
 
 import numpy as np
 import scipy.linalg as _sl
@@ -15,12 +21,9 @@ from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
 
-# solve_sylvester (and the Riccati solvers through it) works in complex Schur forms:
-# Neuron has no complex arithmetic, whatever the input's dtype.
-_COMPLEX_SCHUR = "it computes with complex Schur forms"
 
 
-@dispatch(_sl.solve_sylvester, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.solve_sylvester, double_float=("neuron",))
 def solve_sylvester(a, b, q):
     device = device_of(a, b, q)
     a, b = as_square(a, device, True), as_square(b, device, True, name="b")
@@ -29,10 +32,12 @@ def solve_sylvester(a, b, q):
         raise ValueError(f"q must have shape ({a.shape[0]}, {b.shape[0]}), got "
                          f"{tuple(q.shape)}")
     dtype = common_dtype(a, b, q)
+    if a.numel() == 0 or b.numel() == 0:  # SciPy's empty result
+        return torch.empty(q.shape, dtype=dtype, device=device)
     return kernel("linalg.solve_sylvester", device)(a.to(dtype), b.to(dtype), q.to(dtype))
 
 
-@dispatch(_sl.solve_continuous_lyapunov)
+@dispatch(_sl.solve_continuous_lyapunov, double_float=("neuron",))
 def solve_continuous_lyapunov(a, q):
     """A X + X A^H = Q through trnscipy's solve_sylvester."""
     device = device_of(a, q)
@@ -43,27 +48,33 @@ def solve_continuous_lyapunov(a, q):
 solve_lyapunov = solve_continuous_lyapunov
 
 
-@dispatch(_sl.solve_discrete_lyapunov, double=True)
+@dispatch(_sl.solve_discrete_lyapunov, double=True, double_float=("neuron",))
 def solve_discrete_lyapunov(a, q, method=None):
-    """SciPy's two methods: 'direct' (the Kronecker system, n < 10 by default) through
-    trnscipy's solve, 'bilinear' through the continuous equation."""
-    from trnscipy.linalg._basic import inv, solve
-
     device = device_of(a, q)
     a, q = as_square(a, device, True), as_tensor(q, device, True)
     dtype = torch.promote_types(common_dtype(a, q), torch.float64)  # SciPy's np.eye
     method = method or ("direct" if a.shape[0] < 10 else "bilinear")
+    if method not in ("direct", "bilinear"):
+        raise ValueError(f"Unknown solver {method}")
+    return kernel("linalg.solve_discrete_lyapunov", device)(a, q, dtype, method)
+
+
+@register("linalg.solve_discrete_lyapunov", "generic")
+def _discrete_lyapunov(a, q, dtype, method):
+    """SciPy's two methods: 'direct' (the Kronecker system, n < 10 by default) through
+    trnscipy's solve, 'bilinear' through the continuous equation."""
+    from trnscipy.linalg._basic import inv, solve
+
+    device = a.device
     if method == "direct":  # (the Kronecker product in a's precision, as SciPy)
         lhs = torch.eye(a.shape[0] ** 2, dtype=dtype, device=device) - torch.kron(a, a.conj())
         return solve(lhs, q.to(dtype).flatten()).reshape(q.shape)
     a, q = a.to(dtype), q.to(dtype)
-    if method == "bilinear":
-        eye = torch.eye(a.shape[0], dtype=dtype, device=device)
-        ah_inv = inv(a.mH + eye)
-        b = (a.mH - eye) @ ah_inv
-        c = 2 * (inv(a + eye) @ q) @ ah_inv
-        return solve_continuous_lyapunov(b.mH, -c)
-    raise ValueError(f"Unknown solver {method}")
+    eye = torch.eye(a.shape[0], dtype=dtype, device=device)
+    ah_inv = inv(a.mH + eye)
+    b = (a.mH - eye) @ ah_inv
+    c = 2 * (inv(a + eye) @ q) @ ah_inv
+    return solve_continuous_lyapunov(b.mH, -c)
 
 
 def _at_least_2d(x, device):
@@ -92,10 +103,10 @@ def _are_args(a, b, q, r, e, s, eq_type):
         raise ValueError("Matrix a and q should have the same shape.")
     if n != r.shape[0]:
         raise ValueError("Matrix b and r should have the same number of cols.")
-    checks = [norm(q - q.mH, 1, check_finite=False), norm(q, 1, check_finite=False),
-              norm(r - r.mH, 1, check_finite=False), norm(r, 1, check_finite=False)]
+    asym = kernel("linalg._are_asymmetry", device)
+    checks = [asym(q), norm(q, 1, check_finite=False), asym(r), norm(r, 1, check_finite=False)]
     if eq_type == "care":
-        checks.append(svdvals(r, check_finite=False)[-1])
+        checks.append(kernel("linalg._are_min_sv", device)(r))
     if e is not None:
         e = _at_least_2d(e, device)
         if e.shape[0] != e.shape[1]:
@@ -121,6 +132,22 @@ def _are_args(a, b, q, r, e, s, eq_type):
     ops = [x for x in (a, b, q, r, e, s) if x is not None]
     dtype = torch.complex128 if any(x.is_complex() for x in ops) else torch.float64
     return tuple(None if x is None else x.to(dtype) for x in (a, b, q, r, e, s))
+
+
+@register("linalg._are_asymmetry", "generic")
+def _asymmetry(x):
+    """||X - X^H||_1 (SciPy's symmetry test)."""
+    from trnscipy.linalg import norm
+
+    return norm(x - x.mH, 1, check_finite=False)
+
+
+@register("linalg._are_min_sv", "generic")
+def _min_sv(r):
+    """The smallest singular value of R (SciPy's singularity test of R)."""
+    from trnscipy.linalg import svdvals
+
+    return svdvals(r, check_finite=False)[-1]
 
 
 def _standard_form(a, b, q, r, e, s):
@@ -153,13 +180,13 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-@dispatch(_sl.solve_continuous_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.solve_continuous_are, batch=_ARE, double_float=("neuron",))
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
-@dispatch(_sl.solve_discrete_are, batch=_ARE, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.solve_discrete_are, batch=_ARE, double_float=("neuron",))
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
@@ -176,9 +203,14 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
     iteration), X from its stable invariant subspace (normal equations), then two
     Newton-Kleinman steps (trnscipy's solve_continuous_lyapunov) to SciPy's accuracy.
     SciPy's ordered QZ is not used; ``balanced`` is accepted and has no effect."""
+    return care_standard(*_standard_form(a, b, q, r, e, s))
+
+
+@register("linalg._care_standard", "generic")
+def care_standard(a, g, q):
+    """X of A^H X + X A - X G X + Q = 0 (``_care``'s method)."""
     from trnscipy.linalg import inv, solve
 
-    a, g, q = _standard_form(a, b, q, r, e, s)
     n = a.shape[0]
     ham = torch.cat([torch.cat([a, -g], 1), torch.cat([-q, -a.mH], 1)], 0)
     z = ham
@@ -226,9 +258,30 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
     trnscipy solve and one host read per doubling), then one Newton (Hewer) step
     through trnscipy's solve_discrete_lyapunov.  Needs R invertible (SciPy's QZ route
     does not).  ``balanced`` is accepted and has no effect."""
+    return dare_standard(*_standard_form(a, b, q, r, e, s), b, r)
+
+
+def dare_standard(a0, g0, q0, b, r):
+    """X of the standard-form DARE (``_dare``'s method; b and r for the Hewer step)."""
     from trnscipy.linalg import solve
 
-    a0, g0, q0 = _standard_form(a, b, q, r, e, s)
+    x = dare_doubling(a0, g0, q0)
+    # one Newton (Hewer) step on the standard form: K = (R + B^H X B)^-1 B^H X A0,
+    # X+ = A_K^H X+ A_K + Q0 + K^H R K with A_K = A0 - B K (cross term folded into A0, Q0)
+    k = solve(r + b.mH @ x @ b, b.mH @ x @ a0, check_finite=False)
+    closed = a0 - b @ k
+    x = solve_discrete_lyapunov(closed.mH, q0 + k.mH @ r @ k)
+    x = 0.5 * (x + x.mH)
+    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
+        raise _failed()
+    return x
+
+
+@register("linalg._dare_doubling", "generic")
+def dare_doubling(a0, g0, q0):
+    """The SDA's X of the standard-form DARE (in the operands' precision)."""
+    from trnscipy.linalg import solve
+
     n = a0.shape[0]
     eye = torch.eye(n, dtype=a0.dtype, device=a0.device)
     ak, gk, hk = a0, g0, q0
@@ -247,13 +300,4 @@ def _dare(a, b, q, r, e=None, s=None, balanced=True):
             break
     else:
         raise _failed()
-    x = hk
-    # one Newton (Hewer) step on the standard form: K = (R + B^H X B)^-1 B^H X A0,
-    # X+ = A_K^H X+ A_K + Q0 + K^H R K with A_K = A0 - B K (cross term folded into A0, Q0)
-    k = solve(r + b.mH @ x @ b, b.mH @ x @ a0, check_finite=False)
-    closed = a0 - b @ k
-    x = solve_discrete_lyapunov(closed.mH, q0 + k.mH @ r @ k)
-    x = 0.5 * (x + x.mH)
-    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
-        raise _failed()
-    return x
+    return hk
