@@ -1,0 +1,67 @@
+"""float64 matrix_balance on an emulated Neuron device
+(issue 27): float32 arithmetic only (triple-float norms and DFTs, double-float
+compositions), paired against SciPy's float64 under TRNSCIPY_STRICT=1 with no host
+fallback and no float64 op on the device.  Small shapes shared between cases: XLA
+compiles few graphs."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tests.linalg.test_double_float_lu import _on_neuron
+
+torch = pytest.importorskip("torch")
+
+EPS = np.finfo(np.float64).eps
+
+
+def _run(monkeypatch, name, *args, **kw):
+    """trnscipy.linalg.<name> offloaded to the emulated Neuron device, strict, its float64
+    ops and aten fallbacks checked; NumPy results."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+
+    def run():
+        with trnscipy.offload("xla"):
+            return getattr(tl, name)(*args, **kw)
+
+    out, ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0, (name, ops, aten)
+    return out
+
+
+def _balance_case(rng, n=6):
+    """Entries over 16 orders of magnitude (scaling happens), full 53-bit mantissas, a
+    row with only its diagonal (the permutation isolates it)."""
+    a = rng.standard_normal((n, n)) * np.exp(rng.uniform(-18, 18, (n, n)))
+    a[2, :] = 0
+    a[2, 2] = 1 / 3
+    return a
+
+
+@pytest.mark.xla
+def test_matrix_balance_float64(emulate_neuron, monkeypatch):
+    """Powers-of-two scaling: SciPy's balanced matrix, scaling and permutation bitwise."""
+    rng = np.random.default_rng(27)
+    a = _balance_case(rng)
+    for kw in ({}, {"permute": False}, {"scale": False}, {"separate": True}):
+        got, want = _run(monkeypatch, "matrix_balance", a, **kw), sl.matrix_balance(a, **kw)
+        assert got[0].dtype == np.float64
+        np.testing.assert_array_equal(got[0], want[0])
+        if kw.get("separate"):
+            np.testing.assert_array_equal(got[1][0], want[1][0])
+            np.testing.assert_array_equal(got[1][1], want[1][1])
+        else:
+            np.testing.assert_array_equal(got[1], want[1])
+    # the scaling did something (not a test that passes on the identity)
+    assert not np.array_equal(sl.matrix_balance(a)[0], a)
+    # a batch (SciPy loops over it), 1x1, empty
+    stack = np.stack([a, _balance_case(rng)])
+    for x in (stack, np.array([[2.5]]), np.zeros((0, 0))):
+        got, want = _run(monkeypatch, "matrix_balance", x), sl.matrix_balance(x)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    with pytest.raises(ValueError, match="square"):
+        _run(monkeypatch, "matrix_balance", a[:3])
