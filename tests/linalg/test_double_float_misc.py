@@ -1,4 +1,4 @@
-"""float64 matrix_balance on an emulated Neuron device
+"""float64 matrix_balance, solve_circulant and expm_cond on an emulated Neuron device
 (issue 27): float32 arithmetic only (triple-float norms and DFTs, double-float
 compositions), paired against SciPy's float64 under TRNSCIPY_STRICT=1 with no host
 fallback and no float64 op on the device.  Small shapes shared between cases: XLA
@@ -65,3 +65,49 @@ def test_matrix_balance_float64(emulate_neuron, monkeypatch):
         np.testing.assert_array_equal(got[1], want[1])
     with pytest.raises(ValueError, match="square"):
         _run(monkeypatch, "matrix_balance", a[:3])
+
+
+N = 8  # solve_circulant: one order for every case (its graphs compile once per shape)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 50 s of XLA compiles (four triple-float DFT graphs); the
+# conformance suite's xla-neuron lane runs a float64 case in CI
+def test_solve_circulant_float64(emulate_neuron, monkeypatch):
+    rng = np.random.default_rng(28)
+    c = rng.standard_normal(N) * np.exp(rng.uniform(-3, 3, N))
+    b = rng.standard_normal(N)
+    got, want = _run(monkeypatch, "solve_circulant", c, b), sl.solve_circulant(c, b)
+    assert got.dtype == np.float64 and got.shape == want.shape
+    # the solution to float64 accuracy (SciPy's own error: eps cond)
+    cond = np.abs(np.fft.fft(c)).max() / np.abs(np.fft.fft(c)).min()
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * EPS * cond * np.abs(want).max())
+    # exactly singular (fft(ones) has n - 1 zeros): SciPy's LinAlgError, or its
+    # least-squares solution with the near-zero modes left out
+    ones = np.ones(N)
+    with pytest.raises(np.linalg.LinAlgError, match="near singular"):
+        _run(monkeypatch, "solve_circulant", ones, b)
+    got = _run(monkeypatch, "solve_circulant", ones, b, singular="lstsq")
+    want = sl.solve_circulant(ones, b, singular="lstsq")
+    np.testing.assert_allclose(got, want, rtol=4 * EPS)
+    # a given tol decides the same modes as SciPy's (|fft(c)| straddles it)
+    tol = np.sort(np.abs(np.fft.fft(c)))[2]
+    got = _run(monkeypatch, "solve_circulant", c, b, singular="lstsq", tol=tol)
+    want = sl.solve_circulant(c, b, singular="lstsq", tol=tol)
+    np.testing.assert_allclose(got, want, rtol=0, atol=4 * EPS * cond * np.abs(want).max())
+    assert not np.allclose(want, sl.solve_circulant(c, b))  # (the tol mattered)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 40 s of XLA compiles (the stacked shapes' DFT graphs)
+def test_solve_circulant_float64_stacked(emulate_neuron, monkeypatch):
+    """b with several columns (baxis 0) and a stack of c (SciPy broadcasts them);
+    outaxis."""
+    rng = np.random.default_rng(29)
+    c = rng.standard_normal((2, N))
+    b = rng.standard_normal((N, 2))
+    for kw in ({}, {"outaxis": -1}):
+        got = _run(monkeypatch, "solve_circulant", c, b, **kw)
+        want = sl.solve_circulant(c, b, **kw)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())

@@ -288,7 +288,7 @@ def _axis_len(name, a, axis):
     raise ValueError(f"'{name}axis' entry is out of bounds")
 
 
-@dispatch(_sl.solve_circulant)
+@dispatch(_sl.solve_circulant, double_float=("neuron",))
 def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis=0):
     """The DFTs are products with the DFT matrix (torch.fft does not lower on XLA), in
     (real, imaginary) pairs of real tensors: real input computes in real arithmetic only.
