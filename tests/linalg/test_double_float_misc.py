@@ -111,3 +111,21 @@ def test_solve_circulant_float64_stacked(emulate_neuron, monkeypatch):
         want = sl.solve_circulant(c, b, **kw)
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 100 s of XLA compiles (expm of order 2 n^2 = 18, the refined
+# svdvals of K, expm of A); the conformance suite's xla-neuron lane runs a float64 case
+def test_expm_cond_float64(emulate_neuron, monkeypatch):
+    """One double-float expm of the Kronecker block, the refined 2-norm, the quotient in
+    triple-float; against SciPy's (within its own and the double-float expm's rounding:
+    expm's squarings leave about 1e-14 relative)."""
+    rng = np.random.default_rng(30)
+    a = rng.standard_normal((3, 3))
+    got, want = _run(monkeypatch, "expm_cond", a), sl.expm_cond(a)
+    assert np.asarray(got).dtype == np.float64 and np.ndim(got) == 0
+    assert abs(got - want) <= 2e-13 * want
+    with pytest.raises(ValueError, match="square"):
+        _run(monkeypatch, "expm_cond", a[:2])
+    with pytest.raises(ValueError):  # SciPy's error for the empty matrix
+        _run(monkeypatch, "expm_cond", np.zeros((0, 0)))
