@@ -129,3 +129,34 @@ def test_expm_cond_float64(emulate_neuron, monkeypatch):
         _run(monkeypatch, "expm_cond", a[:2])
     with pytest.raises(ValueError):  # SciPy's error for the empty matrix
         _run(monkeypatch, "expm_cond", np.zeros((0, 0)))
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 90 s of XLA compiles (the double-float reflector loop's body,
+# with and without Q); the conformance suite's xla-neuron lane runs a float64 case
+def test_hessenberg_float64(emulate_neuron, monkeypatch):
+    """Householder reduction in double-float: SciPy's H and Q (LAPACK's reflector signs)
+    to double-float rounding (2**-48 per operation, n steps: about 1e-14 of ||A||, where a
+    sign convention differing would give O(1)), Q orthogonal and Q H Q^T = A to that
+    accuracy; a batch (SciPy loops), and the orders SciPy returns as they are."""
+    rng = np.random.default_rng(31)
+    a = rng.standard_normal((6, 6))
+    scale = np.abs(a).max()
+    h = _run(monkeypatch, "hessenberg", a)
+    assert h.dtype == np.float64
+    np.testing.assert_allclose(h, sl.hessenberg(a), rtol=0, atol=1e-13 * scale)
+    assert (np.tril(h, -2) == 0).all()
+    h, q = _run(monkeypatch, "hessenberg", a, calc_q=True)
+    h0, q0 = sl.hessenberg(a, calc_q=True)
+    np.testing.assert_allclose(h, h0, rtol=0, atol=1e-13 * scale)
+    np.testing.assert_allclose(q, q0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(q.T @ q, np.eye(6), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(q @ h @ q.T, a, rtol=0, atol=1e-13 * scale)
+    stack = np.stack([a, a.T])
+    np.testing.assert_allclose(_run(monkeypatch, "hessenberg", stack),
+                               sl.hessenberg(stack), rtol=0, atol=1e-13 * scale)
+    for x in (np.array([[1.5]]), np.arange(4.0).reshape(2, 2) / 3, np.zeros((0, 0))):
+        got, want = _run(monkeypatch, "hessenberg", x, calc_q=True), sl.hessenberg(
+            x, calc_q=True)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
