@@ -160,3 +160,39 @@ def test_hessenberg_float64(emulate_neuron, monkeypatch):
             x, calc_q=True)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def _ldl_close(got, want, scale):
+    """SciPy's factors to double-float rounding and its permutation exactly (the same
+    pivots: a different choice changes the factors at O(1))."""
+    lu, d, perm = got
+    assert lu.dtype == d.dtype == np.float64
+    np.testing.assert_array_equal(perm, want[2])
+    np.testing.assert_allclose(lu, want[0], rtol=0, atol=1e-13)
+    np.testing.assert_allclose(d, want[1], rtol=0, atol=1e-13 * scale)
+    assert ((d != 0) == (want[1] != 0)).all()  # 2x2 blocks where SciPy's are
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 40 s of XLA compiles (each column's shapes); the conformance
+# suite's xla-neuron lane runs a float64 case in CI
+def test_ldl_float64(emulate_neuron, monkeypatch):
+    """Bunch-Kaufman in double-float: SciPy's pivots (1x1 with and without interchange,
+    2x2 blocks), both forms, a batch, singular, 1x1, empty."""
+    rng = np.random.default_rng(32)
+    a = rng.standard_normal((5, 5))
+    a = a + a.T
+    a[0, 0] = 1e-3  # a small pivot: interchanges
+    z = np.array([[0, 1, 2, 3, 1], [1, 0, 4, 5, 2], [2, 4, 0, 6, 3], [3, 5, 6, 0, 4],
+                  [1, 2, 3, 4, 0]]) / 7  # zero diagonal: 2x2 pivots
+    assert (sl.ldl(z)[1] != np.diag(np.diag(sl.ldl(z)[1]))).any()
+    for m in (a, z):
+        for lower in (True, False):
+            _ldl_close(_run(monkeypatch, "ldl", m, lower=lower), sl.ldl(m, lower=lower),
+                       np.abs(m).max())
+    _ldl_close(_run(monkeypatch, "ldl", np.stack([a, z])), sl.ldl(np.stack([a, z])),
+               np.abs(a).max())
+    for m in (np.zeros((5, 5)), np.array([[-2.5]]), np.zeros((0, 0))):
+        _ldl_close(_run(monkeypatch, "ldl", m), sl.ldl(m), 1.0)
+    with pytest.raises(ValueError, match="square"):
+        _run(monkeypatch, "ldl", a[:3])
