@@ -144,8 +144,7 @@ def test_array_likes_ask_the_table_in_their_dtype(xla_device, emulate_neuron, na
     import trnscipy.linalg
 
     rng = np.random.default_rng(6)
-    a, b = rng.standard_normal((6, 4)).tolist(), rng.standard_normal((6, 4)).tolist()
-    args = ([r[:4] for r in a[:4]],)
+    args = (rng.standard_normal((4, 4)).tolist(),)
     with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
                                                      match="no float64 arithmetic"):
         got = getattr(trnscipy.linalg, name)(*args)
