@@ -196,3 +196,18 @@ def test_ldl_float64(emulate_neuron, monkeypatch):
         _ldl_close(_run(monkeypatch, "ldl", m), sl.ldl(m), 1.0)
     with pytest.raises(ValueError, match="square"):
         _run(monkeypatch, "ldl", a[:3])
+
+
+@pytest.mark.xla
+def test_solve_circulant_float64_large_on_host(emulate_neuron):
+    """Beyond the n^2 method's size SciPy runs on the exact host values, announced."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    rng = np.random.default_rng(33)
+    c, b = rng.standard_normal(1500), rng.standard_normal(1500)
+    c[0] += 40.0  # well conditioned
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="O\\(n\\^2\\)"):
+        got = tl.solve_circulant(c, b)
+    np.testing.assert_array_equal(got, sl.solve_circulant(c, b))
