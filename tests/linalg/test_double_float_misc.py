@@ -41,30 +41,42 @@ def _balance_case(rng, n=6):
     return a
 
 
+def _balance_same(got, want, separate=False):
+    assert got[0].dtype == np.float64
+    np.testing.assert_array_equal(got[0], want[0])
+    if separate:
+        np.testing.assert_array_equal(got[1][0], want[1][0])
+        np.testing.assert_array_equal(got[1][1], want[1][1])
+    else:
+        np.testing.assert_array_equal(got[1], want[1])
+
+
 @pytest.mark.xla
 def test_matrix_balance_float64(emulate_neuron, monkeypatch):
     """Powers-of-two scaling: SciPy's balanced matrix, scaling and permutation bitwise."""
-    rng = np.random.default_rng(27)
-    a = _balance_case(rng)
-    for kw in ({}, {"permute": False}, {"scale": False}, {"separate": True}):
-        got, want = _run(monkeypatch, "matrix_balance", a, **kw), sl.matrix_balance(a, **kw)
-        assert got[0].dtype == np.float64
-        np.testing.assert_array_equal(got[0], want[0])
-        if kw.get("separate"):
-            np.testing.assert_array_equal(got[1][0], want[1][0])
-            np.testing.assert_array_equal(got[1][1], want[1][1])
-        else:
-            np.testing.assert_array_equal(got[1], want[1])
+    a = _balance_case(np.random.default_rng(27))
+    for kw in ({}, {"separate": True}):
+        _balance_same(_run(monkeypatch, "matrix_balance", a, **kw),
+                      sl.matrix_balance(a, **kw), **kw)
     # the scaling did something (not a test that passes on the identity)
     assert not np.array_equal(sl.matrix_balance(a)[0], a)
-    # a batch (SciPy loops over it), 1x1, empty
-    stack = np.stack([a, _balance_case(rng)])
-    for x in (stack, np.array([[2.5]]), np.zeros((0, 0))):
-        got, want = _run(monkeypatch, "matrix_balance", x), sl.matrix_balance(x)
-        np.testing.assert_array_equal(got[0], want[0])
-        np.testing.assert_array_equal(got[1], want[1])
+    for x in (np.array([[2.5]]), np.zeros((0, 0))):
+        _balance_same(_run(monkeypatch, "matrix_balance", x), sl.matrix_balance(x))
     with pytest.raises(ValueError, match="square"):
         _run(monkeypatch, "matrix_balance", a[:3])
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # 10-20 s more of XLA compiles (the unpermuted sweeps' graphs)
+def test_matrix_balance_float64_options(emulate_neuron, monkeypatch):
+    """permute=False, scale=False, and a batch (SciPy loops over it)."""
+    rng = np.random.default_rng(27)
+    a = _balance_case(rng)
+    for kw in ({"permute": False}, {"scale": False}):
+        _balance_same(_run(monkeypatch, "matrix_balance", a, **kw),
+                      sl.matrix_balance(a, **kw))
+    stack = np.stack([a, _balance_case(rng)])
+    _balance_same(_run(monkeypatch, "matrix_balance", stack), sl.matrix_balance(stack))
 
 
 N = 8  # solve_circulant: one order for every case (its graphs compile once per shape)
