@@ -108,16 +108,16 @@ def test_every_wrapper_carries_its_declaration():
 
 def test_declare_refuses_bad_declarations():
     with pytest.raises(ValueError, match="unknown device kinds"):
-        declare("scipy.linalg._basic.solve_circulant", host=("tpu",), why="no such kind")
+        declare("scipy.linalg._decomp_schur.schur", host=("tpu",), why="no such kind")
     with pytest.raises(ValueError, match="float64"):
-        declare("scipy.linalg._basic.solve_circulant", double_float=("xla",))
+        declare("scipy.linalg._decomp_schur.schur", double_float=("xla",))
     with pytest.raises(ValueError, match="why"):
-        declare("scipy.linalg._basic.solve_circulant", host=("neuron",))
+        declare("scipy.linalg._decomp_schur.schur", host=("neuron",))
     with pytest.raises(ValueError, match="why"):
-        declare("scipy.linalg._basic.solve_circulant", why="a reason for nothing")
+        declare("scipy.linalg._decomp_schur.schur", why="a reason for nothing")
     with pytest.raises(ValueError, match="declared twice"):
         declare("scipy.linalg._decomp.eig", host=("xla",), why="other limits")
-    assert declaration("scipy.linalg._basic.solve_circulant") is None
+    assert declaration("scipy.linalg._decomp_schur.schur") is None
     assert DECLARED["scipy.linalg._decomp.eig"].host == {"neuron"}
 
 
@@ -127,16 +127,16 @@ def test_runs_on_device_reads_the_declarations():
     f64 = np.dtype(np.float64)
     eig = trnscipy.linalg.eig._trnscipy_name
     cg = trnscipy.sparse.linalg.cg._trnscipy_name
-    solve_circulant = trnscipy.linalg.solve_circulant._trnscipy_name  # declares nothing
+    schur = trnscipy.linalg.schur._trnscipy_name  # declares nothing
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert runs_on_device(eig, "xla", f64)
         assert runs_on_device(cg, "neuron", f64)  # its double-float method
-        assert runs_on_device(solve_circulant, "neuron", np.dtype(np.float32))
+        assert runs_on_device(schur, "neuron", np.dtype(np.float32))
     with pytest.warns(DeviceFallbackWarning, match="no neuron implementation .*complex"):
         assert not runs_on_device(eig, "neuron", np.dtype(np.float32))
     with pytest.warns(DeviceFallbackWarning, match="no float64"):
-        assert not runs_on_device(solve_circulant, "neuron", f64)
+        assert not runs_on_device(schur, "neuron", f64)
     with pytest.warns(DeviceFallbackWarning, match="no complex"):
         assert not runs_on_device(cg, "neuron", np.dtype(np.complex128))
 

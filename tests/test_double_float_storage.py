@@ -131,20 +131,20 @@ def test_real_matrix_complex_rhs_runs_on_scipy_exactly(xla_device, emulate_neuro
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", ["solve_circulant", "expm_cond"])
+@pytest.mark.parametrize("name", ["schur"])
 def test_array_likes_ask_the_table_in_their_dtype(xla_device, emulate_neuron, name):
     """Lists only (no device operand): the capability table is asked for the dtype NumPy
     reads them as (float64), not skipped (it ran float32 arithmetic, 7e-8 off, or crashed
     in polar, before polar had a double-float method: SciPy's test_procrustes /
-    test_decomp_polar on xla-neuron; orthogonal_procrustes, rq and khatri_rao, the names this
-    test used, have double-float methods now)."""
+    test_decomp_polar on xla-neuron; orthogonal_procrustes, rq, khatri_rao,
+    solve_circulant and expm_cond, the names this test used, have double-float methods
+    now)."""
     import scipy.linalg as sl
 
     import trnscipy.linalg
 
     rng = np.random.default_rng(6)
-    a, b = rng.standard_normal((6, 4)).tolist(), rng.standard_normal((6, 4)).tolist()
-    args = (a[0], b[0]) if name == "solve_circulant" else ([r[:4] for r in a[:4]],)
+    args = (rng.standard_normal((4, 4)).tolist(),)
     with trnscipy.offload(xla_device), pytest.warns(DeviceFallbackWarning,
                                                      match="no float64 arithmetic"):
         got = getattr(trnscipy.linalg, name)(*args)

@@ -288,7 +288,7 @@ def _axis_len(name, a, axis):
     raise ValueError(f"'{name}axis' entry is out of bounds")
 
 
-@dispatch(_sl.solve_circulant)
+@dispatch(_sl.solve_circulant, double_float=("neuron",))
 def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis=0):
     """The DFTs are products with the DFT matrix (torch.fft does not lower on XLA), in
     (real, imaginary) pairs of real tensors: real input computes in real arithmetic only.
@@ -315,7 +315,7 @@ def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis
         outaxis=outaxis)
 
 
-@dispatch(_sl.matrix_balance)
+@dispatch(_sl.matrix_balance, double_float=("neuron",))
 def matrix_balance(A, permute=True, scale=True, separate=False, overwrite_a=False):
     """LAPACK's gebal: the zero pattern is read on the host once (the permutation search),
     then one host read of four norms per row in each scaling sweep; the scaling by powers

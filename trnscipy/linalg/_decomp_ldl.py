@@ -25,7 +25,7 @@ __all__ = ["ldl"]
 _ALPHA = (1 + math.sqrt(17)) / 8
 
 
-@dispatch(_sl.ldl)
+@dispatch(_sl.ldl, double_float=("neuron",))
 def ldl(A, lower=True, hermitian=True, overwrite_a=False, check_finite=True):
     a = as_tensor(A, device_of(A), check_finite)
     a = a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
@@ -126,28 +126,48 @@ def _sytf2(w, her):
 def _ldl_torch(a, lower=True, hermitian=True):
     n = a.shape[0]
     her = hermitian and a.is_complex()
+    ldu, ipiv = _sytf2(full_matrix(a, lower, her), her)
+    ldu, ipiv, swap, pivs = _unreverse(ldu, ipiv, lower)
+    lu, d = assemble(ldu, lower, her, swap, pivs, unit=True)
+    return lu, d, _perm(swap, pivs, lower, n, a.device)
+
+
+def full_matrix(a, lower, her):
+    """The full symmetric (Hermitian) matrix of ``a``'s triangle; for the upper form
+    reversed (its lower form is factored).  Data movement and additions of zeros only."""
     tri = a.tril() if lower else a.triu()
     strict = tri - torch.diag_embed(tri.diagonal())
     diag = tri.diagonal().real.to(a.dtype) if her else tri.diagonal()
     full = strict + (strict.conj() if her else strict).mT + torch.diag_embed(diag)
-    if not lower:  # the upper form is the lower one of the reversed matrix
-        full = full.flip(0, 1)
-    ldu, ipiv = _sytf2(full, her)
+    return full if lower else full.flip(0, 1)  # the upper form: the reversed lower one
+
+
+def _unreverse(ldu, ipiv, lower):
+    """(ldu, ipiv) of the requested form from those of the lower form factored, and SciPy's
+    (swap, pivs) of its pivots."""
+    n = ldu.shape[0]
     if not lower:
         ldu = ldu.flip(0, 1)
         ipiv = np.where(ipiv > 0, n + 1 - ipiv, -(n + 1 + ipiv))[::-1].copy()
     swap, pivs = _ldl_sanitize_ipiv(ipiv, lower=lower)
-    # SciPy's _ldl_get_d_and_l and _ldl_construct_tri_factor, as index operations
+    return ldu, ipiv, swap, pivs
+
+
+def assemble(ldu, lower, her, swap, pivs, unit):
+    """SciPy's _ldl_get_d_and_l and _ldl_construct_tri_factor as index operations: (lu, d)
+    of the packed factors ``ldu`` (``unit``: lu's unit diagonal added; a double-float
+    method calls this on each part, the low parts without it)."""
+    n = ldu.shape[0]
     d = torch.diag_embed(ldu.diagonal())
     lu = ldu.tril(-1) if lower else ldu.triu(1)
-    lu = lu + torch.eye(n, dtype=a.dtype, device=a.device)
+    if unit:
+        lu = lu + torch.eye(n, dtype=ldu.dtype, device=ldu.device)
     x, y = (1, 0) if lower else (0, 1)
     for i in np.flatnonzero(pivs == 2):
         off = ldu[i + x, i + y]
         d[i + x, i + y] = off
         d[i + y, i + x] = off.conj() if her else off
         lu[i + x, i + y] = 0
-    perm = np.arange(n)
     for ind in (range(n - 1, -1, -1) if lower else range(n)):
         s = swap[ind]
         if s != ind:
@@ -156,8 +176,16 @@ def _ldl_torch(a, lower=True, hermitian=True):
                 cs, ce = (cs - 1, ce) if lower else (cs, ce + 1)
             rows = lu[[ind, s], cs:ce]
             lu[[s, ind], cs:ce] = rows
+    return lu, d
+
+
+def _perm(swap, pivs, lower, n, device):
+    perm = np.arange(n)
+    for ind in (range(n - 1, -1, -1) if lower else range(n)):
+        s = swap[ind]
+        if s != ind:
             perm[[s, ind]] = perm[[ind, s]]
-    return lu, d, torch.from_numpy(np.argsort(perm)).to(a.device)
+    return torch.from_numpy(np.argsort(perm)).to(device)
 
 
 register("linalg.ldl", "generic")(_ldl_torch)

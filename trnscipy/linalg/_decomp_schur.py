@@ -12,6 +12,7 @@ import scipy.linalg as _sl
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
+from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _francis
 from trnscipy.linalg._kernels import _on_host, _on_views
 from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
@@ -44,7 +45,7 @@ def _batched(fn, a, *args):
                  else np.array(o).reshape(a.shape[:-2]) for o in zip(*outs, strict=True))
 
 
-@dispatch(_sl.hessenberg)
+@dispatch(_sl.hessenberg, double_float=("neuron",))
 def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
     a = _floating(as_tensor(a, device_of(a), check_finite))
     if a.ndim != 2:
@@ -54,7 +55,8 @@ def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
     if a.numel() == 0:
         return (a.clone(), a.clone()) if calc_q else a.clone()
     if a.shape[0] <= 2:
-        eye = torch.eye(a.shape[0], dtype=torch.float64, device=a.device)
+        # (built on the host: float64 exact where the device holds it as float32 parts)
+        eye = tensor_on(np.eye(a.shape[0]), a.device)
         return (a.clone(), eye) if calc_q else a.clone()
     return kernel("linalg.hessenberg", a.device)(a, calc_q=calc_q)
 

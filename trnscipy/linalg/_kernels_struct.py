@@ -15,7 +15,7 @@ import scipy.linalg as _sl
 
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
-from trnscipy._kernels import register
+from trnscipy._kernels import backend, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
@@ -829,41 +829,69 @@ def _amax_entry(x, mask):
     return _cabs(x[idx])
 
 
+def _gebal_norms(a, hot, inner, upto_l, from_k):
+    """gebal's (c, r, ca, ra) of row/column ``hot`` (a one-hot mask) as one (4,) tensor:
+    the 2-norms of the column and row over k..l, |the largest entry| of the column over
+    rows 0..l and of the row over columns k..n-1."""
+    col = torch.where(hot[None, :], a, torch.zeros_like(a)).sum(1)
+    row = torch.where(hot[:, None], a, torch.zeros_like(a)).sum(0)
+    return torch.stack([
+        torch.sqrt((torch.where(inner, _cabs(col), 0) ** 2).sum()),
+        torch.sqrt((torch.where(inner, _cabs(row), 0) ** 2).sum()),
+        _amax_entry(col, upto_l), _amax_entry(row, from_k)])
+
+
+def _gebal_rescale(a, hot, f):
+    """Row ``hot`` of a divided by ``f``, its column multiplied (a power of two: exact)."""
+    real_t = a.real.dtype if a.is_complex() else a.dtype
+    fs = torch.where(hot, torch.as_tensor(f, dtype=real_t, device=a.device),
+                     torch.ones((), dtype=real_t, device=a.device))
+    return a / fs[:, None] * fs[None, :]
+
+
 @register("linalg.matrix_balance", "generic")
 def matrix_balance(a, permute=True, scale=True, separate=False):
+    return gebal(a, permute, scale, separate)
+
+
+def gebal(a, permute, scale, separate, norms=_gebal_norms, rescale=_gebal_rescale,
+          pattern=None):
+    """LAPACK's gebal and SciPy's form of its result; ``norms`` (four numbers, or a
+    (4, parts) tensor of float32 parts, read on the host once per row), ``rescale`` and
+    ``pattern`` (a's nonzero pattern, default ``a != 0``) are the matrix's arithmetic (the
+    double-float method passes its own)."""
     n = a.shape[0]
     real_t = a.real.dtype if a.is_complex() else a.dtype
     real = np.float32 if real_t == torch.float32 else np.float64
     k, l, ps, order = 0, n - 1, np.ones(n), np.arange(n)
     if permute:
-        k, l, ps, order = _gebal_permutation(np.asarray(_k("linalg._fetch", a)(a != 0)))
+        nz = a != 0 if pattern is None else pattern(a)
+        k, l, ps, order = _gebal_permutation(np.asarray(_k("linalg._fetch", nz)(nz)))
         index = torch.as_tensor(order, device=a.device)
         a = a.index_select(0, index).index_select(1, index)
+        backend(a.device).sync()  # (the norms' graph then starts from data)
     ps[k:l + 1] = 1.0
     if scale and l > k:
-        pos = torch.arange(n, device=a.device)
-        inner = (pos >= k) & (pos <= l)
-        upto_l, from_k = pos <= l, pos >= k
+        # the masks as device data (host-built): the norms' graph is the same for every
+        # row and sweep, and for every (k, l)
+        pos = np.arange(n)
+        inner, upto_l, from_k = (torch.as_tensor(m, device=a.device) for m in (
+            (pos >= k) & (pos <= l), pos <= l, pos >= k))
         noconv = True
         while noconv:
             noconv = False
             for i in range(k, l + 1):
-                hot = pos == i
-                col = torch.where(hot[None, :], a, torch.zeros_like(a)).sum(1)
-                row = torch.where(hot[:, None], a, torch.zeros_like(a)).sum(0)
-                norms = torch.stack([
-                    torch.sqrt((torch.where(inner, _cabs(col), 0) ** 2).sum()),
-                    torch.sqrt((torch.where(inner, _cabs(row), 0) ** 2).sum()),
-                    _amax_entry(col, upto_l), _amax_entry(row, from_k)])
-                c, r, ca, ra = _k("linalg._fetch", norms)(norms)
+                hot = torch.as_tensor(pos == i, device=a.device)
+                four = norms(a, hot, inner, upto_l, from_k)
+                # (4, parts) from a method that computes in parts: their sum in float64
+                c, r, ca, ra = np.asarray(_k("linalg._fetch", four)(four), np.float64) \
+                    .reshape(4, -1).sum(1)
                 f = _gebal_factor(c, r, ca, ra, real(ps[i]), real)
                 if f is None:
                     continue
                 ps[i] = real(ps[i]) * f
                 noconv = True
-                fs = torch.where(hot, torch.as_tensor(float(f), dtype=real_t, device=a.device),
-                                 torch.ones((), dtype=real_t, device=a.device))
-                a = a / fs[:, None] * fs[None, :]
+                a = rescale(a, hot, float(f))
     # SciPy's conversion of gebal's (lo, hi, scale) into its scaling and permutation
     scaling = np.ones(n)
     scaling[k:l + 1] = ps[k:l + 1]

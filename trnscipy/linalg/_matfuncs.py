@@ -225,7 +225,7 @@ def tanhm(A):
     return _maybe_real(a, solve(coshm(a), sinhm(a)))
 
 
-@dispatch(_sl.expm_cond)
+@dispatch(_sl.expm_cond, double_float=("neuron",))
 def expm_cond(A, check_finite=True):
     """SciPy's Kronecker form of the Frechet derivative (n^2 calls of trnscipy's
     expm_frechet), its 2-norm through trnscipy's norm (CPU tensors: SciPy on views; its
@@ -233,6 +233,8 @@ def expm_cond(A, check_finite=True):
     a = as_tensor(A, device_of(A), check_finite)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError("expected a square matrix")
+    if a.shape[0] == 0:  # SciPy's error (its Kronecker form stacks no columns)
+        raise ValueError("need at least one array to concatenate")
     return kernel("linalg.expm_cond", a.device)(a)
 
 
@@ -255,6 +257,34 @@ def _expm_cond(a):
             for i in range(n) for j in range(n)]
     k = torch.stack(cols).mT
     return _wide_result((norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro"))
+
+
+@register("linalg.expm_cond", "neuron")
+def _expm_cond_df(a):
+    """float64: the Kronecker form at once, K = the top-right block of
+    expm([[I (x) A, I], [0, A^T (x) I]]) (the two blocks commute: the block is
+    int_0^1 exp(s A^T) (x) exp((1-s) A) ds, SciPy's n^2 Frechet derivatives as columns up
+    to their order, which the 2-norm does not see), one double-float expm of order 2 n^2
+    instead of n^2 of order 2n; the norms double-float, their quotient in triple-float."""
+    if a.dtype != torch.float64 or a.numel() == 0:
+        return _expm_cond(a)
+    from trnscipy import _transfer
+    from trnscipy._kernels import _df
+
+    n = a.shape[0]
+    hi, lo = _transfer.df_parts(a)
+    eye = torch.eye(n, dtype=hi.dtype, device=a.device)
+    big_eye = torch.eye(n * n, dtype=hi.dtype, device=a.device)
+    zero = torch.zeros_like(big_eye)
+    # products with 0 and 1 only: exact on each part
+    big = [torch.cat([torch.cat([torch.kron(eye, p), i], 1),
+                      torch.cat([zero, torch.kron(p.mT, eye)], 1)], 0)
+           for p, i in ((hi, big_eye), (lo, zero))]
+    m = expm(_transfer.df_tensor(*big))
+    k = m[:n * n, n * n:].clone()
+    k2, an, xn = (_transfer.df_triple(v) for v in (norm(k, 2), norm(a, "fro"),
+                                                    norm(expm(a), "fro")))
+    return _transfer.df_tensor(*_df.div3(_df.mul3(k2, an), xn))
 
 
 def _batched_tuples(fn, a, *args):
