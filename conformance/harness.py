@@ -19,6 +19,7 @@ without a case), ``scipy-object`` (classes, modules, constants: N/A).
 """
 
 import contextlib
+import dataclasses
 import time
 import traceback
 import warnings
@@ -209,8 +210,13 @@ def xla_selection(cases, lane, profile):
     Those marked ``xla``; with ``profile.xla_per_name`` set, at most that many per public
     name of the dtypes the lane computes on device, plus, on a lane with host dtypes
     (xla-neuron), one case of a host dtype (cheap: it checks the fallback warning).
-    Bad-input cases and cases marked ``xla_always`` always run.
+    Bad-input cases and cases marked ``xla_always`` always run.  The profile's ``skip``
+    for the lane is taken out of the selection last (no other case stands in).
     """
+    skip = profile.skip.get(lane.name, ())
+    if skip:
+        return [case for case in xla_selection(cases, lane, dataclasses.replace(
+            profile, skip={})) if case.id not in skip]
     if profile.xla_per_name is None:
         return [case for case in cases if case.xla]
     chosen, device_count, host_seen = [], {}, set()

@@ -226,7 +226,9 @@ def write_markdown(results, path=DOC, command="python -m conformance --write"):
         "`--profile nightly` (ten times the generated examples, every case on the XLA "
         "lanes), `--lanes cpu,xla,...` (a subset), `--write` (rewrite this file and the "
         "baseline), `-v` (print each case that does not conform). "
-        "`pytest conformance` runs the fast profile against the baseline.",
+        "`pytest conformance` runs the `ci` profile against the baseline: the fast one "
+        "less the float64 cases on xla-neuron whose double-float methods compile longest "
+        "(`CI_SKIP_NEURON` in `conformance/registry.py`; their names keep a float32 case).",
         "",
         "Lanes: `cpu` (torch CPU tensors), `xla` (torch-xla device), `xla-neuron` (xla with "
         "`TRNSCIPY_EMULATE=neuron`: arithmetic on float64/complex values must fall back to "
