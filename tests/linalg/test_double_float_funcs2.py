@@ -1,5 +1,5 @@
-"""float64 pinvh, orthogonal_procrustes, subspace_angles, coshm, sinhm, tanhm and
-expm_frechet on an emulated Neuron device (issue 27): composed from the double-float
+"""float64 pinvh, orthogonal_procrustes, subspace_angles, coshm, sinhm, tanhm, cosm, sinm,
+tanm and expm_frechet on an emulated Neuron device (issue 27): composed from the double-float
 eigh, svd, orth, expm and solve, paired against SciPy's float64 with no host fallback
 and no float64 op on the device."""
 
@@ -97,6 +97,22 @@ def test_hyperbolic_float64(emulate_neuron, monkeypatch):
         _close(_run(name, a), getattr(sl, name)(a), rtol=2e-13)
     with pytest.raises(ValueError, match="square"):
         _run("coshm", a[:3])
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about a minute of XLA compiles (expm of the 2n block, the solve); the
+# conformance suite's xla-neuron lane runs their float64 cases in CI
+def test_trigonometric_float64(emulate_neuron, monkeypatch):
+    """cosm, sinm, tanm of a real matrix in real arithmetic: the double-float expm of
+    [[0, -A], [A, 0]] (SciPy's expm(iA) needs complex arithmetic, which Neuron lacks);
+    tanm through the double-float solve; a stack as its single calls."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((N, N)) / 2
+    for name in ("cosm", "sinm", "tanm"):
+        _close(_run(name, a), getattr(sl, name)(a), rtol=2e-13)
+    stack = np.stack([a, a.T])
+    _close(_run("cosm", stack), sl.cosm(stack), rtol=2e-13)
 
 
 @pytest.mark.xla

@@ -175,28 +175,40 @@ def _ij(a):
                 torch.complex128 if not a.is_complex() else a.dtype) * 1j
 
 
-@dispatch(_sl.cosm, stacks=True)
+def _cos_sin(a):
+    """(cos A, sin A) of real ``a`` in real arithmetic: expm([[0, -A], [A, 0]]) is
+    [[cos A, -sin A], [sin A, cos A]] (SciPy takes expm(iA): Neuron has no complex
+    arithmetic, and float64 there then goes through expm's double-float method)."""
+    n = a.shape[-1]
+    zero = torch.zeros_like(a)
+    e = expm(torch.cat([torch.cat([zero, -a], -1), torch.cat([a, zero], -1)], -2))
+    return e[..., :n, :n].contiguous(), e[..., n:, :n].contiguous()
+
+
+@dispatch(_sl.cosm, stacks=True, double_float=("neuron",))
 def cosm(A):
     a = _square_input(A)
     if a.is_complex():
         return 0.5 * (expm(_ij(a)) + expm(-_ij(a)))
-    return expm(_ij(a)).real.clone()
+    return _cos_sin(a)[0]
 
 
-@dispatch(_sl.sinm, stacks=True)
+@dispatch(_sl.sinm, stacks=True, double_float=("neuron",))
 def sinm(A):
     a = _square_input(A)
     if a.is_complex():
         return -0.5j * (expm(_ij(a)) - expm(-_ij(a)))
-    return expm(_ij(a)).imag.clone()
+    return _cos_sin(a)[1]
 
 
-@dispatch(_sl.tanm)
+@dispatch(_sl.tanm, double_float=("neuron",))
 def tanm(A):
     from trnscipy.linalg._basic import solve
 
     a = _square_input(A)
-    return _maybe_real(a, solve(cosm(a), sinm(a)))
+    if a.is_complex():
+        return solve(cosm(a), sinm(a))
+    return solve(*_cos_sin(a))
 
 
 @dispatch(_sl.coshm, double_float=("neuron",))
