@@ -49,6 +49,18 @@ def _mag(x, hermitian_diag=False):
     return x.real.abs() if hermitian_diag else x.real.abs() + x.imag.abs()
 
 
+def pivot(k, imax, absakk, colmax, rowmax, absimax):
+    """(kp, kstep): dsytf2's Bunch-Kaufman choice at column k from |a_kk|, the column's
+    largest off-diagonal |a_imax,k|, row imax's largest off-diagonal and |a_imax,imax|."""
+    if max(absakk, colmax) != 0 and absakk < _ALPHA * colmax:
+        if absakk >= _ALPHA * colmax * (colmax / rowmax):
+            return k, 1
+        if absimax >= _ALPHA * rowmax:
+            return imax, 1
+        return imax, 2
+    return k, 1
+
+
 def _sytf2(w, her):
     """(ldu, ipiv) of LAPACK's lower ?sytf2/?hetf2 for the full symmetric/Hermitian w."""
     n = w.shape[0]
@@ -69,14 +81,7 @@ def _sytf2(w, her):
         else:
             probe = [float(diag[k]), 0.0, k, 0.0, 0.0]
         absakk, colmax, imax, rowmax, absimax = probe
-        imax, kstep, kp = int(imax), 1, k
-        if max(absakk, colmax) != 0 and absakk < _ALPHA * colmax:
-            if absakk >= _ALPHA * colmax * (colmax / rowmax):
-                kp = k
-            elif absimax >= _ALPHA * rowmax:
-                kp = imax
-            else:
-                kp, kstep = imax, 2
+        kp, kstep = pivot(k, int(imax), absakk, colmax, rowmax, absimax)
         kk = k + kstep - 1
         if kp != kk:  # symmetric interchange of kk and kp in the trailing matrix
             order = torch.arange(n, device=w.device)

@@ -24,7 +24,7 @@ from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _decomp_ldl as _ldl
 from trnscipy.linalg import _refine as _r
-from trnscipy.linalg._decomp_ldl import _ALPHA, assemble, full_matrix
+from trnscipy.linalg._decomp_ldl import assemble, full_matrix
 from trnscipy.linalg._refine_funcs import _extreme
 
 
@@ -147,14 +147,7 @@ def _sytf2_df(w):
         else:
             v = [float(x) for x in _r._fetch(torch.stack([diag[0][k], diag[1][k]]))]
             absakk, colmax, imax, rowmax, absimax = v[0] + v[1], 0.0, k, 0.0, 0.0
-        kstep, kp = 1, k
-        if max(absakk, colmax) != 0 and absakk < _ALPHA * colmax:
-            if absakk >= _ALPHA * colmax * (colmax / rowmax):
-                kp = k
-            elif absimax >= _ALPHA * rowmax:
-                kp = imax
-            else:
-                kp, kstep = imax, 2
+        kp, kstep = _ldl.pivot(k, imax, absakk, colmax, rowmax, absimax)
         kk = k + kstep - 1
         if kp != kk:  # symmetric interchange of kk and kp in the trailing matrix
             order = np.arange(n)

@@ -519,6 +519,12 @@ def _newton_done(d, X, prev):
     return dn, bool(dn <= _r._EPS_DF * xn or stalled)
 
 
+def _not_converged():
+    warnings.warn("double-float refinement did not converge: the result may have only "
+                  "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
+                  stacklevel=7)
+
+
 @register("linalg.solve_continuous_are", "neuron")
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     """float64 data: the generic method (``_solvers.care_standard``) in float32 from the
@@ -545,9 +551,7 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
         if done:
             break
     else:
-        warnings.warn("double-float refinement did not converge: the result may have only "
-                      "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
-                      stacklevel=6)
+        _not_converged()
     return _transfer.df_tensor(*X)
 
 
@@ -612,7 +616,5 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
         if done:
             break
     else:
-        warnings.warn("double-float refinement did not converge: the result may have only "
-                      "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
-                      stacklevel=6)
+        _not_converged()
     return _transfer.df_tensor(*X)
