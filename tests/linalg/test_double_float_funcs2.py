@@ -7,24 +7,14 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from tests.linalg.test_double_float_lu import _on_neuron
+from tests.linalg.test_double_float_lu import linalg_on_neuron
 
 torch = pytest.importorskip("torch")
 
 N = 6
 
 
-def _run(name, *args, **kw):
-    import trnscipy
-    import trnscipy.linalg as tl
-
-    def run():
-        with trnscipy.offload("xla"):
-            return getattr(tl, name)(*args, **kw)
-
-    out, ops, aten, _ = _on_neuron(run)
-    assert ops == [] and aten == 0, (name, ops, aten)
-    return out
+_run = linalg_on_neuron
 
 
 def _close(got, want, rtol=1e-13):

@@ -35,6 +35,21 @@ def _on_neuron(fn):
     return out, rec.ops, _aten_fallbacks() - before, counts
 
 
+def linalg_on_neuron(name, *args, **kw):
+    """trnscipy.linalg.<name>(*args, **kw) offloaded to the emulated Neuron device, with no
+    float64 op and no aten fallback there; NumPy results."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    def run():
+        with trnscipy.offload("xla"):
+            return getattr(tl, name)(*args, **kw)
+
+    out, ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0, (name, ops, aten)
+    return out
+
+
 def _perm(piv):
     """Row permutation of SciPy's 0-based pivots: a[perm] = L U."""
     perm = np.arange(piv.shape[0])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from tests.linalg.test_double_float_lu import _on_neuron
+from tests.linalg.test_double_float_lu import linalg_on_neuron
 
 torch = pytest.importorskip("torch")
 
@@ -18,18 +18,8 @@ EPS = np.finfo(np.float64).eps
 def _run(monkeypatch, name, *args, **kw):
     """trnscipy.linalg.<name> offloaded to the emulated Neuron device, strict, its float64
     ops and aten fallbacks checked; NumPy results."""
-    import trnscipy
-    import trnscipy.linalg as tl
-
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
-
-    def run():
-        with trnscipy.offload("xla"):
-            return getattr(tl, name)(*args, **kw)
-
-    out, ops, aten, _ = _on_neuron(run)
-    assert ops == [] and aten == 0, (name, ops, aten)
-    return out
+    return linalg_on_neuron(name, *args, **kw)
 
 
 def _balance_case(rng, n=6):

@@ -519,10 +519,20 @@ def _newton_done(d, X, prev):
     return dn, bool(dn <= _r._EPS_DF * xn or stalled)
 
 
-def _not_converged():
+def _newton(X, step):
+    """X (double-float parts) += step(X) until ``_newton_done`` (at most 8 steps), kept
+    symmetric; a LinAlgWarning where it did not converge.  The result as a tensor."""
+    prev = None
+    for _ in range(8):
+        d = step(X)
+        X = _sym_df(_df.add_f(X, d))
+        prev, done = _newton_done(d, X, prev)
+        if done:
+            return _transfer.df_tensor(*X)
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
                   stacklevel=7)
+    return _transfer.df_tensor(*X)
 
 
 @register("linalg.solve_continuous_are", "neuron")
@@ -541,18 +551,13 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     x0 = kind_kernel("linalg._care_standard", "generic")(A[0], G[0], Q[0])
     closed = A[0] - G[0] @ x0
     factors = _ks.sylvester_factors(closed.mT, closed)
-    X, prev = (x0, torch.zeros_like(x0)), None
-    for _ in range(8):
+
+    def step(X):  # Kleinman: the closed loop frozen at X0
         XA = _dfmm(X, A)
         res = _df.add(_df.add(_r._t(XA), XA), _df.sub(Q, _dfmm(_dfmm(X, G), X)))
-        d = _ks.sylvester_solve(factors, -res[0])
-        X = _sym_df(_df.add_f(X, d))
-        prev, done = _newton_done(d, X, prev)
-        if done:
-            break
-    else:
-        _not_converged()
-    return _transfer.df_tensor(*X)
+        return _ks.sylvester_solve(factors, -res[0])
+
+    return _newton((x0, torch.zeros_like(x0)), step)
 
 
 @register("linalg._are_min_sv", "neuron")
@@ -603,18 +608,14 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     left, right = inv32(ak.mT + eye)[0], inv32(ak + eye)[0]
     f = (ak - eye) @ right
     factors = _ks.sylvester_factors(f.mT, f)
-    solve, prev = kind_kernel("linalg.solve", "neuron"), None
-    for _ in range(8):
+    solve = kind_kernel("linalg.solve", "neuron")
+
+    def step(X):  # Hewer: the closed loop frozen at X0
         XA = _dfmm(X, A)
         BtXA = _dfmm(_r._t(B), XA)
         M = _df.add(R, _dfmm(_dfmm(_r._t(B), X), B))
         K = _r._parts(solve(_transfer.df_tensor(*M), _transfer.df_tensor(*BtXA)))
         res = _df.sub(_df.add(_dfmm(_r._t(A), XA), Q), _df.add(X, _dfmm(_r._t(BtXA), K)))
-        d = _ks.sylvester_solve(factors, -2 * (left @ res[0] @ right))
-        X = _sym_df(_df.add_f(X, d))
-        prev, done = _newton_done(d, X, prev)
-        if done:
-            break
-    else:
-        _not_converged()
-    return _transfer.df_tensor(*X)
+        return _ks.sylvester_solve(factors, -2 * (left @ res[0] @ right))
+
+    return _newton(X, step)
