@@ -211,6 +211,7 @@ def test_kron_random_values(emulate_neuron, xla_device, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # 33-41 s; conformance runs kron, kronsum float64 on xla-neuron in CI
 def test_poisson_2d(emulate_neuron, xla_device, monkeypatch):
     """kron(I, T) + kron(T, I) and kronsum(T, T): the 2-D Poisson matrix, exactly
     SciPy's, on the device (kron, the sparse sum, kronsum)."""

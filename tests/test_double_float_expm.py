@@ -40,6 +40,7 @@ def _matrix(n, norm, seed=0):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # 35-50 s of compiles; conformance runs expm float64 on xla-neuron in CI
 def test_expm_float64_stack(emulate_neuron, monkeypatch):
     """A stack of two 20 x 20 matrices with 1-norms 3 and 40: degree 13, scalings 0 and 4
     (the graphs do not depend on s); float64-accurate against SciPy."""
