@@ -1,4 +1,4 @@
-"""CUDA kernels: torch's cuSPARSE-backed CSR layout for CSR/CSC products.
+"""CUDA kernels: torch's cuSPARSE-backed CSR and BSR layouts for CSR/CSC/BSR products.
 
 Used when no gradient is needed; with autograd (or other formats) the generic
 kernels run, whose gradients torch derives itself.
@@ -31,6 +31,14 @@ def csc_product(A, x):
     if not _usable(A, x):
         return _generic.csc_product(A, x)
     return csr_product(A.tocsr(), x)
+
+
+def bsr_product(A, x):
+    # cuSPARSE's BSR products take square blocks of side 2 or more (side 1 is CSR)
+    r, c = A.blocksize
+    if not (_usable(A, x) and r == c > 1 and x.dtype == A.data.dtype):
+        return _generic.bsr_product(A, x)
+    return torch_csr(A.indptr, A.indices, A.data, A.shape, layout=torch.sparse_bsr) @ x
 
 
 def graph_function(fn):
@@ -126,10 +134,11 @@ def memory_available(device):
 
 
 class Cuda(_generic.Generic):
-    """CUDA tensors: cuSPARSE's CSR products, CUDA graphs."""
+    """CUDA tensors: cuSPARSE's CSR and BSR products, CUDA graphs."""
 
     kind = "cuda"
     csr_matvec = csr_matvecs = staticmethod(csr_product)
     csc_matvec = csc_matvecs = staticmethod(csc_product)
+    bsr_matvec = bsr_matvecs = staticmethod(bsr_product)
     graph_function = staticmethod(graph_function)
     memory_available = staticmethod(memory_available)

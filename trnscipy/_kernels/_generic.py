@@ -28,16 +28,17 @@ def expand_ptr(indptr, nnz):
     return su.expand_ptr(indptr, nnz)
 
 
-def torch_csr(indptr, indices, data, shape):
-    """A torch sparse CSR tensor of the parts (trnscipy's one builder of torch sparse
-    tensors), without torch's notices: "Sparse CSR tensor support is in beta", and
-    (torch 2.11) "Sparse invariant checks are implicitly disabled", which asks to opt in
-    or out: out, since trnscipy's containers are validated when built."""
+def torch_csr(indptr, indices, data, shape, layout=torch.sparse_csr):
+    """A torch sparse CSR tensor of the parts, or BSR with ``layout=torch.sparse_bsr``
+    and 3-D ``data`` (trnscipy's one builder of torch sparse tensors), without torch's
+    notices: "Sparse CSR tensor support is in beta", and (torch 2.11) "Sparse invariant
+    checks are implicitly disabled", which asks to opt in or out: out, since trnscipy's
+    containers are validated when built."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "Sparse CSR tensor support", UserWarning)
+        warnings.filterwarnings("ignore", "Sparse (CSR|BSR) tensor support", UserWarning)
         warnings.filterwarnings("ignore", "Sparse invariant checks", UserWarning)
-        return torch.sparse_csr_tensor(indptr, indices, data, size=tuple(shape),
-                                       check_invariants=False)
+        return torch.sparse_compressed_tensor(indptr, indices, data, size=tuple(shape),
+                                              layout=layout, check_invariants=False)
 
 
 def coo_product(row, col, data, x, m):
