@@ -176,8 +176,8 @@ def _ldl_close(got, want, scale):
 
 
 @pytest.mark.xla
-@pytest.mark.slow  # about 40 s of XLA compiles (each column's shapes); the conformance
-# suite's xla-neuron lane runs a float64 case in CI
+@pytest.mark.slow  # about 12 s of XLA compiles (two sizes, both forms, a batch); the
+# conformance suite's xla-neuron lane runs a float64 case in CI
 def test_ldl_float64(emulate_neuron, monkeypatch):
     """Bunch-Kaufman in double-float: SciPy's pivots (1x1 with and without interchange,
     2x2 blocks), both forms, a batch, singular, 1x1, empty."""

@@ -2,9 +2,11 @@
 
 CPU tensors run SciPy on zero-copy views.  Elsewhere each step reads its pivot test
 (five numbers) on the host and does the interchange and the rank-1 or rank-2 update on
-the device; SciPy's own index bookkeeping (``_ldl_sanitize_ipiv``) turns the pivots into
-its ``lu``, ``d``, ``perm``.  The upper form factors the reversed matrix in the lower
-form (ties between equal pivot candidates may then resolve differently from LAPACK).
+the device, on the whole matrix with the column index as device data: a few graphs for
+every n (one per kind of step), not one per column; SciPy's own index bookkeeping
+(``_ldl_sanitize_ipiv``) turns the pivots into its ``lu``, ``d``, ``perm``.  The upper
+form factors the reversed matrix in the lower form (ties between equal pivot candidates
+may then resolve differently from LAPACK).
 """
 
 import math
@@ -15,7 +17,7 @@ import scipy.linalg as _sl
 from scipy.linalg._decomp_ldl import _ldl_sanitize_ipiv
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_host, _on_views
 from trnscipy.linalg._validate import as_tensor, device_of, empty
@@ -61,77 +63,144 @@ def pivot(k, imax, absakk, colmax, rowmax, absimax):
     return k, 1
 
 
-def _sytf2(w, her):
-    """(ldu, ipiv) of LAPACK's lower ?sytf2/?hetf2 for the full symmetric/Hermitian w."""
-    n = w.shape[0]
-    ct = (lambda t: t.conj()) if her else (lambda t: t)
-    out = torch.zeros_like(w)
+def sytf2(ops, n):
+    """ipiv of LAPACK's lower ?sytf2 (Bunch-Kaufman), driven on the host: ``ops`` holds the
+    working matrix and the packed factors in its arithmetic (``_Steps`` here, double-float
+    in ``_refine_decomp``), reads each column's pivot test and applies the interchange and
+    the rank-1 or rank-2 update."""
     ipiv = np.zeros(n, dtype=np.int64)
-    rows = torch.arange(n, device=w.device)
     k = 0
     while k < n:
-        col = _mag(w[k + 1:, k])
-        diag = _mag(w.diagonal(), her)
-        if k + 1 < n:
-            cmax, cidx = col.max(0)
-            imax = k + 1 + cidx
-            row = _mag(torch.where(rows[k:] == imax, 0, w[imax, k:]))
-            probe = torch.stack([diag[k], cmax.to(diag.dtype), imax.to(diag.dtype),
-                                 row.max().to(diag.dtype), diag[imax]]).tolist()
-        else:
-            probe = [float(diag[k]), 0.0, k, 0.0, 0.0]
-        absakk, colmax, imax, rowmax, absimax = probe
+        absakk, colmax, imax, rowmax, absimax = ops.probe(k)
+        if k + 1 == n:  # no column below the last diagonal entry
+            colmax, imax, rowmax, absimax = 0.0, k, 0.0, 0.0
         kp, kstep = pivot(k, int(imax), absakk, colmax, rowmax, absimax)
         kk = k + kstep - 1
         if kp != kk:  # symmetric interchange of kk and kp in the trailing matrix
-            order = torch.arange(n, device=w.device)
+            order = np.arange(n)
             order[kk], order[kp] = kp, kk
-            w = w[order][:, order]
+            ops.swap(order)
         if max(absakk, colmax) == 0:  # singular column: D(k) = 0, no update
-            out[k:, k] = w[k:, k]
+            ops.singular(k)
             ipiv[k] = k + 1
-            k += 1
-            continue
-        if kstep == 1:
-            dkk = w[k, k].real if her else w[k, k]
-            x = w[k + 1:, k]
-            r1 = 1 / dkk
-            w = w.clone()
-            w[k + 1:, k + 1:] = w[k + 1:, k + 1:] - r1 * x[:, None] * ct(x)[None, :]
-            out[k, k] = dkk
-            out[k + 1:, k] = x * r1
+        elif kstep == 1:
+            ops.step1(k)
             ipiv[k] = kp + 1
         else:
-            x = w[k + 2:, k:k + 2]
-            if her:
-                d = w[k + 1, k].abs()
-                d11, d22 = w[k + 1, k + 1].real / d, w[k, k].real / d
-                d21 = w[k + 1, k] / d
-                dd = (1 / (d11 * d22 - 1)) / d
-                wk = dd * (d11 * x[:, 0] - d21 * x[:, 1])
-                wkp1 = dd * (d22 * x[:, 1] - d21.conj() * x[:, 0])
-            else:
-                d21 = w[k + 1, k]
-                d11, d22 = w[k + 1, k + 1] / d21, w[k, k] / d21
-                dd = (1 / (d11 * d22 - 1)) / d21
-                wk = dd * (d11 * x[:, 0] - x[:, 1])
-                wkp1 = dd * (d22 * x[:, 1] - x[:, 0])
-            lk = torch.stack([wk, wkp1], 1)
-            w = w.clone()
-            w[k + 2:, k + 2:] = w[k + 2:, k + 2:] - x @ ct(lk).mT
-            out[k, k] = w[k, k].real if her else w[k, k]
-            out[k + 1, k + 1] = w[k + 1, k + 1].real if her else w[k + 1, k + 1]
-            out[k + 1, k] = w[k + 1, k]
-            out[k + 2:, k:k + 2] = lk
+            ops.step2(k)
             ipiv[k] = ipiv[k + 1] = -(kp + 1)
-        k += kstep
-    return out, ipiv
+        ops.finish()
+        k += kstep  # (1 for a singular column)
+    return ipiv
+
+
+class Masks:
+    """Index masks of the full n x n arrays for column k, k a device tensor: every step works
+    on whole arrays, so one graph serves every column (slices at k would compile a graph
+    per column on XLA)."""
+
+    def __init__(self, n, device):
+        self.r = torch.arange(n, device=device)
+        self.device = device
+
+    def at(self, k):
+        """k as device data of shape (1,) (a 0-d 0 or 1 would become a graph constant)."""
+        return torch.tensor([k], device=self.device)
+
+    def trailing(self, kt, width):
+        """The trailing block below and right of columns k .. k + width - 1."""
+        below = self.r > kt + width - 1
+        return below[:, None] & below[None, :]
+
+    def columns(self, kt, width, first_row):
+        """Columns k .. k + width - 1 from row k + first_row down."""
+        r = self.r
+        cols = (r >= kt) & (r < kt + width)
+        return (r[:, None] >= kt + first_row) & cols[None, :]
+
+    def entry(self, i, j):
+        return (self.r[:, None] == i) & (self.r[None, :] == j)
+
+
+def _pick(t, i, j):
+    """t[i, j] for device indices of shape (1,), as shape (1,)."""
+    return t.index_select(0, i).index_select(1, j)[:, 0]
+
+
+class _Steps:
+    """?sytf2's device work in the data's own arithmetic (``sytf2``'s ``ops``)."""
+
+    def __init__(self, w, her):
+        self.w, self.her, self.out = w, her, torch.zeros_like(w)
+        self.ct = (lambda t: t.conj()) if her else (lambda t: t)
+        self.m = Masks(w.shape[0], w.device)
+
+    def probe(self, k):
+        w, r, kt = self.w, self.m.r, self.m.at(k)
+        col = torch.where(r > kt, _mag(w.index_select(1, kt)[:, 0]), -1)
+        cmax, imax = col.max(0)
+        imax = imax.reshape(1)
+        row = torch.where((r >= kt) & (r != imax), _mag(w.index_select(0, imax)[0]), 0)
+        diag = _mag(w.diagonal(), self.her)
+        return torch.cat([diag.index_select(0, kt), cmax.reshape(1).to(diag.dtype),
+                          imax.to(diag.dtype), row.max().reshape(1).to(diag.dtype),
+                          diag.index_select(0, imax)]).tolist()
+
+    def swap(self, order):
+        order = torch.as_tensor(order, device=self.w.device)
+        self.w = self.w.index_select(0, order).index_select(1, order)
+
+    def singular(self, k):
+        self.out = torch.where(self.m.columns(self.m.at(k), 1, 0), self.w, self.out)
+
+    def _real(self, t):
+        return t.real if self.her else t
+
+    def step1(self, k):
+        w, m, kt = self.w, self.m, self.m.at(k)
+        dkk = self._real(_pick(w, kt, kt))
+        x = w.index_select(1, kt)[:, 0]
+        r1 = 1 / dkk
+        self.w = torch.where(m.trailing(kt, 1), w - r1 * x[:, None] * self.ct(x)[None, :], w)
+        out = torch.where(m.columns(kt, 1, 1), (x * r1)[:, None], self.out)
+        self.out = torch.where(m.entry(kt, kt), dkk, out)
+
+    def step2(self, k):
+        w, m, kt = self.w, self.m, self.m.at(k)
+        k1 = kt + 1
+        x0, x1 = w.index_select(1, kt)[:, 0], w.index_select(1, k1)[:, 0]
+        if self.her:
+            d = _pick(w, k1, kt).abs()
+            d11, d22 = _pick(w, k1, k1).real / d, _pick(w, kt, kt).real / d
+            d21 = _pick(w, k1, kt) / d
+            dd = (1 / (d11 * d22 - 1)) / d
+            wk = dd * (d11 * x0 - d21 * x1)
+            wkp1 = dd * (d22 * x1 - d21.conj() * x0)
+        else:
+            d21 = _pick(w, k1, kt)
+            d11, d22 = _pick(w, k1, k1) / d21, _pick(w, kt, kt) / d21
+            dd = (1 / (d11 * d22 - 1)) / d21
+            wk = dd * (d11 * x0 - x1)
+            wkp1 = dd * (d22 * x1 - x0)
+        x, lk = torch.stack([x0, x1], 1), torch.stack([wk, wkp1], 1)
+        self.w = torch.where(m.trailing(kt, 2), w - x @ self.ct(lk).mT, w)
+        out = torch.where(m.columns(kt, 2, 2), torch.where(m.r[None, :] == kt, wk[:, None],
+                                                           wkp1[:, None]), self.out)
+        block = m.entry(kt, kt) | m.entry(k1, k1) | m.entry(k1, kt)
+        diag = self._real(w.diagonal())
+        self.out = torch.where(block, torch.where(m.entry(k1, kt), w, torch.diag_embed(diag)),
+                               out)
+
+    def finish(self):
+        backend(self.w.device).materialize([self.w, self.out])
 
 
 def _ldl_torch(a, lower=True, hermitian=True):
     n = a.shape[0]
     her = hermitian and a.is_complex()
-    ldu, ipiv = _sytf2(full_matrix(a, lower, her), her)
+    steps = _Steps(full_matrix(a, lower, her), her)
+    ipiv = sytf2(steps, n)
+    ldu = steps.out
     ldu, ipiv, swap, pivs = _unreverse(ldu, ipiv, lower)
     lu, d = assemble(ldu, lower, her, swap, pivs, unit=True)
     return lu, d, _perm(swap, pivs, lower, n, a.device)

@@ -17,7 +17,6 @@ double-float rounding of its threshold; the updates in double-float; SciPy's boo
 of the pivots on each part.
 """
 
-import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, kind_kernel, register
@@ -110,90 +109,87 @@ def _mags(x):
     return x[0] * sign, x[1] * sign
 
 
-def _largest(x):
-    """(max |x| as a pair, the first index of it) of a 1-D pair: idamax's choice, the
-    magnitudes compared exactly (by the high parts, ties by the low parts)."""
-    m = _mags(x)
+def _largest(x, valid):
+    """(max |x| over the ``valid`` entries as a pair, the first index of it) of a 1-D pair:
+    idamax's choice, the magnitudes compared exactly (by the high parts, ties by the low)."""
+    m = tuple(torch.where(valid, p, -1.0) for p in _mags(x))
     top = _extreme(m, True, -1)
     at = (m[0] == top[0]) & (m[1] == top[1])
     return top, at.to(torch.int32).argmax()
 
 
-def _sytf2_df(w):
-    """(ldu pair, ipiv) of LAPACK's lower dsytf2 (Bunch-Kaufman) for the full symmetric
-    pair ``w``, in double-float: each column's pivot test reads its five numbers (exact
-    maxima of magnitudes) on the host once and decides in float64 as dsytf2 does."""
-    n = w[0].shape[0]
-    dev = w[0].device
-    out = [torch.zeros_like(w[0]), torch.zeros_like(w[0])]
-    ipiv = np.zeros(n, dtype=np.int64)
-    w = [p.clone() for p in w]
-    k = 0
-    while k < n:
-        diag = _mags(tuple(p.diagonal() for p in w))
-        if k + 1 < n:
-            colmax, cidx = _largest(tuple(p[k + 1:, k] for p in w))
-            imax = (k + 1 + cidx).reshape(1)
-            row = tuple(p.index_select(0, imax)[0, k:] for p in w)
-            row = tuple(torch.where(torch.arange(k, n, device=dev) == imax, 0, p)
-                        for p in row)
-            rowmax, _ = _largest(row)
-            probe = torch.stack([diag[0][k], diag[1][k], *colmax,
-                                 imax[0].to(torch.float32), *rowmax,
-                                 *(p.index_select(0, imax)[0] for p in diag)])
-            v = [float(x) for x in _r._fetch(probe)]
-            absakk, colmax, imax = v[0] + v[1], v[2] + v[3], int(v[4])
-            rowmax, absimax = v[5] + v[6], v[7] + v[8]
-        else:
-            v = [float(x) for x in _r._fetch(torch.stack([diag[0][k], diag[1][k]]))]
-            absakk, colmax, imax, rowmax, absimax = v[0] + v[1], 0.0, k, 0.0, 0.0
-        kp, kstep = _ldl.pivot(k, imax, absakk, colmax, rowmax, absimax)
-        kk = k + kstep - 1
-        if kp != kk:  # symmetric interchange of kk and kp in the trailing matrix
-            order = np.arange(n)
-            order[kk], order[kp] = kp, kk
-            order = torch.as_tensor(order, device=dev)
-            w = [p.index_select(0, order).index_select(1, order) for p in w]
-        if max(absakk, colmax) == 0:  # singular column: D(k) = 0, no update
-            for o, p in zip(out, w, strict=True):
-                o[k:, k] = p[k:, k]
-            ipiv[k] = k + 1
-            k += 1
-            continue
-        if kstep == 1:
-            dkk = tuple(p[k, k] for p in w)
-            x = tuple(p[k + 1:, k] for p in w)
-            r1 = _df.div((torch.ones_like(dkk[0]), torch.zeros_like(dkk[0])), dkk)
-            rx = _df.mul(x, r1)
-            upd = _df.sub(tuple(p[k + 1:, k + 1:] for p in w), _df.mul(_col(x), _row(rx)))
-            col = rx
-            ipiv[k] = kp + 1
-        else:
-            x = tuple(p[k + 2:, k:k + 2] for p in w)
-            x0, x1 = tuple(p[:, 0] for p in x), tuple(p[:, 1] for p in x)
-            d21 = tuple(p[k + 1, k] for p in w)
-            d11 = _df.div(tuple(p[k + 1, k + 1] for p in w), d21)
-            d22 = _df.div(tuple(p[k, k] for p in w), d21)
-            one = (torch.ones_like(d21[0]), torch.zeros_like(d21[0]))
-            t = _df.div(one, _df.sub(_df.mul(d11, d22), one))
-            dd = _df.div(t, d21)
-            wk = _df.mul(dd, _df.sub(_df.mul(d11, x0), x1))
-            wkp1 = _df.mul(dd, _df.sub(_df.mul(d22, x1), x0))
-            upd = _df.sub(tuple(p[k + 2:, k + 2:] for p in w),
-                          _df.add(_df.mul(_col(x0), _row(wk)), _df.mul(_col(x1), _row(wkp1))))
-            col = (torch.stack([wk[0], wkp1[0]], 1), torch.stack([wk[1], wkp1[1]], 1))
-            ipiv[k] = ipiv[k + 1] = -(kp + 1)
-        for o, p, u, c in zip(out, w, upd, col, strict=True):
-            if kstep == 1:
-                o[k, k] = p[k, k]
-                o[k + 1:, k] = c
-                p[k + 1:, k + 1:] = u
-            else:
-                o[k, k], o[k + 1, k + 1], o[k + 1, k] = p[k, k], p[k + 1, k + 1], p[k + 1, k]
-                o[k + 2:, k:k + 2] = c
-                p[k + 2:, k + 2:] = u
-        k += kstep
-    return tuple(out), ipiv
+class _DfSteps:
+    """?sytf2's device work (``_decomp_ldl.sytf2``'s ``ops``) on a symmetric pair in
+    double-float: each column's pivot test reads its five numbers (exact maxima of
+    magnitudes) on the host once, for dsytf2's float64 decision."""
+
+    def __init__(self, w):
+        self.w = tuple(p.clone() for p in w)
+        self.out = (torch.zeros_like(w[0]), torch.zeros_like(w[0]))
+        self.m = _ldl.Masks(w[0].shape[0], w[0].device)
+
+    def _where(self, mask, new, old):
+        return tuple(torch.where(mask, a, b) for a, b in zip(new, old, strict=True))
+
+    def _column(self, kt):
+        return tuple(p.index_select(1, kt)[:, 0] for p in self.w)
+
+    def _entry(self, i, j):
+        return tuple(_ldl._pick(p, i, j) for p in self.w)
+
+    def probe(self, k):
+        r, kt = self.m.r, self.m.at(k)
+        diag = _mags(tuple(p.diagonal() for p in self.w))
+        colmax, imax = _largest(self._column(kt), r > kt)
+        imax = imax.reshape(1)
+        row = tuple(p.index_select(0, imax)[0] for p in self.w)
+        rowmax, _ = _largest(row, (r >= kt) & (r != imax))
+        probe = torch.cat([*(p.index_select(0, kt) for p in diag),
+                           *(p.reshape(1) for p in colmax), imax.to(torch.float32),
+                           *(p.reshape(1) for p in rowmax),
+                           *(p.index_select(0, imax) for p in diag)])
+        v = [float(x) for x in _r._fetch(probe)]
+        return v[0] + v[1], v[2] + v[3], int(v[4]), v[5] + v[6], v[7] + v[8]
+
+    def swap(self, order):
+        order = torch.as_tensor(order, device=self.w[0].device)
+        self.w = tuple(p.index_select(0, order).index_select(1, order) for p in self.w)
+
+    def singular(self, k):
+        self.out = self._where(self.m.columns(self.m.at(k), 1, 0), self.w, self.out)
+
+    def step1(self, k):
+        m, kt = self.m, self.m.at(k)
+        dkk, x = self._entry(kt, kt), self._column(kt)
+        r1 = _df.div((torch.ones_like(dkk[0]), torch.zeros_like(dkk[0])), dkk)
+        rx = _df.mul(x, r1)
+        upd = _df.sub(self.w, _df.mul(_col(x), _row(rx)))
+        out = self._where(m.columns(kt, 1, 1), _col(rx), self.out)
+        self.out = self._where(m.entry(kt, kt), self.w, out)
+        self.w = self._where(m.trailing(kt, 1), upd, self.w)
+
+    def step2(self, k):
+        m, kt = self.m, self.m.at(k)
+        k1 = kt + 1
+        x0, x1 = self._column(kt), self._column(k1)
+        d21 = self._entry(k1, kt)
+        d11 = _df.div(self._entry(k1, k1), d21)
+        d22 = _df.div(self._entry(kt, kt), d21)
+        one = (torch.ones_like(d21[0]), torch.zeros_like(d21[0]))
+        t = _df.div(one, _df.sub(_df.mul(d11, d22), one))
+        dd = _df.div(t, d21)
+        wk = _df.mul(dd, _df.sub(_df.mul(d11, x0), x1))
+        wkp1 = _df.mul(dd, _df.sub(_df.mul(d22, x1), x0))
+        upd = _df.sub(self.w, _df.add(_df.mul(_col(x0), _row(wk)),
+                                      _df.mul(_col(x1), _row(wkp1))))
+        lk = self._where(m.r[None, :] == kt, _col(wk), _col(wkp1))
+        out = self._where(m.columns(kt, 2, 2), lk, self.out)
+        block = m.entry(kt, kt) | m.entry(k1, k1) | m.entry(k1, kt)
+        self.out = self._where(block, self.w, out)
+        self.w = self._where(m.trailing(kt, 2), upd, self.w)
+
+    def finish(self):
+        backend(self.w[0].device).materialize([*self.w, *self.out])
 
 
 @register("linalg.ldl", "neuron")
@@ -202,7 +198,9 @@ def ldl(a, lower=True, hermitian=True):
         return kind_kernel("linalg.ldl", "xla")(a, lower=lower, hermitian=hermitian)
     n = a.shape[0]
     W = tuple(full_matrix(p, lower, False) for p in _transfer.df_parts(a))
-    ldu, ipiv = _sytf2_df(W)
+    steps = _DfSteps(W)
+    ipiv = _ldl.sytf2(steps, n)
+    ldu = steps.out
     parts = [_ldl._unreverse(p, ipiv, lower) for p in ldu]
     swap, pivs = parts[0][2], parts[0][3]
     (lh, dh), (ll, dl) = (assemble(p[0], lower, False, swap, pivs, unit=i == 0)
