@@ -166,7 +166,7 @@ def lsmr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, maxiter=None, show=Fa
              zero, alpha * beta, beta.clone(), zero, one, zero, zero, zero, zero, alpha * alpha,
              zero, scalar(min(1e100, torch.finfo(system.real).max)), out)
     state, _ = run(step, state, maxiter, device, block=block_length(show), peel=None,
-                   host_effects=show or not system.traceable)
+                   host_effects=show or not system.traceable, loop=True)
     x, out = state[0], state[-1]
     istop, itn, normr, normar, normA, condA, normx = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)

@@ -32,10 +32,9 @@ from trnscipy.sparse.linalg._isolve.utils import (
 
 __all__ = ["lsqr"]
 
-# Iterations per host read of the stop flag on graph devices.  Shorter than the Krylov
-# solvers' 25: an lsqr/lsmr block's compile time grows with its length (measured: 45 s
-# for 10, 116 s for 25 on the loaded 2-core machine), and on Trainium a compile costs
-# seconds where an extra execution costs milliseconds.
+# Iterations per host read of the stop flag where a solve is not one device While (on
+# XLA it is: the step body compiles once and the loop runs to the stop flag); on CUDA a
+# captured graph of that many iterations is replayed.
 BLOCK = 10
 
 
@@ -301,7 +300,7 @@ def lsqr(A, b, damp=0.0, atol=1e-6, btol=1e-6, conlim=1e8, iter_lim=None, show=F
     state = (x, u, v, v.clone(), var, itn0, alfa, alfa.clone(), beta.clone(), zero, zero, zero,
              zero, zero, scalar(-1.0), zero, out)
     state, _ = run(step, state, iter_lim, device, block=block_length(show), peel=None,
-                   host_effects=show or not system.traceable)
+                   host_effects=show or not system.traceable, loop=True)
     x, var, out = state[0], state[4], state[-1]
     istop, itn, r1norm, r2norm, anorm, acond, arnorm, xnorm = read_floats(out[-1], *out[:-1])
     istop, itn = int(istop), int(itn)
