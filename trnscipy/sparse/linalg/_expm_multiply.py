@@ -152,7 +152,7 @@ def _simple_core(problem, B, t, m_star, s):
     for _ in range(s):
         if m_star:
             state = (B, F, _inf_norm(B), torch.zeros((1,), dtype=torch.int64, device=device))
-            F = run(step, state, m_star, device, block=None, peel=None)[0][1]
+            F = run(step, state, m_star, device, block=None, peel=None, loop=True)[0][1]
         F = _scale(eta, F)
         B = F
     return F
