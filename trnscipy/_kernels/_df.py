@@ -35,8 +35,8 @@ import numpy as np
 
 from trnscipy._torch import torch
 
-__all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "add", "sub", "mul", "mul3", "add3",
-           "div3", "neg3", "tree_sum3", "sqrt3", "norm3", "div",
+__all__ = ["two_sum", "fast_two_sum", "split", "two_prod", "split_prod", "add", "sub", "mul",
+           "mul3", "add3", "div3", "neg3", "tree_sum3", "sqrt3", "norm3", "div",
            "sqrt", "add_f", "mul_f", "tree_sum", "dot", "norm", "axpy", "scale",
            "gemv", "gemm", "RowPadded", "row_padded", "spmv", "from_host", "to_host_f64"]
 
@@ -94,8 +94,13 @@ def two_prod(a, b):
     rounded ``p`` is not the same value at its uses (measured on XLA CPU: dot products
     wrong at 1e-9).  Exact products give the same value fused or not.
     """
-    ah, al = split(a)
-    bh, bl = split(b)
+    return split_prod(split(a), split(b))
+
+
+def split_prod(a, b):
+    """``two_prod`` of a and b given as their ``split`` halves (a caller that multiplies
+    one value many times splits it once)."""
+    (ah, al), (bh, bl) = a, b
     s, e = two_sum(ah * bh, ah * bl)
     s, f = two_sum(s, al * bh)
     return fast_two_sum(s, (e + f) + al * bl)

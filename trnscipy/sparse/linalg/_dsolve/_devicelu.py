@@ -250,6 +250,8 @@ class _HostLU:
     def __init__(self, lu):
         self._lu = lu
         self.shape = lu.shape
+        # a double-float factorization's float32 solve (a float32 Krylov solve's M)
+        self.float32_solve = getattr(lu, "float32_solve", None)
 
     def solve(self, rhs, trans="N"):
         """SciPy's ``SuperLU.solve``: NumPy results for host right-hand sides."""

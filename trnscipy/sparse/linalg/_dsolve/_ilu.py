@@ -35,7 +35,7 @@ from trnscipy._torch import torch
 from trnscipy.sparse.linalg._dsolve import _triangular
 from trnscipy.sparse.linalg._dsolve._blocklu import _row_matching
 
-__all__ = ["IluSymbolic", "symbolic", "factor", "prepare", "solve"]
+__all__ = ["IluSymbolic", "symbolic", "factor", "dropped", "terms", "prepare", "solve"]
 
 KMAX = 8  # largest level of fill tried
 EXACT = 100  # patterns whose equations are at most this deep get the exact ILU
@@ -216,14 +216,43 @@ def factor(sym, data, drop_tol):
     # the sweeps are one device loop: the graph does not grow with the pattern's depth
     v, _ = _triangular.loop(data)(sweep, (a, a), 0, sym.sweeps)
     if drop_tol > 0:
-        colmax = torch.zeros(sym.n, dtype=a.real.dtype, device=dev).scatter_reduce(
-            0, col, absolute(a), "amax")
-        small = (absolute(v) < drop_tol * colmax.index_select(0, col)) & (row != col)
-        v = torch.where(small, torch.zeros_like(v), v)
+        v = torch.where(dropped(sym, a, v, drop_tol), torch.zeros_like(v), v)
     parts = (v.real, v.imag) if v.is_complex() else (v,)
     bad = sum((~torch.isfinite(p)).sum() for p in parts)
     bad = bad + (v.index_select(0, diagpos) == 0).sum()
     return v, d.to(dtype), bad
+
+
+def dropped(sym, a, v, drop_tol):
+    """The entries ``drop_tol`` sets to zero: off-diagonal factor entries ``v`` smaller
+    than ``drop_tol`` times the infinity norm of their column of the scaled matrix ``a``."""
+    row, col = sym.on_device("row", a.device), sym.on_device("col", a.device)
+    colmax = torch.zeros(sym.n, dtype=a.real.dtype, device=a.device).scatter_reduce(
+        0, col, absolute(a), "amax")
+    return (absolute(v) < drop_tol * colmax.index_select(0, col)) & (row != col)
+
+
+def terms(sym):
+    """(t1, t2): for every pattern entry e = (i, j) a row of positions (padded with
+    ``nnz + 1``) whose products v[t1] v[t2] sum to (L U)_ij, in the values extended by
+    [1, 0] (positions ``nnz``, ``nnz + 1``): the pairs l_ik u_kj, k < min(i, j), and
+    l_ij u_jj (i > j) or 1 u_ij (i <= j).  Host arrays, computed once per pattern."""
+    if not hasattr(sym, "t1"):
+        nnz = sym.row.shape[0]
+        e = np.arange(nnz)
+        own1 = np.where(sym.lower, e, nnz)  # l_ij, or the unit diagonal of L
+        own2 = np.where(sym.lower, sym.pivot, e)
+        target = np.concatenate([sym.target, e])
+        order = np.argsort(target, kind="stable")
+        target = target[order]
+        p1 = np.concatenate([sym.p1, own1])[order]
+        p2 = np.concatenate([sym.p2, own2])[order]
+        counts = np.bincount(target, minlength=nnz)
+        slot = np.arange(target.shape[0]) - np.repeat(np.cumsum(counts) - counts, counts)
+        sym.t1 = np.full((nnz, int(counts.max())), nnz + 1, dtype=np.int64)
+        sym.t2 = sym.t1.copy()
+        sym.t1[target, slot], sym.t2[target, slot] = p1, p2
+    return sym.t1, sym.t2
 
 
 def prepare(sym, values, which):

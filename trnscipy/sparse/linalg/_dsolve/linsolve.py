@@ -16,9 +16,9 @@ triangular solves level-scheduled, ``_triangular``).  What differs from SciPy th
   fine-grained parallel sweeps, with ``drop_tol`` applied inside the pattern
   (``_ilu``), not SuperLU's ILUTP: comparable fill and preconditioning quality, not the
   same factors.
-* On Neuron, ``spilu`` of float64 data runs on the host (announced): the device's
-  float32-factor ILU (``_refine.Float64ILU``) solves with backward error near 1e-7 where
-  SciPy's ILU is a complete LU, so the capability table does not list it yet.
+* On Neuron, ``spilu`` of float64 data is the same ILU with double-float factors and a
+  refined solve (``_refine.Float64ILU``): its ``solve`` applies its own L U to float64
+  accuracy (SciPy's where both are a complete LU).
 * ``spsolve`` ignores ``use_umfpack`` (as SciPy does without scikits.umfpack).
 """
 
@@ -84,7 +84,7 @@ def _splu_device(scipy_func, A, **options):
 
 @register("sparse.linalg.ilu", "generic")
 def _ilu(A, drop_tol, fill_factor):
-    """The device ILU of ``A`` (float64 on Neuron: ``_refine``'s float32 factors)."""
+    """The device ILU of ``A`` (float64 on Neuron: ``_refine``'s double-float factors)."""
     return device_ilu(A, drop_tol, fill_factor)
 
 
@@ -104,7 +104,7 @@ def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None
     return _autograd.factorization(lu, A)  # lu itself unless A's values require grad
 
 
-@dispatch(_spla.spilu)
+@dispatch(_spla.spilu, double_float=("neuron",))
 def spilu(A, drop_tol=None, fill_factor=None, drop_rule=None, permc_spec=None,
           diag_pivot_thresh=None, relax=None, panel_size=None, options=None):
     return kernel("sparse.linalg.splu", call_device((A,)))(

@@ -141,6 +141,9 @@ def _float32_operator(M):
         return _df_operator(M).float32
     except TypeError:
         pass
+    solve32 = _float32_solve(M)
+    if solve32 is not None:
+        return solve32
     from trnscipy.sparse.linalg._interface import LinearOperator, _device_operator, _HostOperator
 
     bridged = _device_operator(M, None) if isinstance(M, LinearOperator | _si.LinearOperator) \
@@ -149,6 +152,21 @@ def _float32_operator(M):
         return _HostOperator(bridged.host, np.float32, announced=True)
     return LinearOperator(M.shape, matvec=_rounded(M.matvec, M), rmatvec=_rounded(M.rmatvec, M),
                           dtype=np.float32)
+
+
+def _float32_solve(M):
+    """M given as a double-float factorization's solve (``LinearOperator(A.shape,
+    spilu(A).solve)``): the operator of its float32 factors' solve (``float32_solve``,
+    pure tensor code), or None."""
+    fns = getattr(M, "_fns", None)
+    if not fns or fns[0] is None or any(fns[1:]):
+        return None
+    solve32 = getattr(getattr(fns[0], "__self__", None), "float32_solve", None)
+    if solve32 is None:
+        return None
+    from trnscipy.sparse.linalg._interface import LinearOperator
+
+    return LinearOperator(M.shape, matvec=solve32, dtype=np.float32)
 
 
 def _rounded(f, M):
