@@ -21,21 +21,24 @@ assembled on the host as on every device kind.
 residual b - T x with the triangle's double-float product (only the chosen triangle
 and the diagonal are read, as the float32 solve does).
 
-``spilu`` of float64 data (``Float64ILU``): ``_ilu``'s float32 sweeps on A's float32
-part (no dropping yet), then Chow-Patel sweeps in residual form to double-float factors:
-R = a - (L U) on the pattern in double-float, v += R (U's entries) or R / u_jj (L's),
-the correction in float32, in one device loop until the largest correction is at
-double-float rounding level (2**-47 of the largest entry, or not shrinking below
-2**-44); then ``drop_tol`` as in ``_ilu``.  The factors satisfy (L U)_ij = (Pr A)_ij on
-the pattern to about 1e-14 relative (measured on 2-D Poisson).  Sweeps are the
-fixed-point iteration's: a deep pattern (2-D Poisson 40x40, ILU(8)) takes about 180.
-``solve`` refines against the ILU operator M = Pr^T L U, not A (M^-1 b, as SciPy's
-ILU solve; refining with A would give A^-1 b): the float32 factors' solve as the
-approximate solver, b - M x with the double-float factors' products.  Sweeps that do
-not converge in ``_ILU_SWEEPS``, and a zero or non-finite pivot, hand the matrix to
-SciPy's spilu on the host (a DeviceFallbackWarning).  A float64 Krylov solve given M =
-LinearOperator(A.shape, ilu.solve) preconditions its float32 inner solves with the
-float32 factors' solve (``float32_solve``, traced into their device loops).
+``spilu`` of float64 data (``Float64ILU``) computes the float32 ILU of A's float32 part
+(what a float64 Krylov solve's float32 inner solves apply); the double-float factors are
+made on the first ``solve`` (or ``L``, ``U``, ``nnz``), since their sweeps cost seconds
+at 10^4 unknowns: ``_ilu``'s float32 sweeps (no dropping yet), then Chow-Patel sweeps in
+residual form to double-float factors: R = a - (L U) on the pattern in double-float,
+v += R (U's entries) or R / u_jj (L's), the correction in float32, in one device loop
+until the largest correction is at double-float rounding level (2**-47 of the largest
+entry, or not shrinking below 2**-44); then ``drop_tol`` as in ``_ilu``. The factors
+satisfy (L U)_ij = (Pr A)_ij on the pattern to about 1e-14 relative (measured on 2-D
+Poisson). Sweeps are the fixed-point iteration's: a deep pattern (2-D Poisson 40x40,
+ILU(8)) takes about 180. ``solve`` refines against the ILU operator M = Pr^T L U, not A
+(M^-1 b, as SciPy's ILU solve; refining with A would give A^-1 b): the float32 factors'
+solve as the approximate solver, b - M x with the double-float factors' products. A zero
+or non-finite float32 pivot, and sweeps that do not converge in ``_ILU_SWEEPS``, hand
+the matrix to SciPy's spilu on the host (a DeviceFallbackWarning). A float64 Krylov
+solve given M = LinearOperator(A.shape, ilu.solve) preconditions its float32 inner
+solves with the float32 factors' solve (``float32_solve``, traced into their device
+loops).
 """
 
 import numpy as np
@@ -169,17 +172,19 @@ def _df_triangle(A, lower, unit_diagonal):
 
 @register("sparse.linalg.ilu", "neuron")
 def ilu(A, drop_tol, fill_factor):
-    """``device_ilu`` for float32 data; for float64, ``Float64ILU``.  Where its float32
-    sweeps meet a zero or non-finite pivot, or its double-float sweeps do not converge,
-    SciPy's spilu decides on the host, announced."""
+    """``device_ilu`` for float32 data; for float64, ``Float64ILU``.  Where the float32
+    sweeps meet a zero or non-finite pivot, SciPy's spilu decides on the host, announced."""
     if A.data.dtype != torch.float64:
         return device_ilu(A, drop_tol, fill_factor)
     try:
-        return Float64ILU(*_df_ilu(A, drop_tol, fill_factor))
+        return Float64ILU(A, drop_tol, fill_factor)
     except RuntimeError as e:
         fallback("scipy.sparse.linalg.spilu", str(e), stacklevel=5)
-    host = _transfer.to_host(A).tocsc()
-    return SuperLU(_spla.spilu(host, drop_tol=drop_tol, fill_factor=fill_factor), A.device)
+    return SuperLU(_host_ilu(A, drop_tol, fill_factor), A.device)
+
+
+def _host_ilu(A, drop_tol, fill_factor):
+    return _spla.spilu(_transfer.to_host(A).tocsc(), drop_tol=drop_tol, fill_factor=fill_factor)
 
 
 _ILU_SWEEPS = 500  # double-float sweeps at most (they stop when converged)
@@ -248,17 +253,38 @@ def _df_ilu(A, drop_tol, fill_factor):
 
 
 class Float64ILU(DeviceILU):
-    """The incomplete factors of a float64 matrix to double-float accuracy (``_df_ilu``),
-    with SciPy's float64 interface.  ``solve`` refines against the ILU operator
-    M = Pr^T D L U D (not A): the float32 factors' solve (the high parts: ``DeviceILU``)
-    as approximate solver, the residual b - M x with the double-float factors' products.
-    L and U are the double-float factors, as float64."""
+    """The incomplete factors of a float64 matrix with SciPy's float64 interface.
 
-    def __init__(self, sym, parts, scale, tables=None):
-        super().__init__(sym, parts[0], scale, tables)
-        self._parts = parts
+    ``spilu`` computes the float32 factors of A's float32 part (``device_ilu``): what a
+    float64 Krylov solve's float32 inner solves apply (``float32_solve``).  The factors to
+    double-float accuracy (``_df_ilu``: hundreds of sweeps on a deep pattern, seconds at
+    10^4 unknowns) are computed on first use of ``solve``, ``L``, ``U`` or ``nnz``;
+    ``solve`` then refines against the ILU operator M = Pr^T D L U D (not A): the float32
+    factors' solve as approximate solver, the residual b - M x with the double-float
+    factors' products.  Where those sweeps do not converge, SciPy's spilu on the host
+    serves (announced)."""
+
+    def __init__(self, A, drop_tol, fill_factor):
+        lu = device_ilu(_df_operator(A).float32, drop_tol, fill_factor)
+        super().__init__(lu._sym, lu._values, lu._scale, lu._tables)
+        self._source = (A, drop_tol, fill_factor)
+        self._parts = self._host = None
         self.dtype = np.dtype(np.float64)
         self._products = None
+
+    def _double_float(self):
+        """The double-float factors, computed once (or SciPy's host ILU where the sweeps
+        do not converge); True where the device ones serve."""
+        if self._parts is None and self._host is None:
+            A, drop_tol, fill_factor = self._source
+            try:
+                self._sym, parts, self._scale, tables = _df_ilu(A, drop_tol, fill_factor)
+            except RuntimeError as e:
+                fallback("scipy.sparse.linalg.spilu", str(e), stacklevel=6)
+                self._host = _host_ilu(A, drop_tol, fill_factor)
+            else:
+                self._parts, self._values, self._tables = parts, parts[0], dict(tables)
+        return self._host is None
 
     def __repr__(self):
         return f"<Float64ILU {self.shape[0]}x{self.shape[1]} on {self.device}>"
@@ -312,6 +338,15 @@ class Float64ILU(DeviceILU):
 
     def _solve(self, b, trans):
         trans = "T" if trans == "H" else trans  # real factors
+        if self._parts is None and self._host is None and not any(
+                bool((p != 0).any()) for p in _parts(b)):
+            # M^-1 0 = 0 without the double-float factors: SciPy's LinearOperator probes
+            # a solve with zeros for its dtype, and a Krylov solve needs only float32_solve
+            z = torch.zeros(b.shape, dtype=torch.float32, device=b.device)
+            return _transfer.df_tensor(z, z)
+        if not self._double_float():  # (the fallback is announced once, when made)
+            x = self._host.solve(_transfer._to_host(b, strict=False), trans)
+            return _transfer._to_device(x, self.device, strict=True)
         for which in (("L", "U") if trans == "N" else ("UT", "LT")):
             self._table(which)  # the float32 solve's tables, outside the refinement's graph
         approx = lambda r: DeviceILU._solve(self, r, trans)  # noqa: E731
@@ -319,8 +354,15 @@ class Float64ILU(DeviceILU):
         return x if x.dtype == torch.float64 else _transfer.df_tensor(*_parts(x))
 
     def to(self, device):
-        return Float64ILU(self._sym, tuple(p.to(device) for p in self._parts),
-                          self._scale.to(device))
+        A, drop_tol, fill_factor = self._source
+        return Float64ILU(A.to(device), drop_tol, fill_factor)
 
     def _export(self):
+        if not self._double_float():
+            h = self._host
+            return h.L, h.U, h.perm_r, h.perm_c
         return _ilu.export(self._sym, _transfer.df_tensor(*self._parts), self._scale)
+
+    @property
+    def nnz(self):
+        return self._host.nnz if not self._double_float() else super().nnz
