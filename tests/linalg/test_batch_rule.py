@@ -156,3 +156,184 @@ def test_loop_stacks_nested_results(separate, device):
         o = trnscipy.to_host(o)
         assert o.shape == r.shape
         np.testing.assert_allclose(o, r, rtol=1e-12)
+
+
+# ---- functions whose device implementation takes SciPy's broadcast stacks --------------
+# (name -> (call, operands, their core dimensions)); C broadcasts against A's batch (2, 3)
+C = rng.random((3, 4, 4))
+S = rng.random((2, 3, 4))
+SYM = H.copy()
+SYM[0, 1, 0, 3] += 1e-2  # not symmetric, even with atol=1e-3
+SYM[1, 2, 2, 1] += 1e-4  # symmetric with atol=1e-3 only
+HBAND = rng.random((2, 3, 2, 4)) + np.array([[4], [0]])  # lower form: the diagonal first
+BAND = np.asarray([np.triu(A[0, 0], k) for k in range(-3, 3)]).reshape(2, 3, 4, 4)
+STACKS = {
+    "tanm": (lambda m, a: m.tanm(a / 8), (A,), (2,)),
+    "coshm": (lambda m, a: m.coshm(a / 8), (A,), (2,)),
+    "sinhm": (lambda m, a: m.sinhm(a / 8), (A,), (2,)),
+    "tanhm": (lambda m, a: m.tanhm(a / 8), (A,), (2,)),
+    "pinv": (lambda m, a: m.pinv(a, return_rank=True), (A,), (2,)),
+    "pinvh": (lambda m, a: m.pinvh(a, return_rank=True), (H,), (2,)),
+    "polar": (lambda m, a: m.polar(a, side="left"), (A,), (2,)),
+    "orthogonal_procrustes": (lambda m, a, c: m.orthogonal_procrustes(a, c), (A, C), (2, 2)),
+    "issymmetric": (lambda m, a: m.issymmetric(a, atol=1e-3), (SYM,), (2,)),
+    "ishermitian": (lambda m, a: m.ishermitian(a), (SYM,), (2,)),
+    "bandwidth": (lambda m, a: m.bandwidth(a), (BAND,), (2,)),
+    "khatri_rao": (lambda m, a, c: m.khatri_rao(a, c), (A, C), (2, 2)),
+    "diagsvd": (lambda m, s: m.diagsvd(s, 6, 4), (S,), (1,)),
+    "leslie": (lambda m, f, s: m.leslie(f, s[..., :3]), (S, S[0]), (1, 1)),
+    "lstsq": (lambda m, a, b: m.lstsq(a[..., :3], b), (A, B), (2, 2)),
+    "expm_frechet": (lambda m, a, c: m.expm_frechet(a / 8, c), (A, C), (2, 2)),
+    "rq": (lambda m, a: m.rq(a[..., :3, :]), (A,), (2,)),
+    "qr_multiply": (lambda m, a, c: m.qr_multiply(a, c, mode="left"), (A, C), (2, 2)),
+    "qr_multiply_vector": (lambda m, a, v: m.qr_multiply(a, v), (A, S[0, 0]), (2, 1)),
+    "eigh_tridiagonal": (lambda m, d, e: m.eigh_tridiagonal(d, e[..., :3]), (S, S[0]), (1, 1)),
+    "eigvalsh_tridiagonal": (lambda m, d, e: m.eigvalsh_tridiagonal(d, e[..., 1:], select="i",
+                                                                    select_range=(1, 2)),
+                             (S, S), (1, 1)),
+    "eig_banded": (lambda m, a: m.eig_banded(a[..., :2, :]), (A,), (2,)),
+    "cholesky_banded": (lambda m, a: m.cholesky_banded(a, lower=True), (HBAND,), (2,)),
+    "solveh_banded": (lambda m, a, b: m.solveh_banded(a, b, lower=True), (HBAND, S[0, 0]),
+                      (2, 1)),
+    "solveh_banded_matrix": (lambda m, a, b: m.solveh_banded(a, b, lower=True), (HBAND, B),
+                             (2, 2)),
+    "eigvals_banded": (lambda m, a: m.eigvals_banded(a[..., :2, :], lower=True), (A,), (2,)),
+}
+
+
+def _parts(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _signed(v):
+    """Eigenvectors with their largest entries positive (LAPACK's signs are its own)."""
+    top = np.take_along_axis(v, np.abs(v).argmax(-2)[..., None, :], -2)
+    return v * np.sign(top)
+
+
+def _paired_stacks(name, device, rtol, single_rtol):
+    """The batch through the device implementation's stacks: SciPy's batched call's
+    shapes, dtypes and values, and its single calls' values."""
+    call, arrays, cores = STACKS[name]
+    wrapper = getattr(tl, name.removesuffix("_vector").removesuffix("_matrix"))
+    assert wrapper._trnscipy_batch[1], "the implementation takes stacks"
+    ref = _parts(call(sl, *arrays))
+    out = [_host(o) for o in _parts(call(tl, *(_dev(x, device) for x in arrays)))]
+    assert len(out) == len(ref)
+    for k, (o, r) in enumerate(zip(out, ref, strict=True)):
+        o, r = np.asarray(o), np.asarray(r)
+        assert o.shape == r.shape and o.dtype == r.dtype
+        if name in ("eig_banded", "eigh_tridiagonal") and k == 1:  # eigenvectors' signs
+            o, r = _signed(o), _signed(r)
+        np.testing.assert_allclose(o, r, rtol=rtol, atol=rtol)
+    batch = (2, 3)
+    for idx in ((0, 0), (1, 2)):  # (the first and the last: C's batch broadcast)
+        items = [np.broadcast_to(x, batch + x.shape[x.ndim - c:])[idx] if x.ndim > c else x
+                 for x, c in zip(arrays, cores, strict=True)]
+        single = _parts(call(tl, *(_dev(np.ascontiguousarray(x), device) for x in items)))
+        for o, s in zip(out, single, strict=True):
+            np.testing.assert_allclose(np.asarray(o)[idx], _host(s), rtol=single_rtol,
+                                       atol=single_rtol)
+
+
+@pytest.mark.parametrize("where", [
+    "cpu", pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device")])])
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_stacks_equal_scipy_and_single_calls(name, where):
+    """CPU (and CUDA) tensors: every function given stacks (float64)."""
+    _paired_stacks(name, where, 1e-10, 1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_stacks_equal_scipy_and_single_calls_xla(name, xla_device):
+    """XLA (float64 on torch-xla's CPU client): the batched graphs (minutes of compiles
+    for all: slow; test_xla_stacks_one_execution covers the lane in CI)."""
+    _paired_stacks(name, xla_device, 1e-10, 1e-12)
+
+
+def test_maybe_real_decides_per_matrix():
+    """coshm & co. keep a stack real where each matrix's imaginary part is negligible,
+    as SciPy's loop decides: a stack mixing both is complex, the real matrices' imaginary
+    parts zero (NumPy's promotion of the loop's results)."""
+    from trnscipy.linalg._matfuncs import _maybe_real
+
+    a = torch.from_numpy(A[0, :2])
+    b = torch.from_numpy(A[0, :2] + 1j * np.stack([np.full((4, 4), 1e-12), np.ones((4, 4))]))
+    out = _maybe_real(a, b).numpy()
+    assert out.dtype == np.complex128
+    np.testing.assert_array_equal(out[0], A[0, 0].astype(np.complex128))
+    np.testing.assert_array_equal(out[1], b[1].numpy())
+    assert _maybe_real(a, b.real + 1e-12j).dtype == torch.float64
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao"])
+def test_xla_stacks_one_execution(name, xla_device):
+    """A batch of 6 matrices costs the device executions of one single call (a loop
+    costs one single call's per matrix), with SciPy's batched result (float32)."""
+    from trnscipy._metrics import xla_counts
+
+    call, arrays, cores = STACKS[name]
+    arrays = tuple(x.astype(np.float32) for x in arrays)
+    stacks = tuple(_dev(x, xla_device) for x in arrays)
+    singles = tuple(_dev(np.ascontiguousarray(x[(0,) * (x.ndim - c)]), xla_device)
+                    for x, c in zip(arrays, cores, strict=True))
+    counted = {}
+    for key, operands in (("single", singles), ("batch", stacks)):
+        with xla_counts():  # compiled outside the count (its exit runs what the call
+            warm = call(tl, *operands)  # left pending, the results kept alive)
+        with xla_counts() as counts:
+            out = call(tl, *operands)
+        del warm
+        counted[key] = counts.executions
+    assert counted["batch"] == counted["single"] >= 1
+    for o, r in zip(_parts(out), _parts(call(sl, *arrays)), strict=True):
+        o, r = _host(o), np.asarray(r)
+        assert o.shape == r.shape and o.dtype == r.dtype
+        np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-5)
+
+
+def _host(x):
+    return trnscipy.to_host(x) if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, a: m.cholesky_banded(a, lower=True),
+    lambda m, a: m.solveh_banded(a, S[0, 0], lower=True),
+    lambda m, a: m.pinv(a[..., :1, :] * np.nan),
+], ids=["cholesky_banded", "solveh_banded", "pinv"])
+def test_stacks_raise_scipy_errors(call):
+    """A matrix of the stack SciPy refuses (not positive definite, not finite): SciPy's
+    exception and message, as its loop raises for the first such matrix."""
+    bad = HBAND.copy()
+    bad[1, 1, 0, 2] = -1.0
+    with pytest.raises(Exception) as ref:
+        call(sl, bad)
+    with pytest.raises(type(ref.value), match=str(ref.value)):
+        call(tl, torch.from_numpy(bad))
+
+
+def test_device_lstsq_takes_stacks():
+    """The device lstsq (CUDA, XLA) on CPU tensors: a stack's solutions, residues, ranks
+    and singular values as SciPy's batched call; PerMatrix (SciPy's loop) where the
+    residues' shapes differ per matrix (a tall stack with a rank-deficient matrix)."""
+    from trnscipy._batch import PerMatrix
+    from trnscipy.linalg import _kernels
+
+    tall, wide = A[..., :3], A[..., :3, :].copy()
+    wide[0, 1, 2] = wide[0, 1, 1]  # rank 2 of 3 rows
+    for a, b in ((tall, B[0, :, 0]), (tall, B), (wide, B[:, :3])):
+        ref = sl.lstsq(a, b)
+        out = _kernels.lstsq(torch.from_numpy(a), torch.from_numpy(b).expand(
+            a.shape[:-2] + b.shape[-2:]) if b.ndim > 1 else torch.from_numpy(b))
+        for o, r in zip(out, ref, strict=True):
+            o, r = np.asarray(o), np.asarray(r)
+            assert o.shape == r.shape and o.dtype == r.dtype
+            np.testing.assert_allclose(o, r, rtol=1e-10, atol=1e-12)
+    deficient = tall.copy()
+    deficient[1, 0, :, 2] = deficient[1, 0, :, 1]
+    with pytest.raises(PerMatrix):
+        _kernels.lstsq(torch.from_numpy(deficient), torch.from_numpy(B[0, :, 0]))

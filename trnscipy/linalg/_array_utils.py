@@ -24,24 +24,39 @@ def _values(a):
 
 
 def _two_d(a):
+    """``a`` as a tensor: one matrix, or a stack (the dispatcher's broadcast batch)."""
     a = as_tensor(a, device_of(a), False, dtype=a.dtype if hasattr(a, "dtype") else None)
-    if a.ndim != 2:
+    if a.ndim < 2:
         raise ValueError("Input array must be a 2D NumPy array.")
     return a
 
 
-@dispatch(_sl.bandwidth, double_float=("neuron",))
+def _per_matrix(t, a):
+    """The answer of each matrix from its entries' test ``t``: a bool for one matrix (one
+    host read), a bool tensor of the batch shape for a stack (no read: SciPy's loop's
+    array, on the device)."""
+    per = t.flatten(-2).all(-1)
+    return bool(per) if a.ndim == 2 else per
+
+
+@dispatch(_sl.bandwidth, stacks=True, double_float=("neuron",))
 def bandwidth(a):
     a = _two_d(a)
-    i = torch.arange(a.shape[0], device=a.device).unsqueeze(1)
-    j = torch.arange(a.shape[1], device=a.device).unsqueeze(0)
+    i = torch.arange(a.shape[-2], device=a.device).unsqueeze(1)
+    j = torch.arange(a.shape[-1], device=a.device).unsqueeze(0)
     nz = _values(a) != 0
     if a.numel() == 0:
-        return 0, 0
+        if a.ndim == 2:
+            return 0, 0
+        zero = torch.zeros(a.shape[:-2], dtype=torch.int64, device=a.device)
+        return zero, zero.clone()
     zero = torch.zeros((), dtype=torch.int64, device=a.device)
     # (a full reduction by dim: torch-xla 2.9's amax() with no dim does not reduce)
     band = torch.stack([torch.where(nz, i - j, zero), torch.where(nz, j - i, zero)])
-    lower, upper = band.flatten(1).amax(1).tolist()
+    per = band.flatten(-2).amax(-1)  # (lower, upper) of each matrix
+    if a.ndim > 2:  # a stack: SciPy's loop's two arrays, on the device
+        return per[0], per[1]
+    lower, upper = per.tolist()
     return int(lower), int(upper)
 
 
@@ -51,17 +66,19 @@ def _is_sym(a, atol, rtol, conj, scipy_func):
     every entry is close to its mirror image as ``np.isclose`` says (equal infinities
     are, nan is not)."""
     a = _two_d(a)
-    if a.shape[0] != a.shape[1]:
+    if a.shape[-1] != a.shape[-2]:
         raise ValueError("Input array must be square.")
     if a.numel() == 0:
-        return True
+        return True if a.ndim == 2 else torch.ones(a.shape[:-2], dtype=torch.bool,
+                                                   device=a.device)
     exact = not atol and not rtol
     if is_exact(a) and not exact and not (
             _holdable(atol, covers_all=True) and _holdable(rtol)):
         fallback(f"scipy.linalg.{scipy_func.__name__}", "a tolerance outside float32's "
                  "exponent range has no exact form on a device without float64",
                  stacklevel=5)
-        return scipy_func(_to_host(a, strict=False), atol=atol, rtol=rtol)
+        out = scipy_func(_to_host(a, strict=False), atol=atol, rtol=rtol)
+        return out if a.ndim == 2 else tensor_on(np.asarray(out), a.device)
     if is_exact(a):  # (the isclose test of the parts takes infinities itself)
         same, close = _compare_parts(a, None if exact else (atol or 0.0, rtol or 0.0))
     else:
@@ -71,10 +88,10 @@ def _is_sym(a, atol, rtol, conj, scipy_func):
             close = (a - at).abs() <= (atol or 0.0) + (rtol or 0.0) * at.abs()
             close = torch.where(torch.isfinite(a) & torch.isfinite(at), close, same)
     if not exact:
-        return bool(close.all())
+        return _per_matrix(close, a)
     if not (conj and a.is_complex()):  # the diagonal is its own mirror image (nan too)
-        same = same | torch.eye(a.shape[0], dtype=torch.bool, device=a.device)
-    return bool(same.all())
+        same = same | torch.eye(a.shape[-1], dtype=torch.bool, device=a.device)
+    return _per_matrix(same, a)
 
 
 def _compare_parts(a, tolerances):
@@ -128,11 +145,11 @@ def _nonnegative(t):
     return (hi > 0) | ((hi == 0) & ((lo > 0) | ((lo == 0) & (tail >= 0))))
 
 
-@dispatch(_sl.issymmetric, double_float=("neuron",))
+@dispatch(_sl.issymmetric, stacks=True, double_float=("neuron",))
 def issymmetric(a, atol=None, rtol=None):
     return _is_sym(a, atol, rtol, False, _sl.issymmetric)
 
 
-@dispatch(_sl.ishermitian, double_float=("neuron",))
+@dispatch(_sl.ishermitian, stacks=True, double_float=("neuron",))
 def ishermitian(a, atol=None, rtol=None):
     return _is_sym(a, atol, rtol, True, _sl.ishermitian)

@@ -9,6 +9,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
@@ -132,32 +133,42 @@ def det(a, overwrite_a=False, check_finite=True):
     return _wide_result(kernel("linalg.det", a.device)(a))
 
 
-@dispatch(_sl.pinv, double_float=("neuron",))
+@dispatch(_sl.pinv, stacks=True, double_float=("neuron",))
 def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
     if (atol is not None and atol < 0) or (rtol is not None and rtol < 0):
         raise ValueError("atol and rtol values must be positive.")
     if a.numel() == 0:
         x = empty(a.shape[:-2] + a.shape[-2:][::-1], a)
-        return (x, 0) if return_rank else x
+        return (x, _no_rank(a)) if return_rank else x
     return kernel("linalg.pinv", a.device)(a, atol=atol, rtol=rtol, return_rank=return_rank)
 
 
-@dispatch(_sl.lstsq, double_float=("neuron",))
+def _no_rank(a):
+    """The rank of empty matrices: 0, one per matrix of a stack (SciPy's loop's array)."""
+    return 0 if a.ndim == 2 else torch.zeros(a.shape[:-2], dtype=torch.int64, device=a.device)
+
+
+@dispatch(_sl.lstsq, stacks=True, double_float=("neuron",))
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
-    if lapack_driver not in (None, "gelsd", "gelsy", "gelss"):
+    """A stack (the dispatcher's broadcast; an operand without batch dimensions stays as
+    it is) runs at once, but for empty matrices and gelsy (SciPy's loop)."""
+    if lapack_driver not in (None, "gelsy", "gelsd", "gelss"):
         raise ValueError(f'LAPACK driver "{lapack_driver}" is not found')
     device = device_of(a, b)
     a = as_matrix(a, device, check_finite)
     b = as_tensor(b, device, check_finite)
-    if a.ndim != 2 or b.ndim not in (1, 2):
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if b.ndim == 0:
         raise ValueError("lstsq takes a 2-D a and a 1-D or 2-D b")
-    if b.shape[0] != a.shape[0]:
+    if b.shape[-2 if b.ndim > 1 else 0] != a.shape[-2]:
         raise ValueError(f"Shape mismatch: a and b must have the same number of rows "
-                         f"({a.shape[0]} != {b.shape[0]}).")
+                         f"({a.shape[-2]} != {b.shape[-2 if b.ndim > 1 else 0]}).")
     dtype = torch.promote_types(a.dtype, b.dtype)
-    a, b = a.to(dtype), b.to(dtype)
+    a, b = a.to(dtype).expand(batch + a.shape[-2:]), b.to(dtype)  # (a rank per matrix)
+    if batch and (a.numel() == 0 or b.numel() == 0 or lapack_driver == "gelsy"):
+        raise PerMatrix  # (gelsy: no singular values, None per matrix)
     if a.numel() == 0 or b.numel() == 0:
         x = torch.zeros((a.shape[1],) + tuple(b.shape[1:]), dtype=dtype, device=device)
         real = a.real.dtype if a.is_complex() else a.dtype
@@ -169,8 +180,9 @@ def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=Tr
 
 
 def _banded_rhs(ab, b, name):
-    """SciPy's shape rule for the banded solvers: b's first (core) axis matches n."""
-    vec = b.ndim == ab.ndim - 1
+    """SciPy's shape rule for the banded solvers: b's first (core) axis matches n (b of
+    two or more dimensions a matrix, SciPy's "1|2" core: so with a stack of ab)."""
+    vec = b.ndim == 1
     if b.ndim == 0 or (b.shape[-1] if vec else b.shape[-2]) != ab.shape[-1]:
         raise ValueError(f"shapes of {name} and b are not compatible.")
     return (b.unsqueeze(-1) if vec else b), vec
@@ -205,7 +217,7 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.solveh_banded, double_float=("neuron",))
+@dispatch(_sl.solveh_banded, stacks=True, double_float=("neuron",))
 def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False,
                   check_finite=True):
     """A dense Cholesky factorization off the CPU (O(n^3) work, not pbsv's)."""
@@ -217,18 +229,20 @@ def solveh_banded(ab, b, overwrite_ab=False, overwrite_b=False, lower=False,
     bm, vec = _banded_rhs(ab, b, "ab")
     dtype = torch.promote_types(ab.dtype, b.dtype)
     if b.numel() == 0:
+        if ab.ndim > 2:
+            raise PerMatrix  # (SciPy's loop's shape)
         return b.to(dtype).clone()
     x = kernel("linalg.solveh_banded", device)(ab.to(dtype), bm.to(dtype), lower=lower)
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.pinvh, double_float=("neuron",))
+@dispatch(_sl.pinvh, stacks=True, double_float=("neuron",))
 def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=True):
     a = as_square(a, device_of(a), check_finite)
     if (atol is not None and atol < 0.0) or (rtol is not None and rtol < 0.0):
         raise ValueError("atol and rtol values must be positive.")
     if a.numel() == 0:
-        return (a.clone(), 0) if return_rank else a.clone()
+        return (a.clone(), _no_rank(a)) if return_rank else a.clone()
     return kernel("linalg.pinvh", a.device)(a, atol=atol, rtol=rtol, lower=lower,
                                              return_rank=return_rank)
 

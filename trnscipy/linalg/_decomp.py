@@ -117,7 +117,7 @@ def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals
 _TRIDIAGONAL_DRIVERS = ("auto", "stemr", "sterf", "stebz", "stev", "stevd")
 
 
-@dispatch(_sl.eigh_tridiagonal, double_float=("neuron",))
+@dispatch(_sl.eigh_tridiagonal, stacks=True, double_float=("neuron",))
 def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None,
                      check_finite=True, tol=0.0, lapack_driver="auto"):
     """Off the CPU: the eigh kernel on the dense tridiagonal matrix, then SciPy's
@@ -155,14 +155,14 @@ def eigh_tridiagonal(d, e, eigvals_only=False, select="a", select_range=None,
         tol=tol, lapack_driver=lapack_driver)
 
 
-@dispatch(_sl.eigvalsh_tridiagonal, double_float=("neuron",))
+@dispatch(_sl.eigvalsh_tridiagonal, stacks=True, double_float=("neuron",))
 def eigvalsh_tridiagonal(d, e, select="a", select_range=None, check_finite=True, tol=0.0,
                          lapack_driver="auto"):
     return eigh_tridiagonal(d, e, eigvals_only=True, select=select, select_range=select_range,
                             check_finite=check_finite, tol=tol, lapack_driver=lapack_driver)
 
 
-@dispatch(_sl.eig_banded, double_float=("neuron",))
+@dispatch(_sl.eig_banded, stacks=True, double_float=("neuron",))
 def eig_banded(a_band, lower=False, eigvals_only=False, overwrite_a_band=False, select="a",
                select_range=None, max_ev=0, check_finite=True):
     """Off the CPU: the eigh kernel on the dense Hermitian matrix the band holds (O(n^2)
@@ -194,7 +194,7 @@ def eig_banded(a_band, lower=False, eigvals_only=False, overwrite_a_band=False, 
     return out
 
 
-@dispatch(_sl.eigvals_banded, double_float=("neuron",))
+@dispatch(_sl.eigvals_banded, stacks=True, double_float=("neuron",))
 def eigvals_banded(a_band, lower=False, overwrite_a_band=False, select="a",
                    select_range=None, check_finite=True):
     return eig_banded(a_band, lower=lower, eigvals_only=True,

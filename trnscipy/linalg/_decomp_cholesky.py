@@ -59,7 +59,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     return x[..., 0] if vec else x
 
 
-@dispatch(_sl.cholesky_banded, double_float=("neuron",))
+@dispatch(_sl.cholesky_banded, stacks=True, double_float=("neuron",))
 def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
     """A dense Cholesky factorization off the CPU, returned in band storage (the entries
     outside the matrix keep the input's values, as LAPACK's pbtrf leaves them)."""

@@ -11,12 +11,12 @@ from trnscipy.linalg._validate import as_tensor, device_of
 __all__ = ["polar"]
 
 
-@dispatch(_sl.polar, double_float=("neuron",))
+@dispatch(_sl.polar, stacks=True, double_float=("neuron",))
 def polar(a, side="right"):
     if side not in ("right", "left"):
         raise ValueError("`side` must be either 'right' or 'left'")
     a = as_tensor(a, device_of(a), False)
-    if a.ndim != 2:
+    if a.ndim < 2:  # (more: a stack, the dispatcher's)
         raise ValueError("`a` must be a 2-D array.")
     return kernel("linalg.polar", a.device)(a, side)
 
@@ -24,7 +24,7 @@ def polar(a, side="right"):
 @register("linalg.polar", "generic")
 def polar_by_svd(a, side="right"):
     w, s, vh = svd(a, full_matrices=False)
-    s = s.to(a.dtype)
+    s = s.to(a.dtype).unsqueeze(-2)
     if side == "right":
         return w @ vh, (vh.mH * s) @ vh
     return w @ vh, (w * s) @ w.mH

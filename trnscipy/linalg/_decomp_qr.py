@@ -6,9 +6,11 @@ import operator
 
 import scipy.linalg as _sl
 
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
+from trnscipy._transfer import held_as_parts
 from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
 __all__ = ["qr", "qr_multiply", "rq"]
@@ -58,10 +60,12 @@ def _check_lwork(lwork, m, n, mode, pivoting):
                                f"{routine}:lwork={lwork}")
 
 
-@dispatch(_sl.qr_multiply, double_float=("neuron",))
+@dispatch(_sl.qr_multiply, stacks=True, double_float=("neuron",))
 def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
                 overwrite_c=False):
-    """Q from trnscipy's qr, then one matrix product (SciPy applies the reflectors)."""
+    """Q from trnscipy's qr, then one matrix product (SciPy applies the reflectors).  A
+    stack (the dispatcher's broadcast: an operand without batch dimensions stays as it
+    is) runs at once but for column pivoting and double-float products (one matrix)."""
     if mode not in ("left", "right"):
         raise ValueError(f"Mode argument can only be 'left' or 'right' but not '{mode}'")
     device = device_of(a, c)
@@ -71,18 +75,22 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
         c = c.reshape(1, -1) if mode == "right" else c.reshape(-1, 1)
     a = as_tensor(a, device, False)
     a = a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
-    m, n = a.shape
+    batch = torch.broadcast_shapes(a.shape[:-2], c.shape[:-2])
+    if batch and (pivoting or held_as_parts(torch.promote_types(a.dtype, c.dtype), device)):
+        raise PerMatrix
+    a = a.expand(batch + a.shape[-2:])  # (c without batch dimensions: q @ c broadcasts)
+    m, n = a.shape[-2:]
     k = min(m, n)
     if mode == "left":
-        if c.shape[0] != min(m, n + overwrite_c * (m - n)):
+        if c.shape[-2] != min(m, n + overwrite_c * (m - n)):
             raise ValueError("Array shapes are not compatible for Q @ c operation: "
                              f"{tuple(a.shape)} vs {tuple(c.shape)}")
-    elif m != c.shape[1]:
+    elif m != c.shape[-1]:
         raise ValueError("Array shapes are not compatible for c @ Q operation: "
                          f"{tuple(c.shape)} vs {tuple(a.shape)}")
-    full = mode == "left" and c.shape[0] > k  # overwrite_c with m > n: the full Q
+    full = mode == "left" and c.shape[-2] > k  # overwrite_c with m > n: the full Q
     q, *rest = qr(a, mode="full" if full else "economic", pivoting=pivoting)
-    r = rest[0][:k] if full else rest[0]
+    r = rest[0][..., :k, :] if full else rest[0]
     dtype = torch.promote_types(q.dtype, c.dtype)
     q = (q.conj() if conjugate else q).to(dtype)
     c = c.to(dtype)
@@ -91,27 +99,28 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     # (the matmul kernel: double-float products for float64 on Neuron)
     matmul = kernel("linalg._matmul", device)
     out = matmul(q, c) if mode == "left" else matmul(c, q)
-    return (out.reshape(-1) if onedim else out, r) + tuple(rest[1:])
+    if onedim:  # (one column or row: of each matrix of a stack)
+        out = out[..., 0] if mode == "left" else out[..., 0, :]
+    return (out, r) + tuple(rest[1:])
 
 
-@dispatch(_sl.rq, double_float=("neuron",))
+@dispatch(_sl.rq, stacks=True, double_float=("neuron",))
 def rq(a, overwrite_a=False, lwork=None, mode="full", check_finite=True):
     """From trnscipy's qr of the reversed conjugate transpose: (J A J)^H = Q1 R1 (J the
     reversals) gives R = J R1^H J and Q = J Q1^H J."""
     if mode not in ("full", "r", "economic"):
         raise ValueError("Mode argument should be one of ['full', 'r', 'economic']")
-    a = as_matrix(a, device_of(a), check_finite)
-    if a.ndim != 2:
-        raise ValueError("expected a 2-D array")
-    m, n = a.shape
+    a = as_matrix(a, device_of(a), check_finite)  # (a stack: the dispatcher's)
+    m, n = a.shape[-2:]
     if a.numel() == 0:
         k = min(m, n) if mode == "economic" else n
-        r = empty((m, k), a)
-        q = torch.eye(n, dtype=a.dtype, device=a.device)[:k] if n else empty((k, n), a)
+        r = empty(a.shape[:-2] + (m, k), a)
+        q = torch.eye(n, dtype=a.dtype, device=a.device)[:k].expand(
+            a.shape[:-2] + (k, n)).clone()
         return r if mode == "r" else (r, q)
-    q1, r1 = qr(a.flip(0, 1).mH, mode="economic" if mode == "economic" else "full",
+    q1, r1 = qr(a.flip(-2, -1).mH, mode="economic" if mode == "economic" else "full",
                 check_finite=False)
-    r = r1.mH.flip(0, 1)
+    r = r1.mH.flip(-2, -1)
     if mode == "r":
         return r
-    return r, q1.mH.flip(0, 1)
+    return r, q1.mH.flip(-2, -1)

@@ -63,16 +63,21 @@ def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_dr
     return vh[..., rank_of(s, rcond, *a.shape[-2:]):, :].mH.clone()
 
 
-@dispatch(_sl.diagsvd, composite=True)
+@dispatch(_sl.diagsvd, composite=True, stacks=True)
 def diagsvd(s, M, N):
-    """Data movement: s on the diagonal of an M x N zero matrix."""
-    s = as_matrix(s.reshape(1, -1) if hasattr(s, "reshape") else [s], device_of(s), False)[0]
-    k = s.shape[0]
+    """Data movement: s on the diagonal of an M x N zero matrix (each vector of a stack,
+    the dispatcher's broadcast batch)."""
+    if getattr(s, "ndim", 0) < 2:
+        s = as_matrix(s.reshape(1, -1) if hasattr(s, "reshape") else [s], device_of(s),
+                      False)[0]
+    else:
+        s = as_matrix(s, device_of(s), False)
+    k = s.shape[-1]
     if k not in (M, N):
         raise ValueError("Length of s must be M or N.")
-    out = torch.zeros(M, N, dtype=s.dtype, device=s.device)
+    out = torch.zeros(s.shape[:-1] + (M, N), dtype=s.dtype, device=s.device)
     idx = torch.arange(k, device=s.device)
-    out[idx, idx] = s
+    out[..., idx, idx] = s
     return out
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
+from trnscipy._batch import PerMatrix
 from trnscipy._dtypes import absolute
 from trnscipy._errors import fallback
 from trnscipy._kernels import kernel, register
@@ -477,6 +478,9 @@ def pinv(a, atol=None, rtol=None, return_rank=False):
 
 @register("linalg.lstsq", "generic")
 def lstsq(a, b, cond=None, lapack_driver=None):
+    """A stack of ``a`` (b with or without batch dimensions): its results stacked as
+    SciPy's loop stacks them; PerMatrix where their residues' shapes differ (some
+    matrices short of full rank)."""
     m, n = a.shape[-2:]
     vec = b.ndim == 1
     bm = b.unsqueeze(-1) if vec else b
@@ -485,7 +489,13 @@ def lstsq(a, b, cond=None, lapack_driver=None):
     keep = s > cut
     sinv = torch.where(keep, 1 / torch.where(keep, s, torch.ones_like(s)), torch.zeros_like(s))
     x = vh.mH @ (sinv.unsqueeze(-1).to(u.dtype) * (u.mH @ bm))
-    rank = int(_k("linalg._fetch", keep.sum())(keep.sum()))
+    ranks = keep.sum(-1)
+    found = np.asarray(_k("linalg._fetch", ranks)(ranks))  # one host read
+    full = bool((found == n).all())
+    if a.ndim > 2 and (scipy_at_least(1, 18) or (m > n and lapack_driver != "gelsy"
+                                                  and not full and (found == n).any())):
+        raise PerMatrix  # (each matrix's residues take its own rank's rule)
+    rank = ranks if a.ndim > 2 else int(found)
     if scipy_at_least(1, 18):
         # SciPy 1.18: sum(r * conj(r)) of x's dtype (complex input: complex) for every
         # overdetermined solve but gelsy's, NaN where the rank is short; else empty
@@ -496,11 +506,11 @@ def lstsq(a, b, cond=None, lapack_driver=None):
             return (x[..., 0] if vec else x), (resid[..., 0] if vec else resid), rank, s
         return (x[..., 0] if vec else x), x.new_zeros((0,)), rank, s
     # SciPy 1.17: real for a full-rank overdetermined solve (not gelsy), else empty of
-    # x's dtype
-    if rank == n and m > n and lapack_driver != "gelsy":
+    # x's dtype (one per matrix of a stack)
+    if full and m > n and lapack_driver != "gelsy":
         resid = ((bm - a @ x).abs() ** 2).sum(-2)
     else:
-        resid = x.new_zeros((0,))
+        resid = x.new_zeros(x.shape[:-2] + (0,))
     return (x[..., 0] if vec else x), (resid[..., 0] if vec and resid.numel() else resid), \
         rank, s
 

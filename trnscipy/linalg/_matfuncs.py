@@ -118,7 +118,7 @@ def funm(A, func, disp=True):
     return kernel("linalg.funm", a.device)(a, func, disp=disp)
 
 
-@dispatch(_sl.expm_frechet, double_float=("neuron",))
+@dispatch(_sl.expm_frechet, stacks=True, double_float=("neuron",))
 def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     """Both methods take the block route: expm([[A, E], [0, A]]) through trnscipy's expm
     (SciPy's 'SPS' is the Al-Mohy-Higham recurrence, in double precision: so is this
@@ -128,9 +128,9 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
     device = device_of(A, E)
     a = as_tensor(A, device, check_finite, small_ints=torch.float64)
     e = as_tensor(E, device, check_finite, small_ints=torch.float64)
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:  # (a stack: the dispatcher's broadcast)
         raise ValueError("expected A to be a square matrix")
-    if e.ndim != 2 or e.shape[0] != e.shape[1]:
+    if e.ndim < 2 or e.shape[-1] != e.shape[-2]:
         raise ValueError("expected E to be a square matrix")
     if a.shape != e.shape:
         raise ValueError("expected A and E to be the same shape")
@@ -140,10 +140,10 @@ def expm_frechet(A, E, method=None, compute_expm=True, check_finite=True):
         a, e = _wide(a), _wide(e)
     dtype = torch.promote_types(a.dtype, e.dtype)
     a, e = a.to(dtype), e.to(dtype)
-    n = a.shape[0]
-    big = torch.cat([torch.cat([a, e], 1), torch.cat([torch.zeros_like(a), a], 1)], 0)
+    n = a.shape[-1]
+    big = torch.cat([torch.cat([a, e], -1), torch.cat([torch.zeros_like(a), a], -1)], -2)
     m = expm(big)
-    out = m[:n, :n].clone(), m[:n, n:].clone()
+    out = m[..., :n, :n].clone(), m[..., :n, n:].clone()
     if method in (None, "SPS"):  # SciPy's dtype (exact double-float where no float64)
         out = tuple(_wide_result(o) for o in out)
     return out if compute_expm else out[1]
@@ -160,14 +160,20 @@ def _square_input(A):
     return a
 
 
-# (no stacks for tanm, coshm, sinhm, tanhm: SciPy decides real or complex per matrix)
 def _maybe_real(a, b):
-    """b.real where a is real and b's imaginary part is negligible (SciPy's rule)."""
+    """b.real where a is real and b's imaginary part is negligible (SciPy's rule), decided
+    per matrix of a stack as SciPy's loop does: a stack mixing both is complex, its real
+    matrices with a zero imaginary part (NumPy's promotion of the loop's results)."""
     if a.is_complex() or not b.is_complex():
         return b
     tol = 1e3 * torch.finfo(torch.float32).eps if b.dtype == torch.complex64 else \
         1e6 * torch.finfo(torch.float64).eps
-    return b.real.clone() if bool((b.imag.abs() <= tol).all()) else b
+    real = (b.imag.abs() <= tol).flatten(-2).all(-1)
+    if bool(real.all()):
+        return b.real.clone()
+    if b.ndim == 2 or not bool(real.any()):
+        return b
+    return torch.where(real[..., None, None], b.real.to(b.dtype), b)
 
 
 def _ij(a):
@@ -201,7 +207,7 @@ def sinm(A):
     return _cos_sin(a)[1]
 
 
-@dispatch(_sl.tanm, double_float=("neuron",))
+@dispatch(_sl.tanm, stacks=True, double_float=("neuron",))
 def tanm(A):
     from trnscipy.linalg._basic import solve
 
@@ -211,13 +217,13 @@ def tanm(A):
     return solve(*_cos_sin(a))
 
 
-@dispatch(_sl.coshm, double_float=("neuron",))
+@dispatch(_sl.coshm, stacks=True, double_float=("neuron",))
 def coshm(A):
     a = _square_input(A)
     return _maybe_real(a, kernel("linalg._expm_half", a.device)(a, 1))
 
 
-@dispatch(_sl.sinhm, double_float=("neuron",))
+@dispatch(_sl.sinhm, stacks=True, double_float=("neuron",))
 def sinhm(A):
     a = _square_input(A)
     return _maybe_real(a, kernel("linalg._expm_half", a.device)(a, -1))
@@ -229,7 +235,7 @@ def _expm_half(a, sign):
     return 0.5 * (expm(a) + expm(-a)) if sign > 0 else 0.5 * (expm(a) - expm(-a))
 
 
-@dispatch(_sl.tanhm, double_float=("neuron",))
+@dispatch(_sl.tanhm, stacks=True, double_float=("neuron",))
 def tanhm(A):
     from trnscipy.linalg._basic import solve
 

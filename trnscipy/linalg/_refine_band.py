@@ -5,6 +5,7 @@ cho_solve, eigh).  O(n^2) memory and O(n^3) work instead of LAPACK's band algori
 up to ``_MAX_N``; beyond it SciPy's banded routines run on the exact host values,
 announced."""
 
+from trnscipy._batch import PerMatrix
 from trnscipy._kernels import kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
@@ -43,6 +44,8 @@ def solve_banded(l_and_u, ab, b):
 def solveh_banded(ab, b, lower=False):
     if _plain(ab, b):
         return kind_kernel("linalg.solveh_banded", "xla")(ab, b, lower=lower)
+    if (ab.ndim > 2 or b.ndim > 2) and ab.shape[-1] <= _MAX_N:
+        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
     if _big(ab) or b.ndim > 2:
         return _r._on_host("scipy.linalg.solveh_banded", _reason(ab), lambda x, y: _k._sl.
                            solveh_banded(x, y, lower=lower, check_finite=False), ab, b)
@@ -54,6 +57,8 @@ def solveh_banded(ab, b, lower=False):
 def cholesky_banded(ab, lower=False):
     if _plain(ab):
         return kind_kernel("linalg.cholesky_banded", "xla")(ab, lower=lower)
+    if ab.ndim > 2 and ab.shape[-1] <= _MAX_N:
+        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
     if _big(ab):
         return _r._on_host("scipy.linalg.cholesky_banded", _reason(ab), lambda x: _k._sl.
                            cholesky_banded(x, lower=lower, check_finite=False), ab)
@@ -91,6 +96,8 @@ def eig_banded(a_band, lower=False, eigvals_only=False, select=0, select_range=N
         return kind_kernel("linalg.eig_banded", "xla")(
             a_band, lower=lower, eigvals_only=eigvals_only, select=select,
             select_range=select_range)
+    if a_band.ndim > 2 and a_band.shape[-1] <= _MAX_N:
+        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
     if _big(a_band):
         return _r._on_host("scipy.linalg.eig_banded", _reason(a_band), lambda x: _k._sl.
                            eig_banded(x, lower=lower, eigvals_only=eigvals_only,
@@ -107,6 +114,8 @@ def eigh_tridiagonal(d, e, eigvals_only=False, select=0, select_range=None, tol=
         return kind_kernel("linalg.eigh_tridiagonal", "xla")(
             d, e, eigvals_only=eigvals_only, select=select, select_range=select_range,
             tol=tol, lapack_driver=lapack_driver)
+    if d.ndim > 1 and d.shape[-1] <= _MAX_N:
+        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
     if d.shape[-1] > _MAX_N or d.ndim > 1:
         return _r._on_host("scipy.linalg.eigh_tridiagonal", _reason(d[..., None, :]),
                            lambda x, y: _k._sl.eigh_tridiagonal(

@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels_struct as _ks
@@ -197,8 +198,10 @@ def expm(a):
 def _expm_half(a, sign):
     """coshm (sign 1), sinhm (-1): (expm(A) + sign expm(-A)) / 2 from two double-float
     expm (-A exactly: both parts negated), the sum in double-float, halved exactly."""
-    if not _r._df64(a) or a.is_complex() or a.ndim != 2 or a.numel() == 0:
+    if not _r._df64(a) or a.is_complex() or a.numel() == 0:
         return kind_kernel("linalg._expm_half", "xla")(a, sign)
+    if a.ndim != 2:
+        raise PerMatrix
     A = _r._parts(a)
     E, F = _expm_pair(A), _expm_pair((-A[0], -A[1]))
     S = _df.add(E, F) if sign > 0 else _df.sub(E, F)
@@ -250,6 +253,8 @@ def _polar_tall(A):
 def polar(a, side="right"):
     if not _r._df64(a) or a.is_complex() or a.numel() == 0:
         return kind_kernel("linalg.polar", "xla")(a, side)  # the SVD route
+    if a.ndim != 2:
+        raise PerMatrix
     A = _r._parts(a)
     m, n = a.shape
     if m >= n:

@@ -20,6 +20,7 @@ by the caller's cutoff, SciPy's lstsq/pinv runs on the exact host values, announ
 """
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
@@ -137,6 +138,8 @@ def lstsq(a, b, cond=None, lapack_driver=None):
         return _r._on_host("scipy.linalg.lstsq", reason, lambda x, y: _k._sl.lstsq(
             x, y, cond=cond, lapack_driver=lapack_driver, check_finite=False), a, b)
 
+    if a.ndim != 2:
+        raise PerMatrix  # (the dispatcher runs each matrix)
     m, n = a.shape
     vec = b.ndim == 1
     A, Bm = _r._parts(a), _r._parts(b[:, None] if vec else b)
@@ -176,7 +179,7 @@ def pinv(a, atol=None, rtol=None, return_rank=False):
             x, atol=atol, rtol=rtol, return_rank=return_rank, check_finite=False), a)
 
     if a.ndim != 2:
-        return host(_r._BATCHED)
+        raise PerMatrix  # (the dispatcher runs each matrix)
     m, n = a.shape
     A = _r._parts(a)
     B, wide = _tall(A)
@@ -217,7 +220,7 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
             check_finite=False), a)
 
     if a.ndim != 2:
-        return host(_r._BATCHED)
+        raise PerMatrix  # (the dispatcher runs each matrix)
     w, v = _r.eigh(a, lower=lower)
     wh = _transfer.to_host(w)  # exact float64 values of the double-float eigenvalues
     n = wh.shape[0]

@@ -144,7 +144,7 @@ def hankel(c, r=None):
     return vals[_arange(m, c)[:, None] + _arange(n, c)[None, :]]
 
 
-@dispatch(_sl.leslie, double_float=_PARTS)
+@dispatch(_sl.leslie, stacks=True, double_float=_PARTS)
 def leslie(f, s):
     device = device_of(f, s)
     f, s = torch.atleast_1d(_raw(f, device)), torch.atleast_1d(_raw(s, device))
@@ -276,7 +276,7 @@ def convolution_matrix(a, n, mode="full"):
     return _toeplitz(az[..., tb:length - te], raz[..., length - n - tb:length - tb])
 
 
-@dispatch(_sl.khatri_rao, double_float=_PARTS)
+@dispatch(_sl.khatri_rao, stacks=True, double_float=_PARTS)
 def khatri_rao(a, b):
     device = device_of(a, b)
     a, b = _raw(a, device), _raw(b, device)
