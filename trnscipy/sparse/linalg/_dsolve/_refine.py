@@ -338,8 +338,7 @@ class Float64ILU(DeviceILU):
 
     def _solve(self, b, trans):
         trans = "T" if trans == "H" else trans  # real factors
-        if self._parts is None and self._host is None and not any(
-                bool((p != 0).any()) for p in _parts(b)):
+        if self._parts is None and self._host is None and not bool(_parts(b)[0].any()):
             # M^-1 0 = 0 without the double-float factors: SciPy's LinearOperator probes
             # a solve with zeros for its dtype, and a Krylov solve needs only float32_solve
             z = torch.zeros(b.shape, dtype=torch.float32, device=b.device)
