@@ -86,6 +86,23 @@ def test_expm_multiply_dense_and_traceA(cpu_loop):
            np.float64)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_expm_multiply_operator_estimates_trace(lane, device, dtype):
+    """A LinearOperator without traceA: SciPy's warning, its trace estimated on the device
+    (the result does not depend on the shift), the result SciPy's."""
+    A = -_laplacian(4, dtype) + (1j * sp.eye(16) if dtype == np.complex128 else 0)
+    b = np.linspace(-1, 1, 16).astype(dtype)
+    At = trnscipy.to_device(A.toarray(), device)
+    with pytest.warns(UserWarning, match="Trace of LinearOperator not available"):
+        got = tsl.expm_multiply(tsl.aslinearoperator(At), torch.from_numpy(b).to(device))
+    _close(got, spla.expm_multiply(A, b, traceA=A.trace()), dtype)
+    from trnscipy.sparse.linalg._expm_multiply import _estimate_trace
+
+    estimates = [_estimate_trace(tsl.aslinearoperator(At), At[0]) for _ in range(30)]
+    # unbiased, and exact on span(A s) (16 = the size: the estimate's spread is small)
+    assert abs(np.mean(estimates) - A.trace()) < 0.15 * abs(A.trace())
+
+
 def test_expm_multiply_bad_input_as_scipy():
     A = -_laplacian(3)
     At = trnscipy.to_device(A, "cpu")

@@ -3,13 +3,15 @@ selection (m*, s) from the same norms, so results match SciPy's to rounding.
 
 On CPU tensors SciPy's own function runs on zero-copy views (the "krylov" kernel); the
 torch version below serves the other devices.  The norms that choose (m*, s) are read
-on the host once per call.  The Taylor loop
+on the host once per call; the trace of a LinearOperator without ``traceA`` is
+estimated as SciPy does (Hutch++ with one sketch vector, a UserWarning).  The Taylor loop
 of a single time point runs as the Krylov solvers do (``utils.run``): the stop test
 ``c1 + c2 <= tol ||F||`` is a device flag, read once per block of terms.  The interval
 cores (``start``/``stop``) keep SciPy's control flow and read the stop test on the
-host after every term.  Differs from SciPy: ``B`` must be dense; a LinearOperator
-``A`` needs ``traceA`` (SciPy estimates the trace with random vectors and QR).
+host after every term.  Differs from SciPy: ``B`` must be dense.
 """
+
+import warnings
 
 import numpy as np
 import scipy.sparse.linalg as _scipy
@@ -21,6 +23,7 @@ from scipy.sparse.linalg._expm_multiply import (
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
+from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._isolve.utils import solver_kernel
 
 __all__ = ["expm_multiply"]
@@ -64,6 +67,24 @@ def _trace(A):
     return A.trace() if _is_sparse(A) else torch.trace(A)
 
 
+def _estimate_trace(A, B):
+    """Hutch++ (Meyer, Musco, Musco, Woodruff 2021) with one sketch vector, as SciPy
+    estimates a LinearOperator's trace: the exact trace on span(A s), Hutchinson's
+    estimate on its complement; random signs from the host, products on B's device."""
+    n = A.shape[0]
+    dtype = _work_dtype(A, B)
+    rng = np.random.default_rng()
+    s, g = (torch.as_tensor(rng.choice([-1.0, 1.0], (n, 1)), dtype=dtype, device=B.device)
+            for _ in range(2))
+    q = A.matmat(s)
+    size = torch.linalg.vector_norm(absolute(q))  # (XLA's norm takes no complex)
+    # (a zero product leaves no direction: the sketch part is 0, Hutchinson's covers all)
+    q = torch.where(size > 0, q / torch.where(size > 0, size, 1), torch.zeros_like(q))
+    r = g - q @ (q.mH @ g)
+    estimate = (q.mH @ A.matmat(q) + r.mH @ A.matmat(r)).reshape(())
+    return to_host(estimate).item()  # (torch-xla's own copy garbles complex128)
+
+
 def _check(A, B):
     if len(A.shape) != 2 or A.shape[0] != A.shape[1]:
         raise ValueError("expected A to be like a square matrix")
@@ -82,12 +103,12 @@ class _Problem:
         from trnscipy.sparse.linalg._interface import LinearOperator
 
         self.n0 = _check(A, B)
-        if isinstance(A, LinearOperator) and traceA is None:
-            raise NotImplementedError(
-                "expm_multiply of a LinearOperator on device data needs traceA (SciPy "
-                "estimates it with random vectors)")
         n = A.shape[0]
-        if traceA is None:
+        if traceA is None and isinstance(A, LinearOperator):
+            warnings.warn("Trace of LinearOperator not available, it will be estimated. "
+                          "Provide `traceA` to ensure performance.", stacklevel=4)
+            traceA = _estimate_trace(A, B)
+        elif traceA is None:
             traceA = _trace(A)
         self.mu = complex(traceA) / float(n) if _is_complex(traceA) else \
             float(traceA) / float(n)
