@@ -242,3 +242,23 @@ def test_xla_graph_counts(xla_device):
         print(f"{name}: {counts}")
         assert counts.compilations == 0, name  # a repeat call reuses its graphs
         assert counts.executions <= 3, (name, str(counts))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+def test_cuda_finiteness_check(dtype):
+    """The CUDA check (0 * x sums to 0) run on CPU tensors: inf and NaN anywhere are found,
+    and finite values whose sum overflows are not taken for inf."""
+    from trnscipy._kernels import kind_kernel
+
+    check = kind_kernel("linalg._all_finite", "cuda")
+    big = torch.full((4, 4), torch.finfo(dtype).max / 2, dtype=dtype)
+    assert check(big) and check(big, -big) and check(torch.zeros(0, dtype=dtype))
+    for bad in (float("inf"), -float("inf"), float("nan")):
+        x = big.clone()
+        x[2, 3] = bad
+        assert not check(x) and not check(big, x)
+    if dtype.is_complex:
+        x = big.clone()
+        x[1, 1] = complex(1, float("nan"))
+        assert not check(x)
+    assert check(torch.ones(3, dtype=torch.int64), big)
