@@ -337,3 +337,16 @@ def test_device_lstsq_takes_stacks():
     deficient[1, 0, :, 2] = deficient[1, 0, :, 1]
     with pytest.raises(PerMatrix):
         _kernels.lstsq(torch.from_numpy(deficient), torch.from_numpy(B[0, :, 0]))
+
+
+@pytest.mark.parametrize("name", ["lstsq", "pinv", "bandwidth"])
+def test_declared_core_dims_are_scipys(name):
+    """Functions that declare their core dimensions (SciPy 1.18 batches them without the
+    wrapper trnscipy reads): the declaration is what SciPy's wrapper says where it has one."""
+    from trnscipy._batch import core_dims
+
+    wrapper = getattr(tl, name)
+    found = core_dims(wrapper.__wrapped__)
+    assert wrapper._trnscipy_batch[1]
+    if found is not None:
+        assert wrapper._trnscipy_batch[0] == found

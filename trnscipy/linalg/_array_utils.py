@@ -39,7 +39,8 @@ def _per_matrix(t, a):
     return bool(per) if a.ndim == 2 else per
 
 
-@dispatch(_sl.bandwidth, stacks=True, double_float=("neuron",))
+# (batch declared: SciPy 1.18 batches it natively, without the wrapper core_dims reads)
+@dispatch(_sl.bandwidth, stacks=True, double_float=("neuron",), batch=(("a", 2),))
 def bandwidth(a):
     a = _two_d(a)
     i = torch.arange(a.shape[-2], device=a.device).unsqueeze(1)

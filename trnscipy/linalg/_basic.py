@@ -133,7 +133,9 @@ def det(a, overwrite_a=False, check_finite=True):
     return _wide_result(kernel("linalg.det", a.device)(a))
 
 
-@dispatch(_sl.pinv, stacks=True, double_float=("neuron",))
+# (batch declared: SciPy 1.18 batches pinv and lstsq natively, without the wrapper that
+# core_dims reads)
+@dispatch(_sl.pinv, stacks=True, double_float=("neuron",), batch=(("a", 2),))
 def pinv(a, *, atol=None, rtol=None, return_rank=False, check_finite=True):
     a = as_matrix(a, device_of(a), check_finite)
     if (atol is not None and atol < 0) or (rtol is not None and rtol < 0):
@@ -149,7 +151,7 @@ def _no_rank(a):
     return 0 if a.ndim == 2 else torch.zeros(a.shape[:-2], dtype=torch.int64, device=a.device)
 
 
-@dispatch(_sl.lstsq, stacks=True, double_float=("neuron",))
+@dispatch(_sl.lstsq, stacks=True, double_float=("neuron",), batch=(("a", 2), ("b", "1|2")))
 def lstsq(a, b, cond=None, overwrite_a=False, overwrite_b=False, check_finite=True,
           lapack_driver=None):
     """A stack (the dispatcher's broadcast; an operand without batch dimensions stays as
