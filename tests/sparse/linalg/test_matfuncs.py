@@ -103,6 +103,38 @@ def test_expm_multiply_operator_estimates_trace(lane, device, dtype):
     assert abs(np.mean(estimates) - A.trace()) < 0.15 * abs(A.trace())
 
 
+@pytest.mark.xla
+def test_expm_multiply_offloaded_scipy_operator_and_sparse_b(xla_device):
+    """Offload (SciPy's test_expm_multiply): SciPy's aslinearoperator of a NumPy matrix is
+    data, moved to the device, with the trace estimated and warned about; a sparse B gives
+    SciPy's CSR result (simple) and dense samples (interval)."""
+    A = -_laplacian(3).toarray()
+    b = np.linspace(-1, 1, 9)
+    B = sp.csr_array(np.eye(9)[:, :3])
+    with trnscipy.offload("xla"):
+        with pytest.warns(UserWarning, match="Trace of LinearOperator not available"):
+            got = tsl.expm_multiply(spla.aslinearoperator(A), b)
+        simple = tsl.expm_multiply(sp.csr_array(A), B)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, spla.expm_multiply(A, b, traceA=np.trace(A)), rtol=1e-12,
+                               atol=1e-15)
+    ref = spla.expm_multiply(sp.csr_array(A), B)
+    assert sp.issparse(simple) and simple.format == "csr"
+    np.testing.assert_allclose(simple.toarray(), ref.toarray(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_expm_multiply_offloaded_sparse_b_interval(xla_device):
+    """The interval form with a sparse B: dense samples, as SciPy's (a host read per
+    Taylor term: many small graphs, slow on the XLA lane)."""
+    A, B = sp.csr_array(-_laplacian(3)), sp.csr_array(np.eye(9)[:, :3])
+    with trnscipy.offload("xla"):
+        interval = tsl.expm_multiply(A, B, 0, 1, 3)
+    np.testing.assert_allclose(interval, spla.expm_multiply(A, B, 0, 1, 3), rtol=1e-12,
+                               atol=1e-15)
+
+
 def test_expm_multiply_bad_input_as_scipy():
     A = -_laplacian(3)
     At = trnscipy.to_device(A, "cpu")

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse.linalg as _scipy
+import scipy.sparse.linalg._interface as _si
 from scipy.sparse.linalg._expm_multiply import (
     LazyOperatorNormInfo,
     _fragment_3_1,
@@ -100,8 +101,10 @@ class _Problem:
     """A - mu I, mu, the norm information and the product, as SciPy sets them up."""
 
     def __init__(self, A, B, traceA):
-        from trnscipy.sparse.linalg._interface import LinearOperator
+        from trnscipy.sparse.linalg._interface import LinearOperator, _device_operator
 
+        if isinstance(A, _si.LinearOperator) and not isinstance(A, LinearOperator):
+            A = _device_operator(A, B.device)  # (offload: SciPy's operator of host data)
         self.n0 = _check(A, B)
         n = A.shape[0]
         if traceA is None and isinstance(A, LinearOperator):
@@ -190,18 +193,26 @@ def _scale(eta, F):
 @dispatch(_scipy.expm_multiply, double_float=("neuron",))
 @solver_kernel(_scipy.expm_multiply, operators=False)
 def expm_multiply(A, B, start=None, stop=None, num=None, endpoint=None, traceA=None):
+    sparse_b = _is_sparse(B)
     B = _as_tensor(B, A)
     if all(arg is None for arg in (start, stop, num, endpoint)):
         problem = _Problem(A, B, traceA)
         B = B.to(_work_dtype(problem.A, B))
         m_star, s, _ = problem.params(1.0, problem.n0)
-        return _simple_core(problem, B, 1.0, m_star, s)
+        F = _simple_core(problem, B, 1.0, m_star, s)
+        if sparse_b:  # SciPy's sparse B gives a CSR result (the interval's is dense)
+            from trnscipy.sparse import csr_array
+
+            return csr_array(F)
+        return F
     return _interval(A, B, start, stop, num, endpoint, traceA)
 
 
 def _as_tensor(B, A):
     if isinstance(B, torch.Tensor):
         return B
+    if _is_sparse(B):
+        return B.toarray()  # (the Taylor terms fill in: dense work, as SciPy's is)
     return torch.as_tensor(np.asarray(B), device=A.device)
 
 

@@ -507,6 +507,9 @@ def _device_operator(A, device):
         user_host_code = (offloading() and A.device is None
                           and not getattr(A, "pure_tensor_code", False))
         return _HostOperator(A) if user_host_code else A
+    if type(A) is _si.MatrixLinearOperator and device is not None \
+            and (type(A.A) is np.ndarray or issparse(A.A)):
+        return _device_operator(A.A, device)  # (SciPy's operator of a matrix: data, not code)
     if isinstance(A, _si.LinearOperator):
         return _HostOperator(A)
     if isinstance(A, np.ndarray) or issparse(A):
