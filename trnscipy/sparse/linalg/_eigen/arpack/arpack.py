@@ -28,6 +28,8 @@ import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._kernels import backend
@@ -39,6 +41,7 @@ from trnscipy.sparse.linalg._eigen._common import (
     pseudo_random,
     read_small,
     real_dtype,
+    small_eigh,
     standard_problem,
 )
 from trnscipy.sparse.linalg._isolve.utils import dot
@@ -423,6 +426,8 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
         BV = [torch.zeros_like(V)]
         BV[0][0] = Bv / nrm
     materialize = backend(device).materialize
+    if traceable and not dtype.is_complex and capability(device_kind(device)).device_while:
+        return _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps)
     # one graph for every cycle: the first starts at step 0, the later ones at p
     run = backend(device).graph_function(cycle) if traceable else cycle
     bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
@@ -467,6 +472,87 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     Sk = torch.as_tensor(np.ascontiguousarray(Sk[:, :k])).to(device=device, dtype=dtype)
     X = V[:ncv].transpose(0, 1) @ Sk  # (computed with the caller's ordering of the results)
     return torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype), X, nconv, cycles
+
+
+def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps):
+    """The restart cycles as one ``device_loop`` (an XLA While leaving on the convergence
+    flag): a solve is one graph execution and one read.  The body is a cycle: the previous
+    restart's rotation of the basis, the Lanczos steps (a nested While from ``start``: 0 in
+    the first cycle, ``p`` after), then the projected eigenproblem on the device
+    (``_restart``).  ``maxiter`` is the While's bound, data: no graph depends on it."""
+    device, dtype = V.device, V.dtype
+    loop = backend(device).device_loop
+    nb = len(BV)
+    bound = torch.tensor([ncv], dtype=torch.int64, device=device)
+
+    def cycle(carry, _):
+        V, *BV = carry[:1 + nb]
+        Sk, T, start, cycles, nconv, done = carry[1 + nb:]
+        # the kept Ritz vectors, the residual direction, zeros (rows the steps write)
+        zeros = torch.zeros((ncv - p, V.shape[1]), dtype=dtype, device=device)
+        V, *BV = (torch.cat([Sk.mT @ X[:ncv], X[ncv:], zeros]) for X in (V, *BV))
+        beta = torch.zeros((), dtype=dtype, device=device)
+        V, T, beta, *BV = loop(step, (V, T, beta, *BV), start, bound)
+        Sk, T, nconv = _restart(T, beta, which, k, p, tol, eps)
+        start = torch.full_like(start, p)
+        return (V, *BV, Sk, T, start, cycles + 1, nconv, nconv >= k)
+
+    zero = torch.tensor([0], dtype=torch.int64, device=device)
+    # the first rotation is the identity: Sk = [I_p; 0] keeps rows 0 to p - 1 (row 0 the
+    # start vector), and row ncv moves to row p (zero, overwritten by step p - 1)
+    Sk = torch.eye(ncv, p, dtype=dtype, device=device)
+    T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
+    carry = (V, *BV, Sk, T, zero[0].clone(), zero[0].clone(), zero[0].clone(),
+             torch.tensor(False, device=device))
+    out = loop(cycle, carry, 0, torch.tensor([maxiter], dtype=torch.int64, device=device),
+               until=len(carry) - 1)
+    V = out[0]
+    Sk, T, _, cycles, nconv, _ = out[1 + nb:]
+    theta = T.diagonal()[:k]  # the restarted T: the kept Ritz values on its diagonal
+    X = V[:ncv].mT @ Sk[:, :k]
+    counts = torch.stack([nconv, cycles])
+    backend(device).materialize([X, theta, counts])
+    nconv, cycles = (int(c) for c in to_host(counts))
+    return theta, X, nconv, cycles
+
+
+def _restart(T, beta, which, k, p, tol, eps):
+    """A restart on the device, as the host loop's: the eigenpairs of T (``small_eigh``),
+    ARPACK's convergence test, the ``p`` kept Ritz vectors ``Sk`` (converged wanted, other
+    wanted, the rest by ``which``; ranks by comparisons, no sort) and the restarted T
+    (their Ritz values, the arrow; couplings below eps ||T|| deflated).  Returns (Sk, T,
+    nconv)."""
+    ncv = T.shape[0]
+    dtype = T.dtype
+    theta, S = small_eigh(T)
+    idx = torch.arange(ncv, device=T.device)
+    earlier = idx[None, :] < idx[:, None]  # [i, j]: j before i (stable ties)
+
+    def rank(key):  # place of each entry in a stable descending sort of ``key``
+        above = (key[None, :] > key[:, None]) | ((key[None, :] == key[:, None]) & earlier)
+        return above.to(torch.int64).sum(1)
+
+    if which == "BE":  # ascending place q, then high end first, alternating
+        q = rank(-theta)
+        pos = torch.where(2 * q >= ncv - 1, 2 * (ncv - 1 - q), 2 * q + 1)
+    else:
+        pos = rank({"LM": theta.abs(), "SM": -theta.abs(), "LA": theta, "SA": -theta}[which])
+    bounds = beta * S[ncv - 1].abs()
+    wanted = pos < k
+    conv = wanted & (bounds <= tol * torch.clamp(theta.abs(), min=eps ** (2 / 3)))
+    # converged wanted first, then the other wanted (ARPACK's nconv counts the first)
+    keep = rank(-(pos - ncv * wanted.to(torch.int64) - ncv * conv.to(torch.int64)))
+    P = (keep[:, None] == idx[None, :p]).to(dtype)
+    Sk = S @ P
+    kept = theta @ P
+    arrow = beta * Sk[ncv - 1]
+    arrow = torch.where(arrow.abs() <= eps * theta.abs().max(), 0, arrow)
+    r, c = idx[:, None], idx[None, :]
+    pad = torch.cat([kept, torch.zeros(ncv - p, dtype=dtype, device=T.device)])
+    apad = torch.cat([arrow, torch.zeros(ncv - p, dtype=dtype, device=T.device)])
+    T = (torch.where(r == c, pad[:, None], 0) + torch.where(c == p, apad[:, None], 0)
+         + torch.where(r == p, apad[None, :], 0))
+    return Sk, T, conv.to(torch.int64).sum()
 
 
 @dispatch(_scipy.eigs, host=("neuron",), why="its results are complex whatever the input's dtype")
