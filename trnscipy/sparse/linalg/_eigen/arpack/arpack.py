@@ -508,7 +508,9 @@ def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps):
                until=len(carry) - 1)
     V = out[0]
     Sk, T, _, cycles, nconv, _ = out[1 + nb:]
-    theta = T.diagonal()[:k]  # the restarted T: the kept Ritz values on its diagonal
+    # the restarted T has the kept Ritz values on its diagonal (a product, not a view: a
+    # view would keep the loop's pending graph alive, and a later sync would run it again)
+    theta = (T[:k, :k] * torch.eye(k, dtype=T.dtype, device=device)).sum(1)
     X = V[:ncv].mT @ Sk[:, :k]
     counts = torch.stack([nconv, cycles])
     backend(device).materialize([X, theta, counts])
