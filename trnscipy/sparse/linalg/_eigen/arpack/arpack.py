@@ -7,9 +7,14 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
   ARPACK's modes), with full reorthogonalization as two GEMVs per step (classical
   Gram-Schmidt, twice); a breakdown (an invariant subspace) continues with a
   deterministic pseudo-random direction, as ARPACK does with a random one;
-* one restart cycle (rotate the basis to the ``p`` kept Ritz vectors, expand to ``ncv``
-  vectors) is one graph execution; the host reads the ``ncv x ncv`` projected matrix
-  once per cycle and solves its eigenproblem (LAPACK), as ARPACK does;
+* where the device loop leaves on a device flag (capability ``device_while``: XLA,
+  Neuron) and OP is pure tensor code, the restart cycles are one XLA While: each cycle
+  (rotate the basis to the ``p`` kept Ritz vectors, expand to ``ncv`` vectors, the
+  projected eigenproblem by the refined device eigh, the convergence test, the restart)
+  runs on the device, and a solve is one graph execution and one read.  Elsewhere (CUDA,
+  operators with host reads) one cycle is one graph execution; the host reads the
+  ``ncv x ncv`` projected matrix once per cycle and solves its eigenproblem (LAPACK), as
+  ARPACK does;
 * ARPACK's convergence test: ``|beta * s_last| <= tol * max(eps**(2/3), |theta|)``.
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
@@ -362,6 +367,8 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     ``traceable=False`` (an OP with graph cuts or host reads: inner Krylov solves,
     SciPy's SuperLU, dense LU solves, user operators) runs the steps as a Python loop;
     the device LU's substitutions (shift-invert of sparse containers) are traceable.
+    Real traceable problems on ``device_while`` devices run all cycles as one device loop
+    instead (``_cycles_on_device``).
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
