@@ -283,8 +283,22 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     # solve) runs its steps in a device loop
     traceable = all(_is_matrix(x) for x in (A, M, Minv)) and (
         pure if sigma is not None else M is None or Minv is not None)
-    theta, X, nconv, cycles = _lanczos(op, B, n, k, ncv, which_, v0, int(maxiter), tol,
-                                       arpack_mode != 1 and B is not None, traceable)
+    def in_order(theta, X):
+        """The results in SciPy's order as tensors (the device loop computes them in the
+        solve's graph, ordered by ranks: no sort, no read)."""
+        lam = _transform(theta, arpack_mode, shift)
+        if return_eigenvectors or arpack_mode >= 3 or which_ == "BE":
+            order = _ascending(lam)
+        else:  # ARPACK's order: least wanted first
+            order = torch.arange(k - 1, -1, -1, device=lam.device)
+        return [lam.index_select(0, order)] + ([X.index_select(1, order)]
+                                               if return_eigenvectors else [])
+
+    theta, X, nconv, cycles, ordered = _lanczos(
+        op, B, n, k, ncv, which_, v0, int(maxiter), tol, arpack_mode != 1 and B is not None,
+        traceable, in_order)
+    if ordered is not None and nconv >= k:
+        return tuple(ordered) if return_eigenvectors else ordered[0]
     lam = _transform(theta, arpack_mode, shift)
     # The k results are ordered on the host (k numbers, read with the convergence flag):
     # torch-xla 2.9 aborted ("Check failed: buffer != nullptr") sorting them on the device
@@ -349,12 +363,14 @@ def _wanted_order(theta, which):
     return np.argsort(-key, kind="stable")
 
 
-def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
+def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, finish):
     """Thick-restart Lanczos for the k wanted eigenpairs of OP (self-adjoint in <.,.>_B).
 
-    Returns (theta, X, nconv, cycles): the k wanted Ritz values (most wanted first) with
-    their B-orthonormal Ritz vectors as columns, the number converged (host int) and the
-    number of restart cycles.  Ritz pairs are ordered: converged ones first.
+    Returns (theta, X, nconv, cycles, finished): the k wanted Ritz values (most wanted
+    first) with their B-orthonormal Ritz vectors as columns, the number converged (host
+    int), the number of restart cycles and ``finish(theta, X)`` computed with them by the
+    device loop (None where the host drives the cycles).  Ritz pairs are ordered:
+    converged ones first.
 
     A Lanczos step is a function of the basis and a device step index (rows written by
     masks), so a cycle's expansion is the ``device_loop`` kernel over the step indices:
@@ -434,7 +450,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
         BV[0][0] = Bv / nrm
     materialize = backend(device).materialize
     if traceable and not dtype.is_complex and capability(device_kind(device)).device_while:
-        return _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps)
+        return _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish)
     # one graph for every cycle: the first starts at step 0, the later ones at p
     run = backend(device).graph_function(cycle) if traceable else cycle
     bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
@@ -478,15 +494,17 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
         packed[p, ncv + 1:ncv + 1 + p] = arrow
     Sk = torch.as_tensor(np.ascontiguousarray(Sk[:, :k])).to(device=device, dtype=dtype)
     X = V[:ncv].transpose(0, 1) @ Sk  # (computed with the caller's ordering of the results)
-    return torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype), X, nconv, cycles
+    theta = torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype)
+    return theta, X, nconv, cycles, None
 
 
-def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps):
+def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish):
     """The restart cycles as one ``device_loop`` (an XLA While leaving on the convergence
     flag): a solve is one graph execution and one read.  The body is a cycle: the previous
     restart's rotation of the basis, the Lanczos steps (a nested While from ``start``: 0 in
     the first cycle, ``p`` after), then the projected eigenproblem on the device
-    (``_restart``).  ``maxiter`` is the While's bound, data: no graph depends on it."""
+    (``_restart``).  ``maxiter`` is the While's bound, data: no graph depends on it.
+    ``finish(theta, X)`` (the results in the caller's order) joins the same graph."""
     device, dtype = V.device, V.dtype
     loop = backend(device).device_loop
     nb = len(BV)
@@ -520,9 +538,28 @@ def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps):
     theta = (T[:k, :k] * torch.eye(k, dtype=T.dtype, device=device)).sum(1)
     X = V[:ncv].mT @ Sk[:, :k]
     counts = torch.stack([nconv, cycles])
-    backend(device).materialize([X, theta, counts])
+    finished = finish(theta, X)
+    backend(device).materialize([X, theta, *finished, counts])
     nconv, cycles = (int(c) for c in to_host(counts))
-    return theta, X, nconv, cycles
+    return theta, X, nconv, cycles, finished
+
+
+def _rank(key):
+    """The place of each entry of ``key`` in its stable descending sort, from pairwise
+    comparisons (fixed shapes, no sort op)."""
+    idx = torch.arange(key.shape[0], device=key.device)
+    earlier = idx[None, :] < idx[:, None]  # [i, j]: j before i (ties in index order)
+    above = (key[None, :] > key[:, None]) | ((key[None, :] == key[:, None]) & earlier)
+    return above.to(torch.int64).sum(1)
+
+
+def _ascending(x):
+    """The indices that sort ``x`` ascending, stably (np.argsort(kind='stable')), on the
+    device without a sort: torch-xla 2.9 aborted ("Check failed: buffer != nullptr")
+    sorting the results in a graph after the cycles."""
+    rank = _rank(-x)
+    idx = torch.arange(x.shape[0], device=x.device)
+    return ((rank[:, None] == idx[None, :]).to(torch.int64) * idx[:, None]).sum(0)
 
 
 def _restart(T, beta, which, k, p, tol, eps):
@@ -535,12 +572,7 @@ def _restart(T, beta, which, k, p, tol, eps):
     dtype = T.dtype
     theta, S = small_eigh(T)
     idx = torch.arange(ncv, device=T.device)
-    earlier = idx[None, :] < idx[:, None]  # [i, j]: j before i (stable ties)
-
-    def rank(key):  # place of each entry in a stable descending sort of ``key``
-        above = (key[None, :] > key[:, None]) | ((key[None, :] == key[:, None]) & earlier)
-        return above.to(torch.int64).sum(1)
-
+    rank = _rank
     if which == "BE":  # ascending place q, then high end first, alternating
         q = rank(-theta)
         pos = torch.where(2 * q >= ncv - 1, 2 * (ncv - 1 - q), 2 * q + 1)
