@@ -334,6 +334,38 @@ def test_eigsh_xla_graph_counts(xla_device, monkeypatch):
     assert again.compilations == 0 and again.executions <= sum(cycles) + 3, again
 
 
+@pytest.mark.xla
+def test_eigsh_xla_restart_cycles_are_one_execution(xla_device, monkeypatch):
+    """The restart cycles run in one XLA While (the projected eigenproblem on the device):
+    a warm call is at most 2 executions however many cycles (the host-driven loop took one
+    per cycle, 35 here), and maxiter is data: a call that stops at maxiter compiles
+    nothing and raises as SciPy does."""
+    from trnscipy._metrics import xla_counts
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    cycles = _count_cycles(monkeypatch)
+    A = _poisson(20)
+    Ad = _dev(A, xla_device)
+    v0 = np.random.default_rng(3).uniform(-1, 1, A.shape[0])
+    w_ref = spla.eigsh(A, 6, which="SA", v0=v0)[0]
+    tsl.eigsh(Ad, 6, which="SA", v0=_dev(v0, xla_device))
+    fallbacks = _aten_fallbacks()
+    with xla_counts() as again:
+        w, X = tsl.eigsh(Ad, 6, which="SA", v0=_dev(v0, xla_device))
+    _check_pairs(A, None, w, X, w_ref, np.float64)
+    assert _aten_fallbacks() == fallbacks
+    assert cycles[-1] > 10 and again.compilations == 0 and again.executions <= 2, (
+        again, cycles)
+    with pytest.raises(spla.ArpackNoConvergence) as ref:
+        spla.eigsh(A, 6, which="SA", maxiter=2, v0=v0)
+    for maxiter in (1, 2):  # (the first compiles the partial results' selection)
+        with xla_counts() as capped, pytest.raises(tsl.ArpackNoConvergence) as got:
+            tsl.eigsh(Ad, 6, which="SA", maxiter=maxiter, v0=_dev(v0, xla_device))
+    assert cycles[-1] == 2 and capped.compilations == 0, capped
+    assert got.value.eigenvectors.shape[1] == len(got.value.eigenvalues) < 6
+    del ref
+
+
 @pytest.mark.parametrize("dense", [False, True])
 def test_eigsh_shift_invert_factorizes(monkeypatch, dense):
     """The torch loop inverts A - sigma I with splu (sparse A) or lu_factor (dense A), not

@@ -7,9 +7,14 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
   ARPACK's modes), with full reorthogonalization as two GEMVs per step (classical
   Gram-Schmidt, twice); a breakdown (an invariant subspace) continues with a
   deterministic pseudo-random direction, as ARPACK does with a random one;
-* one restart cycle (rotate the basis to the ``p`` kept Ritz vectors, expand to ``ncv``
-  vectors) is one graph execution; the host reads the ``ncv x ncv`` projected matrix
-  once per cycle and solves its eigenproblem (LAPACK), as ARPACK does;
+* where the device loop leaves on a device flag (capability ``device_while``: XLA,
+  Neuron) and OP is pure tensor code, the restart cycles are one XLA While: each cycle
+  (rotate the basis to the ``p`` kept Ritz vectors, expand to ``ncv`` vectors, the
+  projected eigenproblem by the refined device eigh, the convergence test, the restart)
+  runs on the device, and a solve is one graph execution and one read.  Elsewhere (CUDA,
+  operators with host reads) one cycle is one graph execution; the host reads the
+  ``ncv x ncv`` projected matrix once per cycle and solves its eigenproblem (LAPACK), as
+  ARPACK does;
 * ARPACK's convergence test: ``|beta * s_last| <= tol * max(eps**(2/3), |theta|)``.
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
@@ -28,6 +33,8 @@ import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._kernels import backend
@@ -39,6 +46,7 @@ from trnscipy.sparse.linalg._eigen._common import (
     pseudo_random,
     read_small,
     real_dtype,
+    small_eigh,
     standard_problem,
 )
 from trnscipy.sparse.linalg._isolve.utils import dot
@@ -275,8 +283,22 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     # solve) runs its steps in a device loop
     traceable = all(_is_matrix(x) for x in (A, M, Minv)) and (
         pure if sigma is not None else M is None or Minv is not None)
-    theta, X, nconv, cycles = _lanczos(op, B, n, k, ncv, which_, v0, int(maxiter), tol,
-                                       arpack_mode != 1 and B is not None, traceable)
+    def in_order(theta, X):
+        """The results in SciPy's order as tensors (the device loop computes them in the
+        solve's graph, ordered by ranks: no sort, no read)."""
+        lam = _transform(theta, arpack_mode, shift)
+        if return_eigenvectors or arpack_mode >= 3 or which_ == "BE":
+            order = _ascending(lam)
+        else:  # ARPACK's order: least wanted first
+            order = torch.arange(k - 1, -1, -1, device=lam.device)
+        return [lam.index_select(0, order)] + ([X.index_select(1, order)]
+                                               if return_eigenvectors else [])
+
+    theta, X, nconv, cycles, ordered = _lanczos(
+        op, B, n, k, ncv, which_, v0, int(maxiter), tol, arpack_mode != 1 and B is not None,
+        traceable, in_order)
+    if ordered is not None and nconv >= k:
+        return tuple(ordered) if return_eigenvectors else ordered[0]
     lam = _transform(theta, arpack_mode, shift)
     # The k results are ordered on the host (k numbers, read with the convergence flag):
     # torch-xla 2.9 aborted ("Check failed: buffer != nullptr") sorting them on the device
@@ -341,12 +363,14 @@ def _wanted_order(theta, which):
     return np.argsort(-key, kind="stable")
 
 
-def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
+def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, finish):
     """Thick-restart Lanczos for the k wanted eigenpairs of OP (self-adjoint in <.,.>_B).
 
-    Returns (theta, X, nconv, cycles): the k wanted Ritz values (most wanted first) with
-    their B-orthonormal Ritz vectors as columns, the number converged (host int) and the
-    number of restart cycles.  Ritz pairs are ordered: converged ones first.
+    Returns (theta, X, nconv, cycles, finished): the k wanted Ritz values (most wanted
+    first) with their B-orthonormal Ritz vectors as columns, the number converged (host
+    int), the number of restart cycles and ``finish(theta, X)`` computed with them by the
+    device loop (None where the host drives the cycles).  Ritz pairs are ordered:
+    converged ones first.
 
     A Lanczos step is a function of the basis and a device step index (rows written by
     masks), so a cycle's expansion is the ``device_loop`` kernel over the step indices:
@@ -359,6 +383,8 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
     ``traceable=False`` (an OP with graph cuts or host reads: inner Krylov solves,
     SciPy's SuperLU, dense LU solves, user operators) runs the steps as a Python loop;
     the device LU's substitutions (shift-invert of sparse containers) are traceable.
+    Real traceable problems on ``device_while`` devices run all cycles as one device loop
+    instead (``_cycles_on_device``).
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
@@ -423,6 +449,8 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
         BV = [torch.zeros_like(V)]
         BV[0][0] = Bv / nrm
     materialize = backend(device).materialize
+    if traceable and not dtype.is_complex and capability(device_kind(device)).device_while:
+        return _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish)
     # one graph for every cycle: the first starts at step 0, the later ones at p
     run = backend(device).graph_function(cycle) if traceable else cycle
     bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
@@ -466,7 +494,106 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable):
         packed[p, ncv + 1:ncv + 1 + p] = arrow
     Sk = torch.as_tensor(np.ascontiguousarray(Sk[:, :k])).to(device=device, dtype=dtype)
     X = V[:ncv].transpose(0, 1) @ Sk  # (computed with the caller's ordering of the results)
-    return torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype), X, nconv, cycles
+    theta = torch.as_tensor(theta[keep[:k]]).to(device=device, dtype=rdtype)
+    return theta, X, nconv, cycles, None
+
+
+def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish):
+    """The restart cycles as one ``device_loop`` (an XLA While leaving on the convergence
+    flag): a solve is one graph execution and one read.  The body is a cycle: the previous
+    restart's rotation of the basis, the Lanczos steps (a nested While from ``start``: 0 in
+    the first cycle, ``p`` after), then the projected eigenproblem on the device
+    (``_restart``).  ``maxiter`` is the While's bound, data: no graph depends on it.
+    ``finish(theta, X)`` (the results in the caller's order) joins the same graph."""
+    device, dtype = V.device, V.dtype
+    loop = backend(device).device_loop
+    nb = len(BV)
+    bound = torch.tensor([ncv], dtype=torch.int64, device=device)
+
+    def cycle(carry, _):
+        V, *BV = carry[:1 + nb]
+        Sk, T, start, cycles, nconv, done = carry[1 + nb:]
+        # the kept Ritz vectors, the residual direction, zeros (rows the steps write)
+        zeros = torch.zeros((ncv - p, V.shape[1]), dtype=dtype, device=device)
+        V, *BV = (torch.cat([Sk.mT @ X[:ncv], X[ncv:], zeros]) for X in (V, *BV))
+        beta = torch.zeros((), dtype=dtype, device=device)
+        V, T, beta, *BV = loop(step, (V, T, beta, *BV), start, bound)
+        Sk, T, nconv = _restart(T, beta, which, k, p, tol, eps)
+        start = torch.full_like(start, p)
+        return (V, *BV, Sk, T, start, cycles + 1, nconv, nconv >= k)
+
+    zero = torch.tensor([0], dtype=torch.int64, device=device)
+    # the first rotation is the identity: Sk = [I_p; 0] keeps rows 0 to p - 1 (row 0 the
+    # start vector), and row ncv moves to row p (zero, overwritten by step p - 1)
+    Sk = torch.eye(ncv, p, dtype=dtype, device=device)
+    T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
+    carry = (V, *BV, Sk, T, zero[0].clone(), zero[0].clone(), zero[0].clone(),
+             torch.tensor(False, device=device))
+    out = loop(cycle, carry, 0, torch.tensor([maxiter], dtype=torch.int64, device=device),
+               until=len(carry) - 1)
+    V = out[0]
+    Sk, T, _, cycles, nconv, _ = out[1 + nb:]
+    # the restarted T has the kept Ritz values on its diagonal (a product, not a view: a
+    # view would keep the loop's pending graph alive, and a later sync would run it again)
+    theta = (T[:k, :k] * torch.eye(k, dtype=T.dtype, device=device)).sum(1)
+    X = V[:ncv].mT @ Sk[:, :k]
+    counts = torch.stack([nconv, cycles])
+    finished = finish(theta, X)
+    backend(device).materialize([X, theta, *finished, counts])
+    nconv, cycles = (int(c) for c in to_host(counts))
+    return theta, X, nconv, cycles, finished
+
+
+def _rank(key):
+    """The place of each entry of ``key`` in its stable descending sort, from pairwise
+    comparisons (fixed shapes, no sort op)."""
+    idx = torch.arange(key.shape[0], device=key.device)
+    earlier = idx[None, :] < idx[:, None]  # [i, j]: j before i (ties in index order)
+    above = (key[None, :] > key[:, None]) | ((key[None, :] == key[:, None]) & earlier)
+    return above.to(torch.int64).sum(1)
+
+
+def _ascending(x):
+    """The indices that sort ``x`` ascending, stably (np.argsort(kind='stable')), on the
+    device without a sort: torch-xla 2.9 aborted ("Check failed: buffer != nullptr")
+    sorting the results in a graph after the cycles."""
+    rank = _rank(-x)
+    idx = torch.arange(x.shape[0], device=x.device)
+    return ((rank[:, None] == idx[None, :]).to(torch.int64) * idx[:, None]).sum(0)
+
+
+def _restart(T, beta, which, k, p, tol, eps):
+    """A restart on the device, as the host loop's: the eigenpairs of T (``small_eigh``),
+    ARPACK's convergence test, the ``p`` kept Ritz vectors ``Sk`` (converged wanted, other
+    wanted, the rest by ``which``; ranks by comparisons, no sort) and the restarted T
+    (their Ritz values, the arrow; couplings below eps ||T|| deflated).  Returns (Sk, T,
+    nconv)."""
+    ncv = T.shape[0]
+    dtype = T.dtype
+    theta, S = small_eigh(T)
+    idx = torch.arange(ncv, device=T.device)
+    rank = _rank
+    if which == "BE":  # ascending place q, then high end first, alternating
+        q = rank(-theta)
+        pos = torch.where(2 * q >= ncv - 1, 2 * (ncv - 1 - q), 2 * q + 1)
+    else:
+        pos = rank({"LM": theta.abs(), "SM": -theta.abs(), "LA": theta, "SA": -theta}[which])
+    bounds = beta * S[ncv - 1].abs()
+    wanted = pos < k
+    conv = wanted & (bounds <= tol * torch.clamp(theta.abs(), min=eps ** (2 / 3)))
+    # converged wanted first, then the other wanted (ARPACK's nconv counts the first)
+    keep = rank(-(pos - ncv * wanted.to(torch.int64) - ncv * conv.to(torch.int64)))
+    P = (keep[:, None] == idx[None, :p]).to(dtype)
+    Sk = S @ P
+    kept = theta @ P
+    arrow = beta * Sk[ncv - 1]
+    arrow = torch.where(arrow.abs() <= eps * theta.abs().max(), 0, arrow)
+    r, c = idx[:, None], idx[None, :]
+    pad = torch.cat([kept, torch.zeros(ncv - p, dtype=dtype, device=T.device)])
+    apad = torch.cat([arrow, torch.zeros(ncv - p, dtype=dtype, device=T.device)])
+    T = (torch.where(r == c, pad[:, None], 0) + torch.where(c == p, apad[:, None], 0)
+         + torch.where(r == p, apad[None, :], 0))
+    return Sk, T, conv.to(torch.int64).sum()
 
 
 @dispatch(_scipy.eigs, host=("neuron",), why="its results are complex whatever the input's dtype")
