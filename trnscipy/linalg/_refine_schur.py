@@ -29,8 +29,9 @@ from trnscipy.linalg import _refine as _r
 from trnscipy.linalg._decomp_schur import real_schur
 from trnscipy.linalg._validate import LinAlgError
 
-_STEPS = 3  # Newton steps before the first host read (float32 errors, their squares, ...)
-_MORE = 3  # further steps, a read each, where those did not finish
+_STEPS = 3  # Newton steps before the first host read (its flags: after two corrections)
+_MORE = 8  # further steps, a read each, while the residual halves (close eigenvalues:
+# linear convergence at a rate near cond * 2**-24)
 _DONE = 2.0 ** -44  # below-pattern residual (relative to max |T|) accepted as converged
 _ORTHO = 2.0 ** -22  # I - Z^T Z before the last Newton-Schulz step (leaves its square)
 _CLUSTER = "the refinement of the float32 Schur form did not converge (close eigenvalues)"
@@ -100,85 +101,76 @@ def _orthogonalize(Z, eye):
         R[0].abs().max()
 
 
-def _newton_step(A, Z, pattern, eye, loop):
-    """One refinement step of Z (double-float pair)."""
-    Z, _ = _orthogonalize(Z, eye)
-    T = _df.gemm(_r._t(Z), _df.gemm(A, Z))
-    below = pattern[3][:, None] > pattern[3][None, :]
-    L = _sylvester(torch.where(below, 0, T[0]), torch.where(below, -T[0], 0), pattern,
-                   loop)
-    W = L - L.mT
-    M = W + 0.5 * (W @ W)  # I + M: orthogonal to third order in W
-    return _df.add(Z, _df.gemm(Z, (M, torch.zeros_like(M)), bits_b=24))
-
-
-def _pick(p, index, dim):
-    return tuple(x.index_select(dim, index) for x in p)
-
-
-def _standardize(T, Z, pattern):
-    """Every 2x2 block rotated to equal diagonal entries (double-float): the rotation
-    angle theta with tan 2 theta = (d - a) / (b + c), applied to T's rows and columns
-    and Z's columns; (T, Z, every 2x2 block has b c < 0)."""
-    first, second, partner, _ = pattern
+def _blocks(T, pattern):
+    """Per row i starting a 2x2 block [[a, b], [c, d]] of the pair T: a - d and b + c
+    (float32 from the pairs: the high parts' differences are exact for close values), and
+    b c (float32)."""
+    first = pattern[0]
     n = T[0].shape[-1]
     r = torch.arange(n, device=T[0].device)
     nxt = (r + 1).clamp(max=n - 1)
 
-    def entry(i, j):
-        return tuple(x.reshape(-1).gather(0, i * n + j) for x in T)
+    def entry(x, i, j):
+        return x.reshape(-1).gather(0, i * n + j)
 
-    a, b, c, d = entry(r, r), entry(r, nxt), entry(nxt, r), entry(nxt, nxt)
-    delta, s = _df.sub(a, d), _df.add(b, c)
-    root = _df.sqrt(_df.add(_df.mul(s, s), _df.mul(delta, delta)))
-    sign = torch.where(s[0] < 0, -1.0, 1.0)
-    den = _df.add(s, (root[0] * sign, root[1] * sign))
-    zero = den[0] == 0
-    one = torch.ones_like(den[0])
-    tt = _df.div((-delta[0], -delta[1]), (torch.where(zero, one, den[0]),
-                                           torch.where(zero, 0, den[1])))
-    tt = tuple(torch.where(first & ~zero, x, 0) for x in tt)  # tan theta at first rows
-    cs = _df.div((one, torch.zeros_like(one)), _df.sqrt(_df.add(
-        (one, torch.zeros_like(one)), _df.mul(tt, tt))))
-    sn = _df.mul(tt, cs)
-    # per column j of a block: Z G[:, j] = cs z_j + (sn at its first, -sn at its second)
-    # z_partner(j); the same coefficients act on the rows of G^T T
-    gd = tuple(torch.where(second, x[partner], x) for x in cs)
-    go = tuple(torch.where(second, -x[partner], x) for x in sn)
+    a, b, c, d = ((entry(T[0], i, j), entry(T[1], i, j)) for i, j in
+                  ((r, r), (r, nxt), (nxt, r), (nxt, nxt)))
+    delta = (a[0] - d[0]) + (a[1] - d[1])
+    s = (b[0] + c[0]) + (b[1] + c[1])
+    return torch.where(first, delta, 0), torch.where(first, s, 0), b[0] * c[0]
 
-    def cols(X):
-        return _df.add(_df.mul(X, (gd[0][None, :], gd[1][None, :])),
-                       _df.mul(_pick(X, partner, 1), (go[0][None, :], go[1][None, :])))
 
-    def rows(X):
-        return _df.add(_df.mul(X, (gd[0][:, None], gd[1][:, None])),
-                       _df.mul(_pick(X, partner, 0), (go[0][:, None], go[1][:, None])))
+def _newton_step(A, Z, pattern, eye, loop):
+    """One refinement step from Z (a double-float pair): (Zo, T = Zo^T A Zo, the flags
+    [residual, orthogonality, complex], the next Z).  Zo is Z orthogonalized; the residual
+    is T's largest entry below the pattern or difference of a 2x2 block's diagonal
+    entries, relative to T's largest entry.  The correction W = L - L^T + Theta: L
+    (``_sylvester``) takes T below the pattern to second order, Theta rotates each 2x2
+    block to equal diagonal entries (first order, with L's change of them)."""
+    first, second, partner, block = pattern
+    Zo, ortho = _orthogonalize(Z, eye)
+    T = _df.gemm(_r._t(Zo), _df.gemm(A, Zo))
+    below = block[:, None] > block[None, :]
+    delta, s, bc = _blocks(T, pattern)
+    size = T[0].abs().max()
+    resid = torch.maximum(torch.where(below, T[0], 0).abs().max(), delta.abs().max())
+    resid = resid / torch.where(size > 0, size, 1)
+    complex_ = ((bc < 0) | ~first).all()
+    flags = torch.stack([resid, ortho, complex_.to(resid.dtype)])
+    t = T[0]
+    L = _sylvester(torch.where(below, 0, t), torch.where(below, -t, 0), pattern, loop)
+    W = L - L.mT
+    # the diagonal entries of T W - W T: L's first-order change of T's diagonal
+    change = (t * W.mT).sum(-1) - (W * t.mT).sum(-1)
+    delta = delta + (change - change[partner])
+    sign = torch.where(s < 0, -1.0, 1.0)
+    theta = torch.where(first, 0.5 * torch.atan2(-delta * sign, s.abs()), 0)
+    # W[i + 1, i] = theta_i, W[i, i + 1] = -theta_i at each block's first row i
+    r = torch.arange(t.shape[-1], device=t.device)
+    rot = torch.where((r[:, None] == r[None, :] + 1) & first[None, :], theta[None, :], 0)
+    W = W + (rot - rot.mT)
+    M = W + 0.5 * (W @ W)  # I + M: orthogonal to third order in W
+    Zn = _df.add(Zo, _df.gemm(Zo, (M, torch.zeros_like(M)), bits_b=24))
+    return Zo, T, flags, Zn
 
-    T, Z = rows(cols(T)), cols(Z)
-    # the blocks' diagonal entries set to their mean; b c < 0: a complex pair
+
+def _flat(out):
+    Zo, T, flags, Z = out
+    return (*Zo, *T, flags, *Z)
+
+
+def _finish(T, Z, pattern, scale):
+    """(T, Z) as float64 tensors: T zero below the pattern, each 2x2 block's diagonal
+    entries their mean (they agree to the residual), scaled back."""
+    first, second, partner, block = pattern
+    n = T[0].shape[-1]
+    below = block[:, None] > block[None, :]
     diag = tuple(x.diagonal() for x in T)
     mean = tuple(x * 0.5 for x in _df.add(diag, tuple(x[partner] for x in diag)))
-    eye = torch.eye(n, dtype=torch.bool, device=T[0].device)
-    T = tuple(torch.where(eye & (first | second)[:, None], m[:, None], x)
+    eye = torch.eye(n, dtype=torch.bool, device=T[0].device) & (first | second)[:, None]
+    T = tuple(torch.where(below, 0, torch.where(eye, m[:, None], x)) * scale
               for x, m in zip(T, mean, strict=True))
-    up = T[0].diagonal(1)
-    low = T[0].diagonal(-1)
-    complex_ = ((up * low < 0) | ~first[:-1]).all()
-    return T, Z, complex_
-
-
-def _finish(A, Z, pattern, eye, scale):
-    """The last graph: (T, Z as float64 tensors, [residual, orthogonality, complex])."""
-    Z, ortho = _orthogonalize(Z, eye)
-    T = _df.gemm(_r._t(Z), _df.gemm(A, Z))
-    block = pattern[3]
-    below = block[:, None] > block[None, :]
-    size = T[0].abs().max()
-    resid = torch.where(below, T[0], 0).abs().max() / torch.where(size > 0, size, 1)
-    T, Z, complex_ = _standardize(T, Z, pattern)
-    T = tuple(torch.where(below, 0, x) * scale for x in T)
-    flags = torch.stack([resid, ortho, complex_.to(resid.dtype)])
-    return _transfer.df_tensor(*T), _transfer.df_tensor(*Z), flags
+    return _transfer.df_tensor(*T), _transfer.df_tensor(*Z)
 
 
 @register("linalg.schur", "neuron")
@@ -205,16 +197,19 @@ def schur(a, output="real", sort=None):
     eye = torch.eye(n, dtype=torch.float32, device=a.device)
     Z = (z0, torch.zeros_like(z0))
     dev.materialize([*A, *Z, *pattern, eye, scale])
+    # one graph, traced once and replayed every step
+    step = dev.graph_function(lambda *z: _flat(_newton_step(A, z, pattern, eye,
+                                                            dev.device_loop)))
+    prev = None
     for k in range(_STEPS + _MORE):
-        Z = _newton_step(A, Z, pattern, eye, dev.device_loop)
-        dev.materialize(list(Z))  # one graph per step, the same each time
+        zoh, zol, th, tl, flags, *Z = step(*Z)
+        Zo, T = (zoh, zol), (th, tl)
         if k + 1 < _STEPS:
             continue
-        T, Zd, flags = _finish(A, Z, pattern, eye, scale)
         resid, ortho, complex_ = (float(x) for x in _r._fetch(flags))
         if resid <= _DONE and ortho <= _ORTHO and complex_:
-            return T, Zd
-        if not complex_ or resid != resid or k + 1 > _STEPS and resid > 0.5 * prev:
+            return _finish(T, Zo, pattern, scale)
+        if not complex_ or not resid == resid or prev is not None and resid > 0.5 * prev:
             break  # (real eigenvalues in a 2x2 block, NaN, or stalled)
         prev = resid
     return _r._on_host("scipy.linalg.schur", _CLUSTER, host, a)
