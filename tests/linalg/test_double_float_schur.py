@@ -11,6 +11,7 @@ import pytest
 import scipy.linalg as sl
 
 from tests.linalg.test_double_float_lu import _on_neuron
+from tests.linalg.test_schur import _zoo
 
 torch = pytest.importorskip("torch")
 
@@ -78,6 +79,13 @@ def test_schur_float64(emulate_neuron, monkeypatch):
     for a in (five, sixteen, real):
         t, z, _ = _schur(monkeypatch, a)
         _check(a, t, z)
+    # test_schur's matrices (the graphs of order 5 again): symmetric, rotation blocks,
+    # a triangular Jordan block, a repeated eigenvalue, triangular, zero, companion;
+    # scaled far from 1
+    zoo = _zoo(5, rng)
+    zoo.update(huge=five * 1e20, tiny=five * 1e-20)
+    for a in zoo.values():
+        _check(a, *_schur(monkeypatch, a)[:2])
     # a repeat of an order compiles nothing
     _, _, counts = _schur(monkeypatch, sixteen * 3)
     assert counts.compilations == 0, counts
