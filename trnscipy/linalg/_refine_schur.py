@@ -3,21 +3,24 @@
 The float32 device real Schur form of A's float32 rounding (``_decomp_schur.real_schur``,
 the Francis QR) refined by Newton steps on A = Z T Z^T in double-float (Bujanovic,
 Kressner and Schroeder, "Iterative refinement of Schur decompositions", 2022), keeping
-the float32 form's pattern of 1x1 and 2x2 diagonal blocks.  One step:
+the float32 form's pattern of 1x1 and 2x2 diagonal blocks.  One step (``_newton_step``):
 
 - Z <- Z (I + R/2), R = I - Z^T Z (Newton-Schulz: Z orthogonal to double-float);
-- T~ = Z^T A Z in double-float (Ozaki GEMMs), its part below the block pattern the error;
-- the correction Z <- Z (I + W + W^2/2), W = L - L^T, L block strictly lower with
-  low(T L - L T) = -low(T~) (T: T~'s block upper part), solved in float32 by block
-  anti-diagonals (``_sylvester``): each front of tiles from the fronts farther out, every
-  tile's 2x2 Sylvester equation in closed form (Cayley-Hamilton), all tiles at once.
+- T = Z^T A Z in double-float (Ozaki GEMMs); its part below the block pattern and its
+  2x2 blocks' diagonal differences are the residual;
+- the correction Z <- Z (I + W + W^2/2), W = L - L^T + Theta: L block strictly lower with
+  low(T L - L T) = -low(T), solved in float32 by block anti-diagonals (``_sylvester``:
+  each front of tiles from the fronts farther out, every tile's 2x2 Sylvester equation
+  in closed form by Cayley-Hamilton, all tiles at once); Theta rotates each 2x2 block
+  to equal diagonal entries (SciPy's standardized blocks: equal diagonal, off-diagonal
+  entries of opposite signs), to first order with L's change of the diagonal.
 
-A fixed number of steps (one graph, compiled once, executed per step), then one host read
-of the residual below the pattern and of Z's orthogonality; the 2x2 blocks are then
-standardized as SciPy's (equal diagonal, off-diagonal entries of opposite signs) by a
-double-float rotation each.  Close eigenvalues make the Sylvester equation
-ill-conditioned and the steps stall: SciPy on the exact values, announced, rather than a
-wrong form.  Complex output and ``sort`` are not on the device (announced).
+Each step is one graph, traced once and replayed; its flags are read after the third
+step and after each further one.  Close eigenvalues make the Sylvester equation
+ill-conditioned and the convergence linear, then nothing: a residual that stops halving
+(or a 2x2 block whose eigenvalues are real, or NaN) runs SciPy on the exact values,
+announced, rather than returning a wrong form.  Complex output and ``sort`` are not on
+the device (announced).
 """
 
 import scipy.linalg as _sl
