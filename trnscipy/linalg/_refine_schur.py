@@ -157,9 +157,23 @@ def _newton_step(A, Z, pattern, eye, loop):
     return Zo, T, flags, Zn
 
 
-def _flat(out):
-    Zo, T, flags, Z = out
-    return (*Zo, *T, flags, *Z)
+_REPLAYS = {}  # device -> the Newton step as a replayed graph (every tensor an argument)
+
+
+def _step_graph(device):
+    """The Newton step as one graph, traced at its first call for an order and replayed
+    (its trace costs more than its execution)."""
+    fn = _REPLAYS.get(device)
+    if fn is None:
+        dev = backend(device)
+
+        def step(ah, al, first, second, partner, block, eye, zh, zl):
+            Zo, T, flags, Z = _newton_step((ah, al), (zh, zl), (first, second, partner, block),
+                                           eye, dev.device_loop)
+            return (*Zo, *T, flags, *Z)
+
+        fn = _REPLAYS[device] = dev.graph_function(step)
+    return fn
 
 
 def _finish(T, Z, pattern, scale):
@@ -200,12 +214,10 @@ def schur(a, output="real", sort=None):
     eye = torch.eye(n, dtype=torch.float32, device=a.device)
     Z = (z0, torch.zeros_like(z0))
     dev.materialize([*A, *Z, *pattern, eye, scale])
-    # one graph, traced once and replayed every step
-    step = dev.graph_function(lambda *z: _flat(_newton_step(A, z, pattern, eye,
-                                                            dev.device_loop)))
+    step = _step_graph(a.device)
     prev = None
     for k in range(_STEPS + _MORE):
-        zoh, zol, th, tl, flags, *Z = step(*Z)
+        zoh, zol, th, tl, flags, *Z = step(*A, *pattern, eye, *Z)
         Zo, T = (zoh, zol), (th, tl)
         if k + 1 < _STEPS:
             continue
