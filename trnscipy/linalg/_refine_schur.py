@@ -36,7 +36,8 @@ _STEPS = 3  # Newton steps before the first host read (its flags: after two corr
 _MORE = 8  # further steps, a read each, while the residual halves (close eigenvalues:
 # linear convergence at a rate near cond * 2**-24)
 _DONE = 2.0 ** -44  # below-pattern residual (relative to max |T|) accepted as converged
-_ORTHO = 2.0 ** -22  # I - Z^T Z before the last Newton-Schulz step (leaves its square)
+_ORTHO = 2.0 ** -30  # I - Z^T Z before the last Newton-Schulz step (leaves its square and
+# 2**-24 of it)
 _CLUSTER = "the refinement of the float32 Schur form did not converge (close eigenvalues)"
 
 
