@@ -19,9 +19,8 @@ Each step is one graph, traced once and replayed; its flags are read after the t
 step and after each further one.  Close eigenvalues make the Sylvester equation
 ill-conditioned and the convergence linear, then nothing: a residual that stops halving
 above its rounding floor (or a 2x2 block whose eigenvalues are real, or NaN) runs SciPy
-on the exact values,
-announced, rather than returning a wrong form.  Complex output and ``sort`` are not on
-the device (announced).
+on the exact values, announced, rather than returning a wrong form.  Complex output and
+``sort`` are not on the device (announced).
 """
 
 import scipy.linalg as _sl
