@@ -61,7 +61,7 @@ def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
     return kernel("linalg.hessenberg", a.device)(a, calc_q=calc_q)
 
 
-@dispatch(_sl.schur)
+@dispatch(_sl.schur, double_float=("neuron",))
 def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")

@@ -1,0 +1,236 @@
+"""float64 schur on a Neuron device (see ``_refine``): float32 arithmetic only.
+
+The float32 device real Schur form of A's float32 rounding (``_decomp_schur.real_schur``,
+the Francis QR) refined by Newton steps on A = Z T Z^T in double-float (Bujanovic,
+Kressner and Schroeder, "Iterative refinement of Schur decompositions", 2022), keeping
+the float32 form's pattern of 1x1 and 2x2 diagonal blocks.  One step (``_newton_step``):
+
+- Z <- Z (I + R/2), R = I - Z^T Z (Newton-Schulz: Z orthogonal to double-float);
+- T = Z^T A Z in double-float (Ozaki GEMMs); its part below the block pattern and its
+  2x2 blocks' diagonal differences are the residual;
+- the correction Z <- Z (I + W + W^2/2), W = L - L^T + Theta: L block strictly lower with
+  low(T L - L T) = -low(T), solved in float32 by block anti-diagonals (``_sylvester``:
+  each front of tiles from the fronts farther out, every tile's 2x2 Sylvester equation
+  in closed form by Cayley-Hamilton, all tiles at once); Theta rotates each 2x2 block
+  to equal diagonal entries (SciPy's standardized blocks: equal diagonal, off-diagonal
+  entries of opposite signs), to first order with L's change of the diagonal.
+
+Each step is one graph, traced once and replayed; its flags are read after the third
+step and after each further one.  Close eigenvalues make the Sylvester equation
+ill-conditioned and the convergence linear, then nothing: a residual that stops halving
+above its rounding floor (or a 2x2 block whose eigenvalues are real, or NaN) runs SciPy
+on the exact values, announced, rather than returning a wrong form.  Complex output and
+``sort`` are not on the device (announced).
+"""
+
+import scipy.linalg as _sl
+
+from trnscipy import _transfer
+from trnscipy._kernels import _df, backend, kind_kernel, register
+from trnscipy._torch import torch
+from trnscipy.linalg import _refine as _r
+from trnscipy.linalg._decomp_schur import real_schur
+from trnscipy.linalg._validate import LinAlgError
+
+_STEPS = 3  # Newton steps before the first host read (its flags: after two corrections)
+_MORE = 12  # further steps, a read each, while the residual halves (close eigenvalues:
+# linear convergence at a rate near cond * 2**-24)
+_DONE = 2.0 ** -47  # below-pattern residual (relative to max |T|) accepted as converged
+_FLOOR = 2.0 ** -42  # a residual that stopped halving is accepted below this (rounding:
+# 2.4e-15 measured at n = 128)
+_ORTHO = 2.0 ** -30  # I - Z^T Z before the last Newton-Schulz step (leaves its square and
+# 2**-24 of it)
+_CLUSTER = "the refinement of the float32 Schur form did not converge (close eigenvalues)"
+
+
+def _pattern(t0):
+    """The float32 form's block structure: (first row of a 2x2 block, second row, each
+    row's block partner (itself for a 1x1 block), block index of each row)."""
+    n = t0.shape[-1]
+    sub = t0.diagonal(-1) != 0
+    no = torch.zeros(1, dtype=torch.bool, device=t0.device)
+    first, second = torch.cat([sub, no]), torch.cat([no, sub])
+    r = torch.arange(n, device=t0.device)
+    partner = torch.where(first, r + 1, torch.where(second, r - 1, r))
+    block = (~second).to(torch.int64).cumsum(0) - 1
+    return first, second, partner, block
+
+
+def _sylvester(t, rhs, pattern, loop):
+    """Block strictly lower L with low(T L - L T) = rhs (float32; ``t`` quasi upper
+    triangular, its 2x2 blocks taken with their mean diagonal, ``rhs`` zero outside the
+    block strictly lower part).  Tile (I, J) needs the tiles below it in column J and left
+    of it in row I: farther from the diagonal, so fronts of equal block distance are
+    solved from the corner in, each from D_I X - X D_J = rhs - (N L - L N) (N: the block
+    strictly upper part).  With q the characteristic polynomial of D_J,
+    q(D_I) X = (D_I - a_J) R + R (D_J - a_J) (Cayley-Hamilton), and q(D_I) is
+    sigma I + 2 delta E_I (E: a block's off-diagonal part): closed form, elementwise."""
+    first, second, partner, block = pattern
+    n = t.shape[-1]
+    scale = _df._pow2_ceil(t.abs().max().clamp(min=torch.finfo(t.dtype).tiny))
+    t, rhs = t / scale, rhs / scale  # (exact: sigma and det below neither overflow)
+    d = t.diagonal()
+    a = 0.5 * (d + d[partner])
+    inblock = first | second
+    e = torch.where(inblock, t.gather(1, partner[:, None])[:, 0], 0)  # E[i, partner(i)]
+    f = e[partner]  # E[partner(j), j]
+    bc = e * f  # b c of the row's block (0: 1x1)
+    delta = a[:, None] - a[None, :]
+    sigma = delta * delta + bc[:, None] - bc[None, :]
+    det = sigma * sigma - 4 * delta * delta * bc[:, None]
+    below = block[:, None] > block[None, :]
+    solvable = below & (det != 0)
+    det = torch.where(solvable, det, 1)
+    upper = torch.where(block[:, None] < block[None, :], t, 0)
+    dist = block[:, None] - block[None, :]
+
+    def tile(r):
+        y = delta * r + e[:, None] * r[partner] + r[:, partner] * f[None, :]
+        x = (sigma * y - 2 * delta * e[:, None] * y[partner]) / det
+        return torch.where(solvable, x, 0)
+
+    def front(carry, k):
+        (lo,) = carry
+        rest = rhs - (upper @ lo - lo @ upper)
+        return (torch.where(dist == n - 1 - k, tile(rest), lo),)
+
+    (lo,) = loop(front, (torch.zeros_like(t),), 0, max(n - 1, 0))
+    return lo
+
+
+def _orthogonalize(Z, eye):
+    """Z (I + R/2), R = I - Z^T Z (its error: R's square and float32 rounding of R), and
+    max |R|."""
+    R = _df.sub((eye, torch.zeros_like(eye)), _df.gemm(_r._t(Z), Z))
+    half = R[0] * 0.5
+    return _df.add(Z, _df.gemm(Z, (half, torch.zeros_like(half)), bits_b=24)), \
+        R[0].abs().max()
+
+
+def _blocks(T, pattern):
+    """Per row i starting a 2x2 block [[a, b], [c, d]] of the pair T: a - d and b + c
+    (float32 from the pairs: the high parts' differences are exact for close values), and
+    b c (float32)."""
+    first = pattern[0]
+    n = T[0].shape[-1]
+    r = torch.arange(n, device=T[0].device)
+    nxt = (r + 1).clamp(max=n - 1)
+
+    def entry(x, i, j):
+        return x.reshape(-1).gather(0, i * n + j)
+
+    a, b, c, d = ((entry(T[0], i, j), entry(T[1], i, j)) for i, j in
+                  ((r, r), (r, nxt), (nxt, r), (nxt, nxt)))
+    delta = (a[0] - d[0]) + (a[1] - d[1])
+    s = (b[0] + c[0]) + (b[1] + c[1])
+    return torch.where(first, delta, 0), torch.where(first, s, 0), b[0] * c[0]
+
+
+def _newton_step(A, Z, pattern, eye, loop):
+    """One refinement step from Z (a double-float pair): (Zo, T = Zo^T A Zo, the flags
+    [residual, orthogonality, complex], the next Z).  Zo is Z orthogonalized; the residual
+    is T's largest entry below the pattern or difference of a 2x2 block's diagonal
+    entries, relative to T's largest entry.  The correction W = L - L^T + Theta: L
+    (``_sylvester``) takes T below the pattern to second order, Theta rotates each 2x2
+    block to equal diagonal entries (first order, with L's change of them)."""
+    first, second, partner, block = pattern
+    Zo, ortho = _orthogonalize(Z, eye)
+    T = _df.gemm(_r._t(Zo), _df.gemm(A, Zo))
+    below = block[:, None] > block[None, :]
+    delta, s, bc = _blocks(T, pattern)
+    size = T[0].abs().max()
+    resid = torch.maximum(torch.where(below, T[0], 0).abs().max(), delta.abs().max())
+    resid = resid / torch.where(size > 0, size, 1)
+    complex_ = ((bc < 0) | ~first).all()
+    flags = torch.stack([resid, ortho, complex_.to(resid.dtype)])
+    t = T[0]
+    L = _sylvester(torch.where(below, 0, t), torch.where(below, -t, 0), pattern, loop)
+    W = L - L.mT
+    # the diagonal entries of T W - W T: L's first-order change of T's diagonal
+    change = (t * W.mT).sum(-1) - (W * t.mT).sum(-1)
+    delta = delta + (change - change[partner])
+    sign = torch.where(s < 0, -1.0, 1.0)
+    theta = torch.where(first, 0.5 * torch.atan2(-delta * sign, s.abs()), 0)
+    # W[i + 1, i] = theta_i, W[i, i + 1] = -theta_i at each block's first row i
+    r = torch.arange(t.shape[-1], device=t.device)
+    rot = torch.where((r[:, None] == r[None, :] + 1) & first[None, :], theta[None, :], 0)
+    W = W + (rot - rot.mT)
+    M = W + 0.5 * (W @ W)  # I + M: orthogonal to third order in W
+    Zn = _df.add(Zo, _df.gemm(Zo, (M, torch.zeros_like(M)), bits_b=24))
+    return Zo, T, flags, Zn
+
+
+_REPLAYS = {}  # device -> the Newton step as a replayed graph (every tensor an argument)
+
+
+def _step_graph(device):
+    """The Newton step as one graph, traced at its first call for an order and replayed
+    (its trace costs more than its execution)."""
+    fn = _REPLAYS.get(device)
+    if fn is None:
+        dev = backend(device)
+
+        def step(ah, al, first, second, partner, block, eye, zh, zl):
+            Zo, T, flags, Z = _newton_step((ah, al), (zh, zl), (first, second, partner, block),
+                                           eye, dev.device_loop)
+            return (*Zo, *T, flags, *Z)
+
+        fn = _REPLAYS[device] = dev.graph_function(step)
+    return fn
+
+
+def _finish(T, Z, pattern, scale):
+    """(T, Z) as float64 tensors: T zero below the pattern, each 2x2 block's diagonal
+    entries their mean (they agree to the residual), scaled back."""
+    first, second, partner, block = pattern
+    n = T[0].shape[-1]
+    below = block[:, None] > block[None, :]
+    diag = tuple(x.diagonal() for x in T)
+    mean = tuple(x * 0.5 for x in _df.add(diag, tuple(x[partner] for x in diag)))
+    eye = torch.eye(n, dtype=torch.bool, device=T[0].device) & (first | second)[:, None]
+    T = tuple(torch.where(below, 0, torch.where(eye, m[:, None], x)) * scale
+              for x, m in zip(T, mean, strict=True))
+    return _transfer.df_tensor(*T), _transfer.df_tensor(*Z)
+
+
+@register("linalg.schur", "neuron")
+def schur(a, output="real", sort=None):
+    if not _r._df64(a) and not a.dtype == torch.complex128:
+        return kind_kernel("linalg.schur", "xla")(a, output=output, sort=sort)
+    host = lambda x: _sl.schur(x, output=output, sort=sort,  # noqa: E731
+                               check_finite=False)
+    if a.is_complex() or sort is not None:
+        return _r._on_host("scipy.linalg.schur", "the complex Schur form and sorting have "
+                           "no double-float method", host, a)
+    A = _r._parts(a)
+    n = A[0].shape[-1]
+    # A scaled by a power of two near its largest entry (exact): float32 room for T's
+    scale = _df._pow2_ceil(A[0].abs().max().clamp(min=torch.finfo(torch.float32).tiny))
+    A = (A[0] / scale, A[1] / scale)
+    try:
+        t0, z0 = real_schur(A[0])
+    except LinAlgError:
+        return _r._on_host("scipy.linalg.schur", "the float32 Francis QR did not converge",
+                           host, a)
+    dev = backend(a.device)
+    pattern = _pattern(t0)
+    eye = torch.eye(n, dtype=torch.float32, device=a.device)
+    Z = (z0, torch.zeros_like(z0))
+    dev.materialize([*A, *Z, *pattern, eye, scale])
+    step = _step_graph(a.device)
+    prev = None
+    for k in range(_STEPS + _MORE):
+        zoh, zol, th, tl, flags, *Z = step(*A, *pattern, eye, *Z)
+        Zo, T = (zoh, zol), (th, tl)
+        if k + 1 < _STEPS:
+            continue
+        resid, ortho, complex_ = (float(x) for x in _r._fetch(flags))
+        if not complex_ or not resid == resid:
+            break  # (real eigenvalues in a 2x2 block, or NaN)
+        stalled = prev is not None and resid > 0.5 * prev
+        if ortho <= _ORTHO and (resid <= _DONE or stalled and resid <= _FLOOR):
+            return _finish(T, Zo, pattern, scale)
+        if stalled:
+            break
+        prev = resid
+    return _r._on_host("scipy.linalg.schur", _CLUSTER, host, a)
