@@ -451,17 +451,26 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
     materialize = backend(device).materialize
     if traceable and not dtype.is_complex and capability(device_kind(device)).device_while:
         return _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish)
-    # one graph for every cycle: the first starts at step 0, the later ones at p
-    run = backend(device).graph_function(cycle) if traceable else cycle
-    bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
+    # one graph for every cycle: the first starts at step 0, the later ones at p.  The
+    # step bounds are device data where device_loop takes them without a host read (XLA:
+    # one graph for both starts; complex data there) and Python ints elsewhere: a CUDA
+    # graph captures a loop with host bounds only
+    if capability(device_kind(device)).device_while:
+        bounds = [torch.tensor(i, dtype=torch.int64, device=device) for i in (0, p, ncv)]
+        graph = backend(device).graph_function(cycle) if traceable else cycle
+        runs = [lambda *a, s=s: graph(*a, bounds[s], bounds[2]) for s in (0, 1)]
+    else:
+        runs = [lambda *a, s=s: cycle(*a, s, ncv) for s in (0, p)]
+        if traceable:
+            runs = [backend(device).graph_function(r) for r in runs]
     hdtype = np.complex128 if dtype.is_complex else np.float64
     working = to_numpy_dtype(dtype)
     packed = np.zeros((ncv + 1, 2 * ncv + 1), dtype=hdtype)
     packed[:, :ncv + 1] = np.eye(ncv + 1)
     cycles = 0
     while True:
-        *state, summary = run(V, torch.as_tensor(packed).to(device=device, dtype=dtype),
-                              *BV, bounds[0 if cycles == 0 else 1], bounds[2])
+        *state, summary = runs[min(cycles, 1)](
+            V, torch.as_tensor(packed).to(device=device, dtype=dtype), *BV)
         V, *BV = state
         materialize([V, *BV, summary])
         cycles += 1
