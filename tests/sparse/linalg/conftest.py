@@ -21,3 +21,17 @@ def cpu_loop(request, monkeypatch):
 
         monkeypatch.setitem(_IMPLS, ("krylov", "cpu"), kernel("krylov", torch.device("meta")))
     return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.slow_on_xla(unless={param: values})``: the test's XLA-lane cases are
+    slow (``-m slow`` runs them, CI's ``not slow`` leaves them out), except those whose
+    parameters take one of ``values``."""
+    for item in items:
+        mark = item.get_closest_marker("slow_on_xla")
+        params = getattr(item, "callspec", None)
+        if mark is None or params is None or params.params.get("lane") != "xla":
+            continue
+        unless = mark.kwargs.get("unless", {})
+        if not any(params.params.get(name) in values for name, values in unless.items()):
+            item.add_marker(pytest.mark.slow)

@@ -74,11 +74,9 @@ def _check_pairs(A, M, w, X, w_ref, dtype, sigma_vectors=True):
     assert res.max() <= (1e-8 if _tol(dtype) < 1e-6 else 1e-3), res
 
 
-def _slow_on_xla(request, lane):
-    """Each XLA case compiles its own cycle graphs (about a minute on this loaded 2-core
-    machine): beyond the core cases the XLA lane runs them only under ``-m slow``."""
-    if lane == "xla" and (request.config.getoption("markexpr") or "").strip() != "slow":
-        pytest.skip("slow on the XLA lane (graph compilations): run with -m slow")
+# Each XLA case compiles its own cycle graphs (about a minute on a loaded 2-core machine):
+# beyond the core cases the XLA lane's parametrizations are marked slow (conftest.py's
+# ``slow_on_xla`` marker: ``unless`` names the parameter values that stay in CI).
 
 
 def _torch_impl():
@@ -100,9 +98,8 @@ def _eigsh(route, lane):
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("which", ["LM", "SM", "LA", "SA", "BE"])
+@pytest.mark.slow_on_xla(unless={"which": ("LA", "SA")})
 def test_eigsh_which_as_scipy(request, lane, device, route, which):
-    if which not in ("LA", "SA"):
-        _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     A = _symmetric(50)
     for rv in (True, False):
@@ -116,8 +113,8 @@ def test_eigsh_which_as_scipy(request, lane, device, route, which):
 
 
 @pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.slow_on_xla
 def test_eigsh_sparse_laplacian_and_poisson(request, lane, device, route):
-    _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     for A, which in ((_laplacian(80), "SA"), (_laplacian(80), "LM"), (_poisson(9), "LA")):
         w_ref = spla.eigsh(A, 4, which=which)[0]
@@ -156,9 +153,8 @@ def test_eigsh_float32_double_eigenvalues(lane, device, route, kw):
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.slow_on_xla(unless={"dtype": (np.float32,)})
 def test_eigsh_dtypes(request, lane, device, route, dtype):
-    if dtype == np.float64:
-        _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     A = _symmetric(40, seed=3, dtype=dtype)
     w_ref = np.linalg.eigvalsh(A.astype(np.float64))[-3:]
@@ -168,8 +164,8 @@ def test_eigsh_dtypes(request, lane, device, route, dtype):
 
 
 @pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.slow_on_xla
 def test_eigsh_generalized_and_shift_invert(request, lane, device, route):
-    _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     A = _symmetric(40, seed=2) + 20 * np.eye(40)
     M = _mass(40)
@@ -188,8 +184,8 @@ def test_eigsh_generalized_and_shift_invert(request, lane, device, route):
 
 
 @pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.slow_on_xla
 def test_eigsh_operator_input_and_v0(request, lane, device, route):
-    _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     A = _symmetric(30, seed=4)
     Ad = _dev(A, device)
@@ -201,8 +197,8 @@ def test_eigsh_operator_input_and_v0(request, lane, device, route):
 
 
 @pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.slow_on_xla
 def test_eigsh_k_near_n(request, lane, device, route):
-    _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     A = _symmetric(12, seed=5)
     w_ref = spla.eigsh(A, 10, which="LA")[0]
@@ -214,8 +210,8 @@ def test_eigsh_k_near_n(request, lane, device, route):
 
 
 @pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.slow_on_xla
 def test_eigsh_no_convergence_carries_converged_pairs(request, lane, device, route):
-    _slow_on_xla(request, lane)
     eigsh = _eigsh(route, lane)
     A = _poisson(12)
     with pytest.raises(spla.ArpackNoConvergence) as ref:
@@ -568,9 +564,8 @@ def _svds(route, lane):
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("solver", ["arpack", "lobpcg", "propack"])
+@pytest.mark.slow_on_xla(unless={"solver": ("arpack",)})
 def test_svds_as_scipy(request, lane, device, route, solver):
-    if solver != "arpack":
-        _slow_on_xla(request, lane)
     svds = _svds(route, lane)
     A = sp.random_array((120, 40), density=0.1, rng=np.random.default_rng(0), format="csr")
     # the XLA lane: the wide matrix (the transposed route); the rest is the same torch code
