@@ -103,6 +103,17 @@ def test_expm_multiply_operator_estimates_trace(lane, device, dtype):
     assert abs(np.mean(estimates) - A.trace()) < 0.15 * abs(A.trace())
 
 
+def test_expm_multiply_integer_matrix_in_float64(lane, device):
+    """Integer A and B: float64 work, as SciPy's A - mu I (torch alone would take float32)."""
+    A = (-_laplacian(3)).astype(np.int32)
+    b = np.arange(9, dtype=np.int32)
+    ref = spla.expm_multiply(A, b)
+    got = tsl.expm_multiply(trnscipy.to_device(A.toarray(), device), torch.from_numpy(b).to(device))
+    _close(got, ref, np.float64)
+    got = tsl.expm_multiply(trnscipy.to_device(A, device), torch.from_numpy(b).to(device))
+    _close(got, ref, np.float64)
+
+
 @pytest.mark.xla
 def test_expm_multiply_offloaded_scipy_operator_and_sparse_b(xla_device):
     """Offload (SciPy's test_expm_multiply): SciPy's aslinearoperator of a NumPy matrix is

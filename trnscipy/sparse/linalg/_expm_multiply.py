@@ -42,6 +42,16 @@ def _is_sparse(A):
     return getattr(A, "_trnscipy_device_object", False) and hasattr(A, "tocsr")
 
 
+def _floating(A):
+    """An integer matrix in float64, as SciPy's A - mu I makes it (torch would take float32
+    for an integer tensor times a Python float)."""
+    if isinstance(A, torch.Tensor) and not (A.is_floating_point() or A.is_complex()):
+        return A.to(torch.float64)
+    if _is_sparse(A) and np.dtype(A.dtype).kind not in "fc":  # (NumPy dtypes, as SciPy's)
+        return A.astype(np.float64)
+    return A
+
+
 def _shifted(A, mu):
     """A - mu I (SciPy forms it explicitly; so does this, in A's format)."""
     if mu == 0:
@@ -106,6 +116,7 @@ class _Problem:
         if isinstance(A, _si.LinearOperator) and not isinstance(A, LinearOperator):
             A = _device_operator(A, B.device)  # (offload: SciPy's operator of host data)
         self.n0 = _check(A, B)
+        A = _floating(A)
         n = A.shape[0]
         if traceA is None and isinstance(A, LinearOperator):
             warnings.warn("Trace of LinearOperator not available, it will be estimated. "
