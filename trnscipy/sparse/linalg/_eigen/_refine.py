@@ -43,7 +43,7 @@ import scipy.sparse.linalg as _scipy
 from trnscipy import _transfer
 from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, register
+from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _mm
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _float32_operator, _parts
@@ -379,10 +379,12 @@ def _frobenius(A32):
 def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
     """The float32 Jacobi-Davidson corrections: t_i with Q^T B t_i = 0 and
     P (A - lam_i B) P^T t_i = -P r_i, P = I - B Q Q^T (Q B-orthonormal; B = I without
-    ``bmatvec32``), by device minres (one compiled loop for all i: the shift is data)."""
-    from trnscipy.sparse.linalg import LinearOperator, minres
-
-    n = Q.shape[0]  # Q: B-orthonormal to float32 rounding (U^T B U = I in double-float)
+    ``bmatvec32``), by MINRES on all k columns at once: one Lanczos process and Givens QR
+    per column (its scalars are k-vectors), as one device loop that leaves when every column
+    reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts)."""
+    n, k = R.shape
+    device = Q.device
+    shift = torch.as_tensor(np.asarray(lam, dtype=np.float32)).to(device)
 
     def project(v):  # P
         return v - BQ @ (Q.mT @ v)
@@ -390,21 +392,46 @@ def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
     def project_t(v):  # P^T
         return v - Q @ (BQ.mT @ v)
 
-    columns = []
-    for i in range(lam.shape[0]):
-        # an operator per pair (a solver may prepare an operator once), its shift device
-        # data, so that every pair's loop is the same compiled graph
-        shift = torch.tensor([float(lam[i])], dtype=torch.float32, device=Q.device)
+    def op(V):  # column i: P (A - lam_i B) P^T v_i
+        W = project_t(V)
+        return project(matvec32(W) - (W if bmatvec32 is None else bmatvec32(W)) * shift)
 
-        def matvec(v, shift=shift):
-            w = project_t(v.reshape(-1))
-            return project(matvec32(w) - shift * (w if bmatvec32 is None else bmatvec32(w)))
+    rhs = project(-R)
+    scale = torch.linalg.vector_norm(rhs, dim=0).clamp_min(torch.finfo(torch.float32).tiny)
+    zeros, ones = torch.zeros_like(rhs), torch.ones(k, dtype=rhs.dtype, device=device)
+    nought = torch.zeros(k, dtype=rhs.dtype, device=device)
+    tiny = torch.finfo(torch.float32).tiny
 
-        # placed on Q's device: device code, not the user's host code of an offloaded call
-        op = LinearOperator((n, n), matvec=matvec, rmatvec=matvec,
-                            dtype=np.float32).to(Q.device)
-        rhs = project(-R[:, i])
-        scale = torch.linalg.vector_norm(rhs).clamp_min(torch.finfo(torch.float32).tiny)
-        t, _ = minres(op, rhs / scale, rtol=_INNER_RTOL, maxiter=min(2 * n, 1000))
-        columns.append(project_t(t.to(Q.dtype)) * scale)  # (SciPy 1.17 minres: float64)
-    return torch.stack(columns, dim=1)
+    def body(carry, _):
+        v_old, v, w_old2, w_old, x, beta, c2, s2, c1, s1, eta, done = carry
+        live = (eta.abs() > _INNER_RTOL) & (beta >= 0)  # (beta < 0: broken down)
+        z = op(v) - v_old * beta
+        alpha = (v * z).sum(0)
+        z = z - v * alpha
+        beta_next = torch.linalg.vector_norm(z, dim=0)
+        # column j of the tridiagonal through the two previous rotations and a new one
+        rho3 = s2 * beta
+        rho2 = c1 * c2 * beta + s1 * alpha
+        delta = c1 * alpha - s1 * c2 * beta
+        rho1 = torch.sqrt(delta * delta + beta_next * beta_next)
+        safe = torch.where(rho1 > tiny, rho1, ones)
+        c, s = delta / safe, beta_next / safe
+        w = (v - w_old2 * rho3 - w_old * rho2) / safe
+        x_new = x + w * (c * eta)
+        v_new = z / torch.where(beta_next > tiny, beta_next, ones)
+        eta_new = torch.where(beta_next > tiny, -s * eta, nought)  # invariant: exact
+
+        def keep(new, old):
+            return torch.where(live, new, old)
+
+        out = (keep(v, v_old), keep(v_new, v), keep(w_old, w_old2), keep(w, w_old),
+               keep(x_new, x), keep(beta_next, beta), keep(c1, c2), keep(s1, s2),
+               keep(c, c1), keep(s, s1), keep(eta_new, eta))
+        finished = ~((out[-1].abs() > _INNER_RTOL) & live).any()
+        return (*out, finished)
+
+    start = (zeros, rhs / scale, zeros, zeros, zeros, nought, ones, nought, ones, nought,
+             ones, torch.zeros((), dtype=torch.bool, device=device))
+    backend(device).materialize(list(start))  # the loop's inputs: finished work
+    x = backend(device).device_loop(body, start, 0, min(2 * n, 1000), until=11)[4]
+    return project_t(x) * scale
