@@ -287,9 +287,10 @@ def _host_f64(*pairs):
     """Double-float pairs read to the host in one transfer, as float64 arrays.  The
     pending graph runs first as a whole: reading only ``flat`` would leave the step's
     other lazy tensors (S, A S) to be recomputed in every later graph (measured on XLA
-    CPU: 20 s per read at n=144, 30x the whole solve with the cut)."""
-    sync(pairs[0][0].device)
+    CPU: 20 s per read at n=144, 30x the whole solve with the cut); ``flat`` is part of it,
+    so the read is one execution."""
     flat = torch.cat([t.reshape(-1) for pair in pairs for t in pair])
+    sync(pairs[0][0].device)
     host = np.asarray(_transfer.to_host(flat), dtype=np.float64)
     out, at = [], 0
     for pair in pairs:
@@ -318,12 +319,28 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
     floor = _FLOOR * anorm
     best = np.inf
-    for _ in range(_MAX_STEPS):
+    U = norms = None
+    # a step's residual norms are read with the next step's projections (one read per step;
+    # the last step's correction is computed and not used)
+    for step in range(_MAX_STEPS + 1):
         if Y is not None:  # S - Y (BY^T S): B-orthogonal to the constraints
             S = _df.sub(S, _df.gemm(Y, _df.gemm(_t(BY), S)))
         AS = product(S)
         BS = S if B is None else B.product(S)
-        G, H = _host_f64(_df.gemm(_t(S), BS), _df.gemm(_t(S), AS))
+        pairs = [_df.gemm(_t(S), BS), _df.gemm(_t(S), AS)]
+        G, H, *rest = _host_f64(*pairs, *([] if norms is None else [(norms, norms * 0)]))
+        if U is not None:
+            if B is None:
+                rn = rest[0]
+                target = np.maximum(tol * np.abs(lam), floor)
+            else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
+                rn, un, bun = rest[0]
+                target = np.maximum(tol * np.abs(lam) * bun,
+                                    _FLOOR * (anorm + np.abs(lam) * B.norm) * un)
+            worst = float(np.max(rn - target))
+            if worst <= 0 or np.max(rn) > _STALL * best or step == _MAX_STEPS:
+                break
+            best = float(np.max(rn))
         theta, Z = _sl.eigh((H + H.T) / 2, (G + G.T) / 2)
         chosen = pick(theta, k)
         lam, Z = theta[chosen], Z[:, chosen]
@@ -332,24 +349,13 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         BU = U if B is None else _df.gemm(BS, Zp)
         L = _df.from_host(np.broadcast_to(lam, U[0].shape).copy(), device)
         R = _df.sub(AU, _df.mul(BU, L))
-        if B is None:
-            rn = np.asarray(_transfer.to_host(torch.linalg.vector_norm(R[0], dim=0)),
-                            dtype=np.float64)
-            target = np.maximum(tol * np.abs(lam), floor)
-        else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
-            rn, un, bun = np.asarray(_transfer.to_host(torch.linalg.vector_norm(
-                torch.stack([R[0], U[0], BU[0]]), dim=1)), dtype=np.float64)
-            target = np.maximum(tol * np.abs(lam) * bun,
-                                _FLOOR * (anorm + np.abs(lam) * B.norm) * un)
-        worst = float(np.max(rn - target))
-        if worst <= 0 or np.max(rn) > _STALL * best:
-            break
-        best = float(np.max(rn))
+        norms = torch.linalg.vector_norm(R[0] if B is None else torch.stack([R[0], U[0], BU[0]]),
+                                         dim=-2)
         Q, BQ = U[0], BU[0]
         if Y is not None:  # the corrections deflate the constraints too
             Q, BQ = torch.cat([Q, Y[0]], dim=1), torch.cat([BQ, BY[0]], dim=1)
         T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
-                         lam, R[0])
+                         lam, R[0], pending=[*U, norms])
         S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
     if worst > 0:  # never silently less accurate than asked
         warnings.warn(f"double-float eigenpair refinement stopped at residual "
@@ -376,12 +382,13 @@ def _frobenius(A32):
     return float(_transfer.to_host(torch.linalg.vector_norm(data.reshape(-1))))
 
 
-def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
+def _corrections(matvec32, bmatvec32, Q, BQ, lam, R, pending=()):
     """The float32 Jacobi-Davidson corrections: t_i with Q^T B t_i = 0 and
     P (A - lam_i B) P^T t_i = -P r_i, P = I - B Q Q^T (Q B-orthonormal; B = I without
     ``bmatvec32``), by MINRES on all k columns at once: one Lanczos process and Givens QR
     per column (its scalars are k-vectors), as one device loop that leaves when every column
-    reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts)."""
+    reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts).
+    ``pending``: tensors computed with the loop's inputs (in the same execution)."""
     n, k = R.shape
     device = Q.device
     shift = torch.as_tensor(np.asarray(lam, dtype=np.float32)).to(device)
@@ -432,6 +439,8 @@ def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
 
     start = (zeros, rhs / scale, zeros, zeros, zeros, nought, ones, nought, ones, nought,
              ones, torch.zeros((), dtype=torch.bool, device=device))
-    backend(device).materialize(list(start))  # the loop's inputs: finished work
+    # the loop's inputs and closure (Q, BQ) finished work: a pending closure tensor would be
+    # recomputed inside the loop body
+    backend(device).materialize([*start, Q, BQ, *pending])
     x = backend(device).device_loop(body, start, 0, min(2 * n, 1000), until=11)[4]
     return project_t(x) * scale
