@@ -319,7 +319,7 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
     floor = _FLOOR * anorm
     best = np.inf
-    U = norms = None
+    U = norms = lam = None
     # a step's residual norms are read with the next step's projections (one read per step;
     # the last step's correction is computed and not used)
     for step in range(_MAX_STEPS + 1):
@@ -355,7 +355,7 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         if Y is not None:  # the corrections deflate the constraints too
             Q, BQ = torch.cat([Q, Y[0]], dim=1), torch.cat([BQ, BY[0]], dim=1)
         T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
-                         lam, R[0], pending=[*U, norms])
+                         lam, R[0])
         S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
     if worst > 0:  # never silently less accurate than asked
         warnings.warn(f"double-float eigenpair refinement stopped at residual "
@@ -382,26 +382,26 @@ def _frobenius(A32):
     return float(_transfer.to_host(torch.linalg.vector_norm(data.reshape(-1))))
 
 
-def _corrections(matvec32, bmatvec32, Q, BQ, lam, R, pending=()):
+def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
     """The float32 Jacobi-Davidson corrections: t_i with Q^T B t_i = 0 and
     P (A - lam_i B) P^T t_i = -P r_i, P = I - B Q Q^T (Q B-orthonormal; B = I without
     ``bmatvec32``), by MINRES on all k columns at once: one Lanczos process and Givens QR
     per column (its scalars are k-vectors), as one device loop that leaves when every column
-    reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts).
-    ``pending``: tensors computed with the loop's inputs (in the same execution)."""
+    reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts)."""
     n, k = R.shape
     device = Q.device
     shift = torch.as_tensor(np.asarray(lam, dtype=np.float32)).to(device)
 
-    def project(v):  # P
+    def project(v, Q=Q, BQ=BQ):  # P
         return v - BQ @ (Q.mT @ v)
 
-    def project_t(v):  # P^T
+    def project_t(v, Q=Q, BQ=BQ):  # P^T
         return v - Q @ (BQ.mT @ v)
 
-    def op(V):  # column i: P (A - lam_i B) P^T v_i
-        W = project_t(V)
-        return project(matvec32(W) - (W if bmatvec32 is None else bmatvec32(W)) * shift)
+    def op(V, Q, BQ, shift):  # column i: P (A - lam_i B) P^T v_i
+        W = project_t(V, Q, BQ)
+        return project(matvec32(W) - (W if bmatvec32 is None else bmatvec32(W)) * shift,
+                       Q, BQ)
 
     rhs = project(-R)
     scale = torch.linalg.vector_norm(rhs, dim=0).clamp_min(torch.finfo(torch.float32).tiny)
@@ -410,9 +410,9 @@ def _corrections(matvec32, bmatvec32, Q, BQ, lam, R, pending=()):
     tiny = torch.finfo(torch.float32).tiny
 
     def body(carry, _):
-        v_old, v, w_old2, w_old, x, beta, c2, s2, c1, s1, eta, done = carry
-        live = (eta.abs() > _INNER_RTOL) & (beta >= 0)  # (beta < 0: broken down)
-        z = op(v) - v_old * beta
+        v_old, v, w_old2, w_old, x, beta, c2, s2, c1, s1, eta, done, Q, BQ, shift = carry
+        live = eta.abs() > _INNER_RTOL
+        z = op(v, Q, BQ, shift) - v_old * beta
         alpha = (v * z).sum(0)
         z = z - v * alpha
         beta_next = torch.linalg.vector_norm(z, dim=0)
@@ -435,12 +435,12 @@ def _corrections(matvec32, bmatvec32, Q, BQ, lam, R, pending=()):
                keep(x_new, x), keep(beta_next, beta), keep(c1, c2), keep(s1, s2),
                keep(c, c1), keep(s, s1), keep(eta_new, eta))
         finished = ~((out[-1].abs() > _INNER_RTOL) & live).any()
-        return (*out, finished)
+        return (*out, finished, Q, BQ, shift)
 
     start = (zeros, rhs / scale, zeros, zeros, zeros, nought, ones, nought, ones, nought,
-             ones, torch.zeros((), dtype=torch.bool, device=device))
-    # the loop's inputs and closure (Q, BQ) finished work: a pending closure tensor would be
-    # recomputed inside the loop body
-    backend(device).materialize([*start, Q, BQ, *pending])
+             ones, torch.zeros((), dtype=torch.bool, device=device), Q, BQ, shift)
+    # Q, BQ (pending: the step's Ritz vectors) travel in the carry, not the body's closure
+    # (a pending closure tensor would be recomputed in the body): the loop runs in the
+    # step's graph, with no execution of its own
     x = backend(device).device_loop(body, start, 0, min(2 * n, 1000), until=11)[4]
     return project_t(x) * scale
