@@ -310,15 +310,16 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
     ``_B``) to double-float accuracy from float32 vectors ``X32``: (eigenvalues as a float64
     array, the vectors, B-orthonormal, as an (n, k) double-float pair).  ``product``: the
     operator on double-float pairs; ``matvec32``: on float32 vectors; ``anorm``: a bound of
-    its norm (the floor of the residual test); ``Y``: a double-float pair of constraint
+    its norm (the floor of the residual test; a 0-d device tensor, read with the first
+    projections, as ``B.norm``); ``Y``: a double-float pair of constraint
     columns the vectors are kept B-orthogonal to."""
     device = X32.device
     X32 = X32.to(torch.float32)
     S = (X32, torch.zeros_like(X32))
     if Y is not None:
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
-    floor = _FLOOR * anorm
     best = np.inf
+    bounds = torch.stack([anorm, anorm if B is None else B.norm]).reshape(1, 2)
     U = norms = lam = None
     # a step's residual norms are read with the next step's projections (one read per step;
     # the last step's correction is computed and not used)
@@ -328,15 +329,19 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         AS = product(S)
         BS = S if B is None else B.product(S)
         pairs = [_df.gemm(_t(S), BS), _df.gemm(_t(S), AS)]
-        G, H, *rest = _host_f64(*pairs, *([] if norms is None else [(norms, norms * 0)]))
-        if U is not None:
+        more = bounds if norms is None else norms
+        G, H, rest = _host_f64(*pairs, (more, more * 0))
+        if U is None:
+            anorm, bnorm = rest[0]
+            floor = _FLOOR * anorm
+        else:
             if B is None:
-                rn = rest[0]
+                rn = rest
                 target = np.maximum(tol * np.abs(lam), floor)
             else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
-                rn, un, bun = rest[0]
+                rn, un, bun = rest
                 target = np.maximum(tol * np.abs(lam) * bun,
-                                    _FLOOR * (anorm + np.abs(lam) * B.norm) * un)
+                                    _FLOOR * (anorm + np.abs(lam) * bnorm) * un)
             worst = float(np.max(rn - target))
             if worst <= 0 or np.max(rn) > _STALL * best or step == _MAX_STEPS:
                 break
@@ -377,9 +382,9 @@ def _orthonormal(Y, bproduct):
 
 
 def _frobenius(A32):
-    """||A||_F from the float32 values (a bound of ||A||_2)."""
+    """||A||_F from the float32 values (a bound of ||A||_2), a 0-d device tensor."""
     data = A32 if isinstance(A32, torch.Tensor) else A32.data
-    return float(_transfer.to_host(torch.linalg.vector_norm(data.reshape(-1))))
+    return torch.linalg.vector_norm(data.reshape(-1))
 
 
 def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
