@@ -14,9 +14,12 @@ double-float pairs (``trnscipy._transfer.df_parts``).  One refinement step:
    the double-float product's own rounding, 2**-44 ||A||_F, and tol=0 means that floor),
    or when the residuals stop shrinking;
 4. otherwise each pair's correction t_i solves (I - Q Q^T)(A - theta_i I)(I - Q Q^T) t =
-   -r_i (Q the float32 Ritz vectors) by float32 minres on the device to a relative
-   residual of 1e-4, and S becomes [U, T]: the error of each pair shrinks by about that
-   factor per step (the eigenvalues' by its square).
+   -r_i (Q the float32 Ritz vectors) by float32 MINRES on the device to a relative
+   residual of 1e-4 (all k columns in one device loop), and S becomes [U, T]: the error of
+   each pair shrinks by about that factor per step (the eigenvalues' by its square).
+
+Steps 2-4 and the next step's projections are one graph: the residual norms are read with
+the next G and H, so a step costs one graph execution and one read.
 
 Generalized problems (eigsh's ``M``, lobpcg's ``B``, symmetric positive definite float64
 matrices): the float32 stage solves the pencil (ARPACK's mode 2 with inner cg solves of M,
