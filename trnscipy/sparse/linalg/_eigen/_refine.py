@@ -318,7 +318,9 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
     columns the vectors are kept B-orthogonal to."""
     device = X32.device
     X32 = X32.to(torch.float32)
-    S = (X32, torch.zeros_like(X32))
+    # S has 2k columns from the start (the seed, then zeros: its Rayleigh-Ritz on the first
+    # k), so every step is the same compiled graph
+    S = (torch.cat([X32, torch.zeros_like(X32)], dim=1), torch.zeros_like(X32).repeat(1, 2))
     if Y is not None:
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
     best = np.inf
@@ -349,9 +351,10 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
             if worst <= 0 or np.max(rn) > _STALL * best or step == _MAX_STEPS:
                 break
             best = float(np.max(rn))
-        theta, Z = _sl.eigh((H + H.T) / 2, (G + G.T) / 2)
+        m = k if U is None else 2 * k
+        theta, Z = _sl.eigh((H[:m, :m] + H[:m, :m].T) / 2, (G[:m, :m] + G[:m, :m].T) / 2)
         chosen = pick(theta, k)
-        lam, Z = theta[chosen], Z[:, chosen]
+        lam, Z = theta[chosen], np.pad(Z[:, chosen], ((0, 2 * k - m), (0, 0)))
         Zp = _df.from_host(Z, device)
         U, AU = _df.gemm(S, Zp), _df.gemm(AS, Zp)
         BU = U if B is None else _df.gemm(BS, Zp)
