@@ -14,9 +14,12 @@ double-float pairs (``trnscipy._transfer.df_parts``).  One refinement step:
    the double-float product's own rounding, 2**-44 ||A||_F, and tol=0 means that floor),
    or when the residuals stop shrinking;
 4. otherwise each pair's correction t_i solves (I - Q Q^T)(A - theta_i I)(I - Q Q^T) t =
-   -r_i (Q the float32 Ritz vectors) by float32 minres on the device to a relative
-   residual of 1e-4, and S becomes [U, T]: the error of each pair shrinks by about that
-   factor per step (the eigenvalues' by its square).
+   -r_i (Q the float32 Ritz vectors) by float32 MINRES on the device to a relative
+   residual of 1e-4 (all k columns in one device loop), and S becomes [U, T]: the error of
+   each pair shrinks by about that factor per step (the eigenvalues' by its square).
+
+Steps 2-4 and the next step's projections are one graph: the residual norms are read with
+the next G and H, so a step costs one graph execution and one read.
 
 Generalized problems (eigsh's ``M``, lobpcg's ``B``, symmetric positive definite float64
 matrices): the float32 stage solves the pencil (ARPACK's mode 2 with inner cg solves of M,
@@ -43,7 +46,7 @@ import scipy.sparse.linalg as _scipy
 from trnscipy import _transfer
 from trnscipy._dtypes import to_numpy_dtype
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, register
+from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _mm
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _float32_operator, _parts
@@ -287,9 +290,10 @@ def _host_f64(*pairs):
     """Double-float pairs read to the host in one transfer, as float64 arrays.  The
     pending graph runs first as a whole: reading only ``flat`` would leave the step's
     other lazy tensors (S, A S) to be recomputed in every later graph (measured on XLA
-    CPU: 20 s per read at n=144, 30x the whole solve with the cut)."""
-    sync(pairs[0][0].device)
+    CPU: 20 s per read at n=144, 30x the whole solve with the cut); ``flat`` is part of it,
+    so the read is one execution."""
     flat = torch.cat([t.reshape(-1) for pair in pairs for t in pair])
+    sync(pairs[0][0].device)
     host = np.asarray(_transfer.to_host(flat), dtype=np.float64)
     out, at = [], 0
     for pair in pairs:
@@ -309,42 +313,55 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
     ``_B``) to double-float accuracy from float32 vectors ``X32``: (eigenvalues as a float64
     array, the vectors, B-orthonormal, as an (n, k) double-float pair).  ``product``: the
     operator on double-float pairs; ``matvec32``: on float32 vectors; ``anorm``: a bound of
-    its norm (the floor of the residual test); ``Y``: a double-float pair of constraint
+    its norm (the floor of the residual test; a 0-d device tensor, read with the first
+    projections, as ``B.norm``); ``Y``: a double-float pair of constraint
     columns the vectors are kept B-orthogonal to."""
     device = X32.device
     X32 = X32.to(torch.float32)
-    S = (X32, torch.zeros_like(X32))
+    # S has 2k columns from the start (the seed, then zeros: its Rayleigh-Ritz on the first
+    # k), so every step is the same compiled graph
+    S = (torch.cat([X32, torch.zeros_like(X32)], dim=1), torch.zeros_like(X32).repeat(1, 2))
     if Y is not None:
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
-    floor = _FLOOR * anorm
     best = np.inf
-    for _ in range(_MAX_STEPS):
+    bounds = torch.stack([anorm, anorm if B is None else B.norm]).reshape(1, 2)
+    U = norms = lam = None
+    # a step's residual norms are read with the next step's projections (one read per step;
+    # the last step's correction is computed and not used)
+    for step in range(_MAX_STEPS + 1):
         if Y is not None:  # S - Y (BY^T S): B-orthogonal to the constraints
             S = _df.sub(S, _df.gemm(Y, _df.gemm(_t(BY), S)))
         AS = product(S)
         BS = S if B is None else B.product(S)
-        G, H = _host_f64(_df.gemm(_t(S), BS), _df.gemm(_t(S), AS))
-        theta, Z = _sl.eigh((H + H.T) / 2, (G + G.T) / 2)
+        pairs = [_df.gemm(_t(S), BS), _df.gemm(_t(S), AS)]
+        more = bounds if norms is None else norms
+        G, H, rest = _host_f64(*pairs, (more, more * 0))
+        if U is None:
+            anorm, bnorm = rest[0]
+            floor = _FLOOR * anorm
+        else:
+            if B is None:
+                rn = rest
+                target = np.maximum(tol * np.abs(lam), floor)
+            else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
+                rn, un, bun = rest
+                target = np.maximum(tol * np.abs(lam) * bun,
+                                    _FLOOR * (anorm + np.abs(lam) * bnorm) * un)
+            worst = float(np.max(rn - target))
+            if worst <= 0 or np.max(rn) > _STALL * best or step == _MAX_STEPS:
+                break
+            best = float(np.max(rn))
+        m = k if U is None else 2 * k
+        theta, Z = _sl.eigh((H[:m, :m] + H[:m, :m].T) / 2, (G[:m, :m] + G[:m, :m].T) / 2)
         chosen = pick(theta, k)
-        lam, Z = theta[chosen], Z[:, chosen]
+        lam, Z = theta[chosen], np.pad(Z[:, chosen], ((0, 2 * k - m), (0, 0)))
         Zp = _df.from_host(Z, device)
         U, AU = _df.gemm(S, Zp), _df.gemm(AS, Zp)
         BU = U if B is None else _df.gemm(BS, Zp)
         L = _df.from_host(np.broadcast_to(lam, U[0].shape).copy(), device)
         R = _df.sub(AU, _df.mul(BU, L))
-        if B is None:
-            rn = np.asarray(_transfer.to_host(torch.linalg.vector_norm(R[0], dim=0)),
-                            dtype=np.float64)
-            target = np.maximum(tol * np.abs(lam), floor)
-        else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
-            rn, un, bun = np.asarray(_transfer.to_host(torch.linalg.vector_norm(
-                torch.stack([R[0], U[0], BU[0]]), dim=1)), dtype=np.float64)
-            target = np.maximum(tol * np.abs(lam) * bun,
-                                _FLOOR * (anorm + np.abs(lam) * B.norm) * un)
-        worst = float(np.max(rn - target))
-        if worst <= 0 or np.max(rn) > _STALL * best:
-            break
-        best = float(np.max(rn))
+        norms = torch.linalg.vector_norm(R[0] if B is None else torch.stack([R[0], U[0], BU[0]]),
+                                         dim=-2)
         Q, BQ = U[0], BU[0]
         if Y is not None:  # the corrections deflate the constraints too
             Q, BQ = torch.cat([Q, Y[0]], dim=1), torch.cat([BQ, BY[0]], dim=1)
@@ -371,40 +388,70 @@ def _orthonormal(Y, bproduct):
 
 
 def _frobenius(A32):
-    """||A||_F from the float32 values (a bound of ||A||_2)."""
+    """||A||_F from the float32 values (a bound of ||A||_2), a 0-d device tensor."""
     data = A32 if isinstance(A32, torch.Tensor) else A32.data
-    return float(_transfer.to_host(torch.linalg.vector_norm(data.reshape(-1))))
+    return torch.linalg.vector_norm(data.reshape(-1))
 
 
 def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
     """The float32 Jacobi-Davidson corrections: t_i with Q^T B t_i = 0 and
     P (A - lam_i B) P^T t_i = -P r_i, P = I - B Q Q^T (Q B-orthonormal; B = I without
-    ``bmatvec32``), by device minres (one compiled loop for all i: the shift is data)."""
-    from trnscipy.sparse.linalg import LinearOperator, minres
+    ``bmatvec32``), by MINRES on all k columns at once: one Lanczos process and Givens QR
+    per column (its scalars are k-vectors), as one device loop that leaves when every column
+    reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts)."""
+    n, k = R.shape
+    device = Q.device
+    shift = torch.as_tensor(np.asarray(lam, dtype=np.float32)).to(device)
 
-    n = Q.shape[0]  # Q: B-orthonormal to float32 rounding (U^T B U = I in double-float)
-
-    def project(v):  # P
+    def project(v, Q=Q, BQ=BQ):  # P
         return v - BQ @ (Q.mT @ v)
 
-    def project_t(v):  # P^T
+    def project_t(v, Q=Q, BQ=BQ):  # P^T
         return v - Q @ (BQ.mT @ v)
 
-    columns = []
-    for i in range(lam.shape[0]):
-        # an operator per pair (a solver may prepare an operator once), its shift device
-        # data, so that every pair's loop is the same compiled graph
-        shift = torch.tensor([float(lam[i])], dtype=torch.float32, device=Q.device)
+    def op(V, Q, BQ, shift):  # column i: P (A - lam_i B) P^T v_i
+        W = project_t(V, Q, BQ)
+        return project(matvec32(W) - (W if bmatvec32 is None else bmatvec32(W)) * shift,
+                       Q, BQ)
 
-        def matvec(v, shift=shift):
-            w = project_t(v.reshape(-1))
-            return project(matvec32(w) - shift * (w if bmatvec32 is None else bmatvec32(w)))
+    rhs = project(-R)
+    scale = torch.linalg.vector_norm(rhs, dim=0).clamp_min(torch.finfo(torch.float32).tiny)
+    zeros, ones = torch.zeros_like(rhs), torch.ones(k, dtype=rhs.dtype, device=device)
+    nought = torch.zeros(k, dtype=rhs.dtype, device=device)
+    tiny = torch.finfo(torch.float32).tiny
 
-        # placed on Q's device: device code, not the user's host code of an offloaded call
-        op = LinearOperator((n, n), matvec=matvec, rmatvec=matvec,
-                            dtype=np.float32).to(Q.device)
-        rhs = project(-R[:, i])
-        scale = torch.linalg.vector_norm(rhs).clamp_min(torch.finfo(torch.float32).tiny)
-        t, _ = minres(op, rhs / scale, rtol=_INNER_RTOL, maxiter=min(2 * n, 1000))
-        columns.append(project_t(t.to(Q.dtype)) * scale)  # (SciPy 1.17 minres: float64)
-    return torch.stack(columns, dim=1)
+    def body(carry, _):
+        v_old, v, w_old2, w_old, x, beta, c2, s2, c1, s1, eta, done, Q, BQ, shift = carry
+        live = eta.abs() > _INNER_RTOL
+        z = op(v, Q, BQ, shift) - v_old * beta
+        alpha = (v * z).sum(0)
+        z = z - v * alpha
+        beta_next = torch.linalg.vector_norm(z, dim=0)
+        # column j of the tridiagonal through the two previous rotations and a new one
+        rho3 = s2 * beta
+        rho2 = c1 * c2 * beta + s1 * alpha
+        delta = c1 * alpha - s1 * c2 * beta
+        rho1 = torch.sqrt(delta * delta + beta_next * beta_next)
+        safe = torch.where(rho1 > tiny, rho1, ones)
+        c, s = delta / safe, beta_next / safe
+        w = (v - w_old2 * rho3 - w_old * rho2) / safe
+        x_new = x + w * (c * eta)
+        v_new = z / torch.where(beta_next > tiny, beta_next, ones)
+        eta_new = torch.where(beta_next > tiny, -s * eta, nought)  # invariant: exact
+
+        def keep(new, old):
+            return torch.where(live, new, old)
+
+        out = (keep(v, v_old), keep(v_new, v), keep(w_old, w_old2), keep(w, w_old),
+               keep(x_new, x), keep(beta_next, beta), keep(c1, c2), keep(s1, s2),
+               keep(c, c1), keep(s, s1), keep(eta_new, eta))
+        finished = ~((out[-1].abs() > _INNER_RTOL) & live).any()
+        return (*out, finished, Q, BQ, shift)
+
+    start = (zeros, rhs / scale, zeros, zeros, zeros, nought, ones, nought, ones, nought,
+             ones, torch.zeros((), dtype=torch.bool, device=device), Q, BQ, shift)
+    # Q, BQ (pending: the step's Ritz vectors) travel in the carry, not the body's closure
+    # (a pending closure tensor would be recomputed in the body): the loop runs in the
+    # step's graph, with no execution of its own
+    x = backend(device).device_loop(body, start, 0, min(2 * n, 1000), until=11)[4]
+    return project_t(x) * scale
