@@ -556,6 +556,27 @@ def test_eigen_float64_small(what, emulate_neuron, monkeypatch):
     _eigen_case(what, 12, monkeypatch)
 
 
+@pytest.mark.xla
+def test_eigen_float64_refinement_stall_runs_scipy(emulate_neuron, monkeypatch):
+    """A refinement that stalls far above float64's level (here: corrections replaced by
+    random directions) is not returned: SciPy runs on the host, announced."""
+    import torch
+
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+    from trnscipy import DeviceFallbackWarning
+    from trnscipy.sparse.linalg._eigen import _refine
+
+    generator = torch.Generator().manual_seed(0)
+    monkeypatch.setattr(_refine, "_corrections", lambda *a: torch.randn(
+        a[-1].shape, generator=generator).to(a[-1]))
+    A = _poisson(6)
+    with trnscipy.offload("xla"), pytest.warns(DeviceFallbackWarning, match="stalled"):
+        w = tsl.eigsh(A, k=4, which="LA", return_eigenvectors=False)
+    np.testing.assert_allclose(np.sort(w), np.sort(spl.eigsh(A, k=4, which="LA")[0]),
+                               rtol=1e-12)
+
+
 def _generalized_case(what, mass, k, monkeypatch):
     """float64 generalized eigsh / lobpcg (A x = lam M x) offloaded to the emulated Neuron
     device: eigenvalues against SciPy's and the dense pencil's, residuals A v - lam M v at

@@ -58,6 +58,12 @@ _MAX_STEPS = 10
 _FLOOR = 2.0 ** -44
 _INNER_RTOL = 1e-4
 _STALL = 0.9  # a step that shrinks no residual by this much ends the refinement
+_WRONG = 2.0 ** -26  # a residual still above this (relative to ||A||) when the refinement
+# stalls is not a float64 answer (a pair the float32 seed missed): SciPy runs on the host
+
+
+class _Stalled(Exception):
+    """The refinement stalled far above float64 accuracy (see _WRONG)."""
 # the float32 stage's looser tolerance, tried when it cannot reach the user's
 _TOL32 = 1e-5
 
@@ -165,8 +171,11 @@ def _eigsh(device_func, p):
         return _on_host(_scipy.eigsh, p, "the float32 solve that seeds the double-float "
                         "refinement did not converge")
     A32 = op.float32
-    lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, _wanted(which, sigma),
-                     float(p["tol"]), B=B)
+    try:
+        lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k,
+                         _wanted(which, sigma), float(p["tol"]), B=B)
+    except _Stalled as stalled:
+        return _on_host(_scipy.eigsh, p, str(stalled))
     if p["return_eigenvectors"]:
         order = np.argsort(lam, kind="stable")
     elif sigma is not None or which == "BE":
@@ -221,8 +230,11 @@ def _lobpcg(device_func, p):
                              tol=None if tol is None else max(float(tol), _TOL32), **kw)
     which = "LA" if p["largest"] else "SA"
     A32 = op.float32
-    lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k, _wanted(which, None),
-                     0.0, B=B, Y=None if Y is None else _parts(Y))
+    try:
+        lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k,
+                         _wanted(which, None), 0.0, B=B, Y=None if Y is None else _parts(Y))
+    except _Stalled as stalled:
+        return _on_host(_scipy.lobpcg, p, str(stalled))
     order = np.argsort(-lam if p["largest"] else lam, kind="stable")  # lobpcg's order
     index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
     return (_transfer.tensor_on(lam[order], A.device),
@@ -251,8 +263,11 @@ def _svds(device_func, p):
                         "refinement did not converge")
     seed = u32 if wide else vh32.mT
     anorm = _frobenius(A32)
-    lam, V = _refine(gram, gram32, anorm * anorm, seed, k, _wanted(p["which"], None),
-                     float(p["tol"]) ** 2)
+    try:
+        lam, V = _refine(gram, gram32, anorm * anorm, seed, k, _wanted(p["which"], None),
+                         float(p["tol"]) ** 2)
+    except _Stalled as stalled:
+        return _on_host(_scipy.svds, p, str(stalled))
     order = np.argsort(lam, kind="stable")  # SciPy's: ascending singular values
     s = np.sqrt(np.maximum(lam[order], 0.0))
     index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
@@ -368,6 +383,9 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
                          lam, R[0])
         S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
+    if worst > 0 and np.max(rn) > _WRONG * anorm:
+        raise _Stalled(f"the double-float refinement stalled at residual {np.max(rn):.1e} "
+                       f"(||A||_F {anorm:.1e}), far above float64's level")
     if worst > 0:  # never silently less accurate than asked
         warnings.warn(f"double-float eigenpair refinement stopped at residual "
                       f"{np.max(rn):.1e} above its target (tol {tol:g}, floor {floor:.1e}): "
