@@ -7,8 +7,9 @@ on the host once per call; the trace of a LinearOperator without ``traceA`` is
 estimated as SciPy does (Hutch++ with one sketch vector, a UserWarning).  The Taylor loop
 of a single time point runs as the Krylov solvers do (``utils.run``): the stop test
 ``c1 + c2 <= tol ||F||`` is a device flag, read once per block of terms.  The interval
-cores (``start``/``stop``) keep SciPy's control flow and read the stop test on the
-host after every term.  Differs from SciPy: ``B`` must be dense.
+cores (``start``/``stop``) run a chunk's samples together in one such loop (``_chunk``):
+the graphs depend on the shapes, not on the number of samples or terms.  Differs from
+SciPy: ``B`` must be dense.
 """
 
 import warnings
