@@ -330,8 +330,7 @@ def _chunk(problem, K0, h, m_star, d, effective_d):
         K, F, c1, coeff, live, p = state
         p = p + 1
         K = h * dot(K)
-        # (SciPy divides by p; XLA's complex128 quotient is not exact: the reciprocal)
-        # (NumPy's complex quotient by a real p is a product with 1/p: so is this one)
+        # (NumPy's complex quotient by a real p is a product with 1/p; so is this one)
         K = K * (1 / p.to(rdtype)) if K.is_complex() else K / p.to(rdtype)
         coeff = coeff * ks  # k^p, exact while below 2^53 (SciPy's float(pow(k, p)))
         G = F + coeff.reshape(lead).to(K.dtype) * K
