@@ -12,6 +12,7 @@ the graphs depend on the shapes, not on the number of samples or terms.  Differs
 SciPy: ``B`` must be dense.
 """
 
+import functools
 import warnings
 
 import numpy as np
@@ -160,9 +161,31 @@ class _NormInfo(LazyOperatorNormInfo):
         if p not in self._d:
             from trnscipy.sparse.linalg import aslinearoperator, onenormest
 
-            est = float(onenormest(aslinearoperator(self._A) ** p))
+            est = float(onenormest(_Power(aslinearoperator(self._A), p)))
             self._d[p] = est ** (1.0 / p)
         return self._scale * self._d[p]
+
+
+@functools.cache
+def _power_operator():
+    from trnscipy.sparse.linalg._interface import _PowerLinearOperator
+    from trnscipy.sparse.linalg._isolve.utils import sync
+
+    class Power(_PowerLinearOperator):
+        """A^p whose products run one by one on lazy devices: the graphs of onenormest's
+        steps are then one for every p, not one chain of p products for each p."""
+
+        def _power(self, fun, x):
+            for _ in range(self.args[1]):
+                x = fun(x)
+                sync(x.device)
+            return x
+
+    return Power
+
+
+def _Power(A, p):
+    return _power_operator()(A, p)
 
 
 def _simple_core(problem, B, t, m_star, s):
