@@ -134,16 +134,42 @@ def test_expm_multiply_offloaded_scipy_operator_and_sparse_b(xla_device):
     np.testing.assert_allclose(simple.toarray(), ref.toarray(), rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.slow
+def _compiles():
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("CompileTime")
+    return data[0] if data else 0
+
+
 @pytest.mark.xla
 def test_expm_multiply_offloaded_sparse_b_interval(xla_device):
-    """The interval form with a sparse B: dense samples, as SciPy's (a host read per
-    Taylor term: many small graphs, slow on the XLA lane)."""
+    """The interval form with a sparse B: dense samples, as SciPy's; more samples (more
+    Taylor terms) compile a few graphs of the new shapes only."""
     A, B = sp.csr_array(-_laplacian(3)), sp.csr_array(np.eye(9)[:, :3])
-    with trnscipy.offload("xla"):
-        interval = tsl.expm_multiply(A, B, 0, 1, 3)
-    np.testing.assert_allclose(interval, spla.expm_multiply(A, B, 0, 1, 3), rtol=1e-12,
-                               atol=1e-15)
+    for num in (3, 20):
+        before = _compiles()
+        with trnscipy.offload("xla"):
+            interval = tsl.expm_multiply(A, B, 0, 1, num)
+        if num > 3:
+            assert _compiles() - before <= 8
+        np.testing.assert_allclose(interval, spla.expm_multiply(A, B, 0, 1, num), rtol=1e-12,
+                                   atol=1e-15)
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_expm_multiply_interval_graphs_do_not_grow_with_samples(xla_device):
+    """The interval form's graphs do not depend on the number of samples or Taylor terms
+    (the terms are a device loop, h and the samples' k device data): a few compilations
+    per call, where a graph per term made hundreds; SciPy's samples."""
+    A = -_laplacian(7)  # (a size no other test uses: its graphs are compiled here)
+    At = trnscipy.to_device(A, xla_device)
+    for num, stop, most in ((30, 4, 25), (45, 4, 8), (12, 3, 8)):
+        b = np.linspace(-1, 1, 49) * num
+        before = _compiles()
+        got = tsl.expm_multiply(At, torch.from_numpy(b).to(xla_device), 0, stop, num)
+        assert _compiles() - before <= most
+        _close(got, spla.expm_multiply(A, b, 0, stop, num), np.float64)
 
 
 def test_expm_multiply_bad_input_as_scipy():

@@ -7,10 +7,12 @@ on the host once per call; the trace of a LinearOperator without ``traceA`` is
 estimated as SciPy does (Hutch++ with one sketch vector, a UserWarning).  The Taylor loop
 of a single time point runs as the Krylov solvers do (``utils.run``): the stop test
 ``c1 + c2 <= tol ||F||`` is a device flag, read once per block of terms.  The interval
-cores (``start``/``stop``) keep SciPy's control flow and read the stop test on the
-host after every term.  Differs from SciPy: ``B`` must be dense.
+cores (``start``/``stop``) run a chunk's samples together in one such loop (``_chunk``):
+the graphs depend on the shapes, not on the number of samples or terms.  Differs from
+SciPy: ``B`` must be dense.
 """
 
+import functools
 import warnings
 
 import numpy as np
@@ -159,9 +161,31 @@ class _NormInfo(LazyOperatorNormInfo):
         if p not in self._d:
             from trnscipy.sparse.linalg import aslinearoperator, onenormest
 
-            est = float(onenormest(aslinearoperator(self._A) ** p))
+            est = float(onenormest(_Power(aslinearoperator(self._A), p)))
             self._d[p] = est ** (1.0 / p)
         return self._scale * self._d[p]
+
+
+@functools.cache
+def _power_operator():
+    from trnscipy.sparse.linalg._interface import _PowerLinearOperator
+    from trnscipy.sparse.linalg._isolve.utils import sync
+
+    class Power(_PowerLinearOperator):
+        """A^p whose products run one by one on lazy devices: the graphs of onenormest's
+        steps are then one for every p, not one chain of p products for each p."""
+
+        def _power(self, fun, x):
+            for _ in range(self.args[1]):
+                x = fun(x)
+                sync(x.device)
+            return x
+
+    return Power
+
+
+def _Power(A, p):
+    return _power_operator()(A, p)
 
 
 def _simple_core(problem, B, t, m_star, s):
@@ -172,10 +196,11 @@ def _simple_core(problem, B, t, m_star, s):
     F = B
     eta = np.exp(t * mu / float(s))
     rdtype = B.real.dtype if B.is_complex() else B.dtype
+    t = torch.tensor([t], dtype=rdtype, device=device)  # (data, not a graph constant)
 
     def step(state, st, first):
         B, F, c1, j = state
-        coeff = (t / float(s)) / (j + 1).to(rdtype)
+        coeff = t / (s * (j + 1)).to(rdtype)  # SciPy's t / float(s (j + 1)): one rounding
         # B, not F, is masked after the stop (B = 0 leaves F as it is): a torch.where on
         # F, which every step's norm reads, would be copied into each later kernel on XLA
         B = st.keep(coeff.to(B.dtype) * dot(B), torch.zeros_like(B))
@@ -238,7 +263,7 @@ def _work_dtype(A, B):
 
 
 def _interval(A, B, start, stop, num, endpoint, traceA):
-    """SciPy's _expm_multiply_interval and its three cores (host reads per term)."""
+    """SciPy's _expm_multiply_interval and its three cores."""
     from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 
     problem = _Problem(A, B, traceA)
@@ -258,8 +283,13 @@ def _interval(A, B, start, stop, num, endpoint, traceA):
     B = B.to(dtype)
     t = t_q - t_0
     m_star, s, norm_info = problem.params(t, problem.n0)
-    X = [None] * nsamples
-    X[0] = _simple_core(problem, B, t_0, m_star, s).to(dtype)
+    # the samples go into one buffer, row by row on the device (index_copy, the rows as
+    # data): a stack of num lazy samples would be a graph growing with num; the last
+    # chunk's padding rows (see _chunk) land past the samples
+    d = q // s if q > s else 1
+    X = torch.zeros((nsamples + d,) + tuple(B.shape), dtype=dtype, device=B.device)
+    Z = _simple_core(problem, B, t_0, m_star, s).to(dtype)
+    X = _put(X, 0, Z[None])
     if q <= s:
         if problem.norm1 * t == 0 or norm_info is None:
             m, s2 = 0, 1
@@ -268,25 +298,75 @@ def _interval(A, B, start, stop, num, endpoint, traceA):
             m, s2 = _fragment_3_1(norm_info, problem.n0, _TOL, ell=2)
             norm_info.set_scale(1)
         for k in range(q):
-            X[k + 1] = _simple_core(problem, X[k], h, m, s2).to(dtype)
+            Z = _simple_core(problem, Z, h, m, s2).to(dtype)
+            X = _put(X, k + 1, Z[None])
     else:
-        d = q // s
         j = q // d if q % s else s
         r = q - d * j if q % s else 0
         for i in range(j + 1 if q % s else s):
             effective_d = d if (not q % s or i < j) else r
-            K = [X[i * d]]
-            for k in range(1, effective_d + 1):
-                F = K[0]
-                c1 = float(_inf_norm(F))
-                for p in range(1, m_star + 1):
-                    if p == len(K):
-                        K.append(h * problem.dot(K[p - 1]) * (1.0 / p))  # (not / p: XLA complex128)
-                    coeff = float(pow(k, p))
-                    F = F + coeff * K[p]
-                    c2 = coeff * float(_inf_norm(K[p]))
-                    if c1 + c2 <= _TOL * float(_inf_norm(F)):
-                        break
-                    c1 = c2
-                X[k + i * d] = _scale(np.exp(k * h * problem.mu), F).to(dtype)
-    return torch.stack(X)
+            F = _chunk(problem, Z, h, m_star, d, effective_d)
+            # (SciPy's np.exp(k h mu) on the host; the padding rows' factor is 0)
+            etas = np.array([np.exp(k * h * problem.mu) if k <= effective_d else 0
+                             for k in range(1, d + 1)])
+            if np.iscomplexobj(etas) and not F.is_complex():
+                F = F.to(torch.complex128)
+            F = (F * torch.as_tensor(etas).to(B.device).reshape((d,) + (1,) * B.ndim)).to(dtype)
+            X = _put(X, i * d + 1, F)
+            Z = F[d - 1]
+    return X[:nsamples]
+
+
+def _put(X, at, rows):
+    """X with rows at..at+len(rows)-1 replaced, the position as data (one graph for every
+    position), computed now on lazy devices (a chain of puts would be one graph per num)."""
+    from trnscipy.sparse.linalg._isolve.utils import sync
+
+    index = torch.arange(at, at + rows.shape[0]).to(X.device)
+    X = X.index_copy(0, index, rows)
+    sync(X.device)
+    return X
+
+
+def _chunk(problem, K0, h, m_star, d, effective_d):
+    """The samples k = 1..effective_d of one chunk of SciPy's interval cores 1 and 2:
+    F_k = sum_p k^p K_p to each sample's own stop test (c1 + c2 <= tol ||F_k||), all d
+    samples at once, one product K_p = h A K_(p-1) / p per term (SciPy's, which the samples
+    share).  The terms run as the simple core's do (``utils.run``): h, the k's and the
+    counters are device data, so every chunk and every call of these shapes replays one
+    graph; samples past effective_d (the last chunk's) start stopped."""
+    from trnscipy.sparse.linalg._isolve.utils import run
+
+    device, dot = K0.device, problem.dot
+    rdtype = K0.real.dtype if K0.is_complex() else K0.dtype
+    # shape (1,) uploads: torch-xla makes a 0-d 0 or 1 a graph constant
+    h = torch.tensor([h], dtype=rdtype, device=device)
+    ks = torch.arange(1, d + 1, dtype=rdtype).to(device)
+    live = (torch.arange(1, d + 1) <= effective_d).to(device)
+    lead = (d,) + (1,) * K0.ndim  # a sample's scalar against its F
+
+    def norms(F):  # _inf_norm of each sample
+        F = absolute(F)
+        return F.amax(dim=-1) if F.ndim == 2 else F.sum(dim=-1).amax(dim=-1)
+
+    def step(state, st, first):
+        K, F, c1, coeff, live, p = state
+        p = p + 1
+        K = h * dot(K)
+        # (NumPy's complex quotient by a real p is a product with 1/p; so is this one)
+        K = K * (1 / p.to(rdtype)) if K.is_complex() else K / p.to(rdtype)
+        coeff = coeff * ks  # k^p, exact while below 2^53 (SciPy's float(pow(k, p)))
+        G = F + coeff.reshape(lead).to(K.dtype) * K
+        c2 = coeff * _inf_norm(K)
+        F = torch.where(live.reshape(lead), G, F)
+        stop = c1 + c2 <= _TOL * norms(F)
+        c1 = torch.where(live, c2, c1)
+        live = live & ~stop
+        st.stop_if(~live.any(), 0)
+        return K, F, c1, coeff, live, p
+
+    F = K0.unsqueeze(0).expand(lead[:1] + tuple(K0.shape)).clone()
+    c1 = _inf_norm(K0).reshape(1).expand(d).clone()
+    state = (K0, F, c1, torch.ones(d, dtype=rdtype, device=device), live,
+             torch.zeros((1,), dtype=torch.int64, device=device))
+    return run(step, state, m_star, device, block=None, peel=None, loop=True)[0][1]
