@@ -103,6 +103,18 @@ def test_expm_multiply_operator_estimates_trace(lane, device, dtype):
     assert abs(np.mean(estimates) - A.trace()) < 0.15 * abs(A.trace())
 
 
+def test_expm_multiply_complex_shift(lane, device):
+    """A complex matrix's trace (the shift mu) keeps its imaginary part on device data (a
+    zero-length interval shows it: exp(t mu) is the whole result's phase)."""
+    rng = np.random.default_rng(0)
+    A = np.linalg.inv(rng.random((5, 5)) + 1j * rng.random((5, 5)))
+    b = rng.random(5) + 1j * rng.random(5)
+    ref = spla.expm_multiply(A, b, start=0.5, stop=0.5, num=2)
+    got = tsl.expm_multiply(torch.from_numpy(A).to(device), torch.from_numpy(b).to(device),
+                            start=0.5, stop=0.5, num=2)
+    _close(got, ref, np.complex128)
+
+
 def test_expm_multiply_integer_matrix_in_float64(lane, device):
     """Integer A and B: float64 work, as SciPy's A - mu I (torch alone would take float32)."""
     A = (-_laplacian(3)).astype(np.int32)

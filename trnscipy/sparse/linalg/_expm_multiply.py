@@ -126,6 +126,8 @@ class _Problem:
             traceA = _estimate_trace(A, B)
         elif traceA is None:
             traceA = _trace(A)
+        if isinstance(traceA, torch.Tensor):  # (torch-xla's own copy drops imaginary parts)
+            traceA = to_host(traceA).item()
         self.mu = complex(traceA) / float(n) if _is_complex(traceA) else \
             float(traceA) / float(n)
         self.A = _shifted(A, self.mu)
