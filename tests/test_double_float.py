@@ -577,6 +577,23 @@ def test_eigen_float64_refinement_stall_runs_scipy(emulate_neuron, monkeypatch):
                                rtol=1e-12)
 
 
+@pytest.mark.xla
+def test_eigen_float64_scipy_operator_offloaded(emulate_neuron):
+    """SciPy's aslinearoperator of a host matrix under offload (no device of its own):
+    eigsh runs SciPy on the host, announced, with NumPy results (it crashed reading the
+    operator's device)."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+    from trnscipy import DeviceFallbackWarning
+
+    A = _poisson(4).toarray()
+    with trnscipy.offload("xla"), pytest.warns(DeviceFallbackWarning, match="eigsh"):
+        w = tsl.eigsh(spl.aslinearoperator(A), k=2, which="LA", return_eigenvectors=False)
+    assert isinstance(w, np.ndarray)
+    np.testing.assert_allclose(np.sort(w), np.sort(spl.eigsh(A, k=2, which="LA")[0]),
+                               rtol=1e-12)
+
+
 def _generalized_case(what, mass, k, monkeypatch):
     """float64 generalized eigsh / lobpcg (A x = lam M x) offloaded to the emulated Neuron
     device: eigenvalues against SciPy's and the dense pencil's, residuals A v - lam M v at

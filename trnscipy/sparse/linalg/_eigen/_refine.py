@@ -105,13 +105,15 @@ def _on_host(scipy_func, p, reason, device=None):
     """SciPy's ``scipy_func`` on host copies of the arguments ``p``, announced; results
     back on ``device`` (default: A's)."""
     fallback(f"scipy.sparse.linalg.{scipy_func.__name__}", reason, stacklevel=7)
-    device = p["A"].device if device is None else device
+    # (a SciPy operator of host data, under offload, has no device: results stay NumPy)
+    device = getattr(p["A"], "device", None) if device is None else device
     host = {k: _transfer.to_host(v) if isinstance(v, torch.Tensor) or getattr(
         v, "_trnscipy_device_object", False) else v for k, v in p.items()}
     out = scipy_func(**host)
 
     def back(o):
-        return _transfer.tensor_on(o, device) if isinstance(o, np.ndarray) else o
+        return _transfer.tensor_on(o, device) if isinstance(o, np.ndarray) and device \
+            else o
 
     return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
 
