@@ -242,8 +242,10 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
         result = _on_host(scipy_func, args, kwargs)
         return result if offloaded else _to_device(result, device, strict=False)
     with device_storage(device):
+        given = (*args, *kwargs.values())
         args = tuple(_move(x, device) for x in args)
         kwargs = {k: _move(v, device) for k, v in kwargs.items()}
+        copies = _copies(given, (*args, *kwargs.values())) if offloaded else ()
         if stores_float32(device):
             args = tuple(_held(x) for x in args)
             kwargs = {k: _held(v) for k, v in kwargs.items()}
@@ -252,9 +254,11 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
             argdefs, stacks = batch or (None, False)
             plan = _batch.plan(scipy_func, argdefs, args, kwargs) if argdefs else None
             token = _CALL_DEVICE.set(device)
+            layouts = _LAYOUTS.set({id(m): (x.flags.c_contiguous, x.flags.f_contiguous)
+                                    for x, m, _ in copies}) if offloaded else None
             try:
                 if plan is None:
-                    return device_impl(*args, **kwargs)
+                    return _written_back(copies, device_impl(*args, **kwargs))
                 if stacks:  # the implementation takes the broadcast stacks at once
                     stacked_args, stacked_kwargs = plan.broadcast(device)
                     try:
@@ -263,13 +267,51 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                         pass  # no batched method for these operands: SciPy's loop below
                 # SciPy's own loop, over the device implementation on every device: a
                 # batch must equal the loop of its single calls, which run here too
-                return plan.loop(device_impl, device)
+                return _written_back(copies, plan.loop(device_impl, device))
             finally:
                 _CALL_DEVICE.reset(token)
+                if layouts is not None:  # (nested calls keep the offloaded call's)
+                    _LAYOUTS.reset(layouts)
         if device_impl is None:  # (the capability table announced its own refusal)
             fallback(name, "it has no device implementation", stacklevel=4)
         result = _on_host(scipy_func, args, kwargs)
         return result if offloaded else _to_device(result, device, strict=False)
+
+
+# The host arrays' layouts of the device copies an offloaded call works on (an XLA
+# tensor has no strides): SciPy's overwrite rules read them (``contiguity``).
+_LAYOUTS = contextvars.ContextVar("trnscipy_layouts", default=None)
+
+
+def contiguity(t):
+    """(C-contiguous, F-contiguous) of tensor ``t``; for the device copy of a host array
+    that offload made, the host array's."""
+    flags = (_LAYOUTS.get() or {}).get(id(t))
+    if flags is not None:
+        return flags
+    return t.is_contiguous(), t.mT.is_contiguous() if t.ndim == 2 else t.is_contiguous()
+
+
+def _copies(given, moved):
+    """(host array, its device copy, the copy's version) for the writable NumPy arrays
+    offload moved into tensors of their own (a CPU tensor shares the array's memory)."""
+    return tuple((x, m, m._version) for x, m in zip(given, moved, strict=True)
+                 if isinstance(x, np.ndarray) and x.flags.writeable and is_torch_array(m)
+                 and not (m.device.type == "cpu" and np.shares_memory(x, m.detach().numpy())))
+
+
+def _written_back(copies, result):
+    """An offloaded call that wrote into an operand's device copy (SciPy's overwrite_a /
+    overwrite_b, where LAPACK works in the caller's array) writes the host array too, and
+    a result that is that copy is the host array itself, as SciPy returns it."""
+    for host, copy, version in copies:
+        if copy._version != version:
+            host[...] = _to_host(copy, strict=False)
+            if type(result) is tuple:  # (lu_factor, cho_factor: the factor and more)
+                result = tuple(host if r is copy else r for r in result)
+            elif result is copy:
+                result = host
+    return result
 
 
 def _on_host(scipy_func, args, kwargs):

@@ -15,6 +15,7 @@ from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
+from trnscipy.linalg._inplace import into, reusable, solved_in
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._kernels_struct import _wide  # noqa: F401  (_matfuncs takes it from here)
 from trnscipy.linalg._validate import (
@@ -37,8 +38,11 @@ __all__ = ["solve", "solve_triangular", "inv", "pinv", "det", "lstsq", "solve_ba
 @dispatch(_sl.solve, double_float=("neuron",))
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False):
+    """With ``overwrite_a`` (a general ``a`` in LAPACK's layout) ``a`` holds its LU
+    factors afterwards, as SciPy's; computing them is an extra factorization here."""
     if assume_a not in _SOLVE_KINDS:
         raise ValueError(f"{assume_a} is not a recognized matrix structure")
+    given_a, given_b = a, b
     device = device_of(a, b)
     # SciPy's shapes: a at least 2-D, b at least 1-D, and a 1x1 a divides any b
     a = as_tensor(a, device, False, small_ints=torch.float64)
@@ -64,7 +68,10 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
                                               transposed=transposed)
 
     x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
-    return x[..., 0] if vec else x
+    if (overwrite_a and _SOLVE_KINDS[assume_a] == "gen"
+            and reusable(given_a, a.dtype, ndims=(2,))):
+        into(given_a, kernel("linalg.lu_factor", device)(a)[0])
+    return solved_in(overwrite_b, given_b, x[..., 0] if vec else x)
 
 
 def _solve_scalar(a, b, check_finite):
@@ -92,6 +99,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     if trans not in (0, 1, 2):
         raise ValueError("The trans argument must be 0, 1, 2, 'N', 'T' or 'C'")
     device = device_of(a, b)
+    given = b
     a = as_square(a, device, False)
     b, vec, dtype = as_rhs(b, a, device, False)
     if check_finite:
@@ -100,17 +108,19 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         return b[..., 0].clone() if vec else b.clone()
     x = kernel("linalg.solve_triangular", device)(a.to(dtype), b, trans=trans, lower=lower,
                                                    unit_diagonal=unit_diagonal)
-    return x[..., 0] if vec else x
+    return solved_in(overwrite_b, given, x[..., 0] if vec else x)
 
 
 @dispatch(_sl.inv, double_float=("neuron",))
 def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    given = a
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
     if assume_a not in _SOLVE_KINDS:  # SciPy looks the structure up after the checks
         raise KeyError(assume_a)
-    return kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
+    x = kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
+    return into(given, x) if overwrite_a and reusable(given, x.dtype, ndims=(2,)) else x
 
 
 def _wide_result(t):
@@ -121,7 +131,10 @@ def _wide_result(t):
 
 @dispatch(_sl.det, double_float=("neuron",))
 def det(a, overwrite_a=False, check_finite=True):
-    """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar)."""
+    """Returns a 0-d tensor for a single matrix (SciPy: a NumPy scalar).  With
+    ``overwrite_a`` (a C-ordered ``a``, as SciPy's own LU takes it) ``a`` holds its LU
+    factors afterwards; computing them is an extra factorization here."""
+    given = a
     a = as_tensor(a, device_of(a), check_finite)
     if a.ndim < 2:  # SciPy's messages (its tests match them)
         raise ValueError("The input array must be at least two-dimensional.")
@@ -130,7 +143,10 @@ def det(a, overwrite_a=False, check_finite=True):
                          f"shape {tuple(a.shape)}.")
     if a.shape[-1] == 0:
         return _wide_result(torch.ones(a.shape[:-2], dtype=a.dtype, device=a.device))
-    return _wide_result(kernel("linalg.det", a.device)(a))
+    d = _wide_result(kernel("linalg.det", a.device)(a))
+    if overwrite_a and reusable(given, a.dtype, "C", ndims=None):
+        into(given, kernel("linalg.lu_factor", a.device)(a)[0])
+    return d
 
 
 # (batch declared: SciPy 1.18 batches pinv and lstsq natively, without the wrapper that

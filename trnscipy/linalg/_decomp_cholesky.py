@@ -10,6 +10,7 @@ from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
+from trnscipy.linalg._inplace import into, reusable, solved_in
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -20,13 +21,15 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "cholesky_banded", "cho_solve_
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     if not is_torch_array(a) and np.ndim(a) < 2:  # SciPy: atleast_2d (a scalar is 1 x 1)
         a = np.atleast_2d(a)
+    given = a
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
-    return _autograd.cholesky(
+    c = _autograd.cholesky(
         lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
         lambda L, B, trans: kernel("linalg._trsm", L.device)(L, B, upper=False, trans=trans),
         a, lower)
+    return into(given, c) if overwrite_a and reusable(given, c.dtype, ndims=(2,)) else c
 
 
 @dispatch(_sl.cho_factor, stacks=True, double_float=("neuron",))
@@ -34,7 +37,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
     """As SciPy, but the triangle SciPy leaves as garbage holds zeros.  ``lower`` comes
     back as given (SciPy 1.17, one matrix) or as an array of the batch's shape (1.18:
     np.tile; 1.17's batch loop stacks the flags too)."""
-    c = cholesky(a, lower=lower, check_finite=check_finite)
+    c = cholesky(a, lower=lower, overwrite_a=overwrite_a, check_finite=check_finite)
     if scipy_at_least(1, 18) or c.ndim > 2:
         return c, np.tile(lower, reps=tuple(c.shape[:-2]))
     return c, lower
@@ -43,6 +46,7 @@ def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
 @dispatch(_sl.cho_solve, double_float=("neuron",))
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower = c_and_lower
+    given = b
     if isinstance(lower, np.ndarray) or is_torch_array(lower):
         # a batched cho_factor's flags, one per matrix (offload moves them to the device)
         flags = np.asarray(to_host(lower) if is_torch_array(lower) else lower).reshape(-1)
@@ -56,7 +60,7 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
         return b[..., 0].clone() if vec else b.clone()
     x = _autograd.cho_solve(lambda c, b: kernel("linalg.cho_solve", device)((c, lower), b),
                             c.to(dtype), lower, b)
-    return x[..., 0] if vec else x
+    return solved_in(overwrite_b, given, x[..., 0] if vec else x)
 
 
 @dispatch(_sl.cholesky_banded, stacks=True, double_float=("neuron",))

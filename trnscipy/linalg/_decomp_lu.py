@@ -6,6 +6,7 @@ from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
+from trnscipy.linalg._inplace import into, reusable, solved_in
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -32,15 +33,20 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
 @dispatch(_sl.lu_factor, stacks=True, double_float=("neuron",))
 def lu_factor(a, overwrite_a=False, check_finite=True):
+    given = a
     a = as_matrix(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone(), empty(a.shape[:-2] + (min(a.shape[-2:]),), a, torch.int32)
-    return kernel("linalg.lu_factor", a.device)(a)
+    lu, piv = kernel("linalg.lu_factor", a.device)(a)
+    if overwrite_a and reusable(given, lu.dtype, ndims=(2,)):
+        return into(given, lu), piv
+    return lu, piv
 
 
 @dispatch(_sl.lu_solve, double_float=("neuron",))
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     lu, piv = lu_and_piv
+    given = b
     device = device_of(lu, piv, b)
     lu = as_square(lu, device, False, name="lu")
     piv = as_tensor(piv, device, False, dtype=torch.int32)
@@ -54,4 +60,4 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     x = _autograd.lu_solve(
         lambda lu, b, trans: kernel("linalg.lu_solve", device)((lu, piv), b, trans=trans),
         lu.to(dtype), piv, b, trans)
-    return x[..., 0] if vec else x
+    return solved_in(overwrite_b, given, x[..., 0] if vec else x)

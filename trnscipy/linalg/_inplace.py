@@ -1,0 +1,40 @@
+"""SciPy's ``overwrite_a`` / ``overwrite_b``: where LAPACK can work in the caller's array
+(its dtype is the one computed in, its layout the one LAPACK takes), SciPy does, and the
+result is that array (``inv``, ``lu_factor``, ``cholesky``, a solve's ``b``) or the array
+holds a factorization (``solve``'s and ``det``'s LU).  A device call does the same with a
+tensor operand; offload writes the host array back (``_dispatch._written_back``).
+"""
+
+import torch
+
+from trnscipy._dispatch import contiguity
+from trnscipy._double_float import is_exact
+
+__all__ = ["reusable", "into", "solved_in"]
+
+_LAPACK = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+
+
+def reusable(x, dtype, order="F", ndims=(1, 2)):
+    """Whether SciPy would compute in ``x`` itself: a plain tensor (no autograd, not
+    double-float storage) of the LAPACK dtype ``dtype`` computed in, with ``ndims``
+    dimensions (None: any), contiguous in ``order`` ('F': column-major, as LAPACK's
+    matrices; 'C')."""
+    if (not torch.is_tensor(x) or is_exact(x) or x.dtype != dtype or dtype not in _LAPACK
+            or x.requires_grad or (ndims is not None and x.ndim not in ndims)):
+        return False
+    return contiguity(x)[order == "F"]
+
+
+def into(x, value):
+    """``value`` written into ``x``; returns ``x``."""
+    with torch.no_grad():
+        x.copy_(value)
+    return x
+
+
+def solved_in(overwrite_b, b, x):
+    """A solve's ``x``, in the given ``b`` itself where SciPy's LAPACK call solves there."""
+    if overwrite_b and reusable(b, x.dtype) and b.shape == x.shape:
+        return into(b, x)
+    return x
