@@ -282,7 +282,13 @@ def _device_data(tensors):
 
 
 
-def device_loop(body, carry, start, stop, until=None):
+# Built While loops of bodies that read no closure tensors, by the caller's key and the
+# carry's shapes and dtypes: a call of the same loop skips tracing and building the body
+# (a trace and a wait for the device's work in flight each time).
+_BUILT = {}
+
+
+def device_loop(body, carry, start, stop, until=None, key=None):
     """``for j in range(start, stop): carry = body(carry, j)`` as one XLA ``While`` in the
     lazy graph (``start``, ``stop``: int64 device tensors of one element, or Python ints,
     uploaded: either way graph data, so the graph does not depend on them), leaving early
@@ -291,12 +297,19 @@ def device_loop(body, carry, start, stop, until=None):
     loop of m steps compiles m bodies.  ``body`` must be pure tensor code (no host reads,
     no graph cuts) keeping the carry's shapes and dtypes; tensors it reads from its
     closure (a matrix) become loop inputs.  The construction is torch-xla's ``scan``
-    (experimental/scan.py) with the bounds as data."""
+    (experimental/scan.py) with the bounds as data.  ``key``: the body is the same
+    function of the carry for every call with this key (the loop is built once)."""
     import torch_xla.core.xla_builder as xb
     from torch_xla.experimental.scan import Builder
 
     carry = list(carry)
     start, stop = (_bound(b, carry[0].device) for b in (start, stop))
+    built = None if key is None else (key, until, str(carry[0].device),
+                                      tuple((tuple(t.shape), t.dtype) for t in carry))
+    if built in _BUILT:
+        results = torch_xla._XLAC._xla_user_computation("xla::device_loop",
+                                                        [start, stop, *carry], _BUILT[built])
+        return tuple(results[2:2 + len(carry)])
     fakes = [xb.create_placeholder_tensor(t.shape, t.dtype) for t in carry]
     fake_j = xb.create_placeholder_tensor((), torch.int64)
     out = list(body(tuple(fakes), fake_j))
@@ -340,6 +353,8 @@ def device_loop(body, carry, start, stop, until=None):
         return (j + one, stop, *new, *rest[n_carry:])
 
     loop = xb.Op.mkwhile(builder.params(), cond, step).build("device_loop")
+    if built is not None and builder.num_params() == 2 + n_carry:  # (no closure tensors)
+        _BUILT[built] = loop
     results = torch_xla._XLAC._xla_user_computation("xla::device_loop",
                                                     builder.param_tensors(), loop)
     return tuple(results[2:2 + n_carry])
@@ -394,7 +409,7 @@ def _gauss_jordan(D):
         return (M * keep[None, None, :] + new_col[:, :, None] * ek[None, None, :],)
 
     bounds = [torch.tensor(i, dtype=torch.int64, device=D.device) for i in (0, w)]
-    (M,) = device_loop(body, (D.reshape(-1, w, w),), *bounds)
+    (M,) = device_loop(body, (D.reshape(-1, w, w),), *bounds, key="gauss_jordan")
     return M.reshape(shape)
 
 
