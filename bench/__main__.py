@@ -275,6 +275,8 @@ def _merge(results, old):
         merged.setdefault("copy", origin)
     results["merged"] = {k: v for k, v in merged.items() if k in results["sections"]
                          or (k == "copy" and "copy_bandwidth" in results)}
+    if "cold_start" in merged and "cold_start_method" in old["meta"]:  # (its rows' method)
+        results["meta"].setdefault("cold_start_method", old["meta"]["cold_start_method"])
     names = {lane["name"] for lane in results["meta"]["lanes"]}  # (the merged rows' lanes)
     results["meta"]["lanes"] += [lane for lane in old["meta"].get("lanes", [])
                                  if lane["name"] not in names]

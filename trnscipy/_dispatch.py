@@ -297,7 +297,7 @@ def _copies(given, moved):
     offload moved into tensors of their own (a CPU tensor shares the array's memory)."""
     return tuple((x, m, m._version) for x, m in zip(given, moved, strict=True)
                  if isinstance(x, np.ndarray) and x.flags.writeable and is_torch_array(m)
-                 and not (m.device.type == "cpu" and np.shares_memory(x, m.detach().numpy())))
+                 and not (m.device.type == "cpu" and np.may_share_memory(x, m.detach().numpy())))
 
 
 def _written_back(copies, result):
