@@ -1,25 +1,28 @@
 """sqrtm, signm, logm and fractional_matrix_power of real matrices on a Neuron device
 (see ``_refine``): real float32 arithmetic only, double-float where the result is float64.
 
-- float32 start: the scaled Denman-Beavers iteration (Y -> A^1/2, Z -> A^-1/2; Frobenius
-  norm scaling) and the scaled Newton iteration for the sign, each one device loop left
-  on a flag (a step below 2**-10 and one more), one host read.  Its convergence is the
-  test that the result is real: an eigenvalue on the closed negative real axis (sqrtm,
-  logm) or on the imaginary axis (signm) leaves it unconverged, and SciPy runs on the
-  exact values, announced.
+- float32 start: the scaled Denman-Beavers iteration (Y -> A^1/2, Z -> A^-1/2, Frobenius
+  norm scaling), one device loop left on a flag (a step below 2**-10, then one more), one
+  host read.  Its convergence is the test that the root is real: an eigenvalue on the
+  closed negative real axis (or a singular matrix) leaves it unconverged, and SciPy runs
+  on the exact values, announced.  float32 sqrtm returns it.
 - ``sqrtm`` (float64): Newton steps on the double-float residual R = A - X X (Ozaki
-  GEMMs), the correction from X0 E + E X0 = R by the float32 real Bartels-Stewart of the
-  float32 root X0 (``_kernels_struct.sylvester_factors``, one real Schur form, computed
-  once: each step gains float32's precision), until E is below 2**-48 of X (a read per
-  step, at most 8).
-- ``signm`` (float64): sign(A) = N^-1 A with N = sqrtm(A^2) (A^2 by an Ozaki GEMM, N by
-  the refinement above, the double-float solve): a Newton iteration on S would converge
-  to the sign of its float32 start, not of A.
-- ``logm`` (float64): inverse scaling and squaring, double-float square roots until
-  ||X - I||_1 <= 1/4, then log(I + Y) as the degree-8 Gauss-Legendre partial fractions
-  (one stacked double-float solve of the eight shifted systems), times 2^k.
-- ``fractional_matrix_power`` (float64): integer t by double-float repeated squaring (the
-  double-float inverse first for t < 0); otherwise expm(t logm(A)) in double-float.
+  GEMMs), the correction from X0 E + E X0 = R in float32 through the real Schur form of
+  the float32 root X0 (the Francis QR, once): fronts of tiles in closed form, one device
+  loop (``_sum_sylvester``).  Each step gains float32's precision; until E is below 2**-48
+  of X (two steps, then a read per step, at most 8).  Every graph depends on n only.
+- ``signm`` (float64): sign(A) = N^-1 A with N = sqrtm(A^2) (A^2 by an Ozaki GEMM, the
+  double-float solve): a Newton iteration on S would converge to the sign of its float32
+  start, not of A.  float32 and ``disp=False``: the host (SciPy's dtype and tuple follow
+  its funm error estimate).
+- ``logm``: inverse scaling and squaring, double-float square roots until
+  ||X - I||_1 <= 1/4, log(I + Y) as the degree-8 Gauss-Legendre partial fractions (one
+  stacked double-float solve of the eight shifted systems), times 2^k.  float32 input
+  (SciPy's result is double precision): the same on its values, where its spectrum is
+  real (SciPy's result is complex otherwise: the host).
+- ``fractional_matrix_power``: integer t by double-float repeated squaring (the
+  double-float inverse first for t < 0); otherwise expm(t logm(A)) in double-float, where
+  the spectrum is real and positive (otherwise SciPy's result is complex: the host).
 """
 
 import numpy as np
@@ -28,9 +31,11 @@ import scipy.linalg as _sl
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg import _kernels_struct as _ks
 from trnscipy.linalg import _refine as _r
 from trnscipy.linalg import _refine_funcs as _rf
+from trnscipy.linalg._decomp_schur import real_schur
+from trnscipy.linalg._refine_schur import _pattern
+from trnscipy.linalg._validate import LinAlgError
 
 _STEPS = 40  # float32 iteration steps at most (scaled: about 10 for cond 1e6)
 _DONE = 2.0 ** -10  # a relative step this small: one more step reaches float32 rounding
@@ -81,49 +86,73 @@ def _sqrt32(a):
     return y * _df._pow2(e * 0.5), resid
 
 
-def _sign32(a):
-    """(S ~ sign(A), ||S S - I||_F / sqrt(n)) for float32 ``a``: the Newton iteration
-    S -> (mu S + S^-1 / mu) / 2, mu = sqrt(||S^-1||_F / ||S||_F)."""
-    e = _scale_exponent(a)
-    one = torch.ones((), dtype=a.dtype, device=a.device)
-    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+def _sum_sylvester(t, f, pattern, loop):
+    """Y with T Y + Y T = F in float32 (T quasi upper triangular, its 2x2 blocks taken
+    with their mean diagonal): tile (I, J) needs the tiles below it in column J and left
+    of it in row I, so fronts of equal block distance I - J are solved from the lower left
+    corner (2n - 1 fronts, one device loop whose body compiles once, the block pattern as
+    data).  A tile's D_I X + X D_J = R in closed form: with D = a I + E (E^2 = bc I),
+    (s^2 - 4 bc_I bc_J) X = s P + 2 E_I P E_J, P = d R - E_I R - R E_J, d = a_I + a_J,
+    s = d^2 - bc_I - bc_J."""
+    first, second, partner, block = pattern
+    n = t.shape[-1]
+    scale = _df._pow2_ceil(t.abs().max().clamp(min=torch.finfo(t.dtype).tiny))
+    t, f = t / scale, f / scale  # (exact; Y is unchanged)
+    d = t.diagonal()
+    a = 0.5 * (d + d[partner])
+    e = torch.where(first | second, t.gather(1, partner[:, None])[:, 0], 0)  # E[i, p(i)]
+    g = e[partner]  # E[p(j), j]
+    bc = e * g
+    delta = a[:, None] + a[None, :]
+    sigma = delta * delta - bc[:, None] - bc[None, :]
+    det = sigma * sigma - 4 * bc[:, None] * bc[None, :]
+    det = torch.where(det != 0, det, 1)
+    upper = torch.where(block[:, None] < block[None, :], t, 0)
+    dist = block[:, None] - block[None, :]
 
-    def body(carry, _):
-        s, prev, _ = carry
-        si = torch.linalg.inv_ex(s)[0]
-        mu = torch.where(prev > 1e-2, (_fro(si) / _fro(s)).sqrt(), one)
-        s1 = 0.5 * (mu * s + si / mu)
-        change = _fro(s1 - s) / _fro(s1)
-        return s1, change, ~(prev > _DONE)
+    def tile(r):
+        p = delta * r - e[:, None] * r[partner] - r[:, partner] * g[None, :]
+        return (sigma * p + 2 * e[:, None] * p[partner][:, partner] * g[None, :]) / det
 
-    s, _, _ = _loop(a, body, (a * _df._pow2(-e), one,
-                              torch.zeros((), dtype=torch.bool, device=a.device)))
-    return s, _fro(s @ s - eye) / (a.shape[-1] ** 0.5)
+    def front(carry, k):
+        (y,) = carry
+        rest = f - (upper @ y + y @ upper)
+        return (torch.where(dist == n - 1 - k, tile(rest), y),)
+
+    (y,) = loop(front, (torch.zeros_like(t),), 0, 2 * n - 1)
+    return y
 
 
 def _sqrt_pair(A):
-    """The principal square root of the real pair A as a pair, or None where the float32
+    """(the principal square root of the real pair A as a pair, whether A has complex
+    eigenvalues: 2x2 blocks in the root's real Schur form), or None where the float32
     start did not converge (no real principal root: SciPy's result is complex) or the
     Newton steps did not."""
     x0, resid = _sqrt32(A[0])
     if not float(_r._fetch(resid)) <= _START:
         return None
-    factors = _ks.sylvester_factors(x0, x0)
+    try:
+        t, u = real_schur(x0)
+    except LinAlgError:
+        return None
+    pattern = _pattern(t)
+    pairs = pattern[0].any().to(t.dtype)
+    loop = backend(t.device).device_loop
     X = (x0, torch.zeros_like(x0))
     prev = None
     for k in range(_NEWTON):
         R = _df.sub(A, _df.gemm(X, X))
-        E = _ks.sylvester_solve(factors, R[0])
+        E = u @ _sum_sylvester(t, u.mT @ R[0] @ u, pattern, loop) @ u.mT
         X = _df.add_f(X, E)
         if k + 1 < _BLIND:
             continue
-        dn, xn = (float(v) for v in _r._fetch(torch.stack([E.abs().max(),
-                                                             X[0].abs().max()])))
+        dn, xn, two = (float(v) for v in _r._fetch(torch.stack([E.abs().max(),
+                                                                  X[0].abs().max(), pairs])))
         if not (np.isfinite(dn) and np.isfinite(xn)):
             return None
         if dn <= _r._EPS_DF * xn or (prev is not None and dn > 0.5 * prev
                                      and dn <= _r._NOISE * xn):
-            return X
+            return X, bool(two)
         prev = dn
     return None
 
@@ -157,6 +186,7 @@ def sqrtm(a, disp=True, blocksize=None):
     X = _sqrt_pair(A)
     if X is None:
         return _host("sqrtm", "square root", "negative real axis", a, host)
+    X = X[0]
     x = _transfer.df_tensor(*X)
     if disp is False:  # SciPy's ||X X - A||_F^2 / ||A||_F (float32 of the residual)
         R = _df.sub(_df.gemm(X, X), A)
@@ -174,33 +204,40 @@ def signm(a, disp=True):
     if disp is not True:  # SciPy's tuple depends on its funm's error estimate
         return _r._on_host("scipy.linalg.signm", "disp=False returns SciPy's own error "
                            "estimate", host, a)
-    if a.dtype == torch.float32:
-        s, resid = _sign32(a)
-        if not float(_r._fetch(resid)) <= _START:
-            return _host("signm", "sign", "imaginary axis", a, host)
-        return s.contiguous()
+    if a.dtype == torch.float32:  # SciPy: float32, or float64 where its funm estimate
+        # sends it to its Newton iteration (an estimate from the complex Schur form)
+        return _r._on_host("scipy.linalg.signm", "SciPy's float32 result dtype depends on "
+                           "its funm error estimate", host, a)
     A = _r._parts(a)
     N = _sqrt_pair(_df.gemm(A, A))
     if N is None:
         return _host("signm", "sign", "imaginary axis", a, host)
     solve = kind_kernel("linalg.solve", "neuron")
-    return solve(_transfer.df_tensor(*N), a)
+    return solve(_transfer.df_tensor(*N[0]), a)
 
 
 def _log_pair(A):
-    """log of the real pair A as a pair, or None (no real logarithm found)."""
+    """(log of the real pair A as a pair, whether A has complex eigenvalues), or None (no
+    real logarithm found)."""
     eye = torch.eye(A[0].shape[-1], dtype=A[0].dtype, device=A[0].device)
-    X, k = A, 0
+    X, k, pairs = A, 0, None
     while True:
         gap = float(_r._fetch((X[0] - eye).abs().sum(0).max()))
         if not np.isfinite(gap) or k > 40:
             return None
         if gap <= 0.25:
             break
-        X = _sqrt_pair(X)
-        if X is None:
+        root = _sqrt_pair(X)
+        if root is None:
             return None
-        k += 1
+        X, k = root[0], k + 1
+        pairs = root[1] if pairs is None else pairs
+    if pairs is None:  # (A near I: its own real Schur form's blocks)
+        try:
+            t, _ = real_schur(A[0])
+        except LinAlgError:
+            return None
+        pairs = bool(_r._fetch((t.diagonal(-1) != 0).any()))
     Y = _df.add_f(X, -eye)  # X - I (exact for X near I)
     # log(I + Y) = sum_j w_j (I + x_j Y)^-1 Y, x_j the nodes on [0, 1]: one stacked solve
     nodes = [(node + 1) / 2 for node in _GL_NODES]
@@ -213,45 +250,60 @@ def _log_pair(A):
     for j, w in enumerate(_GL_WEIGHTS):
         t = _df.mul(_rf._const(w / 2 * 2.0 ** k, eye), (Z[0][j], Z[1][j]))
         out = t if out is None else _df.add(out, t)
-    return out
+    return out, pairs
 
 
 @register("linalg.logm", "neuron")
 def logm(a):
-    if a.dtype != torch.float64:  # SciPy: complex128 for float32 and complex input
-        return _r._on_host("scipy.linalg.logm", "its float32 and complex results are "
-                           "complex (SciPy's)", lambda h: _sl.logm(h), a)
+    """float64 input: real (SciPy drops an imaginary part within 1e6 eps); float32 input
+    (SciPy computes in float32, returns double precision): the double-float logarithm of
+    its values where its spectrum is real, SciPy's complex128 (host) otherwise."""
+    host = lambda h: _sl.logm(h)  # noqa: E731
+    if a.dtype not in (torch.float32, torch.float64):
+        return _other("logm", a)
     L = _log_pair(_r._parts(a))
     if L is None:
-        return _host("logm", "logarithm", "negative real axis", a, lambda h: _sl.logm(h))
-    return _transfer.df_tensor(*L)
+        return _host("logm", "logarithm", "negative real axis", a, host)
+    if L[1] and a.dtype == torch.float32:
+        return _r._on_host("scipy.linalg.logm", "SciPy's float32 logm of complex "
+                           "eigenvalues is complex", host, a)
+    return _transfer.df_tensor(*L[0])
 
 
 @register("linalg.fractional_matrix_power", "neuron")
 def fractional_matrix_power(a, t):
+    """Integer t: double-float repeated squaring (float64; other dtypes: the generic
+    kernel's products in their dtype); otherwise expm(t logm(A)) in double-float, float64
+    as SciPy's, where A's spectrum is real and positive (else SciPy's result is complex:
+    the host)."""
     host = lambda h: _sl.fractional_matrix_power(h, t)  # noqa: E731
     if t == int(t) and a.dtype != torch.float64:
         return kind_kernel("linalg.fractional_matrix_power", "generic")(a, t)
-    if a.dtype != torch.float64:
-        return _r._on_host("scipy.linalg.fractional_matrix_power", "its float32 and complex "
-                           "results are complex (SciPy's)", host, a)
-    A = _r._parts(a)
+    if a.dtype not in (torch.float32, torch.float64):
+        return _other("fractional_matrix_power", a, t)
     if t == int(t):
-        p = int(t)
-        if p < 0:
-            A, p = _r._parts(kind_kernel("linalg.inv", "neuron")(a)), -p
-        eye = torch.eye(a.shape[-1], dtype=A[0].dtype, device=a.device)
-        out = (eye, torch.zeros_like(eye))
-        first = True
-        while p:
-            if p & 1:
-                out = A if first else _df.gemm(out, A)
-                first = False
-            p >>= 1
-            if p:
-                A = _df.gemm(A, A)
-        return _transfer.df_tensor(*out)
-    L = _log_pair(A)
+        return _transfer.df_tensor(*_power_pair(a, int(t)))
+    L = _log_pair(_r._parts(a))
     if L is None:
         return _host("fractional_matrix_power", "logarithm", "negative real axis", a, host)
+    if L[1]:
+        return _r._on_host("scipy.linalg.fractional_matrix_power", "SciPy's result for "
+                           "complex eigenvalues is complex", host, a)
+    L = L[0]
     return _transfer.df_tensor(*_rf._expm_pair(_df.mul(_rf._const(t, L[0]), L)))
+
+
+def _power_pair(a, p):
+    """A^p of a float64 tensor for integer p, as a pair (binary powering)."""
+    A = _r._parts(a)
+    if p < 0:
+        A, p = _r._parts(kind_kernel("linalg.inv", "neuron")(a)), -p
+    eye = torch.eye(a.shape[-1], dtype=A[0].dtype, device=a.device)
+    out = None
+    while p:
+        if p & 1:
+            out = A if out is None else _df.gemm(out, A)
+        p >>= 1
+        if p:
+            A = _df.gemm(A, A)
+    return out if out is not None else (eye, torch.zeros_like(eye))
