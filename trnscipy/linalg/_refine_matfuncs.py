@@ -16,8 +16,8 @@
   start, not of A.  float32 and ``disp=False``: the host (SciPy's dtype and tuple follow
   its funm error estimate).
 - ``logm``: inverse scaling and squaring, double-float square roots until
-  ||X - I||_1 <= 1/4, log(I + Y) as the degree-8 Gauss-Legendre partial fractions (one
-  stacked double-float solve of the eight shifted systems), times 2^k.  float32 input
+  ||X - I||_1 <= 0.6, log(I + Y) as the 16-point Gauss-Legendre partial fractions (one
+  stacked double-float solve of the 16 shifted systems), times 2^k.  float32 input
   (SciPy's result is double precision): the same on its values, where its spectrum is
   real (SciPy's result is complex otherwise: the host).
 - ``fractional_matrix_power``: integer t by double-float repeated squaring (the
@@ -42,7 +42,11 @@ _DONE = 2.0 ** -10  # a relative step this small: one more step reaches float32 
 _START = 1e-3  # the float32 root's relative residual accepted as a start (else: host)
 _NEWTON = 8  # double-float Newton steps at most
 _BLIND = 2  # of which before the first host read
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)  # log(I + Y), ||Y||_1 <= 1/4
+# log(I + Y) by 16-point Gauss-Legendre (the [16/16] Pade approximant): below float64's
+# rounding for ||Y||_1 <= 0.7; stopping at 0.6 saves a square root over 1/4 (each one
+# doubles the weight of the roots' 2**-48 errors)
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
+_GAP = 0.6
 
 _NO_REAL = "no real {} found (an eigenvalue on or near the {}, or a singular matrix)"
 
@@ -128,6 +132,8 @@ def _sqrt_pair(A):
     eigenvalues: 2x2 blocks in the root's real Schur form), or None where the float32
     start did not converge (no real principal root: SciPy's result is complex) or the
     Newton steps did not."""
+    e = _scale_exponent(A[0])  # A / 2^e, X * 2^(e/2): exact, no float32 under/overflow
+    A = (A[0] * _df._pow2(-e), A[1] * _df._pow2(-e))
     x0, resid = _sqrt32(A[0])
     if not float(_r._fetch(resid)) <= _START:
         return None
@@ -152,7 +158,8 @@ def _sqrt_pair(A):
             return None
         if dn <= _r._EPS_DF * xn or (prev is not None and dn > 0.5 * prev
                                      and dn <= _r._NOISE * xn):
-            return X, bool(two)
+            root = _df._pow2(e * 0.5)
+            return (X[0] * root, X[1] * root), bool(two)
         prev = dn
     return None
 
@@ -225,7 +232,7 @@ def _log_pair(A):
         gap = float(_r._fetch((X[0] - eye).abs().sum(0).max()))
         if not np.isfinite(gap) or k > 40:
             return None
-        if gap <= 0.25:
+        if gap <= _GAP:
             break
         root = _sqrt_pair(X)
         if root is None:
@@ -268,6 +275,16 @@ def logm(a):
         return _r._on_host("scipy.linalg.logm", "SciPy's float32 logm of complex "
                            "eigenvalues is complex", host, a)
     return _transfer.df_tensor(*L[0])
+
+
+@register("linalg._logm_error", "neuron")
+def _logm_error(f, a):
+    """||expm(F) - A||_1 / ||A||_1 of a float64 F: the double-float expm and difference,
+    the norms of its high parts (float32: an estimate, as SciPy's is)."""
+    if f.dtype != torch.float64:
+        return kind_kernel("linalg._logm_error", "generic")(f, a)
+    d = _df.sub(_rf._expm_pair(_r._parts(f)), _r._parts(a))
+    return d[0].abs().sum(0).max() / _r._parts(a)[0].abs().sum(0).max()
 
 
 @register("linalg.fractional_matrix_power", "neuron")
