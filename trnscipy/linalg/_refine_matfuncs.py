@@ -68,8 +68,9 @@ def _loop(x, body, carry):
 
 
 def _sqrt32(a):
-    """(X ~ A^1/2, its relative residual ||X X - A||_F / ||A||_F) for float32 ``a`` (an
-    even power of two near max |A| scaled out exactly): scaled Denman-Beavers."""
+    """(X ~ A^1/2, its relative residual ||X X - A||_F / ||A||_F, inf where the iteration
+    did not settle) for float32 ``a`` (an even power of two near max |A| scaled out
+    exactly): scaled Denman-Beavers."""
     e = _scale_exponent(a)
     b = a * _df._pow2(-e)
     eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
@@ -84,10 +85,10 @@ def _sqrt32(a):
         change = _fro(y1 - y) / _fro(y1)
         return y1, z1, change, ~(prev > _DONE)  # (NaN: done)
 
-    y, _, _, _ = _loop(a, body, (b, eye, one, torch.zeros((), dtype=torch.bool,
-                                                             device=a.device)))
-    resid = _fro(y @ y - b) / _fro(b)
-    return y * _df._pow2(e * 0.5), resid
+    y, _, _, done = _loop(a, body, (b, eye, one, torch.zeros((), dtype=torch.bool,
+                                                                device=a.device)))
+    resid = _fro(y @ y - b) / _fro(b)  # (not converged in _STEPS: inf)
+    return y * _df._pow2(e * 0.5), torch.where(done, resid, torch.inf)
 
 
 def _sum_sylvester(t, f, pattern, loop):
