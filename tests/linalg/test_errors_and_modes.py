@@ -208,16 +208,18 @@ def test_neuron_float64_tensor_made_outside_trnscipy_holds_float32(xla_device, e
 
     a = hpd(6, np.float64, np.random.default_rng(26))
     t = torch.from_numpy(a).to(xla_device)
-    with pytest.warns(Float32StorageWarning, match="holds float32 values"):
-        c = tl.sqrtm(t)  # (its double-float method, from the float32 values held)
+    with pytest.warns(Float32StorageWarning, match="holds float32 values"), \
+            pytest.warns(DeviceFallbackWarning):
+        c = tl.funm(t, np.exp)  # (funm: no Neuron method)
     held = a.astype(np.float32).astype(np.float64)
-    np.testing.assert_allclose(to_np(c), sl.sqrtm(held), rtol=1e-12)  # what is held
-    assert np.abs(to_np(c) - sl.sqrtm(a)).max() > 1e-10  # not float64-accurate
+    np.testing.assert_array_equal(to_np(c), sl.funm(held, np.exp))  # what the device holds
+    assert np.abs(to_np(c) - sl.funm(a, np.exp)).max() > 1e-10  # not float64-accurate
     exact = trnscipy.to_device(a, xla_device)  # through trnscipy: exact on the device
-    np.testing.assert_allclose(to_np(tl.sqrtm(exact)), sl.sqrtm(a), rtol=1e-12)
+    with pytest.warns(DeviceFallbackWarning):
+        np.testing.assert_array_equal(to_np(tl.funm(exact, np.exp)), sl.funm(a, np.exp))
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     with pytest.raises(DeviceUnsupportedError, match="holds float32 values"):
-        tl.sqrtm(t)
+        tl.funm(t, np.exp)
 
 
 @pytest.mark.xla
