@@ -37,7 +37,7 @@ from trnscipy.linalg._decomp_schur import real_schur
 from trnscipy.linalg._refine_schur import _pattern
 from trnscipy.linalg._validate import LinAlgError
 
-_STEPS = 40  # float32 iteration steps at most (scaled: about 10 for cond 1e6)
+_STEPS = 40  # float32 iteration steps at most (scaled: quadratic after a few)
 _DONE = 2.0 ** -10  # a relative step this small: one more step reaches float32 rounding
 _START = 1e-3  # the float32 root's relative residual accepted as a start (else: host)
 _NEWTON = 8  # double-float Newton steps at most
