@@ -414,7 +414,7 @@ def sylvester_factors(a, b):
     block S_kk, which couples its two columns of Y in R Y + Y S = F.  O(m n^2) memory and
     O(m n^3) work (the inverses): sized for control problems, not large n."""
     r, u = _schur(a, "real")
-    s, v = _schur(b, "real")
+    s, v = (r, u) if b is a else _schur(b, "real")  # (sqrtm's X E + E X: one form)
     n, m = r.shape[-1], s.shape[-1]
     sub = np.asarray(_k("linalg._fetch", s)(s.diagonal(-1) != 0)) if m > 1 else []
     blocks, k = [], 0

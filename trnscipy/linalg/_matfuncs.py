@@ -42,8 +42,9 @@ def expm(A):
     return kernel("linalg.expm", a.device)(a)
 
 
-# sqrtm, logm, funm, signm, fractional_matrix_power work in the complex Schur form: Neuron
-# has no complex arithmetic, whatever the input's dtype.
+# funm works in the complex Schur form: Neuron has no complex arithmetic, whatever the
+# input's dtype (sqrtm, logm, signm, fractional_matrix_power: real methods there,
+# ``_refine_matfuncs``).
 _COMPLEX_SCHUR = "it computes with the complex Schur form"
 _NO = object()
 
@@ -59,7 +60,7 @@ def _removed_argument(func, name, value):
                   "1.18.0.", DeprecationWarning, stacklevel=4)
 
 
-@dispatch(_sl.sqrtm, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.sqrtm, double_float=("neuron",))
 def sqrtm(A, disp=_NO, blocksize=_NO):
     for name, value in (("disp", disp), ("blocksize", blocksize)):
         _removed_argument("sqrtm", name, value)
@@ -90,7 +91,7 @@ def _batched(fn, a, *args, **kwargs):
     return torch.stack([o.to(dtype) for o in out]).reshape(a.shape)
 
 
-@dispatch(_sl.logm, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.logm, double_float=("neuron",))
 def logm(A, disp=_NO):
     """Returns double precision where the device has it (SciPy returns float64 for
     float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1)."""
@@ -103,8 +104,13 @@ def logm(A, disp=_NO):
     f = _wide(_batched(kernel("linalg.logm", a.device), a))
     if disp is _NO or disp:
         return f
-    err = norm(expm(f) - a.to(f.dtype), 1) / norm(a, 1)
-    return f, float(err)
+    return f, float(kernel("linalg._logm_error", a.device)(f, a))
+
+
+@register("linalg._logm_error", "generic")
+def _logm_error(f, a):
+    """SciPy's ||expm(F) - A||_1 / ||A||_1."""
+    return norm(expm(f) - a.to(f.dtype), 1) / norm(a, 1)
 
 
 @dispatch(_sl.funm, host=("neuron",), why=_COMPLEX_SCHUR)
@@ -317,7 +323,7 @@ def _batched_tuples(fn, a, *args):
         a.shape[:-2] + torch.as_tensor(out[0][i]).shape) for i in range(len(out[0])))
 
 
-@dispatch(_sl.signm, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.signm, double_float=("neuron",))
 def signm(A, disp=_NO):
     _removed_argument("signm", "disp", disp)
     disp = True if disp is _NO else disp
@@ -325,7 +331,7 @@ def signm(A, disp=_NO):
     return _batched_tuples(lambda m: kernel("linalg.signm", a.device)(m, disp=disp), a)
 
 
-@dispatch(_sl.fractional_matrix_power, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.fractional_matrix_power, double_float=("neuron",))
 def fractional_matrix_power(A, t):
     """Integer ``t`` keeps integer input integer (np.linalg.matrix_power); otherwise the
     result is double precision, as SciPy's."""
