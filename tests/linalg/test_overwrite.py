@@ -82,3 +82,19 @@ def test_overwrite_as_scipy_xla(xla_device, name, order):
     """The host array's layout decides on XLA (a device tensor has none); a written copy
     is written back, and a result that is the copy is the host array itself."""
     _check("xla", name, "d", order, 2 if name == "solve_b" else 1)
+
+
+def test_overwrite_keeps_gradients():
+    """A result autograd tracks is not written into the caller's b (its graph would be
+    lost); b without a gradient of its own is left as it was."""
+    import torch
+
+    a = torch.tensor(_matrix("d", "F"), requires_grad=True)
+    b = torch.ones(3, dtype=torch.float64)
+    x = trnscipy.linalg.solve(a, b, overwrite_b=True)
+    assert x.requires_grad and x is not b
+    assert torch.equal(b, torch.ones(3, dtype=torch.float64))
+    x.sum().backward()
+    expected = -np.outer(np.linalg.solve(_matrix("d", "F").T, np.ones(3)),
+                         np.linalg.solve(_matrix("d", "F"), np.ones(3)))
+    np.testing.assert_allclose(a.grad.numpy(), expected, rtol=1e-12, atol=1e-14)

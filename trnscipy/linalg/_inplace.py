@@ -27,7 +27,10 @@ def reusable(x, dtype, order="F", ndims=(1, 2)):
 
 
 def into(x, value):
-    """``value`` written into ``x``; returns ``x``."""
+    """``value`` written into ``x``; returns ``x`` (``value`` where it carries a
+    gradient: a result autograd tracks stays its own tensor)."""
+    if value.requires_grad:
+        return value
     with torch.no_grad():
         x.copy_(value)
     return x
