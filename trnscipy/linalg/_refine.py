@@ -353,14 +353,15 @@ def _mm(A, x):
 
 @register("linalg._matmul", "neuron")
 def _matmul(a, b):
-    """a @ b: float64 operands (2-D a, 1-D or 2-D b) by double-float products."""
-    if not _df64(a, b) or a.ndim != 2 or b.ndim not in (1, 2) or a.is_complex() \
-            or b.is_complex():
+    """a @ b: float64 operands (a 2-D a and a 1-D b, or stacks of matrices, their leading
+    dimensions broadcast) by double-float products."""
+    if not _df64(a, b) or a.ndim < 2 or b.ndim < 1 or (b.ndim == 1 and a.ndim != 2) \
+            or a.is_complex() or b.is_complex():
         return _k._matmul(a, b)
-    x = _parts(b if b.ndim == 2 else b[:, None])
+    x = _parts(b if b.ndim >= 2 else b[:, None])
     hi, lo = _mm(_parts(a), x)
-    return _transfer.df_tensor(hi, lo) if b.ndim == 2 else _transfer.df_tensor(hi[:, 0],
-                                                                                 lo[:, 0])
+    return _transfer.df_tensor(hi, lo) if b.ndim >= 2 else _transfer.df_tensor(hi[:, 0],
+                                                                                  lo[:, 0])
 
 
 def _rows(p, idx):
