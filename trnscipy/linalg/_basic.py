@@ -195,10 +195,13 @@ def _banded_rhs(ab, b, name):
 _TOEPLITZ = (("c_or_cr", 1), (("c_or_cr", 0), 1), (("c_or_cr", 1), 1))
 
 
-@dispatch(_sl.solve_banded, double_float=("neuron",),
+@dispatch(_sl.solve_banded, stacks=True, double_float=("neuron",),
           batch=((("l_and_u", 0), 0), (("l_and_u", 1), 0), ("ab", 2), ("b", "1|2")))
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
-    """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's)."""
+    """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's).  A
+    stack (the dispatcher's broadcast) is one solve, but for per-matrix l and u."""
+    if any(getattr(x, "ndim", 0) > 0 for x in l_and_u):
+        raise PerMatrix  # (each matrix its own band widths: SciPy's loop)
     lower, upper = (int(x) for x in l_and_u)
     device = device_of(ab, b)
     ab = as_matrix(ab, device, False, name="ab", small_ints=torch.float64)
@@ -211,6 +214,8 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
                          f"l+u+1 ({lower + upper + 1}) does not equal ab.shape[0] "
                          f"({ab.shape[-2]})")
     dtype = torch.promote_types(ab.dtype, b.dtype)
+    if (b.numel() == 0 or ab.shape[-1] == 1) and max(ab.ndim, bm.ndim) > 2:
+        raise PerMatrix  # (SciPy's loop's shapes)
     if b.numel() == 0:
         return b.to(dtype).clone()
     if ab.shape[-1] == 1:

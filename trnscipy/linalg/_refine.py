@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, backend, kernel, register
 from trnscipy._torch import torch
@@ -454,8 +455,9 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
-    if b is not None or (a.ndim > 2 and subset_by_value is not None):
-        # (a stack's subsets by value differ in size per matrix)
+    if b is None and a.ndim > 2 and subset_by_value is not None:
+        raise PerMatrix  # (a stack's subsets by value differ in size per matrix)
+    if b is not None:
         return _on_host("scipy.linalg.eigh", "generalized input (or a batch with "
                         "subset_by_value) has no double-float method", lambda *x: _k._sl.eigh(
                             *x, lower=lower, eigvals_only=eigvals_only, type=type,
