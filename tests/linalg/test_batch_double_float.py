@@ -18,6 +18,9 @@ SQ = rng.random((3, 4, 4)) + 4 * np.eye(4)
 SYM = SQ + SQ.swapaxes(-1, -2)
 TALL = rng.random((3, 6, 4))
 RHS = rng.random((3, 6, 2))
+HBAND = rng.random((3, 2, 5)) + np.array([[4], [0]])  # lower form: the diagonal first
+RHS5 = rng.random((3, 5, 2))
+DIAG, OFF = rng.random((3, 5)), rng.random((3, 4))
 # expm: each matrix its own scaling (none, a few squarings, many) and Pade degree
 EXPM = np.stack([SQ[0] / 100, SQ[1] * 3, 30 * (SQ[2] - SQ[2].T)])
 
@@ -50,6 +53,7 @@ def _scipy_loop(fn, *stacks):
 
 
 def _kernels():
+    from trnscipy.linalg import _refine_band as B
     from trnscipy.linalg import _refine_funcs as F
     from trnscipy.linalg import _refine_lsq as L
     from trnscipy.linalg import _refine_orth as O
@@ -68,6 +72,19 @@ def _kernels():
         "expm": (F.expm, sl.expm, (EXPM,), 1e-12),
         "coshm": (lambda a: F._expm_half(a, 1), sl.coshm, (SQ / 4,), 1e-12),
         "polar": (F.polar, sl.polar, (SQ,), 1e-12),
+        "solveh_banded": (lambda a, b: B.solveh_banded(a, b, lower=True),
+                          lambda a, b: sl.solveh_banded(a, b, lower=True), (HBAND, RHS5),
+                          1e-12),
+        "cholesky_banded": (lambda a: B.cholesky_banded(a, lower=True),
+                            lambda a: sl.cholesky_banded(a, lower=True), (HBAND,), 1e-12),
+        "eig_banded": (lambda a: B.eig_banded(a, lower=True, eigvals_only=True, select=2,
+                                              select_range=(1, 3)),
+                       lambda a: sl.eig_banded(a, lower=True, eigvals_only=True,
+                                               select="i", select_range=(1, 3)),
+                       (HBAND,), 1e-12),
+        "eigh_tridiagonal": (lambda d, e: B.eigh_tridiagonal(d, e, eigvals_only=True),
+                             lambda d, e: sl.eigh_tridiagonal(d, e, eigvals_only=True),
+                             (DIAG, OFF), 1e-12),
     }
 
 
@@ -85,7 +102,8 @@ def _signs(ref, parts, name):
 
 
 @pytest.mark.parametrize("name", ["lstsq", "pinv", "pinvh", "qr_economic", "svd",
-                                  "svdvals", "expm", "coshm", "polar"])
+                                  "svdvals", "expm", "coshm", "polar", "solveh_banded",
+                                  "cholesky_banded", "eig_banded", "eigh_tridiagonal"])
 def test_double_float_stack_is_its_single_calls(name):
     """The 'neuron' kernel given a stack (it raised PerMatrix, or looped, before): SciPy's
     batched values to double-float accuracy, and each matrix its single call's."""

@@ -198,6 +198,12 @@ STACKS = {
     "solveh_banded_matrix": (lambda m, a, b: m.solveh_banded(a, b, lower=True), (HBAND, B),
                              (2, 2)),
     "eigvals_banded": (lambda m, a: m.eigvals_banded(a[..., :2, :], lower=True), (A,), (2,)),
+    "solve_banded": (lambda m, a, b: m.solve_banded((1, 1), a[..., 1:, :], b), (A, B),
+                     (2, 2)),
+    "solve_banded_vector": (lambda m, a, v: m.solve_banded((1, 1), a[..., 1:, :], v),
+                            (A, S[0, 0]), (2, 1)),
+    "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
+                         (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
 }
 
 
@@ -270,7 +276,7 @@ def test_maybe_real_decides_per_matrix():
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao"])
+@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""
