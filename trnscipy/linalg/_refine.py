@@ -126,6 +126,17 @@ def _refine(product, b, approx, check=None):
     return result
 
 
+def _kept(done, new, old):
+    """The carry ``new`` with the matrices of a stack that ``done`` (a host bool array of
+    the batch's shape) marks left at ``old``: a converged matrix stops where its single
+    call would while the others step."""
+    if not np.any(done):
+        return tuple(new)
+    keep = torch.as_tensor(np.asarray(done), device=old[0].device)
+    return tuple(torch.where(keep.reshape(keep.shape + (1,) * (n.ndim - keep.ndim)), o, n)
+                 for n, o in zip(new, old, strict=True))
+
+
 def _trsm(a, b, upper, trans=0, unit=False):
     return kernel("linalg._trsm", a.device)(a, b, upper=upper, trans=trans, unit=unit)
 

@@ -129,12 +129,7 @@ def _solve(B, F, G, wide):
             return answer(c), s, smin, smax, None
         if np.isnan(dn).any() or np.isnan(xn).any():
             break
-        new = loop(body, c, 0, 1)
-        if done.any():  # (a stack) the converged matrices keep their carry
-            keep = torch.as_tensor(done, device=r.device)
-            new = tuple(torch.where(keep.reshape(keep.shape + (1,) * (t.ndim - keep.ndim)),
-                                    o, t) for t, o in zip(new, c, strict=True))
-        c = new
+        c = _r._kept(done, loop(body, c, 0, 1), c)
         prev, dn, xn = np.asarray(_r._fetch(torch.stack(
             [c[4], c[5], _max(answer(c)[0])])), dtype=np.float64)
     return answer(c), s, smin, smax, _HOST

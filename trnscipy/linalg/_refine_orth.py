@@ -188,12 +188,7 @@ def _step_until(step, carry, more, done, apart=None):
         if ok.all() or np.isnan(values[-1]).any() or \
                 (apart is not None and not (values[0] >= apart).all()):
             break
-        new = step(carry, None)
-        if ok.any():
-            keep = torch.as_tensor(ok, device=carry[0].device)
-            new = tuple(torch.where(keep.reshape(keep.shape + (1,) * (t.ndim - keep.ndim)),
-                                    o, t) for t, o in zip(new, carry, strict=True))
-        carry = new
+        carry = _r._kept(ok, step(carry, None), carry)
         values = read(carry)
     return carry, values
 
