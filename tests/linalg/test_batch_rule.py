@@ -356,3 +356,24 @@ def test_declared_core_dims_are_scipys(name):
     assert wrapper._trnscipy_batch[1]
     if found is not None:
         assert wrapper._trnscipy_batch[0] == found
+
+
+@pytest.mark.parametrize("name", ["orth", "null_space"])
+def test_rank_revealing_stacks(name):
+    """CPU tensors (XLA compiles the svd for a minute; the stacks path is the same there):
+    orth and null_space take stacks (one svd, one host read of the ranks): the
+    subspaces of SciPy's loop; matrices of different ranks raise NumPy's ValueError of
+    SciPy's loop (the loop's torch.stack raised RuntimeError)."""
+    fn = getattr(tl, name)
+    assert fn._trnscipy_batch[1], "the implementation takes stacks"
+    a = rng.random((2, 3, 5, 4))
+    a[..., 3] = a[..., 0]  # rank 3 each
+    ref, out = getattr(sl, name)(a), _host(fn(_dev(a, "cpu")))
+    assert out.shape == ref.shape
+    proj = lambda q: q @ q.swapaxes(-1, -2)  # noqa: E731  (bases: unique up to rotation)
+    np.testing.assert_allclose(proj(out), proj(ref), atol=1e-12)
+    a[0, 1, :, 3] = rng.random(5)  # rank 4
+    with pytest.raises(ValueError, match="same shape"):
+        getattr(sl, name)(a)
+    with pytest.raises(ValueError, match="same shape"):
+        fn(_dev(a, "cpu"))
