@@ -202,6 +202,11 @@ STACKS = {
                      (2, 2)),
     "solve_banded_vector": (lambda m, a, v: m.solve_banded((1, 1), a[..., 1:, :], v),
                             (A, S[0, 0]), (2, 1)),
+    "matmul_toeplitz": (lambda m, c, x: m.matmul_toeplitz((c, 2 * c), x), (S, B[..., :4, :]),
+                        (1, 2)),
+    "matmul_toeplitz_vector": (lambda m, c, v: m.matmul_toeplitz(c, v), (S, S[0, 0]), (1, 1)),
+    "solve_toeplitz": (lambda m, c, b: m.solve_toeplitz(c + np.eye(4)[0] * 4, b), (S, B),
+                       (1, 2)),
     "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
                          (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
 }

@@ -255,21 +255,28 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=T
 
 
 def _toeplitz_args(c_or_cr, b, check_finite, square=True):
-    """SciPy's argument rules for the Toeplitz solvers: (c, r, b) in float64/complex128."""
+    """SciPy's argument rules for the Toeplitz solvers: (c, r, b) in float64/complex128.
+    A stack (the dispatcher's broadcast: c or r of two or more dimensions, or b of three)
+    keeps its batch dimensions: c and r (..., n), b (n,) or (..., n, k)."""
     c, r = c_or_cr if isinstance(c_or_cr, tuple) else (c_or_cr, None)
     if b is None:
         raise ValueError("`b` must be an array, not None.")
     device = device_of(c, r, b)
-    c = as_tensor(c, device, check_finite).reshape(-1)
-    r = c.conj() if r is None else as_tensor(r, device, check_finite).reshape(-1)
+    c = as_tensor(c, device, check_finite)
+    r = None if r is None else as_tensor(r, device, check_finite)
     b = as_tensor(b, device, check_finite)
-    if (square and r.shape[0] != c.shape[0]) or b.shape[0] != r.shape[0]:
+    if c.ndim < 2 and (r is None or r.ndim < 2) and b.ndim < 3:
+        c, r = c.reshape(-1), None if r is None else r.reshape(-1)
+    r = c.conj() if r is None else r
+    rows = b.shape[0] if b.ndim == 1 or c.ndim < 2 and r.ndim < 2 and b.ndim < 3 else \
+        b.shape[-2]
+    if (square and r.shape[-1] != c.shape[-1]) or rows != r.shape[-1]:
         raise ValueError("Incompatible dimensions.")
     dtype = torch.complex128 if any(t.is_complex() for t in (c, r, b)) else torch.float64
     return tuple(tensor_on(t, device, dtype) for t in (c, r, b))  # exact on float32 storage
 
 
-@dispatch(_sl.solve_toeplitz, composite=True, batch=_TOEPLITZ + (("b", "1|2"),))
+@dispatch(_sl.solve_toeplitz, composite=True, stacks=True, batch=_TOEPLITZ + (("b", "1|2"),))
 def solve_toeplitz(c_or_cr, b, check_finite=True):
     """CPU: SciPy's Levinson recursion on views.  Elsewhere the dense Toeplitz matrix
     (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2);
@@ -287,11 +294,15 @@ def _solve_toeplitz_dense(c, r, b):
     # r only, so SciPy's own recursion decides it on their host copies (2n numbers read,
     # O(n^2) host work, no right-hand side)
     ch, rh = to_host(c), to_host(r)
-    _sl.solve_toeplitz((ch, rh), np.zeros(ch.shape[0], dtype=ch.dtype), check_finite=False)
-    return solve(toeplitz(c, r), b, check_finite=False)
+    _sl.solve_toeplitz((ch, rh), np.zeros(ch.shape + (1,), dtype=ch.dtype),
+                       check_finite=False)
+    t = toeplitz(c, r)
+    if b.ndim == 1 and t.ndim > 2:  # (a stack's shared vector: solve's "1|2" core)
+        return solve(t, b[:, None], check_finite=False)[..., 0]
+    return solve(t, b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),),
+@dispatch(_sl.matmul_toeplitz, double=True, stacks=True, batch=_TOEPLITZ + (("x", "1|2"),),
           double_float=("neuron",))
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs), in float64 as SciPy
@@ -299,7 +310,10 @@ def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     from trnscipy.linalg._special_matrices import toeplitz
 
     c, r, x = _toeplitz_args(c_or_cr, x, check_finite, square=False)
-    return kernel("linalg._matmul", x.device)(toeplitz(c, r), x)
+    t = toeplitz(c, r)
+    if x.ndim == 1 and t.ndim > 2:  # (a stack's shared vector: a column of each product)
+        return kernel("linalg._matmul", x.device)(t, x[:, None])[..., 0]
+    return kernel("linalg._matmul", x.device)(t, x)
 
 
 def _axis_len(name, a, axis):
