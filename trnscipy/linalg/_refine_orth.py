@@ -220,7 +220,10 @@ def qr(a, mode="full", pivoting=False):
         return _xla_dense.qr(a, mode=mode, pivoting=pivoting)
     host = lambda reason: _r._on_host("scipy.linalg.qr", reason, lambda x: _k._sl.qr(  # noqa: E731
         x, mode=mode, pivoting=pivoting, check_finite=False), a)
-    if a.ndim != 2 and (pivoting or mode == "raw"):
+    if a.ndim != 2 and (pivoting or mode == "raw" or (mode == "full"
+                                                       and a.shape[-2] > a.shape[-1])):
+        # (a full Q's columns past n are any orthonormal complement: the float32 start's,
+        # which a batched graph rounds otherwise than a single one; SciPy's loop's instead)
         raise PerMatrix
     if pivoting or mode == "raw":
         return host("column pivoting and mode='raw' (LAPACK's Householder form) have no "
@@ -372,6 +375,8 @@ def _svd(a, full_matrices, compute_uv):
 
     A = _r._parts(a)  # (a stack: one refinement for the batch)
     m, n = a.shape[-2:]
+    if a.ndim > 2 and full_matrices and compute_uv and m != n:
+        raise PerMatrix  # (the full U or V's complement: as qr's full Q above)
     wide = m < n
     if wide:
         A, m, n = _r._t(A), n, m
