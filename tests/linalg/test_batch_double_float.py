@@ -135,6 +135,20 @@ def test_double_float_stack_needing_the_host_runs_per_matrix():
         L.pinv(_pair(stack))
 
 
+def test_double_float_stack_full_complement_runs_per_matrix():
+    """A full Q (or U, V) of a rectangular stack has columns past the rank that are any
+    orthonormal complement, the float32 start's, which XLA rounds otherwise in a batched
+    graph than in a single one (SciPy's test_batch: 3e-7 apart in float64): per matrix."""
+    from trnscipy._batch import PerMatrix
+    from trnscipy.linalg import _refine_orth as O
+
+    with pytest.raises(PerMatrix):
+        O.qr(_pair(TALL), mode="full")
+    with pytest.raises(PerMatrix):
+        O._svd(_pair(TALL), True, True)
+    assert O._svd(_pair(TALL), True, False).shape == (3, 4)  # (s alone: one refinement)
+
+
 # ---- emulated Neuron: executions of a batch -----------------------------------------------
 
 _DEVICE_CALLS = {
