@@ -102,7 +102,10 @@ def _signs(ref, parts, name):
 
 
 @pytest.mark.parametrize("name", ["lstsq", "pinv", "pinvh", "qr_economic", "svd",
-                                  "svdvals", "expm", "coshm", "polar", "solveh_banded",
+                                  "svdvals", "expm", "coshm", "solveh_banded",
+                                  # (100 Newton-Schulz steps: the CPU's device loop
+                                  # runs them all)
+                                  pytest.param("polar", marks=pytest.mark.slow),
                                   "cholesky_banded", "eig_banded", "eigh_tridiagonal"])
 def test_double_float_stack_is_its_single_calls(name):
     """The 'neuron' kernel given a stack (it raised PerMatrix, or looped, before): SciPy's
