@@ -336,14 +336,28 @@ def norm(a, ord=None, axis=None, keepdims=False):
     if ord in (None, "fro", "f"):
         r = _df.norm3([p.reshape(*p.shape[:-2], -1) for p in M])
     elif ord in (2, -2, "nuc"):  # the refined singular values (double-float accuracy)
-        s = kind_kernel("linalg.svdvals", "neuron")(_transfer.df_tensor(*M))
-        s = _transfer.df_triple(s)
+        s = _svdvals_triple(M)
         r = (_df.tree_sum3(s) if ord == "nuc" else
              tuple(p[..., 0] if ord == 2 else p[..., -1] for p in s))
     else:  # 1, -1: column sums of |a|; inf, -inf: row sums
         sums = _df.tree_sum3(_magnitudes(M), dim=-2 if ord in (1, -1) else -1)
         r = _extreme(sums, largest=ord in (1, np.inf), dim=-1)
     return _result(r, axes, keepdims)
+
+
+def _svdvals_triple(M):
+    """The refined singular values of the pair M (a matrix or a stack) as triples; a stack
+    one of whose matrices the refinement leaves to the host runs matrix by matrix (the
+    svd kernel's PerMatrix is the dispatcher's signal, which no dispatcher sees here)."""
+    svdvals = kind_kernel("linalg.svdvals", "neuron")
+    try:
+        return _transfer.df_triple(svdvals(_transfer.df_tensor(*M)))
+    except PerMatrix:
+        flat = [p.reshape(-1, *p.shape[-2:]) for p in M]
+        each = [_transfer.df_triple(svdvals(_transfer.df_tensor(flat[0][i], flat[1][i])))
+                for i in range(flat[0].shape[0])]
+        return tuple(torch.stack(q).reshape(M[0].shape[:-2] + q[0].shape[-1:])
+                     for q in zip(*each, strict=True))
 
 
 def _magnitudes(x):
