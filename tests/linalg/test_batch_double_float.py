@@ -193,3 +193,17 @@ def test_neuron_stack_one_refinement(name, emulate_neuron, xla_device, monkeypat
     for i in range(3):
         np.testing.assert_allclose(outs["batch"][i], outs[i], rtol=1e-12,
                                    atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # the refined svd's graphs compile for minutes
+def test_neuron_norm2_of_a_stack(emulate_neuron, xla_device):
+    """norm(ord=2) over the last two axes of a float64 stack on emulated Neuron (the svd
+    kernel's PerMatrix escaped there, for every stack): one refined svdvals, and matrix by
+    matrix where one matrix (repeated singular values) needs the host."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    for x in (SQ, np.stack([SQ[0], np.eye(4), SQ[2]])):
+        out = trnscipy.to_host(tl.norm(trnscipy.to_device(x, xla_device), 2, axis=(1, 2)))
+        np.testing.assert_allclose(out, np.linalg.norm(x, 2, axis=(1, 2)), rtol=1e-13)
