@@ -163,6 +163,9 @@ class Batch:
         """The batch's results of one output stacked.  A nested tuple (matrix_balance's
         ``(scale, perm)`` with ``separate=True``) becomes one array per matrix, as NumPy
         makes of it in SciPy's batch loop: shape (..., 2, n), dtypes promoted."""
+        if len({tuple(np.shape(p)) for p in parts if not isinstance(p, tuple)}) > 1:
+            # (orth of matrices of different ranks) NumPy's error in SciPy's loop
+            raise ValueError("all input arrays must have the same shape")
         out = _tensor(tuple(parts), device)
         return out.reshape(self.shape + tuple(out.shape[1:]))
 

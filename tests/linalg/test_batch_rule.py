@@ -198,6 +198,17 @@ STACKS = {
     "solveh_banded_matrix": (lambda m, a, b: m.solveh_banded(a, b, lower=True), (HBAND, B),
                              (2, 2)),
     "eigvals_banded": (lambda m, a: m.eigvals_banded(a[..., :2, :], lower=True), (A,), (2,)),
+    "solve_banded": (lambda m, a, b: m.solve_banded((1, 1), a[..., 1:, :], b), (A, B),
+                     (2, 2)),
+    "solve_banded_vector": (lambda m, a, v: m.solve_banded((1, 1), a[..., 1:, :], v),
+                            (A, S[0, 0]), (2, 1)),
+    "matmul_toeplitz": (lambda m, c, x: m.matmul_toeplitz((c, 2 * c), x), (S, B[..., :4, :]),
+                        (1, 2)),
+    "matmul_toeplitz_vector": (lambda m, c, v: m.matmul_toeplitz(c, v), (S, S[0, 0]), (1, 1)),
+    "solve_toeplitz": (lambda m, c, b: m.solve_toeplitz(c + np.eye(4)[0] * 4, b), (S, B),
+                       (1, 2)),
+    "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
+                         (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
 }
 
 
@@ -270,7 +281,7 @@ def test_maybe_real_decides_per_matrix():
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao"])
+@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""
@@ -350,3 +361,24 @@ def test_declared_core_dims_are_scipys(name):
     assert wrapper._trnscipy_batch[1]
     if found is not None:
         assert wrapper._trnscipy_batch[0] == found
+
+
+@pytest.mark.parametrize("name", ["orth", "null_space"])
+def test_rank_revealing_stacks(name):
+    """CPU tensors (XLA compiles the svd for a minute; the stacks path is the same there):
+    orth and null_space take stacks (one svd, one host read of the ranks): the
+    subspaces of SciPy's loop; matrices of different ranks raise NumPy's ValueError of
+    SciPy's loop (the loop's torch.stack raised RuntimeError)."""
+    fn = getattr(tl, name)
+    assert fn._trnscipy_batch[1], "the implementation takes stacks"
+    a = rng.random((2, 3, 5, 4))
+    a[..., 3] = a[..., 0]  # rank 3 each
+    ref, out = getattr(sl, name)(a), _host(fn(_dev(a, "cpu")))
+    assert out.shape == ref.shape
+    proj = lambda q: q @ q.swapaxes(-1, -2)  # noqa: E731  (bases: unique up to rotation)
+    np.testing.assert_allclose(proj(out), proj(ref), atol=1e-12)
+    a[0, 1, :, 3] = rng.random(5)  # rank 4
+    with pytest.raises(ValueError, match="same shape"):
+        getattr(sl, name)(a)
+    with pytest.raises(ValueError, match="same shape"):
+        fn(_dev(a, "cpu"))

@@ -211,10 +211,13 @@ def _banded_rhs(ab, b, name):
 _TOEPLITZ = (("c_or_cr", 1), (("c_or_cr", 0), 1), (("c_or_cr", 1), 1))
 
 
-@dispatch(_sl.solve_banded, double_float=("neuron",),
+@dispatch(_sl.solve_banded, stacks=True, double_float=("neuron",),
           batch=((("l_and_u", 0), 0), (("l_and_u", 1), 0), ("ab", 2), ("b", "1|2")))
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
-    """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's)."""
+    """The band is expanded to the dense matrix off the CPU (O(n^3) work, not gbsv's).  A
+    stack (the dispatcher's broadcast) is one solve, but for per-matrix l and u."""
+    if any(getattr(x, "ndim", 0) > 0 for x in l_and_u):
+        raise PerMatrix  # (each matrix its own band widths: SciPy's loop)
     lower, upper = (int(x) for x in l_and_u)
     device = device_of(ab, b)
     ab = as_matrix(ab, device, False, name="ab", small_ints=torch.float64)
@@ -227,6 +230,8 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
                          f"l+u+1 ({lower + upper + 1}) does not equal ab.shape[0] "
                          f"({ab.shape[-2]})")
     dtype = torch.promote_types(ab.dtype, b.dtype)
+    if (b.numel() == 0 or ab.shape[-1] == 1) and max(ab.ndim, bm.ndim) > 2:
+        raise PerMatrix  # (SciPy's loop's shapes)
     if b.numel() == 0:
         return b.to(dtype).clone()
     if ab.shape[-1] == 1:
@@ -266,21 +271,28 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False, check_finite=T
 
 
 def _toeplitz_args(c_or_cr, b, check_finite, square=True):
-    """SciPy's argument rules for the Toeplitz solvers: (c, r, b) in float64/complex128."""
+    """SciPy's argument rules for the Toeplitz solvers: (c, r, b) in float64/complex128.
+    A stack (the dispatcher's broadcast: c or r of two or more dimensions, or b of three)
+    keeps its batch dimensions: c and r (..., n), b (n,) or (..., n, k)."""
     c, r = c_or_cr if isinstance(c_or_cr, tuple) else (c_or_cr, None)
     if b is None:
         raise ValueError("`b` must be an array, not None.")
     device = device_of(c, r, b)
-    c = as_tensor(c, device, check_finite).reshape(-1)
-    r = c.conj() if r is None else as_tensor(r, device, check_finite).reshape(-1)
+    c = as_tensor(c, device, check_finite)
+    r = None if r is None else as_tensor(r, device, check_finite)
     b = as_tensor(b, device, check_finite)
-    if (square and r.shape[0] != c.shape[0]) or b.shape[0] != r.shape[0]:
+    if c.ndim < 2 and (r is None or r.ndim < 2) and b.ndim < 3:
+        c, r = c.reshape(-1), None if r is None else r.reshape(-1)
+    r = c.conj() if r is None else r
+    rows = b.shape[0] if b.ndim == 1 or c.ndim < 2 and r.ndim < 2 and b.ndim < 3 else \
+        b.shape[-2]
+    if (square and r.shape[-1] != c.shape[-1]) or rows != r.shape[-1]:
         raise ValueError("Incompatible dimensions.")
     dtype = torch.complex128 if any(t.is_complex() for t in (c, r, b)) else torch.float64
     return tuple(tensor_on(t, device, dtype) for t in (c, r, b))  # exact on float32 storage
 
 
-@dispatch(_sl.solve_toeplitz, composite=True, batch=_TOEPLITZ + (("b", "1|2"),))
+@dispatch(_sl.solve_toeplitz, composite=True, stacks=True, batch=_TOEPLITZ + (("b", "1|2"),))
 def solve_toeplitz(c_or_cr, b, check_finite=True):
     """CPU: SciPy's Levinson recursion on views.  Elsewhere the dense Toeplitz matrix
     (trnscipy's toeplitz) through trnscipy's solve: O(n^3) instead of Levinson's O(n^2);
@@ -298,11 +310,15 @@ def _solve_toeplitz_dense(c, r, b):
     # r only, so SciPy's own recursion decides it on their host copies (2n numbers read,
     # O(n^2) host work, no right-hand side)
     ch, rh = to_host(c), to_host(r)
-    _sl.solve_toeplitz((ch, rh), np.zeros(ch.shape[0], dtype=ch.dtype), check_finite=False)
-    return solve(toeplitz(c, r), b, check_finite=False)
+    _sl.solve_toeplitz((ch, rh), np.zeros(ch.shape + (1,), dtype=ch.dtype),
+                       check_finite=False)
+    t = toeplitz(c, r)
+    if b.ndim == 1 and t.ndim > 2:  # (a stack's shared vector: solve's "1|2" core)
+        return solve(t, b[:, None], check_finite=False)[..., 0]
+    return solve(t, b, check_finite=False)
 
 
-@dispatch(_sl.matmul_toeplitz, double=True, batch=_TOEPLITZ + (("x", "1|2"),),
+@dispatch(_sl.matmul_toeplitz, double=True, stacks=True, batch=_TOEPLITZ + (("x", "1|2"),),
           double_float=("neuron",))
 def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     """The dense Toeplitz matrix times x (one GEMM; SciPy uses FFTs), in float64 as SciPy
@@ -310,7 +326,10 @@ def matmul_toeplitz(c_or_cr, x, check_finite=False, workers=None):
     from trnscipy.linalg._special_matrices import toeplitz
 
     c, r, x = _toeplitz_args(c_or_cr, x, check_finite, square=False)
-    return kernel("linalg._matmul", x.device)(toeplitz(c, r), x)
+    t = toeplitz(c, r)
+    if x.ndim == 1 and t.ndim > 2:  # (a stack's shared vector: a column of each product)
+        return kernel("linalg._matmul", x.device)(t, x[:, None])[..., 0]
+    return kernel("linalg._matmul", x.device)(t, x)
 
 
 def _axis_len(name, a, axis):

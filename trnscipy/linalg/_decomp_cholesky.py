@@ -5,6 +5,7 @@ import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
 from trnscipy import _autograd
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
@@ -73,7 +74,7 @@ def cholesky_banded(ab, overwrite_ab=False, lower=False, check_finite=True):
     return kernel("linalg.cholesky_banded", ab.device)(ab, lower=lower)
 
 
-@dispatch(_sl.cho_solve_banded, double_float=("neuron",),
+@dispatch(_sl.cho_solve_banded, stacks=True, double_float=("neuron",),
           batch=((("cb_and_lower", 0), 2), ("b", "1|2")))
 def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
     cb, lower = cb_and_lower
@@ -82,10 +83,12 @@ def cho_solve_banded(cb_and_lower, b, overwrite_b=False, check_finite=True):
     b = as_tensor(b, device, False)
     if check_finite:
         check_finite_(cb, b)
-    vec = b.ndim == cb.ndim - 1
+    vec = b.ndim == 1  # (SciPy's "1|2" core: a stack's b of 2 dimensions is a matrix)
     if b.ndim == 0 or (b.shape[-1] if vec else b.shape[-2]) != cb.shape[-1]:
         raise ValueError("shapes of cb and b are not compatible.")
     dtype = torch.promote_types(cb.dtype, b.dtype)
+    if b.numel() == 0 and max(cb.ndim, b.ndim) > 2:
+        raise PerMatrix  # (SciPy's loop's shape)
     if b.numel() == 0:
         return b.to(dtype).clone()
     x = kernel("linalg.cho_solve_banded", device)((cb.to(dtype), lower),

@@ -10,7 +10,6 @@ from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy._transfer import held_as_parts
 from trnscipy.linalg._validate import as_matrix, as_tensor, device_of, empty
 
 __all__ = ["qr", "qr_multiply", "rq"]
@@ -65,7 +64,7 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
                 overwrite_c=False):
     """Q from trnscipy's qr, then one matrix product (SciPy applies the reflectors).  A
     stack (the dispatcher's broadcast: an operand without batch dimensions stays as it
-    is) runs at once but for column pivoting and double-float products (one matrix)."""
+    is) runs at once but for column pivoting."""
     if mode not in ("left", "right"):
         raise ValueError(f"Mode argument can only be 'left' or 'right' but not '{mode}'")
     device = device_of(a, c)
@@ -76,7 +75,7 @@ def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a
     a = as_tensor(a, device, False)
     a = a.reshape((1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
     batch = torch.broadcast_shapes(a.shape[:-2], c.shape[:-2])
-    if batch and (pivoting or held_as_parts(torch.promote_types(a.dtype, c.dtype), device)):
+    if batch and pivoting:
         raise PerMatrix
     a = a.expand(batch + a.shape[-2:])  # (c without batch dimensions: q @ c broadcasts)
     m, n = a.shape[-2:]

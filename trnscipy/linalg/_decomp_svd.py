@@ -43,7 +43,7 @@ def svdvals(a, overwrite_a=False, check_finite=True):
     return svd(a, compute_uv=False, check_finite=check_finite)
 
 
-@dispatch(_sl.orth, double_float=("neuron",))
+@dispatch(_sl.orth, stacks=True, double_float=("neuron",))
 def orth(A, rcond=None):
     """Through trnscipy's svd (one host read for the rank)."""
     from trnscipy.linalg._kernels_struct import rank_of
@@ -53,7 +53,7 @@ def orth(A, rcond=None):
     return u[..., :rank_of(s, rcond, *a.shape[-2:])].clone()
 
 
-@dispatch(_sl.null_space, double_float=("neuron",))
+@dispatch(_sl.null_space, stacks=True, double_float=("neuron",))
 def null_space(A, rcond=None, *, overwrite_a=False, check_finite=True, lapack_driver="gesdd"):
     """Through trnscipy's svd (one host read for the rank)."""
     from trnscipy.linalg._kernels_struct import rank_of

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import scipy.linalg as _sl
 
+from trnscipy._batch import PerMatrix
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._kernels import backend, register
@@ -176,13 +177,17 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
 def rank_of(s, rcond, m, n):
     """SciPy's numerical rank of singular values ``s``: its rule on the host, on ``s``
     read once (exact float64 under double-float storage, where a device without float64
-    would otherwise compare and scale in float64)."""
+    would otherwise compare and scale in float64).  A stack: each matrix's rank, the
+    stack's one rank (PerMatrix where they differ: SciPy's loop's results differ in shape)."""
     if s.shape[-1] == 0:
         return 0
     s = to_host(s)
     if rcond is None:
         rcond = np.finfo(s.dtype).eps * max(m, n)
-    return int(np.sum(s > np.amax(s) * rcond))
+    ranks = np.sum(s > np.amax(s, axis=-1, keepdims=True) * rcond, axis=-1)
+    if np.ndim(ranks) and (ranks != ranks.flat[0]).any():
+        raise PerMatrix
+    return int(ranks.flat[0])
 
 
 # ----------------------------------------------------------------------------------------

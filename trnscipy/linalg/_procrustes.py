@@ -4,7 +4,6 @@ the product and R in double-float, the double-float svd of ``_refine_orth``)."""
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
-from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
@@ -38,8 +37,7 @@ def _procrustes_df(a, b):
     """SciPy's svd of (B^T A)^T = A^T B, that product, u @ vt and sum(w) in double-float."""
     if not _r._df64(a, b) or a.is_complex() or b.is_complex() or a.numel() == 0:
         return _procrustes(a, b)
-    if a.ndim != 2:
-        raise PerMatrix
+    # (a stack: one product and one svd, which takes stacks)
     A, B = (_r._parts(_transfer.tensor_on(t, t.device, torch.float64)) for t in (a, b))
     u, w, vt = svd(_transfer.df_tensor(*_df.gemm(_r._t(A), B)), check_finite=False)
     R = _df.gemm(_r._parts(u), _r._parts(vt))

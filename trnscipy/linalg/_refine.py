@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, backend, kernel, register
 from trnscipy._torch import torch
@@ -123,6 +124,17 @@ def _refine(product, b, approx, check=None):
                   "float32 accuracy (ill-conditioned matrix)", _k._sl.LinAlgWarning,
                   stacklevel=6)
     return result
+
+
+def _kept(done, new, old):
+    """The carry ``new`` with the matrices of a stack that ``done`` (a host bool array of
+    the batch's shape) marks left at ``old``: a converged matrix stops where its single
+    call would while the others step."""
+    if not np.any(done):
+        return tuple(new)
+    keep = torch.as_tensor(np.asarray(done), device=old[0].device)
+    return tuple(torch.where(keep.reshape(keep.shape + (1,) * (n.ndim - keep.ndim)), o, n)
+                 for n, o in zip(new, old, strict=True))
 
 
 def _trsm(a, b, upper, trans=0, unit=False):
@@ -353,14 +365,15 @@ def _mm(A, x):
 
 @register("linalg._matmul", "neuron")
 def _matmul(a, b):
-    """a @ b: float64 operands (2-D a, 1-D or 2-D b) by double-float products."""
-    if not _df64(a, b) or a.ndim != 2 or b.ndim not in (1, 2) or a.is_complex() \
-            or b.is_complex():
+    """a @ b: float64 operands (a 2-D a and a 1-D b, or stacks of matrices, their leading
+    dimensions broadcast) by double-float products."""
+    if not _df64(a, b) or a.ndim < 2 or b.ndim < 1 or (b.ndim == 1 and a.ndim != 2) \
+            or a.is_complex() or b.is_complex():
         return _k._matmul(a, b)
-    x = _parts(b if b.ndim == 2 else b[:, None])
+    x = _parts(b if b.ndim >= 2 else b[:, None])
     hi, lo = _mm(_parts(a), x)
-    return _transfer.df_tensor(hi, lo) if b.ndim == 2 else _transfer.df_tensor(hi[:, 0],
-                                                                                 lo[:, 0])
+    return _transfer.df_tensor(hi, lo) if b.ndim >= 2 else _transfer.df_tensor(hi[:, 0],
+                                                                                  lo[:, 0])
 
 
 def _rows(p, idx):
@@ -453,8 +466,9 @@ def eigh(a, b=None, lower=True, eigvals_only=False, type=1, subset_by_index=None
         return _k.eigh(a, b, lower=lower, eigvals_only=eigvals_only, type=type,
                        subset_by_index=subset_by_index, subset_by_value=subset_by_value,
                        driver=driver)
-    if b is not None or (a.ndim > 2 and subset_by_value is not None):
-        # (a stack's subsets by value differ in size per matrix)
+    if b is None and a.ndim > 2 and subset_by_value is not None:
+        raise PerMatrix  # (a stack's subsets by value differ in size per matrix)
+    if b is not None:
         return _on_host("scipy.linalg.eigh", "generalized input (or a batch with "
                         "subset_by_value) has no double-float method", lambda *x: _k._sl.eigh(
                             *x, lower=lower, eigvals_only=eigvals_only, type=type,

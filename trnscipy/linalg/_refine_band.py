@@ -23,32 +23,29 @@ def _plain(*tensors):
 
 
 def _big(ab):
-    return ab.shape[-1] > _MAX_N or ab.ndim > 2
-
-
-def _reason(ab):
-    return _TOO_BIG if ab.shape[-1] > _MAX_N else _r._BATCHED
+    return ab.shape[-1] > _MAX_N
 
 
 @register("linalg.solve_banded", "neuron")
 def solve_banded(l_and_u, ab, b):
     if _plain(ab, b):
         return kind_kernel("linalg.solve_banded", "xla")(l_and_u, ab, b)
-    if _big(ab) or b.ndim > 2:
-        return _r._on_host("scipy.linalg.solve_banded", _reason(ab), lambda x, y: _k._sl.
+    if _big(ab):
+        return _r._on_host("scipy.linalg.solve_banded", _TOO_BIG, lambda x, y: _k._sl.
                            solve_banded(l_and_u, x, y, check_finite=False), ab, b)
-    return _r.solve(band_to_dense(ab, *l_and_u), b)
+    return _r.solve(band_to_dense(ab, *l_and_u), b)  # (a stack: one refinement)
 
 
 @register("linalg.solveh_banded", "neuron")
 def solveh_banded(ab, b, lower=False):
     if _plain(ab, b):
         return kind_kernel("linalg.solveh_banded", "xla")(ab, b, lower=lower)
-    if (ab.ndim > 2 or b.ndim > 2) and ab.shape[-1] <= _MAX_N:
-        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
-    if _big(ab) or b.ndim > 2:
-        return _r._on_host("scipy.linalg.solveh_banded", _reason(ab), lambda x, y: _k._sl.
+    if _big(ab):
+        if ab.ndim > 2 or b.ndim > 2:
+            raise PerMatrix  # (each matrix to the host as its single call)
+        return _r._on_host("scipy.linalg.solveh_banded", _TOO_BIG, lambda x, y: _k._sl.
                            solveh_banded(x, y, lower=lower, check_finite=False), ab, b)
+    # (a stack: one refinement for the batch)
     c = _r.cholesky(_triangle(ab, lower), lower=lower)  # SciPy's LinAlgError
     return _r.cho_solve((c, lower), b)
 
@@ -57,12 +54,12 @@ def solveh_banded(ab, b, lower=False):
 def cholesky_banded(ab, lower=False):
     if _plain(ab):
         return kind_kernel("linalg.cholesky_banded", "xla")(ab, lower=lower)
-    if ab.ndim > 2 and ab.shape[-1] <= _MAX_N:
-        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
     if _big(ab):
-        return _r._on_host("scipy.linalg.cholesky_banded", _reason(ab), lambda x: _k._sl.
+        if ab.ndim > 2:
+            raise PerMatrix  # (each matrix to the host as its single call)
+        return _r._on_host("scipy.linalg.cholesky_banded", _TOO_BIG, lambda x: _k._sl.
                            cholesky_banded(x, lower=lower, check_finite=False), ab)
-    rows = ab.shape[-2]
+    rows = ab.shape[-2]  # (a stack: one refinement for the batch)
     c = _r.cholesky(_triangle(ab, lower), lower=lower)
     return dense_to_band(c, ab, rows - 1, 0) if lower else dense_to_band(c, ab, 0, rows - 1)
 
@@ -72,10 +69,10 @@ def cho_solve_banded(cb_and_lower, b):
     cb, lower = cb_and_lower
     if _plain(cb, b):
         return kind_kernel("linalg.cho_solve_banded", "xla")(cb_and_lower, b)
-    if _big(cb) or b.ndim > 2:
-        return _r._on_host("scipy.linalg.cho_solve_banded", _reason(cb), lambda x, y: _k._sl.
+    if _big(cb):
+        return _r._on_host("scipy.linalg.cho_solve_banded", _TOO_BIG, lambda x, y: _k._sl.
                            cho_solve_banded((x, lower), y, check_finite=False), cb, b)
-    return _r.cho_solve((_triangle(cb, lower), lower), b)
+    return _r.cho_solve((_triangle(cb, lower), lower), b)  # (a stack: one refinement)
 
 
 def _triangle(ab, lower):
@@ -96,15 +93,15 @@ def eig_banded(a_band, lower=False, eigvals_only=False, select=0, select_range=N
         return kind_kernel("linalg.eig_banded", "xla")(
             a_band, lower=lower, eigvals_only=eigvals_only, select=select,
             select_range=select_range)
-    if a_band.ndim > 2 and a_band.shape[-1] <= _MAX_N:
-        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
+    if _big(a_band) and a_band.ndim > 2:
+        raise PerMatrix  # (each matrix to the host as its single call)
     if _big(a_band):
-        return _r._on_host("scipy.linalg.eig_banded", _reason(a_band), lambda x: _k._sl.
+        return _r._on_host("scipy.linalg.eig_banded", _TOO_BIG, lambda x: _k._sl.
                            eig_banded(x, lower=lower, eigvals_only=eigvals_only,
                                       select="avi"[select], select_range=select_range,
                                       check_finite=False), a_band)
     return _r.eigh(_triangle(a_band, lower), lower=lower, eigvals_only=eigvals_only,
-                   **_subset(select, select_range))
+                   **_subset(select, select_range))  # (a stack: one refinement)
 
 
 @register("linalg.eigh_tridiagonal", "neuron")
@@ -114,16 +111,19 @@ def eigh_tridiagonal(d, e, eigvals_only=False, select=0, select_range=None, tol=
         return kind_kernel("linalg.eigh_tridiagonal", "xla")(
             d, e, eigvals_only=eigvals_only, select=select, select_range=select_range,
             tol=tol, lapack_driver=lapack_driver)
-    if d.ndim > 1 and d.shape[-1] <= _MAX_N:
-        raise PerMatrix  # (a stack: the dispatcher runs each matrix)
-    if d.shape[-1] > _MAX_N or d.ndim > 1:
-        return _r._on_host("scipy.linalg.eigh_tridiagonal", _reason(d[..., None, :]),
+    if d.shape[-1] > _MAX_N and d.ndim > 1:
+        raise PerMatrix  # (each matrix to the host as its single call)
+    if d.shape[-1] > _MAX_N:
+        return _r._on_host("scipy.linalg.eigh_tridiagonal", _TOO_BIG,
                            lambda x, y: _k._sl.eigh_tridiagonal(
                                x, y, eigvals_only=eigvals_only, select="avi"[select],
                                select_range=select_range, check_finite=False, tol=tol,
                                lapack_driver=lapack_driver), d, e)
-    # the upper band [[0, e], [d]]: concatenation only, the parts exact
-    band = torch.stack([torch.cat([torch.zeros_like(e[:1]), e]), d])
+    # the upper band [[0, e], [d]]: concatenation only, the parts exact (a stack: e and d
+    # broadcast to one batch, one refinement)
+    batch = torch.broadcast_shapes(d.shape[:-1], e.shape[:-1])
+    d, e = d.expand(batch + d.shape[-1:]), e.expand(batch + e.shape[-1:])
+    band = torch.stack([torch.cat([torch.zeros_like(e[..., :1]), e], -1), d], -2)
     a = band_to_dense(band, 0, 1)
     return _r.eigh(a, lower=False, eigvals_only=eigvals_only,
                    **_subset(select, select_range))

@@ -12,8 +12,8 @@ arithmetic only, double-float where the result needs it.
   norms are within float32 rounding of SciPy's: the same (m, s) except at a boundary of
   SciPy's tests, where either choice is accurate to float64 rounding.  For n >= 400 SciPy
   estimates ||A^8||_1 and ||A^10||_1 (``norm1est``); here they are exact (an estimate is
-  at most the exact norm: s can be larger by one there).  Stacks: one matrix at a time
-  (the graphs are shared by same-shaped slices).
+  at most the exact norm: s can be larger by one there).  A stack is one computation:
+  each matrix its own s (its squarings masked past them), the stack the highest degree.
 - ``norm``: sums of |a|, maxima and 2-norms (a scaled sum of squares) in triple-float
   (``_df.tree_sum3``, ``norm3``: within a unit of float64 rounding); ord 2, -2, 'nuc'
   from the refined singular values (``_refine_orth``); other vector orders on the host.
@@ -48,28 +48,29 @@ _SPINS = (1, 7, 11, 15, 19, 27)  # the powers p of |A|^p 1 SciPy's rule reads
 
 
 def _norm1(x):
-    return x.abs().sum(0).max()
+    return x.abs().sum(-2).amax(-1)
 
 
 def _structure_numbers(hi):
     """The float32 numbers SciPy's degree rule reads, as one (12,) tensor: [||A||_inf
     (SciPy's normA: max of |A| 1), log2 max(|A|^p 1) - p log2 ||A||_inf for p in _SPINS,
     log2 c, ||B^k||_1 for k = 4, 6, 8, 10 (B = A / c, c a power of two near ||A||_1: no
-    overflow of the powers)].  Each spin is rescaled by its maximum (no underflow)."""
+    overflow of the powers)].  Each spin is rescaled by its maximum (no underflow).  A
+    stack: (12, *batch), each matrix's numbers."""
     absA = hi.abs()
-    norm_inf = absA.sum(1).max()
+    norm_inf = absA.sum(-1).amax(-1)
     safe = torch.where(norm_inf > 0, norm_inf, torch.ones_like(norm_inf))
-    v = torch.ones_like(hi[:, 0])
+    v = torch.ones_like(hi[..., :, :1])
     logs, total = [], torch.zeros_like(norm_inf)
     for p in range(1, _SPINS[-1] + 1):
-        v = (absA @ v) / safe
-        top = v.max()
+        v = (absA @ v) / safe[..., None, None]
+        top = v.amax(-1).amax(-1)
         total = total + torch.log2(top)
-        v = v / torch.where(top > 0, top, torch.ones_like(top))
+        v = v / torch.where(top > 0, top, torch.ones_like(top))[..., None, None]
         if p in _SPINS[1:]:
             logs.append(total)
     c = _df._pow2_ceil(torch.where(_norm1(hi) > 0, _norm1(hi), torch.ones_like(norm_inf)))
-    b = hi / c
+    b = hi / c[..., None, None]
     b2 = b @ b
     b4 = b2 @ b2
     b6 = b4 @ b2
@@ -156,27 +157,42 @@ def _pade_uv(A, m):
 
 
 def _expm_pair(A):
-    """expm of one square double-float pair: a pair."""
+    """expm of a square double-float pair, or a stack of them (one computation): a pair.
+    Each matrix of a stack takes its own scaling s (its single call's) and squarings, and
+    the stack the highest of their Pade degrees (accurate for every matrix: a matrix's
+    own degree's bound is below the highest's)."""
     hi = A[0]
     device = hi.device
-    numbers = _r._fetch(_structure_numbers(hi))  # the one read before the Pade graph
-    if not math.isfinite(float(numbers[0])):
-        nan = hi + math.nan  # SciPy: NaNs for a non-finite input
-        return nan, torch.zeros_like(nan)
-    m, s = _pick(numbers)
-    n = hi.shape[-1]
+    batch, n = hi.shape[:-2], hi.shape[-1]
+    numbers = np.asarray(_r._fetch(_structure_numbers(hi)), dtype=np.float64)
+    numbers = numbers.reshape(numbers.shape[0], -1)  # one column per matrix
+    # SciPy: NaNs for a non-finite input (such a matrix computes as zero, then NaN)
+    bad = ~np.isfinite(numbers[0])
+    picks = [(3, 0) if b else _pick(col) for b, col in zip(bad, numbers.T, strict=True)]
+    m = max(p[0] for p in picks)
+    steps = np.array([p[1] for p in picks], dtype=np.float32).reshape(batch + (1, 1))
     # 2^-s as graph data (exact: a power of two), so the graphs do not depend on s
-    scale = torch.tensor(2.0 ** -s, dtype=torch.float32).to(device)
+    scale = torch.from_numpy(2.0 ** -steps).to(device)
+    if bad.any():
+        scale = scale * torch.from_numpy(~bad.reshape(batch + (1, 1))).to(device)
     u, v = _pade_uv((A[0] * scale, A[1] * scale), m)
     P, Q = _df.sub(v, u), _df.add(v, u)
     P, Q = _r._padded_system(P, Q, _r._bucket(n))
     approx, check = _r._approx_solver(P[0], "gen")
-    X = _transfer.df_parts(_r._refine(lambda x: _r._mm(P, x), Q, approx, check)[:n])
+    X = _transfer.df_parts(_r._refine(lambda x: _r._mm(P, x), Q, approx, check)[..., :n, :])
+    s = int(steps.max())
     if s:
-        def body(carry, _):
-            return _df.gemm(carry, carry)
+        counts = torch.from_numpy(steps).to(device)
+
+        def body(carry, j):  # a matrix with fewer squarings keeps its X after them
+            Y = _df.gemm(carry, carry)
+            more = j < counts
+            return tuple(torch.where(more, y, x) for y, x in zip(Y, carry, strict=True))
 
         X = tuple(backend(device).device_loop(body, X, 0, s))
+    if bad.any():
+        nan = torch.from_numpy(bad.reshape(batch + (1, 1))).to(device)
+        X = (torch.where(nan, math.nan, X[0]), torch.where(nan, 0.0, X[1]))
     return X
 
 
@@ -184,14 +200,7 @@ def _expm_pair(A):
 def expm(a):
     if not _r._df64(a) or a.is_complex():
         return _xla_dense.expm(a)
-    A = _r._parts(a)
-    n = a.shape[-1]
-    if a.ndim == 2:
-        return _transfer.df_tensor(*_expm_pair(A))
-    flat = [p.reshape(-1, n, n) for p in A]
-    out = [_expm_pair((flat[0][i], flat[1][i])) for i in range(flat[0].shape[0])]
-    return _transfer.df_tensor(torch.stack([o[0] for o in out]).reshape(a.shape),
-                               torch.stack([o[1] for o in out]).reshape(a.shape))
+    return _transfer.df_tensor(*_expm_pair(_r._parts(a)))  # (a stack: one computation)
 
 
 @register("linalg._expm_half", "neuron")
@@ -200,9 +209,7 @@ def _expm_half(a, sign):
     expm (-A exactly: both parts negated), the sum in double-float, halved exactly."""
     if not _r._df64(a) or a.is_complex() or a.numel() == 0:
         return kind_kernel("linalg._expm_half", "xla")(a, sign)
-    if a.ndim != 2:
-        raise PerMatrix
-    A = _r._parts(a)
+    A = _r._parts(a)  # (a stack: one computation)
     E, F = _expm_pair(A), _expm_pair((-A[0], -A[1]))
     S = _df.add(E, F) if sign > 0 else _df.sub(E, F)
     return _transfer.df_tensor(S[0] * 0.5, S[1] * 0.5)
@@ -221,31 +228,35 @@ def _polar_tall(A):
     A times a polynomial in A^T A, so it keeps A's polar factor (a float32 start, or a
     float32 step, would not).  One device loop, left when a step is below _POLAR_DONE
     (converged, or the remaining singular values are below double-float resolution:
-    rank-deficient A), and one host read."""
+    rank-deficient A), and one host read.  A stack is one loop: each matrix stops at its
+    own last step (its X kept after it), the loop when all have."""
     hi = A[0]
-    bound = torch.minimum((hi * hi).sum().sqrt(),
-                          (hi.abs().sum(0).max() * hi.abs().sum(1).max()).sqrt())
+    bound = torch.minimum((hi * hi).sum((-2, -1)).sqrt(),
+                          (hi.abs().sum(-2).amax(-1) * hi.abs().sum(-1).amax(-1)).sqrt())
     # a power of two above the bound (1 + 2^-20: the float32 bound's rounding); exact
-    scale = _df._pow2(-_df._exponent(bound * (1 + 2.0 ** -20)))
+    scale = _df._pow2(-_df._exponent(bound * (1 + 2.0 ** -20)))[..., None, None]
     X = (A[0] * scale, A[1] * scale)
     backend(hi.device).materialize(list(X))  # the loop's inputs: finished work
     n = hi.shape[-1]
     eye = torch.eye(n, dtype=hi.dtype, device=hi.device)
-    zero = torch.zeros((), dtype=hi.dtype, device=hi.device)
-    done = torch.zeros((), dtype=torch.bool, device=hi.device)
+    zero = torch.zeros(hi.shape[:-2], dtype=hi.dtype, device=hi.device)
+    done = torch.zeros(hi.shape[:-2], dtype=torch.bool, device=hi.device)
 
     def body(carry, _):
-        xh, xl, _, _ = carry
+        xh, xl, last, stopped, _ = carry
         x = (xh, xl)
         g = _df.gemm(_r._t(x), x)
         e = _df.sub((eye * 0.5, torch.zeros_like(eye)), (g[0] * 0.5, g[1] * 0.5))  # exact
         d = _df.gemm(x, e)
-        size = d[0].abs().max()
+        size = d[0].abs().amax(-1).amax(-1)
         y = _df.add(x, d)
-        return y[0], y[1], size, size <= _POLAR_DONE
+        keep = stopped[..., None, None]
+        now = stopped | (size <= _POLAR_DONE)
+        return (torch.where(keep, xh, y[0]), torch.where(keep, xl, y[1]),
+                torch.where(stopped, last, size), now, now.all())
 
-    xh, xl, size, _ = backend(hi.device).device_loop(body, (*X, zero, done), 0,
-                                                        _POLAR_STEPS, until=3)
+    xh, xl, size, _, _ = backend(hi.device).device_loop(
+        body, (*X, zero, done, done.all()), 0, _POLAR_STEPS, until=4)
     return (xh, xl), size
 
 
@@ -253,10 +264,8 @@ def _polar_tall(A):
 def polar(a, side="right"):
     if not _r._df64(a) or a.is_complex() or a.numel() == 0:
         return kind_kernel("linalg.polar", "xla")(a, side)  # the SVD route
-    if a.ndim != 2:
-        raise PerMatrix
-    A = _r._parts(a)
-    m, n = a.shape
+    A = _r._parts(a)  # (a stack: one computation)
+    m, n = a.shape[-2:]
     if m >= n:
         U, size = _polar_tall(A)
     else:
@@ -272,12 +281,15 @@ def polar(a, side="right"):
     # SVD route completes them to an orthogonal u; that route then (one host read for both)
     k = min(m, n)
     gram = U[0].mT @ U[0] if m >= n else U[0] @ U[0].mT
-    loss = (torch.eye(k, dtype=gram.dtype, device=gram.device) - gram).abs().max()
-    size, loss = (float(v) for v in _r._fetch(torch.stack([size, loss])))
-    if not loss <= 1e-3:
+    loss = (torch.eye(k, dtype=gram.dtype, device=gram.device) - gram).abs().amax(-1) \
+        .amax(-1)
+    size, loss = np.asarray(_r._fetch(torch.stack([size, loss])), dtype=np.float64)
+    if not (loss <= 1e-3).all():
+        if a.ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
         return kind_kernel("linalg.polar", "xla")(a, side)
     u, p = _transfer.df_tensor(*U), _transfer.df_tensor(*P)
-    if not size <= _POLAR_DONE:
+    if not (size <= _POLAR_DONE).all():
         import warnings
 
         warnings.warn("double-float Newton-Schulz iteration for the polar factor did not "
@@ -324,14 +336,28 @@ def norm(a, ord=None, axis=None, keepdims=False):
     if ord in (None, "fro", "f"):
         r = _df.norm3([p.reshape(*p.shape[:-2], -1) for p in M])
     elif ord in (2, -2, "nuc"):  # the refined singular values (double-float accuracy)
-        s = kind_kernel("linalg.svdvals", "neuron")(_transfer.df_tensor(*M))
-        s = _transfer.df_triple(s)
+        s = _svdvals_triple(M)
         r = (_df.tree_sum3(s) if ord == "nuc" else
              tuple(p[..., 0] if ord == 2 else p[..., -1] for p in s))
     else:  # 1, -1: column sums of |a|; inf, -inf: row sums
         sums = _df.tree_sum3(_magnitudes(M), dim=-2 if ord in (1, -1) else -1)
         r = _extreme(sums, largest=ord in (1, np.inf), dim=-1)
     return _result(r, axes, keepdims)
+
+
+def _svdvals_triple(M):
+    """The refined singular values of the pair M (a matrix or a stack) as triples; a stack
+    one of whose matrices the refinement leaves to the host runs matrix by matrix (the
+    svd kernel's PerMatrix is the dispatcher's signal, which no dispatcher sees here)."""
+    svdvals = kind_kernel("linalg.svdvals", "neuron")
+    try:
+        return _transfer.df_triple(svdvals(_transfer.df_tensor(*M)))
+    except PerMatrix:
+        flat = [p.reshape(-1, *p.shape[-2:]) for p in M]
+        each = [_transfer.df_triple(svdvals(_transfer.df_tensor(flat[0][i], flat[1][i])))
+                for i in range(flat[0].shape[0])]
+        return tuple(torch.stack(q).reshape(M[0].shape[:-2] + q[0].shape[-1:])
+                     for q in zip(*each, strict=True))
 
 
 def _magnitudes(x):

@@ -19,6 +19,8 @@ largest condition number taken here (``_COND_MAX``).  Beyond it, or short of ful
 by the caller's cutoff, SciPy's lstsq/pinv runs on the exact host values, announced.
 """
 
+import numpy as np
+
 from trnscipy import _transfer
 from trnscipy._batch import PerMatrix
 from trnscipy._kernels import _df, backend, kind_kernel, register
@@ -44,7 +46,7 @@ _SMALL = f"least squares of a matrix with max(m, n) > {_MAX_SMALL_ROWS} and (max
 
 def _tall(A):
     """(B, wide): B = A or A^T, whichever has at least as many rows as columns."""
-    m, n = A[0].shape
+    m, n = A[0].shape[-2:]
     return (_r._t(A), True) if m < n else (A, False)
 
 
@@ -52,21 +54,22 @@ def _svals(B):
     """The singular values of the tall pair B, descending, as a pair (module docstring)."""
     G = _df.gemm(_r._t(B), B)
     _, v = _r.eigh(_transfer.df_tensor(*G))
-    s = _df.norm(_df.gemm(B, _r._parts(v)), dim=0)
-    return s[0].flip(0), s[1].flip(0)
+    s = _df.norm(_df.gemm(B, _r._parts(v)), dim=-2)
+    return s[0].flip(-1), s[1].flip(-1)
 
 
 def _approx(B0):
     """The float32 solver of the augmented system: (dr, dy) from (f, g), or None where
     R's diagonal already shows cond(B) > ``_COND_MAX`` (min |r_kk| >= s_min and
     max |r_kk| <= s_max: a rank-deficient matrix goes to the host before any
-    double-float work; one host read)."""
-    q = B0.shape[1]
+    double-float work; one host read).  A stack: None where any matrix's diagonal says
+    so."""
+    q = B0.shape[-1]
     h, tau = _xla_dense.geqrf(B0)
-    Q, R = _xla_dense.orgqr(h, tau, q), h.triu()[:q, :q]
-    d = R.diagonal().abs()
-    lo, hi = (float(v) for v in _r._fetch(torch.stack([d.min(), d.max()])))
-    if not lo * _COND_MAX >= hi > 0:  # (NaN too)
+    Q, R = _xla_dense.orgqr(h, tau, q), h.triu()[..., :q, :q]
+    d = R.diagonal(dim1=-2, dim2=-1).abs()
+    lo, hi = np.asarray(_r._fetch(torch.stack([d.amin(-1), d.amax(-1)])), dtype=np.float64)
+    if not (lo * _COND_MAX >= hi).all() or not (hi > 0).all():  # (NaN too)
         return None
 
     def solve(f, g):
@@ -76,23 +79,29 @@ def _approx(B0):
     return solve
 
 
+def _max(t):
+    """max |t| over the last two axes (one value per matrix of a stack)."""
+    return t.abs().amax(-1).amax(-1)
+
+
 def _solve(B, F, G, wide):
     """x of the augmented system (module docstring) for pairs B (p x q), F (p x k),
     G (q x k), with the singular values of B: (x pair, s pair, s_min, s_max, why);
     ``why``: None, or why the caller goes to the host (s says the matrix is beyond
     ``_COND_MAX``, the refinement did not converge, or B's shape is in the band XLA's
-    compiler blows up on).  s_min, s_max (host numbers) are read with the first
-    refinement check."""
+    compiler blows up on).  s_min, s_max (host numbers, arrays for a stack) are read with
+    the first refinement check.  A stack is one refinement: each matrix stops at its own
+    rule (a converged matrix's carry is kept as it is while the others step)."""
     approx = _approx(B[0])
     if approx is None:
         return None, None, 0.0, 0.0, _HOST
-    p, q = B[0].shape
+    p, q = B[0].shape[-2:]
     if p > _MAX_SMALL_ROWS and (p < _MIN_ROWS or q < _MIN_COLS):  # after the QR: a
         # rank-deficient one says so first
         return None, None, 0.0, 0.0, _SMALL
     s = _svals(B)
     r, y = approx(F[0], G[0])
-    zero = torch.zeros((), dtype=r.dtype, device=r.device)
+    zero = torch.zeros(r.shape[:-2], dtype=r.dtype, device=r.device)
     loop = backend(r.device).device_loop
 
     def body(c, _):
@@ -102,7 +111,7 @@ def _solve(B, F, G, wide):
         gr = _df.sub(G, _r._mm(_r._t(B), r))
         dr, dy = approx(fr[0], gr[0])
         r, y = _df.add_f(r, dr), _df.add_f(y, dy)
-        return (*r, *y, c[5], (dr if wide else dy).abs().max())
+        return (*r, *y, c[5], _max(dr if wide else dy))
 
     def answer(c):
         return (c[0], c[1]) if wide else (c[2], c[3])
@@ -110,18 +119,19 @@ def _solve(B, F, G, wide):
     # the blind steps as one device loop (its body compiles once) in the graph of the QR
     # and of s; each later step is that loop once more, one host read each
     c = loop(body, (r, torch.zeros_like(r), y, torch.zeros_like(y), zero, zero), 0, _BLIND)
-    prev, dn, xn, smin, smax = (float(v) for v in _r._fetch(torch.stack(
-        [c[4], c[5], answer(c)[0].abs().max(), s[0][-1], s[0][0]])))
-    if not (smin * _COND_MAX >= smax > 0):  # (NaN too)
+    prev, dn, xn, smin, smax = np.asarray(_r._fetch(torch.stack(
+        [c[4], c[5], _max(answer(c)[0]), s[0][..., -1], s[0][..., 0]])), dtype=np.float64)
+    if not (smin * _COND_MAX >= smax).all() or not (smax > 0).all():  # (NaN too)
         return answer(c), s, smin, smax, _HOST
     for _ in range(_STEPS):
-        if dn <= _r._EPS_DF * xn or (dn > 0.5 * prev and dn <= _r._NOISE * xn):
+        done = (dn <= _r._EPS_DF * xn) | ((dn > 0.5 * prev) & (dn <= _r._NOISE * xn))
+        if done.all():
             return answer(c), s, smin, smax, None
-        if dn != dn or xn != xn:
+        if np.isnan(dn).any() or np.isnan(xn).any():
             break
-        c = loop(body, c, 0, 1)
-        prev, dn, xn = (float(v) for v in _r._fetch(torch.stack(
-            [c[4], c[5], answer(c)[0].abs().max()])))
+        c = _r._kept(done, loop(body, c, 0, 1), c)
+        prev, dn, xn = np.asarray(_r._fetch(torch.stack(
+            [c[4], c[5], _max(answer(c)[0])])), dtype=np.float64)
     return answer(c), s, smin, smax, _HOST
 
 
@@ -131,39 +141,45 @@ _HOST = "least squares beyond the double-float method's reach (rank-deficient, o
 
 @register("linalg.lstsq", "neuron")
 def lstsq(a, b, cond=None, lapack_driver=None):
+    """A stack (the dispatcher's broadcast of a; b with or without batch dimensions) is
+    one refinement; where any of its matrices needs the host, each matrix runs alone."""
     if not _r._df64(a, b):
         return _k.lstsq(a, b, cond=cond, lapack_driver=lapack_driver)
 
     def host(reason):
+        if a.ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
         return _r._on_host("scipy.linalg.lstsq", reason, lambda x, y: _k._sl.lstsq(
             x, y, cond=cond, lapack_driver=lapack_driver, check_finite=False), a, b)
 
-    if a.ndim != 2:
-        raise PerMatrix  # (the dispatcher runs each matrix)
-    m, n = a.shape
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
     vec = b.ndim == 1
     A, Bm = _r._parts(a), _r._parts(b[:, None] if vec else b)
+    Bm = tuple(p.expand(batch + p.shape[-2:]) for p in Bm)
     B, wide = _tall(A)
     # F: B's rows (p), G: its columns (q); k right-hand sides
-    zero = torch.zeros((n, Bm[0].shape[1]), dtype=Bm[0].dtype, device=Bm[0].device)
+    zero = torch.zeros(batch + (n, Bm[0].shape[-1]), dtype=Bm[0].dtype, device=Bm[0].device)
     F, G = ((zero, zero), Bm) if wide else (Bm, (zero, zero))  # (0, b) or (b, 0)
     x, s, smin, smax, why = _solve(B, F, G, wide)
     # LAPACK's rank: the singular values above cond * s_max (cond: float64's eps by
     # default; negative: the same); a margin for s's error
     rcond = 2.0 ** -52 if cond is None or cond < 0 else float(cond)
-    if why or not smin > rcond * smax * _MARGIN:
+    if why or not (smin > rcond * smax * _MARGIN).all():
         return host(why or _HOST)
     rank = min(m, n)
+    if batch:  # SciPy's loop's array of ranks
+        rank = torch.full(batch, rank, dtype=torch.int64, device=a.device)
     if m > n and lapack_driver != "gelsy":
         # SciPy: |b - A x|^2 per column for a full-rank overdetermined solve (real here)
         res = _df.sub(Bm, _r._mm(A, x))
-        res = _df.dot(res, res, dim=0)
+        res = _df.dot(res, res, dim=-2)
         if vec:
-            res = (res[0][0], res[1][0])
+            res = (res[0][..., 0], res[1][..., 0])
     else:
-        res = (torch.zeros((0,), dtype=x[0].dtype, device=x[0].device),) * 2
+        res = (torch.zeros(batch + (0,), dtype=x[0].dtype, device=x[0].device),) * 2
     if vec:
-        x = (x[0][:, 0], x[1][:, 0])
+        x = (x[0][..., 0], x[1][..., 0])
     res = _transfer.df_tensor(*res)
     sv = None if lapack_driver == "gelsy" else _transfer.df_tensor(*s)
     return _transfer.df_tensor(*x), res, rank, sv
@@ -171,21 +187,24 @@ def lstsq(a, b, cond=None, lapack_driver=None):
 
 @register("linalg.pinv", "neuron")
 def pinv(a, atol=None, rtol=None, return_rank=False):
+    """A stack is one refinement; where any of its matrices needs the host, each matrix
+    runs alone."""
     if not _r._df64(a):
         return _k.pinv(a, atol=atol, rtol=rtol, return_rank=return_rank)
 
     def host(reason):
+        if a.ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
         return _r._on_host("scipy.linalg.pinv", reason, lambda x: _k._sl.pinv(
             x, atol=atol, rtol=rtol, return_rank=return_rank, check_finite=False), a)
 
-    if a.ndim != 2:
-        raise PerMatrix  # (the dispatcher runs each matrix)
-    m, n = a.shape
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
     A = _r._parts(a)
     B, wide = _tall(A)
-    q = B[0].shape[1]
-    eye = torch.eye(m, dtype=A[0].dtype, device=A[0].device)
-    zero = torch.zeros((n, m), dtype=eye.dtype, device=eye.device)
+    q = B[0].shape[-1]
+    eye = torch.eye(m, dtype=A[0].dtype, device=A[0].device).expand(batch + (m, m))
+    zero = torch.zeros(batch + (n, m), dtype=eye.dtype, device=eye.device)
     I = (eye, torch.zeros_like(eye))  # noqa: E741
     # pinv(A) = lstsq(A, I_m): (f, g) = (0, I_m) or (I_m, 0), x (n x m)
     F, G = ((zero, zero), I) if wide else (I, (zero, zero))
@@ -193,10 +212,12 @@ def pinv(a, atol=None, rtol=None, return_rank=False):
     # SciPy's cutoff: atol + s_max rtol (rtol by default max(m, n) eps64)
     rtol = max(m, n) * 2.0 ** -52 if rtol is None else rtol
     cut = (0.0 if atol is None else atol) + smax * rtol
-    if why or not smin > cut * _MARGIN:
+    if why or not (smin > cut * _MARGIN).all():
         return host(why or _HOST)
     x = _transfer.df_tensor(*x)
-    return (x, q) if return_rank else x
+    if not return_rank:
+        return x
+    return x, (torch.full(batch, q, dtype=torch.int64, device=a.device) if batch else q)
 
 
 # ---- pinvh ------------------------------------------------------------------------------
@@ -215,16 +236,16 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
                                                   return_rank=return_rank)
 
     def host(reason):
+        if a.ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
         return _r._on_host("scipy.linalg.pinvh", reason, lambda x: _k._sl.pinvh(
             x, atol=atol, rtol=rtol, lower=lower, return_rank=return_rank,
             check_finite=False), a)
 
-    if a.ndim != 2:
-        raise PerMatrix  # (the dispatcher runs each matrix)
-    w, v = _r.eigh(a, lower=lower)
+    w, v = _r.eigh(a, lower=lower)  # (a stack: one refinement, a cutoff per matrix)
     wh = _transfer.to_host(w)  # exact float64 values of the double-float eigenvalues
-    n = wh.shape[0]
-    top = float(abs(wh).max())
+    n = wh.shape[-1]
+    top = abs(wh).max(-1, keepdims=True)
     cut = (0.0 if atol is None else atol) + top * (n * 2.0 ** -52 if rtol is None else rtol)
     if (abs(abs(wh) - cut) <= _PINVH_NOISE * top).any():
         return host("an eigenvalue lies within the double-float eigh's error of the rank "
@@ -235,6 +256,9 @@ def pinvh(a, atol=None, rtol=None, lower=True, return_rank=False):
     one = (torch.ones_like(W[0]), torch.zeros_like(W[0]))
     safe = tuple(torch.where(mask, p, q) for p, q in zip(W, one, strict=True))
     inv = tuple(torch.where(mask, p, torch.zeros_like(p)) for p in _df.div(one, safe))
-    X = _df.gemm(_df.mul(V, (inv[0][None, :], inv[1][None, :])), _r._t(V))
+    X = _df.gemm(_df.mul(V, (inv[0][..., None, :], inv[1][..., None, :])), _r._t(V))
     x = _transfer.df_tensor(*X)
-    return (x, int(keep.sum())) if return_rank else x
+    if not return_rank:
+        return x
+    rank = keep.sum(-1)
+    return x, (torch.from_numpy(rank).to(W[0].device) if keep.ndim > 1 else int(rank))

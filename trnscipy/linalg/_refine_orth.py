@@ -137,7 +137,7 @@ def det(a):
 def _qr_step(A1, k, eye):
     """One Newton step of the QR refinement (module docstring) on the carry
     (Q hi, Q lo, R1 hi, R1 lo, size): Q with c columns, R1 the k x k triangle."""
-    c = eye.shape[0]
+    c = eye.shape[-1]
     idx = torch.arange(c, device=eye.device)
     top = (idx[:, None] < k).to(eye.dtype)  # rows (and columns) of the first k
     rest = (1 - top) * (1 - top).mT * (1 - eye)  # both indices >= k, off the diagonal
@@ -145,18 +145,18 @@ def _qr_step(A1, k, eye):
     def step(carry, _):
         Q, R1 = (carry[0], carry[1]), (carry[2], carry[3])
         Qh, Rh = Q[0], R1[0]
-        Qk = (Q[0][:, :k], Q[1][:, :k])
+        Qk = (Q[0][..., :k], Q[1][..., :k])
         E = _df.sub(A1, _df.gemm(Qk, R1))[0]
         G = _df.sub((eye, torch.zeros_like(eye)), _df.gemm(_r._t(Q), Q))[0]
         Y = _r._trsm(Rh, E.mT, upper=True, trans=1).mT  # E R^-1
         M = Qh.mT @ Y  # c x k
-        K = torch.cat([M.tril(-1), torch.zeros_like(eye[:, k:])], 1)
-        X = K + (G - K.mT).triu(1) * top + torch.diag_embed(G.diagonal() * 0.5) \
-            + G * rest * 0.5
-        dR = (M - X[:, :k])[:k].triu() @ Rh
-        dQ = Qh @ X + torch.cat([Y - Qh @ M, torch.zeros_like(Qh[:, k:])], 1)
+        K = torch.cat([M.tril(-1), M.new_zeros(M.shape[:-1] + (c - k,))], -1)
+        X = K + (G - K.mT).triu(1) * top \
+            + torch.diag_embed(G.diagonal(dim1=-2, dim2=-1) * 0.5) + G * rest * 0.5
+        dR = (M - X[..., :k])[..., :k, :].triu() @ Rh
+        dQ = Qh @ X + torch.cat([Y - Qh @ M, torch.zeros_like(Qh[..., k:])], -1)
         Q, R1 = _df.add_f(Q, dQ), _df.add_f(R1, dR)
-        size = torch.maximum(dQ.abs().max(), dR.abs().max() / Rh.abs().max())
+        size = torch.maximum(_max(dQ), _max(dR) / _max(Rh))
         return (*Q, *R1, size)
 
     return step
@@ -166,27 +166,50 @@ _QR_HOST = "the double-float refinement of the QR did not converge (rank-deficie
     "ill-conditioned matrix): SciPy's QR on the exact values"
 
 
+def _max(t):
+    """max |t| over the last two axes (one value per matrix of a stack)."""
+    return t.abs().amax(-1).amax(-1)
+
+
+def _step_until(step, carry, more, done, apart=None):
+    """``step`` on the carry (ending in the step's size, one per matrix; with ``apart``,
+    (gap, size)) until every matrix's size is at most ``done``, at most ``more`` times,
+    one host read each; it gives up on a NaN size or a gap below ``apart``.  The final
+    carry and the last (size,) or (gap, size) read.  In a stack a converged matrix keeps
+    its carry while the others step (each stops where its single call would)."""
+    tail = 1 if apart is None else 2
+
+    def read(c):
+        return np.asarray(_r._fetch(torch.stack(c[-tail:])), dtype=np.float64)
+
+    values = read(carry)
+    for _ in range(more):
+        ok = values[-1] <= done
+        if ok.all() or np.isnan(values[-1]).any() or \
+                (apart is not None and not (values[0] >= apart).all()):
+            break
+        carry = _r._kept(ok, step(carry, None), carry)
+        values = read(carry)
+    return carry, values
+
+
 def _qr_refined(A, c):
     """Q (m x c) and the square R (k x k, k = min(m, n)) pairs of A's first k columns by
-    the refined QR, or None where the refinement does not converge."""
-    m, n = A[0].shape
+    the refined QR, or None where the refinement does not converge (in a stack: for any
+    of its matrices)."""
+    m, n = A[0].shape[-2:]
     k = min(m, n)
     h, tau = _xla_dense.geqrf(A[0])
-    Q0, R0 = _xla_dense.orgqr(h, tau, c), h.triu()[:k, :k]
+    Q0, R0 = _xla_dense.orgqr(h, tau, c), h.triu()[..., :k, :k]
     eye = torch.eye(c, dtype=Q0.dtype, device=Q0.device)
-    step = _qr_step((A[0][:, :k], A[1][:, :k]), k, eye)
+    step = _qr_step((A[0][..., :k], A[1][..., :k]), k, eye)
     loop = backend(Q0.device).device_loop
-    zero = torch.zeros((), dtype=Q0.dtype, device=Q0.device)
+    zero = torch.zeros(Q0.shape[:-2], dtype=Q0.dtype, device=Q0.device)
     # a fixed number of steps in the graph of the float32 QR, one host read
     carry = loop(step, (Q0, torch.zeros_like(Q0), R0, torch.zeros_like(R0), zero), 0,
                  _QR_STEPS)
-    size = float(_r._fetch(carry[4]))
-    for _ in range(_QR_MORE):
-        if size <= _QR_DONE or size != size:
-            break
-        carry = step(carry, None)
-        size = float(_r._fetch(carry[4]))
-    if not size <= _QR_DONE:
+    carry, (size,) = _step_until(step, carry, _QR_MORE, _QR_DONE)
+    if not (size <= _QR_DONE).all():
         return None
     return (carry[0], carry[1]), (carry[2], carry[3])
 
@@ -197,25 +220,30 @@ def qr(a, mode="full", pivoting=False):
         return _xla_dense.qr(a, mode=mode, pivoting=pivoting)
     host = lambda reason: _r._on_host("scipy.linalg.qr", reason, lambda x: _k._sl.qr(  # noqa: E731
         x, mode=mode, pivoting=pivoting, check_finite=False), a)
-    if a.ndim != 2:
+    if a.ndim != 2 and (pivoting or mode == "raw" or (mode == "full"
+                                                       and a.shape[-2] > a.shape[-1])):
+        # (a full Q's columns past n are any orthonormal complement: the float32 start's,
+        # which a batched graph rounds otherwise than a single one; SciPy's loop's instead)
         raise PerMatrix
     if pivoting or mode == "raw":
         return host("column pivoting and mode='raw' (LAPACK's Householder form) have no "
                     "double-float method")
-    A = _r._parts(a)
-    m, n = a.shape
+    A = _r._parts(a)  # (a stack: one refinement for the batch)
+    m, n = a.shape[-2:]
     k = min(m, n)
     QR = _qr_refined(A, m if mode == "full" else k)
     if QR is None:
+        if a.ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
         return host(_QR_HOST)
     Q, R1 = QR
     R = R1
     if n > k:  # the columns past the square: R2 = Q^T A2 (Q orthogonal to double-float)
-        R2 = _df.gemm(_r._t(Q), (A[0][:, k:], A[1][:, k:]))
-        R = (torch.cat([R1[0], R2[0]], 1), torch.cat([R1[1], R2[1]], 1))
+        R2 = _df.gemm(_r._t(Q), (A[0][..., k:], A[1][..., k:]))
+        R = (torch.cat([R1[0], R2[0]], -1), torch.cat([R1[1], R2[1]], -1))
     if mode != "economic" and m > n:  # R has Q's m rows
-        pad = torch.zeros((m - n, n), dtype=R[0].dtype, device=R[0].device)
-        R = (torch.cat([R[0], pad]), torch.cat([R[1], pad]))
+        pad = torch.zeros(a.shape[:-2] + (m - n, n), dtype=R[0].dtype, device=R[0].device)
+        R = (torch.cat([R[0], pad], -2), torch.cat([R[1], pad], -2))
     R = _transfer.df_tensor(*R)
     if mode == "r":
         return (R,)
@@ -237,7 +265,7 @@ _SVD_RANK = "the double-float QR of a rectangular matrix did not converge (rank-
 
 def _svd_step(A):
     """One Ogita-Aishima step for the square A (n x n pair) on the carry
-    (U hi, U lo, V hi, V lo, size, gap).
+    (U hi, U lo, V hi, V lo, gap, size).
 
     U = U~ (I + F), V = V~ (I + G) exactly, to first order: R = I - U~^T U~ = F + F^T,
     S = I - V~^T V~ = G + G^T, T = U~^T A V~ = Sigma - F^T Sigma - Sigma G.  The diagonal
@@ -245,7 +273,7 @@ def _svd_step(A):
     pair (i, j) the 2 x 2 system t_ij = -s_j f_ji - s_i g_ij,
     t_ji + s_i r_ij + s_j s_ij = s_i f_ji + s_j g_ij.  T, R, S in double-float; F, G
     (first-order small) in float32."""
-    n = A[0].shape[1]
+    n = A[0].shape[-1]
 
     def step(carry, _):
         U, V = (carry[0], carry[1]), (carry[2], carry[3])
@@ -255,29 +283,31 @@ def _svd_step(A):
         T = _df.gemm(_r._t(U), _df.gemm(A, V))[0]
         R = _df.sub((eye, zero), _df.gemm(_r._t(U), U))[0]
         S = _df.sub((eye, zero), _df.gemm(_r._t(V), V))[0]
-        s = T.diagonal() / (1 - (R.diagonal() + S.diagonal()) * 0.5)
-        si, sj = s[:, None], s[None, :]
+        diag = lambda t: t.diagonal(dim1=-2, dim2=-1)  # noqa: E731
+        s = diag(T) / (1 - (diag(R) + diag(S)) * 0.5)
+        si, sj = s[..., :, None], s[..., None, :]
         alpha, beta = T, T.mT + si * R + sj * S
         off = eye == 0
         gap = torch.where(off, si * si - sj * sj, 1)
         Fji = torch.where(off, (alpha * sj + beta * si) / gap, 0)  # (i, j) holds f_ji
         G = torch.where(off, -(alpha * si + beta * sj) / gap, 0) \
-            + torch.diag_embed(S.diagonal() * 0.5)
-        dU = Uh @ (Fji.mT + torch.diag_embed(R.diagonal() * 0.5))
+            + torch.diag_embed(diag(S) * 0.5)
+        dU = Uh @ (Fji.mT + torch.diag_embed(diag(R) * 0.5))
         dV = Vh @ G
         U, V = _df.add_f(U, dU), _df.add_f(V, dV)
-        smax = s.abs().max()
-        size = torch.maximum((T * off).abs().max() / smax, dU.abs().max())
+        smax = s.abs().amax(-1)
+        size = torch.maximum(_max(T * off) / smax, _max(dU))
         # the gap: the smallest distance between singular values relative to the largest,
         # over the steps (the first, from the float32 start, decides: a step across close
         # values makes inf and NaN); the size: inf from the first step that is not finite
         # on (torch-xla's min and max pass NaN over: measured, a NaN U read as size 1e-14
         # and gap 0.33 two steps after a zero gap)
-        g = ((si - sj).abs() + (1 - off.to(s.dtype)) * smax).min() / smax
-        gap = torch.minimum(carry[5], torch.where(g == g, g, carry[5]))
-        finite = ((~torch.isfinite(dU)).sum() + (~torch.isfinite(dV)).sum() == 0) \
-            & (carry[4] < float("inf"))
-        return (*U, *V, torch.where(finite, size, float("inf")), gap)
+        g = ((si - sj).abs() + (1 - off.to(s.dtype)) * smax[..., None, None]).amin(-1) \
+            .amin(-1) / smax
+        gap = torch.minimum(carry[4], torch.where(g == g, g, carry[4]))
+        finite = ((~torch.isfinite(dU)).sum((-2, -1)) + (~torch.isfinite(dV)).sum((-2, -1))
+                  == 0) & (carry[5] < float("inf"))
+        return (*U, *V, gap, torch.where(finite, size, float("inf")))
 
     return step
 
@@ -285,8 +315,8 @@ def _svd_step(A):
 def _singular_values(A, U, V):
     """s_i = t_ii / (1 - (r_ii + s_ii) / 2) in double-float, where
     1 - (r_ii + s_ii) / 2 = (|u_i|^2 + |v_i|^2) / 2."""
-    t = _df.dot(U, _df.gemm(A, V), dim=0)
-    d = _df.add(_df.dot(U, U, dim=0), _df.dot(V, V, dim=0))
+    t = _df.dot(U, _df.gemm(A, V), dim=-2)
+    d = _df.add(_df.dot(U, U, dim=-2), _df.dot(V, V, dim=-2))
     return _df.div(t, (d[0] * 0.5, d[1] * 0.5))  # halving is exact
 
 
@@ -303,33 +333,30 @@ def _start(a):
     condition is a's: nothing squared).  Columns normalized: a float32 mixing of the +s
     and -s eigenvectors ([u; v] and [u; -v]) scales u and v but leaves their
     directions."""
-    n = a.shape[0]
+    n = a.shape[-1]
     zero = torch.zeros_like(a)
-    _, X = torch.linalg.eigh(torch.cat([torch.cat([zero, a], 1),
-                                        torch.cat([a.mT, zero], 1)], 0))
-    top = X[:, n:].flip(1)  # ascending: -s_1..-s_n, then s_n..s_1
-    U, V = top[:n], top[n:]
-    return U / torch.linalg.vector_norm(U, dim=0), V / torch.linalg.vector_norm(V, dim=0)
+    _, X = torch.linalg.eigh(torch.cat([torch.cat([zero, a], -1),
+                                        torch.cat([a.mT, zero], -1)], -2))
+    top = X[..., n:].flip(-1)  # ascending: -s_1..-s_n, then s_n..s_1
+    U, V = top[..., :n, :], top[..., n:, :]
+    return (U / torch.linalg.vector_norm(U, dim=-2, keepdim=True),
+            V / torch.linalg.vector_norm(V, dim=-2, keepdim=True))
 
 
 def _svd_square(A):
-    """(U, s, V) pairs of the square A (n x n pair), or the reason it goes to the host."""
+    """(U, s, V) pairs of the square A (n x n pair, or a stack: one refinement), or the
+    reason it goes to the host (for any matrix of a stack)."""
     U0, V0 = _start(A[0])
     step = _svd_step(A)
-    zero = torch.zeros((), dtype=U0.dtype, device=U0.device)
+    zero = torch.zeros(U0.shape[:-2], dtype=U0.dtype, device=U0.device)
     # a fixed number of steps in the graph of the float32 start, one host read
     carry = backend(U0.device).device_loop(
-        step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero, zero + 2), 0,
+        step, (U0, torch.zeros_like(U0), V0, torch.zeros_like(V0), zero + 2, zero), 0,
         _SVD_STEPS)
-    size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
-    for _ in range(_SVD_MORE):
-        if not gap >= _SVD_APART or size <= _SVD_DONE or size != size:
-            break
-        carry = step(carry, None)
-        size, gap = (float(v) for v in _r._fetch(torch.stack(carry[4:])))
-    if not gap >= _SVD_APART:  # NaN included
+    carry, (gap, size) = _step_until(step, carry, _SVD_MORE, _SVD_DONE, _SVD_APART)
+    if not (gap >= _SVD_APART).all():  # NaN included
         return _SVD_CLOSE
-    if not size <= _SVD_DONE:
+    if not (size <= _SVD_DONE).all():
         return _SVD_HOST
     U, V = (carry[0], carry[1]), (carry[2], carry[3])
     return U, _singular_values(A, U, V), V
@@ -339,13 +366,17 @@ def _svd_square(A):
 def _svd(a, full_matrices, compute_uv):
     if not _r._df64(a):
         return _svd32(a, full_matrices, compute_uv)
-    host = lambda reason: _r._on_host("scipy.linalg.svd", reason, lambda x: (  # noqa: E731
-        _k._sl.svd(x, full_matrices=full_matrices, check_finite=False) if compute_uv
-        else _k._sl.svdvals(x, check_finite=False)), a)
-    if a.ndim != 2:
-        raise PerMatrix
-    A = _r._parts(a)
-    m, n = a.shape
+    def host(reason):
+        if a.ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
+        return _r._on_host("scipy.linalg.svd", reason, lambda x: (
+            _k._sl.svd(x, full_matrices=full_matrices, check_finite=False) if compute_uv
+            else _k._sl.svdvals(x, check_finite=False)), a)
+
+    A = _r._parts(a)  # (a stack: one refinement for the batch)
+    m, n = a.shape[-2:]
+    if a.ndim > 2 and full_matrices and compute_uv and m != n:
+        raise PerMatrix  # (the full U or V's complement: as qr's full Q above)
     wide = m < n
     if wide:
         A, m, n = _r._t(A), n, m
@@ -367,8 +398,8 @@ def _svd(a, full_matrices, compute_uv):
     if not compute_uv:
         return s
     if Q is not None:  # U = Q [U_R, 0; 0, I]
-        U = _df.gemm((Q[0][:, :n], Q[1][:, :n]), U)
-        U = (torch.cat([U[0], Q[0][:, n:]], 1), torch.cat([U[1], Q[1][:, n:]], 1))
+        U = _df.gemm((Q[0][..., :n], Q[1][..., :n]), U)
+        U = (torch.cat([U[0], Q[0][..., n:]], -1), torch.cat([U[1], Q[1][..., n:]], -1))
     if wide:  # A^T = U S V^T: A = V S U^T (transposed as pairs)
         return _transfer.df_tensor(*V), s, _transfer.df_tensor(*_r._t(U))
     return _transfer.df_tensor(*U), s, _transfer.df_tensor(*_r._t(V))
