@@ -70,6 +70,22 @@ def test_sqrtm_logm_funm(dlane, dtype):
                 assert _rel(out, ref) <= _tol(dtype) * 100, name
 
 
+@pytest.mark.parametrize("case", ["zeros", "gh4866"])
+def test_sqrtm_repeated_zero_eigenvalue(dlane, case):
+    """A repeated zero eigenvalue makes the triangular recurrence 0 / 0: SciPy takes 0
+    there (sqrtm(0) = 0, SciPy's gh-7839 and gh-4866), not NaN."""
+    m = np.zeros((2, 2)) if case == "zeros" else \
+        np.array([[1.0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sl.LinAlgWarning)  # SciPy's "Matrix is singular"
+        ref = sl.sqrtm(m)
+    with on_device(dlane), warnings.catch_warnings():
+        warnings.simplefilter("ignore", sl.LinAlgWarning)
+        out = to_np(tl.sqrtm(tensor(m, dlane)))
+    assert out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_solve_sylvester(dlane, dtype):
     n = _lane(dlane, dtype)

@@ -260,16 +260,20 @@ def _shifted_solve(r, shift, rhs):
 
 
 def sqrtm_triu(t):
-    """Principal square root of upper triangular ``t`` (Bjorck-Hammarling, by columns:
-    (R[:j, :j] + R[j, j] I) R[:j, j] = T[:j, j], one triangular solve per column)."""
+    """Principal square root of upper triangular ``t`` (Bjorck-Hammarling, by
+    superdiagonals: R[i, j] = (T[i, j] - sum_{i<k<j} R[i, k] R[k, j]) / (R[i, i] + R[j, j]),
+    0 where that is 0 / 0 (a repeated zero eigenvalue, as SciPy: sqrtm(0) = 0), +-inf or
+    NaN where the square root does not exist)."""
     n = t.shape[-1]
     d = torch.sqrt(t.diagonal())
-    cols = [torch.cat([d[:1], d.new_zeros(n - 1)])]
-    for j in range(1, n):
-        r = torch.stack(cols, 1)  # (n, j)
-        x = _shifted_solve(r[:j, :j], d[j], t[:j, j:j + 1])[:, 0]
-        cols.append(torch.cat([x, d[j:j + 1], x.new_zeros(n - j - 1)]))
-    return torch.stack(cols, 1)
+    r = torch.diag_embed(d)
+    for p in range(1, n):
+        # (R R)[i, i + p] from the entries known so far (R's p-th superdiagonal still 0)
+        num = t.diagonal(p) - (r[:n - p, :] * r[:, p:].mT).sum(-1)
+        den = d[:n - p] + d[p:]
+        r = r + torch.diag_embed(torch.where((den == 0) & (num == 0), torch.zeros_like(num),
+                                             num / den), p)
+    return r
 
 
 @register("linalg.sqrtm", "generic")
