@@ -86,6 +86,21 @@ def test_sqrtm_repeated_zero_eigenvalue(dlane, case):
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
 
 
+def test_logm_nonnormal_triangular(dlane):
+    """Al-Mohy & Higham 2012's experiment 1 (SciPy's test): ||T - I||_1 stays large under
+    square roots (64 of them gave a diagonal of -1.25); SciPy's bound by ||X^p||^(1/p)
+    needs few, and the diagonal and superdiagonal are computed exactly."""
+    a = np.array([[3.2346e-1, 3e4, 3e4, 3e4], [0, 3.0089e-1, 3e4, 3e4],
+                  [0, 0, 3.221e-1, 3e4], [0, 0, 0, 3.0744e-1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # SciPy's "may be inaccurate"
+        ref = sl.logm(a)
+    with on_device(dlane):
+        out = to_np(tl.logm(tensor(a, dlane)))
+    assert out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-10)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_solve_sylvester(dlane, dtype):
     n = _lane(dlane, dtype)
