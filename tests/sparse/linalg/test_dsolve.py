@@ -271,7 +271,10 @@ def test_bad_input_raises_scipy_errors(route):
     ref = spla.splu(a)
     lu = tsl.splu(trnscipy.to_device(a, device))
     for rhs, trans in ((np.ones(5), "N"), (np.ones((4, 2, 1)), "N"),
-                       (np.ones(4, dtype=np.complex128), "N"), (np.ones(4), "X")):
+                       (np.ones(4, dtype=np.complex128), "N"), (np.ones(4), "X"),
+                       # SciPy checks the dtype before the size (TypeError, not ValueError)
+                       (np.ones(5, dtype=np.complex128), "N"),
+                       (np.ones((4, 2, 1), dtype=np.complex64), "N")):
         exc, msg = _scipy_error(lambda r=rhs, t=trans: ref.solve(r, trans=t))
         with pytest.raises(exc, match=msg):
             lu.solve(trnscipy.to_device(rhs, device), trans=trans)
