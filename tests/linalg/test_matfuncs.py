@@ -101,6 +101,25 @@ def test_logm_nonnormal_triangular(dlane):
     np.testing.assert_allclose(out, ref, rtol=1e-10)
 
 
+@pytest.mark.parametrize("case", ["exact", "nearly"])
+def test_logm_singular_warns_as_scipy(dlane, case):
+    """SciPy's logm of a singular matrix: a zero eigenvalue stands in as 1e-20 (not NaN),
+    with LogmExactlySingularWarning; one below 1e-20 gives LogmNearlySingularWarning."""
+    from scipy.linalg._matfuncs_inv_ssq import (
+        LogmExactlySingularWarning,
+        LogmNearlySingularWarning,
+    )
+
+    m, warning = (np.array([[1.0, 1.0], [0.0, 0.0]]), LogmExactlySingularWarning) \
+        if case == "exact" else (np.array([[1e-100]]), LogmNearlySingularWarning)
+    with pytest.warns(warning):
+        ref = sl.logm(m)
+    with on_device(dlane), pytest.warns(warning):
+        out = to_np(tl.logm(tensor(m, dlane)))
+    assert out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_solve_sylvester(dlane, dtype):
     n = _lane(dlane, dtype)

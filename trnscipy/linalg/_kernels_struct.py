@@ -346,15 +346,41 @@ def funm(a, func, disp=True):
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
 
 
+_LOGM_TINY = 1e-20  # SciPy's ad hoc stand-in for an exactly zero eigenvalue
+
+
+def _logm_nonsingular(t, eye):
+    """SciPy's treatment of a singular triangular factor: a zero diagonal entry becomes
+    1e-20 (LogmExactlySingularWarning), one below 1e-20 is announced
+    (LogmNearlySingularWarning); one host read."""
+    from scipy.linalg._matfuncs_inv_ssq import (
+        LogmExactlySingularWarning,
+        LogmNearlySingularWarning,
+    )
+
+    d = _cabs(t.diagonal())
+    flags = torch.stack([(d == 0).any(), (d < _LOGM_TINY).any()])
+    zero, tiny = (bool(f) for f in _k("linalg._fetch", flags)(flags))
+    if zero:
+        warnings.warn("The logm input matrix is exactly singular.",
+                      LogmExactlySingularWarning, stacklevel=6)
+        return torch.where(eye.bool() & (t == 0), torch.full_like(t, _LOGM_TINY), t)
+    if tiny:
+        warnings.warn("The logm input matrix may be nearly singular.",
+                      LogmNearlySingularWarning, stacklevel=6)
+    return t
+
+
 @register("linalg.logm", "generic")
 def logm(a):
     """Inverse scaling and squaring on the triangular Schur factor: square roots until
     ||T - I||_1 <= 1/4 (one host read each), then the degree-8 Pade approximant by
     partial fractions (8 triangular solves), times 2^k."""
     t, z = complex_schur(a.to(_complex(a.dtype)))
-    t0 = t
     n = t.shape[-1]
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    t = _logm_nonsingular(t, eye)
+    t0 = t
     k = 0
     while k < 64:
         # max(||X^3||^(1/3), ||X^4||^(1/4)), X = T - I, bounds the Pade error (Al-Mohy &
