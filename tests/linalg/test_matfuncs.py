@@ -70,6 +70,56 @@ def test_sqrtm_logm_funm(dlane, dtype):
                 assert _rel(out, ref) <= _tol(dtype) * 100, name
 
 
+@pytest.mark.parametrize("case", ["zeros", "gh4866"])
+def test_sqrtm_repeated_zero_eigenvalue(dlane, case):
+    """A repeated zero eigenvalue makes the triangular recurrence 0 / 0: SciPy takes 0
+    there (sqrtm(0) = 0, SciPy's gh-7839 and gh-4866), not NaN."""
+    m = np.zeros((2, 2)) if case == "zeros" else \
+        np.array([[1.0, 0, 0, 1], [0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sl.LinAlgWarning)  # SciPy's "Matrix is singular"
+        ref = sl.sqrtm(m)
+    with on_device(dlane), warnings.catch_warnings():
+        warnings.simplefilter("ignore", sl.LinAlgWarning)
+        out = to_np(tl.sqrtm(tensor(m, dlane)))
+    assert out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-14)
+
+
+def test_logm_nonnormal_triangular(dlane):
+    """Al-Mohy & Higham 2012's experiment 1 (SciPy's test): ||T - I||_1 stays large under
+    square roots (64 of them gave a diagonal of -1.25); SciPy's bound by ||X^p||^(1/p)
+    needs few, and the diagonal and superdiagonal are computed exactly."""
+    a = np.array([[3.2346e-1, 3e4, 3e4, 3e4], [0, 3.0089e-1, 3e4, 3e4],
+                  [0, 0, 3.221e-1, 3e4], [0, 0, 0, 3.0744e-1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # SciPy's "may be inaccurate"
+        ref = sl.logm(a)
+    with on_device(dlane):
+        out = to_np(tl.logm(tensor(a, dlane)))
+    assert out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("case", ["exact", "nearly"])
+def test_logm_singular_warns_as_scipy(dlane, case):
+    """SciPy's logm of a singular matrix: a zero eigenvalue stands in as 1e-20 (not NaN),
+    with LogmExactlySingularWarning; one below 1e-20 gives LogmNearlySingularWarning."""
+    from scipy.linalg._matfuncs_inv_ssq import (
+        LogmExactlySingularWarning,
+        LogmNearlySingularWarning,
+    )
+
+    m, warning = (np.array([[1.0, 1.0], [0.0, 0.0]]), LogmExactlySingularWarning) \
+        if case == "exact" else (np.array([[1e-100]]), LogmNearlySingularWarning)
+    with pytest.warns(warning):
+        ref = sl.logm(m)
+    with on_device(dlane), pytest.warns(warning):
+        out = to_np(tl.logm(tensor(m, dlane)))
+    assert out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_solve_sylvester(dlane, dtype):
     n = _lane(dlane, dtype)

@@ -235,6 +235,48 @@ def test_expm_on_device(device, scale):
         tl.expm(t)
 
 
+# Moler's badly scaled matrix (SciPy's test_burkardt_14): scaling by the 1-norm (2e10)
+# squares the error up to 1e-1; SciPy's rule reads the norms of A^k and scales far less
+_MOLER = np.array([[0, 1e-8, 0], [-(2e10 + 4e8 / 6.0), -3, 2e10], [200.0 / 3.0, 0, -200.0 / 3.0]])
+# logm of a non-normal triangular matrix (SciPy's test_triangularity_perturbation): 46
+# squarings lose the diagonal unless it is recomputed after each (Code Fragment 2.1)
+_TRI_LOG = np.array([[-1.12867982029050462, 9.61418377142025565e4, -4.52485573953179264e9,
+                      2.92496941103871812e14],
+                     [0, -1.20101052953082288, 9.63469687211303099e4, -4.68104828911105442e9],
+                     [0, 0, -1.13289322264498393, 9.53249183094775653e4],
+                     [0, 0, 0, -1.17947533272554850]])
+_TRI_EXP = np.array([[3.2346e-1, 3e4, 3e4, 3e4], [0, 3.0089e-1, 3e4, 3e4],
+                     [0, 0, 3.221e-1, 3e4], [0, 0, 0, 3.0744e-1]])
+
+
+_SLOW = pytest.mark.slow  # XLA compiles of the norm, Pade and squaring graphs: 4-8 s each
+
+
+@pytest.mark.parametrize("case", ["upper", pytest.param("moler", marks=_SLOW),
+                                  pytest.param("lower", marks=_SLOW),
+                                  pytest.param("batch", marks=_SLOW)])
+def test_expm_scaling_and_triangular(device, case):
+    """expm of badly scaled and of triangular matrices: SciPy's degree and scaling rule
+    and its exact triangular diagonals; as SciPy, to its test tolerances."""
+    if case == "moler":
+        a, want, rtol = _MOLER, sl.expm(_MOLER), 1e-7
+    elif case == "batch":  # triangular, full and Moler's matrices: a scaling each
+        rng = np.random.default_rng(5)
+        full = rng.standard_normal((4, 4))
+        a = np.stack([_TRI_LOG, full, np.pad(_MOLER, ((0, 1), (0, 1)))])
+        want, rtol = np.stack([_TRI_EXP, sl.expm(full), sl.expm(a[2])]), 1e-4
+    else:  # (the lower corner entry is ill-conditioned: SciPy's is off by 1e-5 there)
+        a, want, rtol = (_TRI_LOG, _TRI_EXP, 1e-4) if case == "upper" else \
+            (_TRI_LOG.T, _TRI_EXP.T, 1e-3)
+        assert np.allclose(sl.expm(a), want, rtol=rtol, atol=1e-12)  # the reference meets it
+    with _on_device(device):
+        e = to_np(tl.expm(tensor(a, device)))
+    assert e.dtype == np.float64 and e.shape == a.shape
+    np.testing.assert_allclose(e, want, rtol=rtol, atol=1e-12)
+    if case in ("upper", "lower"):  # the diagonal exact, as SciPy's
+        np.testing.assert_allclose(np.diag(e), np.exp(np.diag(a)), rtol=1e-14)
+
+
 def _svd_check(a, u, s, vh, c=10):
     k = len(s)
     scale = c * max(a.shape) * eps(a.dtype)

@@ -265,16 +265,20 @@ def _shifted_solve(r, shift, rhs):
 
 
 def sqrtm_triu(t):
-    """Principal square root of upper triangular ``t`` (Bjorck-Hammarling, by columns:
-    (R[:j, :j] + R[j, j] I) R[:j, j] = T[:j, j], one triangular solve per column)."""
+    """Principal square root of upper triangular ``t`` (Bjorck-Hammarling, by
+    superdiagonals: R[i, j] = (T[i, j] - sum_{i<k<j} R[i, k] R[k, j]) / (R[i, i] + R[j, j]),
+    0 where that is 0 / 0 (a repeated zero eigenvalue, as SciPy: sqrtm(0) = 0), +-inf or
+    NaN where the square root does not exist)."""
     n = t.shape[-1]
     d = torch.sqrt(t.diagonal())
-    cols = [torch.cat([d[:1], d.new_zeros(n - 1)])]
-    for j in range(1, n):
-        r = torch.stack(cols, 1)  # (n, j)
-        x = _shifted_solve(r[:j, :j], d[j], t[:j, j:j + 1])[:, 0]
-        cols.append(torch.cat([x, d[j:j + 1], x.new_zeros(n - j - 1)]))
-    return torch.stack(cols, 1)
+    r = torch.diag_embed(d)
+    for p in range(1, n):
+        # (R R)[i, i + p] from the entries known so far (R's p-th superdiagonal still 0)
+        num = t.diagonal(p) - (r[:n - p, :] * r[:, p:].mT).sum(-1)
+        den = d[:n - p] + d[p:]
+        r = r + torch.diag_embed(torch.where((den == 0) & (num == 0), torch.zeros_like(num),
+                                             num / den), p)
+    return r
 
 
 @register("linalg.sqrtm", "generic")
@@ -347,6 +351,31 @@ def funm(a, func, disp=True):
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
 
 
+_LOGM_TINY = 1e-20  # SciPy's ad hoc stand-in for an exactly zero eigenvalue
+
+
+def _logm_nonsingular(t, eye):
+    """SciPy's treatment of a singular triangular factor: a zero diagonal entry becomes
+    1e-20 (LogmExactlySingularWarning), one below 1e-20 is announced
+    (LogmNearlySingularWarning); one host read."""
+    from scipy.linalg._matfuncs_inv_ssq import (
+        LogmExactlySingularWarning,
+        LogmNearlySingularWarning,
+    )
+
+    d = _cabs(t.diagonal())
+    flags = torch.stack([(d == 0).any(), (d < _LOGM_TINY).any()])
+    zero, tiny = (bool(f) for f in _k("linalg._fetch", flags)(flags))
+    if zero:
+        warnings.warn("The logm input matrix is exactly singular.",
+                      LogmExactlySingularWarning, stacklevel=6)
+        return torch.where(eye.bool() & (t == 0), torch.full_like(t, _LOGM_TINY), t)
+    if tiny:
+        warnings.warn("The logm input matrix may be nearly singular.",
+                      LogmNearlySingularWarning, stacklevel=6)
+    return t
+
+
 @register("linalg.logm", "generic")
 def logm(a):
     """Inverse scaling and squaring on the triangular Schur factor: square roots until
@@ -355,9 +384,16 @@ def logm(a):
     t, z = complex_schur(a.to(_complex(a.dtype)))
     n = t.shape[-1]
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
+    t = _logm_nonsingular(t, eye)
+    t0 = t
     k = 0
     while k < 64:
-        gap = _cabs(t - eye).sum(0).max()
+        # max(||X^3||^(1/3), ||X^4||^(1/4)), X = T - I, bounds the Pade error (Al-Mohy &
+        # Higham 2012): far below ||X||_1 for a non-normal T, whose roots then stay few
+        x = t - eye
+        x3 = x @ x @ x
+        gap = torch.maximum(_cabs(x3).sum(0).max() ** (1 / 3),
+                            _cabs(x3 @ x).sum(0).max() ** 0.25)
         if float(_k("linalg._fetch", gap)(gap)) <= 0.25:
             break
         t = sqrtm_triu(t)
@@ -367,7 +403,18 @@ def logm(a):
     log = torch.zeros_like(t)
     for node, weight in zip(_GL_NODES, _GL_WEIGHTS, strict=True):
         log = log + (weight / 2) * trsm(eye + ((node + 1) / 2) * x, x, upper=True)
-    out = z @ (log * 2.0 ** k) @ z.mH
+    log = log * 2.0 ** k
+    if k:  # the diagonal and first superdiagonal exactly, not through the roots (as SciPy)
+        d = t0.diagonal()
+        logd = torch.log(d)
+        lo, hi = d[:-1], d[1:]
+        same = lo == hi
+        dd = torch.where(same, 1 / lo, (logd[1:] - logd[:-1]) / torch.where(
+            same, torch.ones_like(lo), hi - lo))
+        log = torch.where(eye.bool(), torch.diag_embed(logd), log)
+        sup = torch.ones(n - 1, dtype=torch.bool, device=t.device).diag_embed(1)
+        log = torch.where(sup, torch.diag_embed(t0.diagonal(1) * dd, 1), log)
+    out = z @ log @ z.mH
     # SciPy computes in the input's precision and returns double precision, real where the
     # imaginary part is within double's tolerance (so float32 input with complex
     # eigenvalues gives complex128, as SciPy)

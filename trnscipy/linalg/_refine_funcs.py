@@ -38,76 +38,6 @@ from trnscipy.linalg import _kernels_struct as _ks
 from trnscipy.linalg import _refine as _r
 from trnscipy.linalg import _xla_dense
 
-# SciPy's thresholds (theta_m) and the ell coefficients (double precision) of
-# pick_pade_structure, for m = 3, 5, 7, 9, 13
-_THETA = (1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
-          2.097847961257068, 4.25)
-_COEFF = (1.1191048088221578e-11, 1.1167770708198077e-06, 4.9826124310493469e-01,
-          6.5662862500000000e+05, 1.2573361865339437e+19)
-_SPINS = (1, 7, 11, 15, 19, 27)  # the powers p of |A|^p 1 SciPy's rule reads
-
-
-def _norm1(x):
-    return x.abs().sum(-2).amax(-1)
-
-
-def _structure_numbers(hi):
-    """The float32 numbers SciPy's degree rule reads, as one (12,) tensor: [||A||_inf
-    (SciPy's normA: max of |A| 1), log2 max(|A|^p 1) - p log2 ||A||_inf for p in _SPINS,
-    log2 c, ||B^k||_1 for k = 4, 6, 8, 10 (B = A / c, c a power of two near ||A||_1: no
-    overflow of the powers)].  Each spin is rescaled by its maximum (no underflow).  A
-    stack: (12, *batch), each matrix's numbers."""
-    absA = hi.abs()
-    norm_inf = absA.sum(-1).amax(-1)
-    safe = torch.where(norm_inf > 0, norm_inf, torch.ones_like(norm_inf))
-    v = torch.ones_like(hi[..., :, :1])
-    logs, total = [], torch.zeros_like(norm_inf)
-    for p in range(1, _SPINS[-1] + 1):
-        v = (absA @ v) / safe[..., None, None]
-        top = v.amax(-1).amax(-1)
-        total = total + torch.log2(top)
-        v = v / torch.where(top > 0, top, torch.ones_like(top))[..., None, None]
-        if p in _SPINS[1:]:
-            logs.append(total)
-    c = _df._pow2_ceil(torch.where(_norm1(hi) > 0, _norm1(hi), torch.ones_like(norm_inf)))
-    b = hi / c[..., None, None]
-    b2 = b @ b
-    b4 = b2 @ b2
-    b6 = b4 @ b2
-    norms = [_norm1(b4), _norm1(b6), _norm1(b4 @ b4), _norm1(b6 @ b4)]
-    return torch.stack([norm_inf, *logs, torch.log2(c), *norms])
-
-
-def _pick(numbers):
-    """(m, s) by SciPy's rule from ``_structure_numbers`` (host floats, float64)."""
-    norm_inf, l7, l11, l15, l19, l27, log_c, n4, n6, n8, n10 = (float(x) for x in numbers)
-    if norm_inf == 0:
-        return 3, 0
-    c = 2.0 ** log_c
-    lg = math.log2(norm_inf)
-
-    def ell(log_t, i, p, shift=0.0):
-        # ceil(log2(||  |A|^p 1 ||_inf / normA / coeff) / (p - 1)), at least 0
-        value = log_t + (p - 1) * lg + shift - math.log2(_COEFF[i])
-        return max(0, math.ceil(value / (p - 1))) if math.isfinite(value) else 0
-
-    d4, d6 = c * n4 ** 0.25, c * n6 ** (1 / 6)
-    d8, d10 = c * n8 ** 0.125, c * n10 ** 0.1
-    eta1 = max(d4, d6)
-    if eta1 < _THETA[0] and ell(l7, 0, 7) == 0:
-        return 3, 0
-    if eta1 < _THETA[1] and ell(l11, 1, 11) == 0:
-        return 5, 0
-    eta2 = max(d6, d8)
-    if eta2 < _THETA[2] and ell(l15, 2, 15) == 0:
-        return 7, 0
-    if eta2 < _THETA[3] and ell(l19, 3, 19) == 0:
-        return 9, 0
-    eta4 = min(eta2, max(d8, d10))
-    s = max(0, math.ceil(math.log2(eta4 / _THETA[4]))) if eta4 > 0 else 0
-    # |2^-s A|^27 1 / ||2^-s A||: 2^(-26 s) of the unscaled ratio
-    return 13, s + ell(l27, 4, 27, -26.0 * s)
-
 
 def _const(value, like):
     """A float64 constant as a 0-d double-float pair in ``like``'s graph."""
@@ -164,11 +94,12 @@ def _expm_pair(A):
     hi = A[0]
     device = hi.device
     batch, n = hi.shape[:-2], hi.shape[-1]
-    numbers = np.asarray(_r._fetch(_structure_numbers(hi)), dtype=np.float64)
+    numbers = np.asarray(_r._fetch(_xla_dense.pade_numbers(hi)), dtype=np.float64)
     numbers = numbers.reshape(numbers.shape[0], -1)  # one column per matrix
     # SciPy: NaNs for a non-finite input (such a matrix computes as zero, then NaN)
     bad = ~np.isfinite(numbers[0])
-    picks = [(3, 0) if b else _pick(col) for b, col in zip(bad, numbers.T, strict=True)]
+    picks = [(3, 0) if b else _xla_dense.pick_pade(col)
+             for b, col in zip(bad, numbers.T, strict=True)]
     m = max(p[0] for p in picks)
     steps = np.array([p[1] for p in picks], dtype=np.float32).reshape(batch + (1, 1))
     # 2^-s as graph data (exact: a power of two), so the graphs do not depend on s

@@ -8,6 +8,8 @@ input shape and a repeat compiles nothing.  Loops over columns are unrolled in
 Python; the big work is the GEMM of each block's trailing update.
 """
 
+import math
+
 from trnscipy._dtypes import divide
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
@@ -393,9 +395,13 @@ def qr(a, mode="full", pivoting=False):
 
 
 # ----------------------------------------------------------------------------------------
-# expm: scaling and squaring with Pade approximants (Higham 2005, the degrees and
-# thresholds SciPy starts from), the Pade solve through the LU above.  One host read
-# (the 1-norm) picks the degree and the scaling; the graphs then depend on them only.
+# expm: scaling and squaring with Pade approximants.  float64/complex128: SciPy's degree
+# and scaling rule (Al-Mohy & Higham 2009, as SciPy's pick_pade_structure: the norms of
+# A^4..A^10 and of |A|^p 1 bound the backward error, so a badly scaled matrix is not
+# over-scaled), and for a triangular matrix the diagonal and first off-diagonal
+# recomputed exactly after each squaring (their Code Fragment 2.1, as SciPy).  float32:
+# Higham 2005's degrees 3-7 by the 1-norm.  One host read picks the degree and the
+# scaling; the graphs then depend on them only.
 
 _PADE = {
     3: (120.0, 60.0, 12.0, 1.0),
@@ -407,10 +413,92 @@ _PADE = {
          1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
          33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0),
 }
-# largest 1-norm for which degree m is accurate to unit roundoff (Higham 2005)
-_THETA_DOUBLE = {3: 1.495585217958292e-2, 5: 2.539398330063230e-1, 7: 9.504178996162932e-1,
-                 9: 2.097847961257068, 13: 5.371920351148152}
+# largest 1-norm for which degree m is accurate to float32 roundoff (Higham 2005)
 _THETA_SINGLE = {3: 4.258730016922831e-1, 5: 1.880152677804762, 7: 3.925724783138660}
+# SciPy's thresholds (theta_m) and the ell coefficients (double precision) of
+# pick_pade_structure, for m = 3, 5, 7, 9, 13
+_THETA = (1.495585217958292e-2, 2.539398330063230e-1, 9.504178996162932e-1,
+          2.097847961257068, 4.25)
+_COEFF = (1.1191048088221578e-11, 1.1167770708198077e-06, 4.9826124310493469e-01,
+          6.5662862500000000e+05, 1.2573361865339437e+19)
+_SPINS = (1, 7, 11, 15, 19, 27)  # the powers p of |A|^p 1 SciPy's rule reads
+
+
+def _abs(x):
+    # hypot: XLA's complex abs stays complex-typed
+    return torch.hypot(x.real, x.imag) if x.is_complex() else x.abs()
+
+
+def _norm1(x):
+    return _abs(x).sum(0).max()
+
+
+def _pow2_above(t):
+    """A power of two near t > 0 (float32: the double-float helper, lowering everywhere)."""
+    if t.dtype == torch.float32:
+        from trnscipy._kernels import _df
+
+        return _df._pow2_ceil(t)
+    return torch.pow(2.0, torch.ceil(torch.log2(t)))
+
+
+def pade_numbers(hi):
+    """The numbers SciPy's degree rule reads for ``hi`` (a matrix or a stack), as one
+    (11, *batch) real tensor: [||A||_inf (SciPy's normA: max of |A| 1), log2 max(|A|^p 1)
+    - p log2 ||A||_inf for p in _SPINS[1:], log2 c, ||B^k||_1 for k = 4, 6, 8, 10 (B = A / c,
+    c a power of two near ||A||_1: no overflow of the powers)].  Each spin is rescaled by
+    its maximum (no underflow)."""
+    absA = _abs(hi)
+    norm_inf = absA.sum(-1).amax(-1)
+    safe = torch.where(norm_inf > 0, norm_inf, torch.ones_like(norm_inf))
+    v = torch.ones_like(absA[..., :, :1])
+    logs, total = [], torch.zeros_like(norm_inf)
+    for p in range(1, _SPINS[-1] + 1):
+        v = (absA @ v) / safe[..., None, None]
+        top = v.amax(-1).amax(-1)
+        total = total + torch.log2(top)
+        v = v / torch.where(top > 0, top, torch.ones_like(top))[..., None, None]
+        if p in _SPINS[1:]:
+            logs.append(total)
+    n1 = _abs(hi).sum(-2).amax(-1)
+    c = _pow2_above(torch.where(n1 > 0, n1, torch.ones_like(n1)))
+    b = hi / c[..., None, None]
+    b2 = b @ b
+    b4 = b2 @ b2
+    b6 = b4 @ b2
+    norms = [_abs(x).sum(-2).amax(-1) for x in (b4, b6, b4 @ b4, b6 @ b4)]
+    return torch.stack([norm_inf, *logs, torch.log2(c), *norms])
+
+
+def pick_pade(numbers):
+    """(m, s) by SciPy's rule from ``pade_numbers`` (host floats, float64)."""
+    norm_inf, l7, l11, l15, l19, l27, log_c, n4, n6, n8, n10 = (float(x) for x in numbers)
+    if norm_inf == 0:
+        return 3, 0
+    c = 2.0 ** log_c
+    lg = math.log2(norm_inf)
+
+    def ell(log_t, i, p, shift=0.0):
+        # ceil(log2(||  |A|^p 1 ||_inf / normA / coeff) / (p - 1)), at least 0
+        value = log_t + (p - 1) * lg + shift - math.log2(_COEFF[i])
+        return max(0, math.ceil(value / (p - 1))) if math.isfinite(value) else 0
+
+    d4, d6 = c * n4 ** 0.25, c * n6 ** (1 / 6)
+    d8, d10 = c * n8 ** 0.125, c * n10 ** 0.1
+    eta1 = max(d4, d6)
+    if eta1 < _THETA[0] and ell(l7, 0, 7) == 0:
+        return 3, 0
+    if eta1 < _THETA[1] and ell(l11, 1, 11) == 0:
+        return 5, 0
+    eta2 = max(d6, d8)
+    if eta2 < _THETA[2] and ell(l15, 2, 15) == 0:
+        return 7, 0
+    if eta2 < _THETA[3] and ell(l19, 3, 19) == 0:
+        return 9, 0
+    eta4 = min(eta2, max(d8, d10))
+    s = max(0, math.ceil(math.log2(eta4 / _THETA[4]))) if eta4 > 0 else 0
+    # |2^-s A|^27 1 / ||2^-s A||: 2^(-26 s) of the unscaled ratio
+    return 13, s + ell(l27, 4, 27, -26.0 * s)
 
 
 def _pade_uv(a, m):
@@ -435,63 +523,123 @@ def _pade_uv(a, m):
 
 def _degree_and_scaling(norm, theta):
     """The Pade degree m and the squarings s that a matrix of 1-norm ``norm`` needs."""
-    import math
-
     degrees = sorted(theta)
     m = next((d for d in degrees[:-1] if norm <= theta[d]), degrees[-1])
     s = max(0, math.ceil(math.log2(norm / theta[m]))) if norm > theta[m] else 0
     return m, s
 
 
+def _picks(a):
+    """Per matrix of ``a``: (m, s, upper, lower), or None for a non-finite matrix; one
+    host read."""
+    mats = a.reshape(-1, *a.shape[-2:])
+    tri = torch.stack([(mats.tril(-1) == 0).flatten(1).all(1),
+                       (mats.triu(1) == 0).flatten(1).all(1)], 1).to(a.real.dtype)
+    if a.real.dtype == torch.float32:
+        nums = _abs(mats).sum(-2).amax(-1, keepdim=True)
+    else:
+        nums = torch.stack([pade_numbers(m) for m in mats])
+    rows = kernel("linalg._fetch", a.device)(torch.cat([tri, nums], 1))
+    out = []
+    for row in rows:
+        if not all(math.isfinite(x) for x in row[2:3]):
+            out.append(None)
+        elif a.real.dtype == torch.float32:
+            out.append((*_degree_and_scaling(row[2], _THETA_SINGLE), *map(bool, row[:2])))
+        else:
+            out.append((*pick_pade(row[2:]), *map(bool, row[:2])))
+    return out
+
+
 @register("linalg.expm", "xla")
 def expm(a):
     """expm by Pade degree 3-13 (float64) or 3-7 (float32) after scaling by 2^-s.
 
-    In a batch each matrix gets the degree and scaling its own norm picks, so that the
+    In a batch each matrix gets the degree and scaling its own norms pick, so that the
     batch computes what its single calls compute (SciPy's test_batch compares them): one
     graph evaluates the degrees present and selects per matrix; the squarings run to the
     largest s, a matrix squared only while its own s lasts."""
-    import math
-
-    theta = _THETA_SINGLE if a.real.dtype == torch.float32 else _THETA_DOUBLE
-    absval = torch.sqrt(a.real * a.real + a.imag * a.imag) if a.is_complex() else a.abs()
-    norms = kernel("linalg._fetch", a.device)(absval.sum(-2).amax(-1).reshape(-1))
-    picks = [_degree_and_scaling(x, theta) if math.isfinite(x) else None for x in norms]
+    picks = _picks(a)
     if all(p is None for p in picks):
         return a + math.nan  # SciPy returns NaNs for a non-finite input
-    if len(set(picks)) == 1:  # one matrix, or a batch that needs the same for each
-        m, s = picks[0]
-        u, v = _pade_uv(a * 2.0 ** -s if s else a, m)
-        return _pade_square(u, v, [s], None)
     dev, batch = a.device, a.shape[:-2]
 
     def per_matrix(values, dtype):
         return torch.tensor(values, dtype=dtype, device=dev).reshape(*batch, 1, 1)
 
-    bad = per_matrix([p is None for p in picks], torch.bool)
-    picks = [p or (min(theta), 0) for p in picks]  # (a non-finite matrix: NaN at the end)
-    a = torch.where(bad, torch.zeros_like(a), a)
-    a = a * per_matrix([2.0 ** -s for _, s in picks], a.real.dtype)  # exact: powers of 2
-    degree = per_matrix([m for m, _ in picks], torch.int64)
+    bad = [p is None for p in picks]
+    picks = [p or (3, 0, False, False) for p in picks]  # (non-finite: NaN at the end)
+    if any(bad):
+        a = torch.where(per_matrix(bad, torch.bool), torch.zeros_like(a), a)
+    squarings = [s for _, s, _, _ in picks]
+    tri = [(up or lo) and s > 0 for _, s, up, lo in picks]
+    if len(set(squarings)) > 1:
+        a_s = a * per_matrix([2.0 ** -s for s in squarings], a.real.dtype)  # exact
+    else:
+        a_s = a * 2.0 ** -squarings[0] if squarings[0] else a
     u = v = None
-    for m in sorted({m for m, _ in picks}):
-        um, vm = _pade_uv(a, m)
-        u = um if u is None else torch.where(degree == m, um, u)
-        v = vm if v is None else torch.where(degree == m, vm, v)
-    x = _pade_square(u, v, [s for _, s in picks], per_matrix([s for _, s in picks],
-                                                              torch.int64))
-    return torch.where(bad, torch.full_like(x, math.nan), x)
-
-
-def _pade_square(u, v, squarings, per_matrix):
-    """(V - U)^-1 (V + U), squared max(squarings) times (a matrix whose own count
-    ``per_matrix`` is reached keeps its value; None: every matrix squared each time)."""
+    degrees = sorted({m for m, _, _, _ in picks})
+    for m in degrees:
+        um, vm = _pade_uv(a_s, m)
+        if u is not None:
+            degree = per_matrix([m for m, _, _, _ in picks], torch.int64)
+            um, vm = torch.where(degree == m, um, u), torch.where(degree == m, vm, v)
+        u, v = um, vm
     lu, piv, _, _ = getrf(v - u)
     x = lu_solve((lu, piv), v + u)
+    fix = None
+    if any(tri):
+        fix = _TriangularFix(a, picks, tri, per_matrix)
+        x = fix(x, 0)
+    same = len(set(squarings)) == 1
+    count = None if same else per_matrix(squarings, torch.int64)
     for k in range(max(squarings)):
-        x = x @ x if per_matrix is None else torch.where(per_matrix > k, x @ x, x)
+        x = x @ x if same else torch.where(count > k, x @ x, x)
+        if fix is not None:
+            x = fix(x, k + 1)
         _sync(x)
+    if any(bad):
+        x = torch.where(per_matrix(bad, torch.bool), torch.full_like(x, math.nan), x)
     return x
+
+
+class _TriangularFix:
+    """Code Fragment 2.1 of Al-Mohy & Higham 2009 for the triangular matrices of a batch:
+    after k of its s squarings a matrix's diagonal is exp(2^(k-s) diag A), and its first
+    super (or sub) diagonal the exact divided difference of exp times that of A."""
+
+    def __init__(self, a, picks, tri, per_matrix):
+        n = a.shape[-1]
+        self.a, self.per_matrix = a, per_matrix
+        self.s = [s for _, s, _, _ in picks]
+        self.upper = [up for _, _, up, _ in picks]
+        self.tri = tri
+        self.eye = torch.eye(n, dtype=torch.bool, device=a.device)
+        self.sup = torch.ones(n - 1, device=a.device).diag_embed(1).bool()
+
+    def __call__(self, x, k):
+        """x after k squarings: the fixed entries of the matrices with k <= s."""
+        active = [t and k <= s for t, s in zip(self.tri, self.s, strict=True)]
+        if not any(active):
+            return x
+        t = self.per_matrix([2.0 ** (k - s) if on else 0.0
+                             for on, s in zip(active, self.s, strict=True)], self.a.real.dtype)
+        d = self.a.diagonal(dim1=-2, dim2=-1) * t[..., 0]
+        y = torch.where(self.eye, torch.diag_embed(torch.exp(d)), x)
+        l1, l2 = d[..., :-1], d[..., 1:]
+        half = (l2 - l1) / 2
+        small = _abs(half) < 1
+        safe = torch.where(small & (half != 0), half, torch.ones_like(half))
+        sinhc = torch.where(half == 0, torch.ones_like(half), torch.sinh(safe) / safe)
+        wide = torch.where(small, torch.ones_like(half), l2 - l1)
+        dd = torch.where(small, torch.exp((l1 + l2) / 2) * sinhc,
+                         (torch.exp(l2) - torch.exp(l1)) / wide)
+        upper = self.per_matrix(self.upper, torch.bool)
+        off_up = self.a.diagonal(1, -2, -1) * t[..., 0] * dd
+        off_lo = self.a.diagonal(-1, -2, -1) * t[..., 0] * dd
+        y = torch.where(self.sup & upper, torch.diag_embed(off_up, 1), y)
+        y = torch.where(self.sup.mT & ~upper, torch.diag_embed(off_lo, -1), y)
+        return torch.where(self.per_matrix(active, torch.bool), y, x)
 
 
 # ----------------------------------------------------------------------------------------

@@ -262,6 +262,16 @@ def _scipy_error(fn):
     return info.type, re.escape(str(info.value))
 
 
+def test_spilu_of_a_diagonal_matrix(route):
+    """A diagonal pattern has no ILU product terms (SciPy's test_spilu_drop_rule spilus
+    eye(2)): it factorizes, as SciPy's."""
+    a = sp.diags_array([1.0, 2.0, 4.0]).tocsc()
+    b = np.array([1.0, 3.0, 5.0])
+    lu = tsl.spilu(trnscipy.to_device(a, torch.device("cpu")))
+    x = lu.solve(torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose(x, spla.spilu(a).solve(b), rtol=1e-14)
+
+
 def test_bad_input_raises_scipy_errors(route):
     device = torch.device("cpu")
     exc, msg = _scipy_error(lambda: spla.splu(sp.csc_array(np.ones((2, 3)))))
@@ -271,7 +281,10 @@ def test_bad_input_raises_scipy_errors(route):
     ref = spla.splu(a)
     lu = tsl.splu(trnscipy.to_device(a, device))
     for rhs, trans in ((np.ones(5), "N"), (np.ones((4, 2, 1)), "N"),
-                       (np.ones(4, dtype=np.complex128), "N"), (np.ones(4), "X")):
+                       (np.ones(4, dtype=np.complex128), "N"), (np.ones(4), "X"),
+                       # SciPy checks the dtype before the size (TypeError, not ValueError)
+                       (np.ones(5, dtype=np.complex128), "N"),
+                       (np.ones((4, 2, 1), dtype=np.complex64), "N")):
         exc, msg = _scipy_error(lambda r=rhs, t=trans: ref.solve(r, trans=t))
         with pytest.raises(exc, match=msg):
             lu.solve(trnscipy.to_device(rhs, device), trans=trans)

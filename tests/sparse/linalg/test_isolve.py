@@ -671,6 +671,18 @@ def test_xla_gcrotmk(xla_device):
     assert counts.compilations == 0 and counts.executions <= 2 * len(calls) + 4, counts
 
 
+@pytest.mark.xla
+@pytest.mark.skipif("gcrotmk" not in SOLVERS, reason="gcrotmk runs on SciPy")
+def test_xla_gcrotmk_k0_is_gmres_as_scipy(xla_device):
+    """k=0 and no CU: no C vectors (SciPy's test_arnoldi: one outer step is GMRES's);
+    the device path multiplied by the absent B (TypeError)."""
+    A, b = _problem("gcrotmk", np.float64, m=5)
+    x_ref, info_ref = spla.gcrotmk(A, b, m=3, k=0, maxiter=1)
+    x, info = tsl.gcrotmk(_to(A, xla_device), _to(b, xla_device), m=3, k=0, maxiter=1)
+    assert info == info_ref
+    _compare(x, x_ref, np.float64)
+
+
 def test_minres_shift_check_show_as_scipy(capsys):
     A, b = _problem("minres", np.float64, m=4)
     for kw in ({"shift": 0.7}, {"check": True}, {"shift": -1.5, "maxiter": 5}):

@@ -114,12 +114,12 @@ class DeviceLU:
             raise ValueError("trans must be N, T, or H")
         if rhs.ndim > 2:
             raise ValueError("object too deep for desired array")
-        if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
-            raise ValueError("b is of incompatible size")
         rdtype = to_numpy_dtype(rhs.dtype)
-        if not np.can_cast(rdtype, self.dtype, "safe"):
+        if not np.can_cast(rdtype, self.dtype, "safe"):  # before the size, as SciPy
             raise TypeError(f"Cannot cast array data from dtype('{rdtype}') to "
                             f"dtype('{self.dtype}') according to the rule 'safe'")
+        if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
+            raise ValueError("b is of incompatible size")
         b = self._cast(rhs)
         return self._solve(b.reshape(b.shape[0], -1), trans).reshape(rhs.shape)
 

@@ -168,7 +168,8 @@ def _depth(sym):
             return None
     order = np.argsort(sym.target, kind="stable")
     p1, p2, target = sym.p1[order], sym.p2[order], sym.target[order]
-    starts = np.flatnonzero(np.concatenate([[True], target[1:] != target[:-1]]))
+    starts = np.flatnonzero(np.concatenate([[target.shape[0] > 0],  # none: a diagonal
+                                            target[1:] != target[:-1]]))
     targets = target[starts]
     level = np.zeros(sym.row.shape[0], dtype=np.int64)
     low = np.flatnonzero(sym.lower)

@@ -116,7 +116,7 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
                                                     extra=extra)
         y = y * beta
         ux = y @ zs
-        if CU or not host:
+        if n_cs and (CU or not host):  # (k = 0 with no CU: no C vectors, no B)
             us = [u for _, u in CU]
             ux = ux - (B @ y) @ torch.stack(us + fillers[len(us):B.shape[0]])
         cx = (y @ H) @ vs
