@@ -5,22 +5,19 @@ holds a factorization (``solve``'s and ``det``'s LU).  A device call does the sa
 tensor operand; offload writes the host array back (``_dispatch._written_back``).
 """
 
-import torch
-
 from trnscipy._dispatch import contiguity
 from trnscipy._double_float import is_exact
+from trnscipy._torch import torch
 
 __all__ = ["reusable", "into", "solved_in"]
-
-_LAPACK = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-
 
 def reusable(x, dtype, order="F", ndims=(1, 2)):
     """Whether SciPy would compute in ``x`` itself: a plain tensor (no autograd, not
     double-float storage) of the LAPACK dtype ``dtype`` computed in, with ``ndims``
     dimensions (None: any), contiguous in ``order`` ('F': column-major, as LAPACK's
     matrices; 'C')."""
-    if (not torch.is_tensor(x) or is_exact(x) or x.dtype != dtype or dtype not in _LAPACK
+    lapack = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+    if (not torch.is_tensor(x) or is_exact(x) or x.dtype != dtype or dtype not in lapack
             or x.requires_grad or (ndims is not None and x.ndim not in ndims)):
         return False
     return contiguity(x)[order == "F"]
