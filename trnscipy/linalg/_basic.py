@@ -15,7 +15,7 @@ from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
-from trnscipy.linalg._inplace import into, reusable, solved_in
+from trnscipy.linalg._inplace import into, result_in, reusable, solved_in
 from trnscipy.linalg._kernels import _SOLVE_KINDS
 from trnscipy.linalg._kernels_struct import _wide  # noqa: F401  (_matfuncs takes it from here)
 from trnscipy.linalg._validate import (
@@ -120,7 +120,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     if assume_a not in _SOLVE_KINDS:  # SciPy looks the structure up after the checks
         raise KeyError(assume_a)
     x = kernel("linalg.inv", a.device)(a, assume_a=assume_a, lower=lower)
-    return into(given, x) if overwrite_a and reusable(given, x.dtype, ndims=(2,)) else x
+    return result_in(overwrite_a, given, x)
 
 
 def _wide_result(t):

@@ -11,7 +11,7 @@ from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
-from trnscipy.linalg._inplace import into, reusable, solved_in
+from trnscipy.linalg._inplace import result_in, solved_in
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -30,7 +30,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
         lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
         lambda L, B, trans: kernel("linalg._trsm", L.device)(L, B, upper=False, trans=trans),
         a, lower)
-    return into(given, c) if overwrite_a and reusable(given, c.dtype, ndims=(2,)) else c
+    return result_in(overwrite_a, given, c)
 
 
 @dispatch(_sl.cho_factor, stacks=True, double_float=("neuron",))

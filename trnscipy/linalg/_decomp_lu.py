@@ -6,7 +6,7 @@ from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
-from trnscipy.linalg._inplace import into, reusable, solved_in
+from trnscipy.linalg._inplace import result_in, solved_in
 from trnscipy.linalg._validate import as_matrix, as_rhs, as_square, as_tensor, device_of, empty
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -38,9 +38,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     if a.numel() == 0:
         return a.clone(), empty(a.shape[:-2] + (min(a.shape[-2:]),), a, torch.int32)
     lu, piv = kernel("linalg.lu_factor", a.device)(a)
-    if overwrite_a and reusable(given, lu.dtype, ndims=(2,)):
-        return into(given, lu), piv
-    return lu, piv
+    return result_in(overwrite_a, given, lu), piv
 
 
 @dispatch(_sl.lu_solve, double_float=("neuron",))

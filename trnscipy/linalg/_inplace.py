@@ -9,7 +9,7 @@ from trnscipy._dispatch import contiguity
 from trnscipy._double_float import is_exact
 from trnscipy._torch import torch
 
-__all__ = ["reusable", "into", "solved_in"]
+__all__ = ["reusable", "into", "result_in", "solved_in"]
 
 def reusable(x, dtype, order="F", ndims=(1, 2)):
     """Whether SciPy would compute in ``x`` itself: a plain tensor (no autograd, not
@@ -33,8 +33,14 @@ def into(x, value):
     return x
 
 
+def result_in(overwrite, given, value, ndims=(2,)):
+    """``value``, in the ``given`` operand itself where SciPy's LAPACK call computes it
+    there (``overwrite`` given, column-major, same dtype and shape)."""
+    if overwrite and reusable(given, value.dtype, ndims=ndims) and given.shape == value.shape:
+        return into(given, value)
+    return value
+
+
 def solved_in(overwrite_b, b, x):
     """A solve's ``x``, in the given ``b`` itself where SciPy's LAPACK call solves there."""
-    if overwrite_b and reusable(b, x.dtype) and b.shape == x.shape:
-        return into(b, x)
-    return x
+    return result_in(overwrite_b, b, x, ndims=(1, 2))

@@ -430,7 +430,8 @@ def _abs(x):
 
 
 def _norm1(x):
-    return _abs(x).sum(0).max()
+    """The 1-norm of a matrix, or of each matrix of a stack."""
+    return _abs(x).sum(-2).amax(-1)
 
 
 def _pow2_above(t):
@@ -460,13 +461,13 @@ def pade_numbers(hi):
         v = v / torch.where(top > 0, top, torch.ones_like(top))[..., None, None]
         if p in _SPINS[1:]:
             logs.append(total)
-    n1 = _abs(hi).sum(-2).amax(-1)
+    n1 = _norm1(hi)
     c = _pow2_above(torch.where(n1 > 0, n1, torch.ones_like(n1)))
     b = hi / c[..., None, None]
     b2 = b @ b
     b4 = b2 @ b2
     b6 = b4 @ b2
-    norms = [_abs(x).sum(-2).amax(-1) for x in (b4, b6, b4 @ b4, b6 @ b4)]
+    norms = [_norm1(x) for x in (b4, b6, b4 @ b4, b6 @ b4)]
     return torch.stack([norm_inf, *logs, torch.log2(c), *norms])
 
 
