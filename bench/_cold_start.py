@@ -8,7 +8,7 @@ second (warm, in-process) call, and reports torch-xla's counters for the first c
 compilations and their seconds (CompileTime), executions, persistent-cache hits and
 failed loads, the largest compiled graph (HLO instructions of the unoptimized module,
 from XLA's --xla_dump_to dump: what neuronx-cc would receive) and the process's peak
-RSS (getrusage ru_maxrss, the whole process: torch and torch-xla included).  SciPy's
+RSS (VmHWM, the whole process: torch and torch-xla included).  SciPy's
 time is the median of a few warm calls in the parent.
 
 A child runs under a wall-clock limit and an RSS cap, watched from the parent (every
@@ -19,7 +19,6 @@ the bench or to meet the kernel's OOM killer.
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -41,8 +40,8 @@ COLD_START_METHOD = (
     "on). Compile seconds = torch-xla's CompileTime total for the first call, including "
     "XLA's HLO dump (--xla_dump_to, used to count HLO instructions of the unoptimized "
     "modules: the largest of all graphs the process compiled, setup included, of how "
-    "many). Peak RSS = the child process's ru_maxrss (torch and torch-xla "
-    "included; about 1 GB after import). SciPy: median of warm calls in the parent.")
+    "many). Peak RSS = the child process's VmHWM (torch and torch-xla "
+    "included; about 0.8 GB after import). SciPy: median of warm calls in the parent.")
 
 _INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?[\w.\-]+ = ")
 
@@ -205,7 +204,7 @@ def _child(spec):
 
     call = build(dev, tsp, tspla, to_t)
     _flush()
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss_before = _peak_rss_bytes()
 
     def compile_ns():
         data = met.metric_data("CompileTime")
@@ -231,7 +230,7 @@ def _child(spec):
                           counter("PersistentCacheDeserializeFailure") - fails0,
                       "check": check(host)}
     out["rss_before_bytes"] = rss_before
-    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["peak_rss_bytes"] = _peak_rss_bytes()
     out["torch_xla"] = torch_xla.__version__
     print(json.dumps(out), flush=True)
 
@@ -239,15 +238,21 @@ def _child(spec):
 # ------------------------------------------------------------------ the parent side
 
 
-def _rss_bytes(pid):
+def _rss_bytes(pid, field="VmRSS"):
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def _peak_rss_bytes():
+    """This process's peak RSS.  Not ru_maxrss: Linux carries that over from the parent
+    that forked the child (across exec), so every child reported the bench's own peak."""
+    return _rss_bytes("self", "VmHWM")
 
 
 def _run_child(spec, cache_dir, dump_dir, timeout_s, rss_cap):
