@@ -75,18 +75,18 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
         r_norm = norm(r_outer)
         v0 = -psolve(r_outer)
         inner_res_0 = norm(v0)
-        # (computed before the read: the inner solve's inputs are then device data)
-        return r_norm, v0 * (1.0 / inner_res_0), inner_res_0, torch.minimum(pfac, tol / r_norm)
+        # (computed before the read: the flag and the inner solve's inputs are then data)
+        return (r_norm, r_norm <= tol, v0 * (1.0 / inner_res_0), inner_res_0,
+                torch.minimum(pfac, tol / r_norm))
 
     for k_outer in range(maxiter):
-        r_norm, v0, inner_res_0, ptol = start(x)
+        r_norm, converged, v0, inner_res_0, ptol = start(x)
         sync(device)
         if redo is not None and bool(redo[0]):  # SciPy's lstsq of a rank-deficient R
             x, pending = _advance(redo[1], min_norm(*redo[2]), *redo[3])
-            r_norm, v0, inner_res_0, ptol = start(x)
+            r_norm, converged, v0, inner_res_0, ptol = start(x)
             sync(device)
         redo = None
-        converged = r_norm <= tol
         if pending is not None:
             bad, nx_pos, new = pending
             if bool(bad):
