@@ -11,7 +11,11 @@ data, so shapes and graphs stay the same as ``outer_v`` fills up.  Differs from 
 the Arnoldi basis is orthogonalised by classical Gram-Schmidt applied twice (SciPy:
 modified Gram-Schmidt) and the small least-squares problem is solved by Givens
 rotations and a triangular solve (SciPy: qr_insert and lstsq); equal in exact
-arithmetic.  ``outer_v`` receives device tensors.
+arithmetic.  Where the triangular factor may be rank deficient (a breakdown: a diagonal
+entry within 1024 eps of its largest) the host solves it with SciPy's lstsq, its
+minimum-norm solution; on graph devices that flag is read with the outer flags and
+the outer step is redone (no read otherwise).  ``outer_v`` receives device tensors
+(NumPy arrays when the call was offloaded, as SciPy's).
 """
 
 import scipy.sparse.linalg as _scipy
