@@ -126,6 +126,32 @@ def test_clarkson_woodruff_transform(emulate_neuron, xla_device, monkeypatch):
         assert not np.array_equal(want, 0 * want)
 
 
+@pytest.mark.xla
+def test_clarkson_woodruff_transform_seeds_share_graphs(emulate_neuron, xla_device):
+    """A new seed draws a new sketch S, data of the same graphs: the double-float
+    product's row padding follows S's longest row, which varies with the seed (each
+    seed compiled its graphs again, 4 s here), so it is bucketed."""
+    from scipy.linalg._sketches import cwt_matrix
+
+    import trnscipy
+    import trnscipy.linalg as tl
+    from trnscipy._metrics import xla_counts
+
+    a = np.random.default_rng(5).standard_normal((120, 3))
+    seeds = range(4)
+    longest = {int(np.diff(cwt_matrix(8, 120, rng=s).tocsr().indptr).max()) for s in seeds}
+    assert len(longest) > 1  # (the seeds' S differ in their longest row)
+    A = trnscipy.to_device(a, xla_device)
+    for seed in seeds:
+        with xla_counts() as counts:
+            got = trnscipy.to_host(tl.clarkson_woodruff_transform(A, 8, rng=seed))
+        want = sl.clarkson_woodruff_transform(a, 8, rng=seed)
+        s = abs(cwt_matrix(8, 120, rng=seed))
+        assert (np.abs(got - want) <= 64 * EPS * (s @ np.abs(a))).all()
+        if seed > 0:
+            assert counts.compilations == 0, (seed, counts)
+
+
 def _abs_product(a, size):
     """|S| |a| for the sketch S that rng=7 draws (S's entries are +-1)."""
     from scipy.linalg._sketches import cwt_matrix

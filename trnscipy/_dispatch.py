@@ -246,6 +246,7 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
         args = tuple(_move(x, device) for x in args)
         kwargs = {k: _move(v, device) for k, v in kwargs.items()}
         copies = _copies(given, (*args, *kwargs.values())) if offloaded else ()
+        lists = _lists(given, (*args, *kwargs.values()))
         if stores_float32(device):
             args = tuple(_held(x) for x in args)
             kwargs = {k: _held(v) for k, v in kwargs.items()}
@@ -258,7 +259,9 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                                     for x, m, _ in copies}) if offloaded else None
             try:
                 if plan is None:
-                    return _written_back(copies, device_impl(*args, **kwargs))
+                    result = device_impl(*args, **kwargs)
+                    _lists_back(lists, offloaded)
+                    return _written_back(copies, result)
                 if stacks:  # the implementation takes the broadcast stacks at once
                     stacked_args, stacked_kwargs = plan.broadcast(device)
                     try:
@@ -298,6 +301,25 @@ def _copies(given, moved):
     return tuple((x, m, m._version) for x, m in zip(given, moved, strict=True)
                  if isinstance(x, np.ndarray) and x.flags.writeable and is_torch_array(m)
                  and not (m.device.type == "cpu" and np.may_share_memory(x, m.detach().numpy())))
+
+
+def _lists(given, moved):
+    """(caller's list, the list the implementation gets, that list's items) for the list
+    operands: solvers fill some in place between calls (lgmres ``outer_v``, gcrotmk ``CU``)."""
+    return tuple((g, m, list(m)) for g, m in zip(given, moved, strict=True) if type(g) is list)
+
+
+def _lists_back(lists, offloaded):
+    """A list operand the implementation changed in place gets the new items in the
+    caller's list: items it kept are the caller's own, new ones are host arrays where the
+    call was offloaded (SciPy fills ``outer_v`` with NumPy arrays; device tensors there
+    would route the next host call to the device and return tensors)."""
+    for caller, seen, before in lists:
+        if len(seen) == len(before) and all(a is b for a, b in zip(seen, before, strict=True)):
+            continue  # (unchanged: the caller's list stays as it is)
+        own = {id(m): g for g, m in zip(caller, before, strict=False)}
+        caller[:] = [own[id(item)] if id(item) in own else
+                     _host(item) if offloaded else item for item in seen]
 
 
 def _written_back(copies, result):

@@ -374,12 +374,14 @@ class RowPadded:
     device tensors; built on the host from the index structure (no values).
     """
 
-    def __init__(self, shape, row, col, pos, device):
+    def __init__(self, shape, row, col, pos, device, bucket=False):
         m = shape[0]
         order = np.argsort(row, kind="stable")
         row, col, pos = row[order], col[order], pos[order]
         counts = np.bincount(row, minlength=m) if m else np.zeros(0, np.int64)
         width = int(counts.max()) if counts.size and counts.max() > 0 else 1
+        if bucket:  # (the next power of two: a few widths, so a few graphs, across patterns)
+            width = 1 << (width - 1).bit_length()
         start = np.zeros(m + 1, np.int64)
         np.cumsum(counts, out=start[1:])
         slot = np.arange(row.shape[0]) - start[row]
@@ -399,11 +401,12 @@ class RowPadded:
                                                         device=vals.device))
 
 
-def row_padded(shape, fmt, index, device):
+def row_padded(shape, fmt, index, device, bucket=False):
     """The RowPadded layout of a matrix given its host index arrays.
 
     ``index``: csr/csc ``(indptr, indices)``, coo ``(row, col)``, bsr
-    ``(indptr, indices, blocksize)``, dia ``(offsets, width)``.
+    ``(indptr, indices, blocksize)``, dia ``(offsets, width)``.  ``bucket``: rows padded
+    to a power of two, for patterns drawn anew per call (the graphs' shapes follow W).
     """
     m, n = shape
     if fmt in ("csr", "csc"):
@@ -433,7 +436,7 @@ def row_padded(shape, fmt, index, device):
         row, col, pos = i[keep], j[keep], pos[keep]
     else:
         raise ValueError(f"no row-padded layout for format {fmt!r}")
-    return RowPadded(shape, row, col, pos, device)
+    return RowPadded(shape, row, col, pos, device, bucket)
 
 
 def spmv(layout, data, x):

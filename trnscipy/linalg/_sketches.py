@@ -23,7 +23,8 @@ def _double_float_product(s, device):
     """``m -> S @ m`` for float32/64 dense ``m`` on a device without float64: a double-float
     sparse product through S's row-padded layout (built from S's host index arrays)."""
     s = s.tocsr()
-    layout = _df.row_padded(s.shape, "csr", (s.indptr, s.indices), device)
+    # (S's longest row varies with the seed: bucketed, lest each seed compile its graphs)
+    layout = _df.row_padded(s.shape, "csr", (s.indptr, s.indices), device, bucket=True)
     signs = torch.from_numpy(s.data.astype(np.float32)).to(device)
     data = (signs, torch.zeros_like(signs))
 

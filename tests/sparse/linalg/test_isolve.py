@@ -826,3 +826,108 @@ def test_graph_functions_read_nothing_on_the_host(solver, monkeypatch):
     x, info = loop(_to(A, "cpu"), _to(b, "cpu"), **kw)
     assert calls and info == info_ref
     _compare(x, x_ref, np.float64)
+
+
+# -- lgmres / gcrotmk: breakdown with a rank-deficient inner problem, state kept by offload ----
+
+def _nilpotent_residuals(solver, device):
+    """SciPy's test_breakdown_underdetermined: A nilpotent, maxiter=1; the inner problem's
+    R is rank deficient after the breakdown and SciPy's lstsq takes its minimum-norm
+    solution (a triangular solve gave x ~ 1e16)."""
+    A = np.triu(np.ones((4, 4)), 1)
+    kw = {"lgmres": {"inner_m": 6}, "gcrotmk": {"m": 6}}[solver]  # (short: fewer steps)
+    for b in (np.ones(4), np.array([1.0, 1, 1, 0]), np.array([1.0, 1, 0, 0])):
+        x_ref, info_ref = getattr(spla, solver)(A, b, maxiter=1, **kw)
+        x, info = getattr(tsl, solver)(_to(A, device), _to(b, device), maxiter=1, **kw)
+        assert info == info_ref
+        res, res_ref = (np.linalg.norm(A @ v - b) for v in (trnscipy.to_host(x), x_ref))
+        # (x itself is SciPy's only up to the rounding noise its breakdown step spans)
+        np.testing.assert_allclose(res, res_ref, rtol=1e-10, err_msg=repr(b))
+
+
+@pytest.mark.parametrize("solver", ["lgmres", "gcrotmk"])
+@pytest.mark.parametrize("route", ["host", "graph"])
+def test_breakdown_underdetermined_as_scipy(solver, route, cpu_loop, monkeypatch):
+    """Both inner-solve routes of the torch loop on CPU tensors: the host loop and the
+    graph devices' masked solve (``host_reads_free`` False), whose rank-deficient R the
+    host solves after the outer read."""
+    import importlib
+
+    if route == "graph":
+        module = {"lgmres": "lgmres", "gcrotmk": "_gcrotmk"}[solver]
+        for name in ("utils", module):
+            monkeypatch.setattr(importlib.import_module(
+                f"trnscipy.sparse.linalg._isolve.{name}"), "host_reads_free", lambda d: False)
+    _nilpotent_residuals(solver, "cpu")
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("solver", ["lgmres", "gcrotmk"])
+def test_xla_breakdown_underdetermined_as_scipy(solver, xla_device):
+    _nilpotent_residuals(solver, xla_device)
+
+
+def _scipys_system():
+    """The system of SciPy's test_gcrotmk.py / test_lgmres.py: a host LinearOperator (a
+    NumPy matvec over an integer csr_array) that counts its products in ``counts[-1]``."""
+    Am = sp.csr_array(np.array([[-2, 1, 0, 0, 0, 9], [1, -2, 1, 0, 5, 0], [0, 1, -2, 1, 0, 0],
+                                [0, 0, 1, -2, 1, 0], [0, 3, 0, 1, -2, 1], [1, 0, 0, 0, 1, -2]]))
+    counts = []
+
+    def matvec(v):
+        counts[-1] += 1
+        return Am @ v
+
+    return Am, spla.LinearOperator(Am.shape, matvec=matvec, dtype=Am.dtype), counts
+
+
+@pytest.mark.parametrize("target", ["cpu", pytest.param("xla", marks=[pytest.mark.xla,
+                                                                      pytest.mark.slow])])
+def test_offload_solver_state_as_scipy(target):
+    """SciPy's test_CU and test_outer_v under offload: CU / outer_v come back holding NumPy
+    arrays as SciPy's do (they held device tensors, so the second call sharing them was a
+    device call and returned a tensor, which the tests' NumPy operator could not take),
+    with SciPy's product counts and iterates."""
+    if target == "xla":
+        pytest.importorskip("torch_xla")
+    Am, A, counts = _scipys_system()
+    b = np.arange(1.0, 7.0)
+    runs = {}
+    for mod in (spla, tsl):
+        counts.clear()
+        CU, outer_v, xs = [], [], []
+        calls = [("gcrotmk", {"CU": CU}), ("gcrotmk", {"CU": CU}),
+                 ("lgmres", {"outer_v": outer_v, "inner_m": 6, "outer_k": 6}),
+                 ("lgmres", {"outer_v": outer_v, "inner_m": 6, "outer_k": 6,
+                             "prepend_outer_v": True})]
+        with warnings.catch_warnings(), trnscipy.offload(target):
+            warnings.simplefilter("ignore", trnscipy.DeviceFallbackWarning)
+            for solver, kw in calls:
+                counts.append(0)
+                xs.append(getattr(mod, solver)(A, b, x0=np.zeros(6), rtol=1e-14, **kw))
+        runs[mod] = (list(counts), xs, [type(t) for pair in CU + outer_v for t in pair])
+    (counts_ref, xs_ref, state_ref), (counts, xs, state) = runs[spla], runs[tsl]
+    assert counts == counts_ref and state == state_ref
+    for (x, info), (x_ref, info_ref) in zip(xs, xs_ref, strict=True):
+        assert type(x) is np.ndarray and info == info_ref
+        np.testing.assert_allclose(x, x_ref, rtol=1e-12)
+
+
+@pytest.mark.xla
+def test_xla_gcrotmk_host_operator_products_as_scipy(xla_device):
+    """SciPy's test_gcrotmk.py test_preconditioner under offload to XLA: with a host
+    operator the inner solve stops where SciPy's does (it ran all m + k Arnoldi steps on
+    the device's masked route: m + k + 2 products of A, SciPy 3)."""
+    Am, A, counts = _scipys_system()
+    b = np.arange(1.0, 7.0)
+    M = spla.LinearOperator(Am.shape, matvec=spla.splu(Am.tocsc().astype(float)).solve)
+    runs = []
+    for mod in (spla, tsl):
+        counts.append(0)
+        with warnings.catch_warnings(), trnscipy.offload("xla"):
+            warnings.simplefilter("ignore", trnscipy.DeviceFallbackWarning)
+            x, info = mod.gcrotmk(A, b, x0=np.zeros(6), rtol=1e-14, M=M, m=4, k=2)
+        runs.append((counts[-1], x, info))
+    (count_ref, x_ref, info_ref), (count, x, info) = runs
+    assert count == count_ref and info == info_ref == 0
+    np.testing.assert_allclose(x, x_ref, rtol=1e-12)

@@ -19,7 +19,7 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute
-from trnscipy.sparse.linalg._isolve.lgmres import _fgmres
+from trnscipy.sparse.linalg._isolve.lgmres import _fgmres, min_norm
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
     dot,
@@ -67,7 +67,9 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
             yc = dot(c, r)
             x = x + yc * u
             r = r - yc * c
-    host = host_reads_free(device)
+    # (a host function in M or A cannot be replayed as a graph: the host loop runs then,
+    # stopping at the inner stop as SciPy, not after all m + k products)
+    host = host_reads_free(device) or not system.traceable
     # a device loop's bounds are graph data (XLA's While): one inner graph whatever the
     # step count; elsewhere a graph unrolls its loops, and one step count per len(CU)
     # would be a graph per outer iteration until CU is full (none replayed)
@@ -83,24 +85,35 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
     pending = None  # (failed, step_ok, (cx, ux), truncated CU) of the last outer step
     j_outer = -1
     converged = False
-    for j_outer in range(maxiter):
+    redo = None  # (rank deficient, min_norm's arguments, _advance's) of a graph inner solve
+
+    def start(r, x, first):
         beta = norm(r)
         small = beta <= tol  # (flags computed in the graph: the host reads data only)
-        if j_outer > 0 or CU:
+        true = None
+        if not first:
             r_true = bvec - matvec(x)
             beta_true = norm(r_true)
-            small_true = beta_true <= tol
+            true = (r_true, beta_true, beta_true <= tol)
         # (computed before the read: the inner solve's inputs are then device data)
-        v0, ptol = r / beta, tol / beta
+        return beta, small, true, r / beta, tol / beta
+
+    for j_outer in range(maxiter):
+        beta, small, true, v0, ptol = start(r, x, not (j_outer > 0 or CU))
         sync(device)
+        if redo is not None and bool(redo[0]):  # SciPy's lstsq of a rank-deficient R
+            r, x, pending = _advance(min_norm(*redo[1]), *redo[2])
+            beta, small, true, v0, ptol = start(r, x, False)
+            sync(device)
+        redo = None
         if pending is not None:
             if _apply_pending(pending, CU, k, truncate):
                 j_outer -= 1  # SciPy leaves the loop in the failed iteration
                 break
         if callback is not None:
             callback(host_value(x))
-        if bool(small) and (j_outer > 0 or CU):
-            r, beta, small = r_true, beta_true, small_true
+        if bool(small) and true is not None:
+            r, beta, small = true
             v0, ptol = r / beta, tol / beta
         if bool(small):
             converged = True
@@ -112,33 +125,45 @@ def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback
         inner, extra = ml, None
         if not (host or data_bounds):  # (CUDA) m steps, then k masked to ml - m
             inner, extra = m, (torch.tensor([ml - m], device=device), k) if ml > m else None
-        y, zs, vs, H, B, R, steps, _, bad = _fgmres(arnoldi, v0, inner, ptol, host, cs=cs,
-                                                    extra=extra)
-        y = y * beta
-        ux = y @ zs
+        y, zs, vs, H, B, R, steps, _, bad, check = _fgmres(arnoldi, v0, inner, ptol, host,
+                                                           cs=cs, extra=extra)
+        us = None
         if n_cs and (CU or not host):  # (k = 0 with no CU: no C vectors, no B)
-            us = [u for _, u in CU]
-            ux = ux - (B @ y) @ torch.stack(us + fillers[len(us):B.shape[0]])
-        cx = (y @ H) @ vs
-        alpha = 1 / norm(cx)
-        ok = ~bad & torch.isfinite(alpha)
-        cx = cx * alpha
-        ux = ux * alpha
-        gamma = dot(cx, r)
-        r = torch.where(ok, r - gamma * cx, r)
-        x = torch.where(ok, x + gamma * ux, x)
+            us = torch.stack([u for _, u in CU] + fillers[len(CU):B.shape[0]])
         smallest = None
         if truncate == "smallest" and len(CU) >= k and CU:
             smallest = _smallest(CU, R, B[:len(CU)], k)
-        pending = (bad, ok, (cx, ux), smallest)
+        step = (r, x, zs, vs, H, B, us, bad, smallest)
+        if check is not None:  # (deficient, min_norm's arguments, _advance's)
+            redo = (check[0], (R, check[1], steps, beta), step)
+        r, x, pending = _advance(y * beta, *step)
     else:
         sync(device)
+        if redo is not None and bool(redo[0]):
+            r, x, pending = _advance(min_norm(*redo[1]), *redo[2])
+            sync(device)
         if _apply_pending(pending, CU, k, truncate):
             j_outer = maxiter - 1
     CU.append((None, x.clone()))
     if discard_C:
         CU[:] = [(None, u) for _, u in CU]
     return x, 0 if converged else j_outer + 1
+
+
+def _advance(y, r, x, zs, vs, H, B, us, bad, smallest):
+    """An outer step from the inner solution ``y``: the new r, x and the pending
+    (failed, step ok, (c, u), truncated CU) that the next host read applies."""
+    ux = y @ zs
+    if us is not None:
+        ux = ux - (B @ y) @ us
+    cx = (y @ H) @ vs
+    alpha = 1 / norm(cx)
+    ok = ~bad & torch.isfinite(alpha)
+    cx = cx * alpha
+    ux = ux * alpha
+    gamma = dot(cx, r)
+    return (torch.where(ok, r - gamma * cx, r), torch.where(ok, x + gamma * ux, x),
+            (bad, ok, (cx, ux), smallest))
 
 
 def _apply_pending(pending, CU, k, truncate):

@@ -11,7 +11,11 @@ data, so shapes and graphs stay the same as ``outer_v`` fills up.  Differs from 
 the Arnoldi basis is orthogonalised by classical Gram-Schmidt applied twice (SciPy:
 modified Gram-Schmidt) and the small least-squares problem is solved by Givens
 rotations and a triangular solve (SciPy: qr_insert and lstsq); equal in exact
-arithmetic.  ``outer_v`` receives device tensors.
+arithmetic.  Where the triangular factor may be rank deficient (a breakdown: a diagonal
+entry within 1024 eps of its largest) the host solves it with SciPy's lstsq, its
+minimum-norm solution; on graph devices that flag is read with the outer flags and
+the outer step is redone (no read otherwise).  ``outer_v`` receives device tensors
+(NumPy arrays when the call was offloaded, as SciPy's).
 """
 
 import scipy.sparse.linalg as _scipy
@@ -19,6 +23,7 @@ import scipy.sparse.linalg as _scipy
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import backend
 from trnscipy._torch import torch
+from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
@@ -67,17 +72,25 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
     fillers = [[torch.zeros_like(bvec) for _ in range(0 if host else slots)]
                for _ in range(2)]
     pending = None  # (bad y, nx > 0, new outer vector) of the previous outer iteration
+    redo = None  # (rank deficient, x before, what _advance needs) of a graph inner solve
 
-    for k_outer in range(maxiter):
+    def start(x):
         r_outer = matvec(x) - bvec
         r_norm = norm(r_outer)
         v0 = -psolve(r_outer)
         inner_res_0 = norm(v0)
-        converged = r_norm <= tol
-        # (computed before the read: the inner solve's inputs are then device data)
-        v0 = v0 * (1.0 / inner_res_0)
-        ptol = torch.minimum(pfac, tol / r_norm)
+        # (computed before the read: the flag and the inner solve's inputs are then data)
+        return (r_norm, r_norm <= tol, v0 * (1.0 / inner_res_0), inner_res_0,
+                torch.minimum(pfac, tol / r_norm))
+
+    for k_outer in range(maxiter):
+        r_norm, converged, v0, inner_res_0, ptol = start(x)
         sync(device)
+        if redo is not None and bool(redo[0]):  # SciPy's lstsq of a rank-deficient R
+            x, pending = _advance(redo[1], min_norm(*redo[2]), *redo[3])
+            r_norm, converged, v0, inner_res_0, ptol = start(x)
+            sync(device)
+        redo = None
         if pending is not None:
             bad, nx_pos, new = pending
             if bool(bad):
@@ -94,27 +107,37 @@ def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=
             raise RuntimeError("Preconditioner returned a zero vector; "
                                f"|v| ~ {float(r_norm):.1g}, |M v| = 0")
         given = outer_v if host else _slots(outer_v, fillers)
-        y, zs, vs, H, _, _, _, pres, bad = _fgmres(arnoldi, v0, inner_m, ptol, host, given,
-                                                   prepend_outer_v)
-        y = y * inner_res_0
-        bad = bad | ~torch.isfinite(y).all()
+        y, zs, vs, H, _, R, steps, pres, bad, check = _fgmres(arnoldi, v0, inner_m, ptol,
+                                                               host, given, prepend_outer_v)
         pfac = torch.where(pres > ptol, torch.clamp(1.5 * pfac, max=1.0),
                            torch.clamp(0.25 * pfac, min=1e-16))
-        dx = y @ zs
-        nx = norm(dx)
-        safe_nx = torch.where(nx > 0, nx, torch.ones_like(nx))
-        if store_outer_Av:
-            new = (dx / safe_nx, ((y @ H) @ vs) / safe_nx)  # A dx = V H y
-        else:
-            new = (dx / safe_nx, None)
-        x = torch.where(bad, x, x + dx)
-        pending = (bad, nx > 0, new)
+        step = (zs, vs, H, bad, store_outer_Av)
+        if check is not None:  # (deficient, x, min_norm's arguments, _advance's)
+            redo = (check[0], x, (R, check[1], steps, inner_res_0), step)
+        x, pending = _advance(x, y * inner_res_0, *step)
     sync(device)
+    if redo is not None and bool(redo[0]):
+        x, pending = _advance(redo[1], min_norm(*redo[2]), *redo[3])
+        sync(device)
     if pending is not None and not bool(pending[0]) and bool(pending[1]):
         outer_v.append(pending[2])
         while len(outer_v) > outer_k:
             del outer_v[0]
     return x, maxiter
+
+
+def _advance(x, y, zs, vs, H, bad, store_outer_Av):
+    """An outer step from the inner solution ``y``: the new x and the pending
+    (bad, nx > 0, new outer vector) that the next host read applies."""
+    bad = bad | ~torch.isfinite(y).all()
+    dx = y @ zs
+    nx = norm(dx)
+    safe_nx = torch.where(nx > 0, nx, torch.ones_like(nx))
+    if store_outer_Av:
+        new = (dx / safe_nx, ((y @ H) @ vs) / safe_nx)  # A dx = V H y
+    else:
+        new = (dx / safe_nx, None)
+    return torch.where(bad, x, x + dx), (bad, nx > 0, new)
 
 
 def _slots(outer_v, fillers):
@@ -162,10 +185,13 @@ def _fgmres(arnoldi, v0, inner, ptol, host, outer=(), prepend=False, cs=(), extr
     Q, R, V, H, B, Z = (state.get(k) for k in ("Q", "R", "V", "H", "B", "Z"))
     S = Q[:, 0]
     k = int(state["j"][0])
-    y = back_substitute(R[:k, :k].T, S[:k])
+    Rk = R[:k, :k].T
+    y = back_substitute(Rk, S[:k])
+    if bool(_deficient(Rk, torch.ones(k, dtype=torch.bool, device=Rk.device), arnoldi.eps)):
+        y = min_norm(Rk, S[:k], k)
     bad = ~torch.isfinite(R[k - 1, k - 1])
     return (y, Z[:k], V[:k + 1], H[:k, :k + 1], None if B is None else B[:, :k],
-            R[:k, :k].T, k, state["res"][k - 1], bad)
+            Rk, k, state["res"][k - 1], bad, None)
 
 
 def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs, extra):
@@ -197,12 +223,13 @@ def _fgmres_graph(arnoldi, v0, ptol, inner, prepend, outer, cs, extra):
                 if bound:
                     state = arnoldi.masked_steps(state, rest[len(given) - 1], bound)
             # the last step (steps past the outer vectors in use left j as it was)
-            out = _masked(arnoldi, state, ptol, state["j"] - 1)
-            return tuple(t for t in out if t is not None)
+            *out, redo = _masked(arnoldi, state, ptol, state["j"] - 1)
+            return tuple(t for t in (*out, *redo) if t is not None)
 
         arnoldi.graphs[key] = backend(arnoldi.device).graph_function(fgmres)
     out = arnoldi.graphs[key](v0, ptol, *given, *cs)
-    return out[:4] + (None,) + out[4:] if not cs else out
+    out = out[:4] + (None,) + out[4:] if not cs else out
+    return out[:-2] + (out[-2:],)
 
 
 def _masked(arnoldi, state, ptol, last):
@@ -217,9 +244,35 @@ def _masked(arnoldi, state, ptol, last):
     active = idx < steps
     both = active[:, None] & active[None, :]
     Rm = torch.where(both, R[:, :m].T, 0) + torch.diag(torch.where(active, 0, 1).to(R.dtype))
-    y = back_substitute(Rm, torch.where(active, S[:m], 0))
+    rhs = torch.where(active, S[:m], 0)
+    y = back_substitute(Rm, rhs)
     bad = (~torch.isfinite(torch.diagonal(R[:, :m])) & (idx == steps - 1)).any()
     rows = torch.arange(m + 1, device=device) <= steps
     Hm = torch.where(active[:, None] & rows[None, :], H, 0)
+    # (rank deficient: the host redoes the solve, ``min_norm``, after the outer read)
+    redo = (_deficient(Rm, active, arnoldi.eps), rhs)
     return (y, torch.where(active[:, None], Z, 0), torch.where(rows[:, None], V, 0), Hm,
-            None if B is None else torch.where(active[None, :], B, 0), Rm, steps, res, bad)
+            None if B is None else torch.where(active[None, :], B, 0), Rm, steps, res, bad,
+            redo)
+
+
+def _deficient(R, active, eps):
+    """True where the triangular ``R`` (its ``active`` rows and columns) may be rank
+    deficient as SciPy's lstsq sees it (a singular value below eps * the largest; after a
+    breakdown): a diagonal entry within 1024 eps of R's largest entry.  Generous: a
+    false alarm costs a host solve that gives the triangular solve's y."""
+    size = torch.where(active[:, None] & active[None, :], R, 0).abs().max()
+    diag = torch.where(active, torch.diagonal(R).abs(), size)
+    return (diag <= 1024 * eps * size).any()
+
+
+def min_norm(R, rhs, steps, scale=1):
+    """SciPy's solution of the inner least-squares problem, on the host: scipy.linalg.lstsq
+    of the leading ``steps`` rows and columns of the triangular ``R`` (the minimum-norm
+    solution where R is rank deficient), padded with zeros to the length of ``rhs``, times
+    ``scale``."""
+    import scipy.linalg
+
+    k = int(steps)
+    y = scipy.linalg.lstsq(to_host(R[:k, :k]), to_host(rhs[:k]))[0]
+    return torch.cat([torch.as_tensor(y, device=rhs.device).to(rhs.dtype), rhs[k:] * 0]) * scale
