@@ -485,6 +485,7 @@ def _newton(X, step):
     """X (double-float parts) += step(X) until ``_newton_done`` (at most 8 steps), kept
     symmetric; a LinAlgWarning where it did not converge.  The result as a tensor."""
     prev = None
+    backend(X[0].device).sync()  # pending setup in its own graph: every step's graph the same
     for _ in range(8):
         d = step(X)
         X = _sym_df(_df.add_f(X, d))
@@ -510,7 +511,8 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
         return kind_kernel("linalg.solve_continuous_are", "generic")(
             a, b, q, r, e=e, s=s, balanced=balanced)
     A, G, Q = _df_standard_form(a, b, q, r, e, s)
-    x0 = kind_kernel("linalg._care_standard", "generic")(A[0], G[0], Q[0])
+    # (the double-float Newton steps below replace the float32 method's own Kleinman steps)
+    x0 = kind_kernel("linalg._care_standard", "generic")(A[0], G[0], Q[0], kleinman=0)
     closed = A[0] - G[0] @ x0
     factors = _ks.sylvester_factors(closed.mT, closed)
 
@@ -524,11 +526,19 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
 
 @register("linalg._are_min_sv", "neuron")
 def _are_min_sv(r):
-    """SciPy's singularity test of R reads its smallest singular value; R is symmetric
-    there (tested first), so min |eigenvalue| from the double-float eigvalsh (repeated
-    eigenvalues, R = I, are beyond the double-float SVD's refinement, not eigh's)."""
+    """SciPy's singularity test of R (min singular value < eps ||R||_1); R is symmetric
+    there (tested first), so min |eigenvalue|.  The float32 eigvalsh of the high part
+    decides when it is far above its error bound (Weyl: about n u32 ||R||; one host read);
+    otherwise the double-float eigvalsh (repeated eigenvalues, R = I, are beyond the
+    double-float SVD's refinement, not eigh's), a large graph only a near-singular R pays."""
     if not _r._df64(r):
         return kind_kernel("linalg._are_min_sv", "generic")(r)
+    hi = _r._parts(r)[0]
+    n = hi.shape[-1]
+    w32 = torch.linalg.eigvalsh(0.5 * (hi + hi.mT)).abs().min()
+    low, size = _r._fetch(torch.stack([w32, hi.abs().sum(-2).amax(-1)]))
+    if low > 64 * n * float(np.finfo(np.float32).eps) * size:
+        return _transfer.df_tensor(w32, torch.zeros_like(w32))
     w = kind_kernel("linalg.eigh", "neuron")(_transfer.df_tensor(*_sym_df(_r._parts(r))),
                                              eigvals_only=True)
     hi = _r._parts(w)[0].abs().min()

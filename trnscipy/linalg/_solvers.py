@@ -16,7 +16,7 @@ from trnscipy._dtypes import absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_views
-from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of
+from trnscipy.linalg._validate import as_square, as_tensor, check_finite, common_dtype, device_of
 
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
@@ -78,7 +78,7 @@ def _discrete_lyapunov(a, q, dtype, method):
 
 
 def _at_least_2d(x, device):
-    t = as_tensor(x, device, True)
+    t = as_tensor(x, device, False)  # (the caller checks all operands in one host read)
     return t.reshape(1, 1) if t.ndim == 0 else t.reshape(1, -1) if t.ndim == 1 else t
 
 
@@ -93,6 +93,7 @@ def _are_args(a, b, q, r, e, s, eq_type):
 
     device = device_of(a, b, q, r, e, s)
     a, b, q, r = (_at_least_2d(x, device) for x in (a, b, q, r))
+    check_finite(a, b, q, r)
     for name, mat in zip("aqr", (a, q, r), strict=True):
         if mat.shape[0] != mat.shape[1]:
             raise ValueError(f"Matrix {name} should be square.")
@@ -118,6 +119,7 @@ def _are_args(a, b, q, r, e, s, eq_type):
         s = _at_least_2d(s, device)
         if s.shape != b.shape:
             raise ValueError("Matrix b and s should have the same shape.")
+    check_finite(e, s)
     values = _fetch(torch.stack([c.reshape(()).to(torch.float64) for c in checks]))
     for name, (asym, size) in zip("qr", (values[0:2], values[2:4]), strict=True):
         if asym > np.spacing(size) * 100:
@@ -207,20 +209,24 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
 
 
 @register("linalg._care_standard", "generic")
-def care_standard(a, g, q):
-    """X of A^H X + X A - X G X + Q = 0 (``_care``'s method)."""
-    from trnscipy.linalg import inv, solve
+def care_standard(a, g, q, kleinman=2):
+    """X of A^H X + X A - X G X + Q = 0 (``_care``'s method, ``kleinman`` Newton-Kleinman
+    steps)."""
+    from trnscipy.linalg import solve
 
     n = a.shape[0]
     ham = torch.cat([torch.cat([a, -g], 1), torch.cat([-q, -a.mH], 1)], 0)
     z = ham
     real = z.real.dtype if z.is_complex() else z.dtype
     tol = 100 * n * torch.finfo(real).eps
+    invert = kernel("linalg._inv", z.device)  # (its singular flag joins the step's host read)
     for _ in range(100):
         _, logdet = torch.linalg.slogdet(z)
         c = torch.exp(logdet / (2 * n))
-        z_new = 0.5 * (z / c + c * inv(z, check_finite=False))
-        change = torch.stack([absolute(z_new - z).sum(0).max(), absolute(z_new).sum(0).max()])
+        zinv, info = invert(z)
+        z_new = 0.5 * (z / c + c * zinv)
+        change = torch.stack([absolute(z_new - z).sum(0).max(), absolute(z_new).sum(0).max(),
+                              (info != 0).to(real)])
         z = z_new
         if _converged(change, tol):
             break
@@ -233,7 +239,7 @@ def care_standard(a, g, q):
     # below restore full accuracy)
     x = solve(lhs.mH @ lhs, lhs.mH @ rhs, check_finite=False)
     x = 0.5 * (x + x.mH)
-    for _ in range(2):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
+    for _ in range(kleinman):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
         closed = a - g @ x
         x = solve_continuous_lyapunov(closed.mH, -(q + x @ g @ x))
         x = 0.5 * (x + x.mH)
@@ -243,10 +249,11 @@ def care_standard(a, g, q):
 
 
 def _converged(change, tol):
-    """One host read of [step size, iterate size] (1-norms): True below ``tol``
-    relative; a non-finite step is SciPy's LinAlgError."""
-    delta, size = _fetch(change)
-    if not np.isfinite(delta):
+    """One host read of [step size, iterate size] (1-norms), and a singular flag where
+    given: True below ``tol`` relative; a singular iterate or a non-finite step is SciPy's
+    LinAlgError (an eigenvalue on the imaginary axis)."""
+    delta, size, *singular = _fetch(change)
+    if not np.isfinite(delta) or any(singular):
         raise _failed()
     return delta <= tol * size
 
