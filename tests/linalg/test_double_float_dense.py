@@ -419,3 +419,26 @@ def test_null_space_orth_float64(emulate_neuron, monkeypatch):
     # orth: SciPy's columns up to sign (distinct singular values)
     sign = np.sign(np.sum(o * want_o, 0))
     np.testing.assert_allclose(o * sign, want_o, rtol=0, atol=1e-12)
+
+
+@pytest.mark.xla
+def test_solve_1x1_float64(emulate_neuron, monkeypatch):
+    """SciPy's 1x1 solve (b / a, whatever b's length) in float64 on Neuron: the quotient
+    from the exact triple parts, not a float64 division on the device (float32's)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(3)
+    a = np.array([[np.pi]])
+    bs = [rng.standard_normal(5), rng.standard_normal((1, 3)), np.array([1 / 3, -7.25])]
+
+    def run():
+        with trnscipy.offload("xla"):
+            return [tl.solve(a, b) for b in bs] + [tl.solve(np.atleast_2d(3), bs[2])]
+
+    out, ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    for x, want in zip(out, [sl.solve(a, b) for b in bs] + [sl.solve(np.atleast_2d(3), bs[2])],
+                       strict=True):
+        np.testing.assert_allclose(x, want, rtol=2 * EPS, atol=0)

@@ -88,8 +88,14 @@ def _solve_scalar(a, b, check_finite):
         if a.item() == 0:
             raise LinAlgError("A singular matrix detected.")
         a, bm = a.to(dtype), bm.to(dtype)
-        x = divide(bm, a)
+        x = kernel("linalg._divide", a.device)(bm, a)
     return x[..., 0] if vec else x
+
+
+@register("linalg._divide", "generic")
+def _divide(b, a):
+    """b / a elementwise (broadcast), in the device's arithmetic for the dtype."""
+    return divide(b, a)
 
 
 @dispatch(_sl.solve_triangular, stacks=True, double_float=("neuron",))

@@ -39,7 +39,7 @@ import numpy as np
 from trnscipy import _transfer
 from trnscipy._batch import PerMatrix
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, backend, kernel, register
+from trnscipy._kernels import _df, backend, kernel, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels as _k
 from trnscipy.linalg import _xla_dense
@@ -201,6 +201,17 @@ def _on_host(op, reason, fn, *tensors):
         return _transfer.tensor_on(o, device) if hasattr(o, "dtype") else o
 
     return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
+
+
+@register("linalg._divide", "neuron")
+def _divide(b, a):
+    """float64 b / a from the exact triple parts, SciPy's correctly rounded quotient (a
+    float64 division on the device would be float32's)."""
+    if not (b.dtype == a.dtype == torch.float64):
+        return kind_kernel("linalg._divide", "generic")(b, a)
+    shape = torch.broadcast_shapes(b.shape, a.shape)
+    B, A = (tuple(p.expand(shape) for p in _transfer.df_triple(x)) for x in (b, a))
+    return _transfer.df_tensor(*_df.div3(B, A))
 
 
 @register("linalg.solve", "neuron")
