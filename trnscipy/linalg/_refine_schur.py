@@ -28,6 +28,7 @@ import scipy.linalg as _sl
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
+from trnscipy.linalg import _francis
 from trnscipy.linalg import _refine as _r
 from trnscipy.linalg._decomp_schur import real_schur
 from trnscipy.linalg._validate import LinAlgError
@@ -234,3 +235,62 @@ def schur(a, output="real", sort=None):
             break
         prev = resid
     return _r._on_host("scipy.linalg.schur", _CLUSTER, host, a)
+
+
+# ----------------------------------------------------------------------------------------
+# eig / eigvals of real input on Neuron: real arithmetic on the real Schur form (float32:
+# the Francis QR; float64: the refined form above, eigenvalues in double-float), the complex
+# results assembled from their real and imaginary parts by data movement (``complex_of``)
+
+
+def _eig_host(b, left, right, homogeneous_eigvals):
+    return lambda *x: _sl.eig(x[0], x[1] if b is not None else None, left=left, right=right,
+                              homogeneous_eigvals=homogeneous_eigvals, check_finite=False)
+
+
+def _eigvals_df(T):
+    """(wr, wi) double-float pairs of a standardized real Schur form (a float64 tensor):
+    each 2x2 block [[a, b], [c, a]] gives a +- i sqrt(-b c), the positive part first."""
+    t = _r._parts(T)
+    wr = tuple(x.diagonal() for x in t)
+    zero = torch.zeros_like(wr[0][:1])
+    sub = tuple(torch.cat([x.diagonal(-1), zero]) for x in t)  # sub[i] = T[i + 1, i]
+    sup = tuple(torch.cat([x.diagonal(1), zero]) for x in t)
+    first = sub[0] != 0
+    bc = _df.mul(sub, sup)  # (negative in a block)
+    w = _df.sqrt(tuple(torch.where(first, -x, 0) for x in bc))
+    prev = tuple(torch.cat([zero, x[:-1]]) for x in w)
+    second = torch.cat([zero > 0, first[:-1]])
+    wi = tuple(torch.where(first, x, torch.where(second, -p, 0)) for x, p in
+               zip(w, prev, strict=True))
+    return wr, wi
+
+
+@register("linalg.eig", "neuron")
+def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
+    wide = _r._df64(a)
+    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2 \
+            or wide and (left or right):
+        reason = ("float64 eigenvectors have no double-float method" if wide and not (
+            b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2) else
+            "generalized and homogeneous eigenproblems, complex and batched input are not "
+            "on the device")
+        return _r._on_host("scipy.linalg.eig", reason, _eig_host(b, left, right,
+                                                                  homogeneous_eigvals),
+                           *((a, b) if b is not None else (a,)))
+    if wide:
+        T, _ = schur(a)
+        return _transfer.df_complex(*_eigvals_df(T))
+    t, z = real_schur(a)
+    wr, wi, vl, vr = _francis.eig_from_schur(t, z, left=left, right=right)
+    w = _transfer.complex_of(wr, wi)
+    if not (left or right):
+        return w
+    real = not bool(_r._fetch((wi != 0).any().reshape(1))[0])
+    out = [w]
+    for v in (vl, vr) if left and right else ((vl,) if left else (vr,)):
+        re, im = v
+        # real eigenvalues: real vectors (their imaginary parts are rounding)
+        out.append(re.contiguous() if real else _transfer.complex_of(
+            re, torch.where(wi == 0, torch.zeros_like(im), im)))
+    return tuple(out)

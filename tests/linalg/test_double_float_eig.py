@@ -1,0 +1,110 @@
+"""eigvals and eig of real input on an emulated Neuron device (issue 27): the real Schur
+form's diagonal blocks in real arithmetic (double-float for float64), the complex results
+assembled from their real and imaginary parts by data movement, paired against SciPy
+under TRNSCIPY_STRICT=1 with no float64 or complex op and no aten fallback on the device.
+The order of the eigenvalues is the Schur form's (no balancing, other shifts than
+LAPACK's), not SciPy's: compared as sorted multisets."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tests.linalg.test_double_float_lu import _aten_fallbacks
+
+torch = pytest.importorskip("torch")
+
+
+def _on_neuron(monkeypatch, name, *args, **kw):
+    """trnscipy.linalg.<name> offloaded to the emulated Neuron device, strict: NumPy results,
+    after checking that no float64 or complex op and no aten fallback ran there."""
+    import trnscipy
+    import trnscipy.linalg as tl
+    from conformance.device_ops import DeviceArithmetic
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", trnscipy.DeviceFallbackWarning)
+        before = _aten_fallbacks()
+        with DeviceArithmetic("xla", [torch.float64, torch.complex64,
+                                      torch.complex128]) as rec, trnscipy.offload("xla"):
+            out = getattr(tl, name)(*args, **kw)
+    assert rec.ops == [] and _aten_fallbacks() == before, (rec.ops, _aten_fallbacks() - before)
+    return out
+
+
+def _sorted(w):
+    return w[np.lexsort((np.round(w.imag, 6), np.round(w.real, 6)))]
+
+
+def _normal(n, seed):
+    """A real normal matrix Q B Q^T, B with 2x2 rotation-scaling blocks and 1x1 entries:
+    every eigenvalue perfectly conditioned, complex pairs and real ones."""
+    rng = np.random.default_rng(seed)
+    b = np.zeros((n, n))
+    i = 0
+    while i < n:
+        if i + 1 < n and i % 3 != 2:
+            x, y = rng.uniform(-2, 2), rng.uniform(0.3, 2)
+            b[i:i + 2, i:i + 2] = [[x, y], [-y, x]]
+            i += 2
+        else:
+            b[i, i] = rng.uniform(-2, 2)
+            i += 1
+    q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return q @ b @ q.T
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_eigvals_float32_general(emulate_neuron, monkeypatch, dtype):
+    """float32 eigenvalues (and float64 input's, when only the float32 schur is asked:
+    see the slow test) of a general matrix within float32's backward error."""
+    if dtype == np.float64:
+        pytest.skip("float64: test_eigvals_float64 (slow: the refinement's compiles)")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((12, 12)).astype(dtype)
+    w = _on_neuron(monkeypatch, "eigvals", a)
+    ref = sl.eigvals(a)
+    assert w.dtype == ref.dtype == np.complex64
+    assert np.count_nonzero(ref.imag) >= 2
+    np.testing.assert_allclose(_sorted(w), _sorted(ref), rtol=0,
+                               atol=1e-5 * np.linalg.norm(a))
+
+
+@pytest.mark.xla
+def test_eig_float32(emulate_neuron, monkeypatch):
+    """float32 eig: SciPy's eigenvalues, A v = v w, LAPACK's normalization; a symmetric
+    matrix gives real vectors, as SciPy."""
+    a = _normal(7, 1).astype(np.float32)
+    w, vl, vr = _on_neuron(monkeypatch, "eig", a, left=True)
+    ref = sl.eig(a, left=True)
+    assert [x.dtype for x in (w, vl, vr)] == [x.dtype for x in ref] == [np.complex64] * 3
+    np.testing.assert_allclose(_sorted(w), _sorted(ref[0]), rtol=0, atol=1e-5 * 4)
+    norm = np.linalg.norm(a)
+    assert np.linalg.norm(a @ vr - vr * w) <= 1e-5 * norm
+    assert np.linalg.norm(vl.conj().T @ a - w[:, None] * vl.conj().T) <= 1e-5 * norm
+    for v in (vl, vr):
+        np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1, rtol=1e-5)
+        big = v[np.argmax(np.abs(v), axis=0), np.arange(v.shape[1])]
+        assert np.all(big.imag == 0) and np.all(big.real > 0)
+    s = (a + a.T).astype(np.float32)
+    w, v = _on_neuron(monkeypatch, "eig", s)
+    assert v.dtype == sl.eig(s)[1].dtype == np.float32
+    assert np.linalg.norm(s @ v - v * w.real) <= 1e-5 * np.linalg.norm(s)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 25 s: the float64 Schur refinement's compiles
+def test_eigvals_float64(emulate_neuron, monkeypatch):
+    """float64 eigenvalues of normal matrices (perfectly conditioned) to 1e-12 relative,
+    from the double-float Schur form; a nonnormal one to its conditioning."""
+    for n, seed in ((9, 2), (16, 3)):
+        a = _normal(n, seed)
+        w = _on_neuron(monkeypatch, "eigvals", a)
+        ref = sl.eigvals(a)
+        assert w.dtype == ref.dtype == np.complex128
+        assert np.count_nonzero(ref.imag) >= 4
+        np.testing.assert_allclose(_sorted(w), _sorted(ref), rtol=0,
+                                   atol=1e-12 * np.abs(ref).max())
