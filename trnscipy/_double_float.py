@@ -29,10 +29,11 @@ MOVEMENT = frozenset({
     "__get__", "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "permute",
     "t", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow",
     "select", "split", "chunk", "unbind", "diagonal", "movedim", "contiguous", "detach",
-    "unfold", "as_strided", "broadcast_to", "broadcast_tensors", "conj", "flip", "roll",
+    "unfold", "as_strided", "broadcast_to", "broadcast_tensors", "conj", "resolve_conj",
+    "flip", "roll",
     "atleast_1d", "atleast_2d", "atleast_3d",
     # sign flips (exact on every part)
-    "neg", "negative", "__neg__",
+    "neg", "negative", "__neg__", "resolve_neg",
     # copies, concatenation, gathers and scatters by index, selection by a given mask
     "clone", "copy_", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
     "__getitem__", "__setitem__", "index_select", "gather", "take", "masked_select", "where",
