@@ -63,14 +63,10 @@ def _spectrum(n, seed, normal=True):
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_eigvals_float32_general(emulate_neuron, monkeypatch, dtype):
-    """float32 eigenvalues (and float64 input's, when only the float32 schur is asked:
-    see the slow test) of a general matrix within float32's backward error."""
-    if dtype == np.float64:
-        pytest.skip("float64: test_eigvals_float64 (slow: the refinement's compiles)")
+def test_eigvals_float32(emulate_neuron, monkeypatch):
+    """float32 eigenvalues of a general matrix within float32's backward error."""
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((12, 12)).astype(dtype)
+    a = rng.standard_normal((12, 12)).astype(np.float32)
     w = _on_neuron(monkeypatch, "eigvals", a)
     ref = sl.eigvals(a)
     assert w.dtype == ref.dtype == np.complex64
@@ -114,3 +110,27 @@ def test_eigvals_float64(emulate_neuron, monkeypatch):
         assert np.count_nonzero(ref.imag) >= 4
         np.testing.assert_allclose(_sorted(w), _sorted(ref), rtol=0,
                                    atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 25 s: the float64 Schur refinement's compiles
+def test_eig_float64(emulate_neuron, monkeypatch):
+    """float64 right eigenvectors (Newton-refined in double-float): A v = v w to 1e-14,
+    unit norms, the largest component real, each column SciPy's up to a unit factor (the
+    eigenvalues are simple and well conditioned); real vectors for a real spectrum."""
+    a = _spectrum(10, 4, normal=False)
+    w, v = _on_neuron(monkeypatch, "eig", a)
+    w0, v0 = sl.eig(a)
+    assert w.dtype == v.dtype == v0.dtype == np.complex128
+    norm = np.linalg.norm(a)
+    assert np.linalg.norm(a @ v - v * w) <= 1e-14 * norm
+    np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1, rtol=3e-14)
+    assert np.all(v[np.argmax(np.abs(v), axis=0), np.arange(10)].imag == 0)
+    for j in range(10):
+        k = np.argmin(np.abs(w0 - w[j]))
+        assert abs(w[j] - w0[k]) <= 1e-12 * np.abs(w0).max()
+        assert abs(abs(np.vdot(v0[:, k], v[:, j])) - 1) <= 1e-12
+    s = a + a.T
+    w, v = _on_neuron(monkeypatch, "eig", s)
+    assert v.dtype == sl.eig(s)[1].dtype == np.float64
+    assert np.linalg.norm(s @ v - v * w.real) <= 1e-14 * np.linalg.norm(s)

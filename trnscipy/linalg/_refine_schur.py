@@ -270,17 +270,19 @@ def _eigvals_df(T):
 def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
     wide = _r._df64(a)
     if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2 \
-            or wide and (left or right):
-        reason = ("float64 eigenvectors have no double-float method" if wide and not (
+            or wide and left:
+        reason = ("float64 left eigenvectors have no double-float method" if wide and not (
             b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2) else
             "generalized and homogeneous eigenproblems, complex and batched input are not "
             "on the device")
         return _r._on_host("scipy.linalg.eig", reason, _eig_host(b, left, right,
                                                                   homogeneous_eigvals),
                            *((a, b) if b is not None else (a,)))
-    if wide:
+    if wide and not (left or right):
         T, _ = schur(a)
         return _transfer.df_complex(*_eigvals_df(T))
+    if wide:
+        return _eig_df(a, left, right)
     t, z = real_schur(a)
     wr, wi, vl, vr = _francis.eig_from_schur(t, z, left=left, right=right)
     w = _transfer.complex_of(wr, wi)
@@ -294,3 +296,96 @@ def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
         out.append(re.contiguous() if real else _transfer.complex_of(
             re, torch.where(wi == 0, torch.zeros_like(im), im)))
     return tuple(out)
+
+
+_EIG_STEPS = 2  # Newton corrections of the float32 eigenvectors (each gains ~2**-24 cond)
+
+
+def _cmul(ar, ai, br, bi):
+    """Complex double-float product, parts as pairs."""
+    return (_df.sub(_df.mul(ar, br), _df.mul(ai, bi)),
+            _df.add(_df.mul(ar, bi), _df.mul(ai, br)))
+
+
+def _shifted_solve(tcr, ti, br, bi):
+    """Y with rows i != j of (Tc - Tc[j, j]) y_j = b_j for every column j and y_jj = 0
+    (Tc = tcr + i ti upper triangular, float32 pairs): the Newton correction of an
+    eigenvector in Tc's basis, back substitution one row per micro-step."""
+    n = tcr.shape[-1]
+    eps = torch.finfo(tcr.dtype).eps
+    tiny = torch.finfo(tcr.dtype).tiny / eps
+    cols = torch.arange(n, device=tcr.device)
+    lr, li = tcr.diagonal(), ti.diagonal()
+
+    def step(c):
+        yr, yi, i = c
+        ic = i.clamp(min=0)
+        rr, ri = (torch.where(cols > i, torch.index_select(x, 0, ic).squeeze(0), 0)
+                  for x in (tcr, ti))
+        sr = br.index_select(0, ic).squeeze(0) - (rr @ yr - ri @ yi)
+        si = bi.index_select(0, ic).squeeze(0) - (rr @ yi + ri @ yr)
+        dr, di = lr.gather(0, ic) - lr, li.gather(0, ic) - li
+        smin = torch.clamp(eps * (lr.abs() + li.abs()), min=tiny)
+        small = dr.abs() + di.abs() < smin
+        dr, di = torch.where(small, smin, dr), torch.where(small, 0, di)
+        den = dr * dr + di * di
+        qr, qi = (sr * dr + si * di) / den, (si * dr - sr * di) / den
+        keep = (cols == i) | (i < 0)  # y_jj = 0 (and nothing once done)
+        at = (cols == i).unsqueeze(-1) & (i >= 0)
+        yr = torch.where(at, torch.where(keep, 0, qr).unsqueeze(0), yr)
+        yi = torch.where(at, torch.where(keep, 0, qi).unsqueeze(0), yi)
+        return yr, yi, i - 1
+
+    yr = torch.zeros_like(tcr)
+    i = _francis._counter(n - 1, tcr.device)
+    return _francis._loop(step, (yr, torch.zeros_like(yr), i), n)[:2]
+
+
+def _eig_df(a, left, right):
+    """float64 (w, vr): the eigenvalues from the double-float Schur form, the float32
+    eigenvectors of its high parts refined by Newton corrections (the residual
+    A v - v w in double-float, the correction solved in float32 in the complex
+    triangular basis), normalized as LAPACK in double-float."""
+    T, Z = schur(a)
+    wr, wi = _eigvals_df(T)
+    A = _r._parts(a)
+    tcr, tci, zr, zi = _francis.rsf2csf(_r._parts(T)[0], _r._parts(Z)[0])
+    xr, xi = _francis.trevc(tcr, tci)
+    zero = torch.zeros_like(xr)
+    vr, vi = (zr @ xr - zi @ xi, zero), (zr @ xi + zi @ xr, zero.clone())
+    lr, li = (tuple(p[None, :] for p in x) for x in (wr, wi))
+    for _ in range(_EIG_STEPS):
+        pr, pi = _cmul(vr, vi, lr, li)
+        rr = _df.sub(_df.gemm(A, vr), pr)[0]
+        ri = _df.sub(_df.gemm(A, vi), pi)[0]
+        # Zc^H (-r), Y in Tc's basis, Zc Y
+        br, bi = -(zr.mT @ rr + zi.mT @ ri), zi.mT @ rr - zr.mT @ ri
+        yr, yi = _shifted_solve(tcr, tci, br, bi)
+        vr = _df.add_f(vr, zr @ yr - zi @ yi)
+        vi = _df.add_f(vi, zr @ yi + zi @ yr)
+    vr, vi = _normalize_df(vr, vi)
+    w = _transfer.df_complex(wr, wi)
+    real = not bool(_r._fetch((wi[0] != 0).any().reshape(1))[0])
+    if real:
+        return w, _transfer.df_tensor(*vr)
+    # real eigenvalues: real vectors (their imaginary parts are rounding)
+    vi = tuple(torch.where(wi[0] == 0, torch.zeros_like(x), x) for x in vi)
+    return w, _transfer.df_complex(vr, vi)
+
+
+def _normalize_df(vr, vi):
+    """Columns to unit 2-norm, the largest component exactly real and positive (LAPACK's
+    geev), in double-float."""
+    mag = _df.add(_df.mul(vr, vr), _df.mul(vi, vi))
+    nrm = _df.sqrt(_df.tree_sum(*mag, dim=0))
+    p = mag[0].argmax(0, keepdim=True)
+    pr, pi = (tuple(x.gather(0, p) for x in v) for v in (vr, vi))
+    pm = _df.sqrt(_df.add(_df.mul(pr, pr), _df.mul(pi, pi)))
+    pm = tuple(torch.where(pm[0] == 0, 1.0 if k == 0 else 0.0, x) for k, x in enumerate(pm))
+    nrm = tuple(torch.where(nrm[0] == 0, 1.0 if k == 0 else 0.0, x)[None, :]
+                for k, x in enumerate(nrm))
+    den = _df.mul(pm, nrm)
+    cr, ci = _df.div(pr, den), _df.div((-pi[0], -pi[1]), den)  # conj(phase) / norm
+    vr, vi = _cmul(vr, vi, cr, ci)
+    rows = torch.arange(vr[0].shape[0], device=vr[0].device)[:, None]
+    return vr, tuple(torch.where(rows == p, torch.zeros_like(x), x) for x in vi)
