@@ -101,9 +101,10 @@ def test_eig_float32(emulate_neuron, monkeypatch):
 @pytest.mark.slow  # about 25 s: the float64 Schur refinement's compiles
 def test_eigvals_float64(emulate_neuron, monkeypatch):
     """float64 eigenvalues of well-conditioned matrices (eigenvalue condition numbers
-    below 2) to 1e-12 relative, from the double-float Schur form."""
-    for n, seed in ((9, 2), (16, 3)):
-        a = _spectrum(n, seed, normal=False)
+    below 2; a normal one, whose 2x2 blocks are scaled rotations in every orientation) to
+    1e-12 relative, from the double-float Schur form."""
+    for n, seed, normal in ((9, 2, False), (16, 3, False), (16, 3, True)):
+        a = _spectrum(n, seed, normal=normal)
         w = _on_neuron(monkeypatch, "eigvals", a)
         ref = sl.eigvals(a)
         assert w.dtype == ref.dtype == np.complex128

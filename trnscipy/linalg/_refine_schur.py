@@ -13,7 +13,8 @@ the float32 form's pattern of 1x1 and 2x2 diagonal blocks.  One step (``_newton_
   each front of tiles from the fronts farther out, every tile's 2x2 Sylvester equation
   in closed form by Cayley-Hamilton, all tiles at once); Theta rotates each 2x2 block
   to equal diagonal entries (SciPy's standardized blocks: equal diagonal, off-diagonal
-  entries of opposite signs), to first order with L's change of the diagonal.
+  entries of opposite signs), to first order with L's change of the diagonal (not a block
+  within 2**-20 of a scaled rotation, a normal matrix's: its angle is rounding noise).
 
 Each step is one graph, traced once and replayed; its flags are read after the third
 step and after each further one.  Close eigenvalues make the Sylvester equation
@@ -151,7 +152,11 @@ def _newton_step(A, Z, pattern, eye, loop):
     change = (t * W.mT).sum(-1) - (W * t.mT).sum(-1)
     delta = delta + (change - change[partner])
     sign = torch.where(s < 0, -1.0, 1.0)
-    theta = torch.where(first, 0.5 * torch.atan2(-delta * sign, s.abs()), 0)
+    # a block within 2**-20 of a scaled rotation (a normal matrix's: a - d and b + c both
+    # rounding) is one in every orientation: its angle is noise, and a large one would
+    # break W's second-order orthogonality, so it is left as it is
+    settled = delta * delta + s * s <= 2.0 ** -40 * (s * s - 4 * bc)
+    theta = torch.where(first & ~settled, 0.5 * torch.atan2(-delta * sign, s.abs()), 0)
     # W[i + 1, i] = theta_i, W[i, i + 1] = -theta_i at each block's first row i
     r = torch.arange(t.shape[-1], device=t.device)
     rot = torch.where((r[:, None] == r[None, :] + 1) & first[None, :], theta[None, :], 0)
