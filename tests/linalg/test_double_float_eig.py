@@ -135,3 +135,16 @@ def test_eig_float64(emulate_neuron, monkeypatch):
     w, v = _on_neuron(monkeypatch, "eig", s)
     assert v.dtype == sl.eig(s)[1].dtype == np.float64
     assert np.linalg.norm(s @ v - v * w.real) <= 1e-14 * np.linalg.norm(s)
+
+
+@pytest.mark.xla
+def test_rsf2csf_float32(emulate_neuron, monkeypatch):
+    """float32 rsf2csf: SciPy's complex Schur form to float32 rounding."""
+    rng = np.random.default_rng(6)
+    t, z = sl.schur(rng.standard_normal((8, 8)).astype(np.float32))
+    assert np.count_nonzero(np.diagonal(t, -1)) >= 1
+    tc, zc = _on_neuron(monkeypatch, "rsf2csf", t, z)
+    ref = sl.rsf2csf(t, z)
+    assert tc.dtype == zc.dtype == ref[0].dtype == np.complex64
+    for x, r in zip((tc, zc), ref, strict=True):
+        np.testing.assert_allclose(x, r, rtol=0, atol=1e-5 * np.abs(r).max())

@@ -394,3 +394,16 @@ def _normalize_df(vr, vi):
     vr, vi = _cmul(vr, vi, cr, ci)
     rows = torch.arange(vr[0].shape[0], device=vr[0].device)[:, None]
     return vr, tuple(torch.where(rows == p, torch.zeros_like(x), x) for x in vi)
+
+
+@register("linalg.rsf2csf", "neuron")
+def rsf2csf(t, z, dtype):
+    """float32: SciPy's rotations in real arithmetic (``_francis.rsf2csf``), the complex
+    results assembled by data movement; float64 (no double-float method) and complex
+    input: the host, announced."""
+    if t.is_complex() or z.is_complex() or _r._df64(t, z):
+        return _r._on_host("scipy.linalg.rsf2csf", "float64 and complex input have no "
+                           "method without complex arithmetic", lambda x, y: _sl.rsf2csf(
+                               x, y, check_finite=False), t, z)
+    tr, ti, zr, zi = _francis.rsf2csf(t, z)
+    return _transfer.complex_of(tr, ti), _transfer.complex_of(zr, zi)
