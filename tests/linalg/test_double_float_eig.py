@@ -116,21 +116,24 @@ def test_eigvals_float64(emulate_neuron, monkeypatch):
 @pytest.mark.xla
 @pytest.mark.slow  # about 25 s: the float64 Schur refinement's compiles
 def test_eig_float64(emulate_neuron, monkeypatch):
-    """float64 right eigenvectors (Newton-refined in double-float): A v = v w to 1e-14,
+    """float64 eigenvectors, left and right (Newton-refined in double-float): A v = v w to 1e-14,
     unit norms, the largest component real, each column SciPy's up to a unit factor (the
     eigenvalues are simple and well conditioned); real vectors for a real spectrum."""
     a = _spectrum(10, 4, normal=False)
-    w, v = _on_neuron(monkeypatch, "eig", a)
-    w0, v0 = sl.eig(a)
-    assert w.dtype == v.dtype == v0.dtype == np.complex128
+    w, vl, v = _on_neuron(monkeypatch, "eig", a, left=True)
+    w0, vl0, v0 = sl.eig(a, left=True)
+    assert w.dtype == v.dtype == vl.dtype == v0.dtype == np.complex128
     norm = np.linalg.norm(a)
     assert np.linalg.norm(a @ v - v * w) <= 1e-14 * norm
-    np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1, rtol=3e-14)
-    assert np.all(v[np.argmax(np.abs(v), axis=0), np.arange(10)].imag == 0)
+    assert np.linalg.norm(vl.conj().T @ a - w[:, None] * vl.conj().T) <= 1e-14 * norm
+    for x in (v, vl):
+        np.testing.assert_allclose(np.linalg.norm(x, axis=0), 1, rtol=3e-14)
+        assert np.all(x[np.argmax(np.abs(x), axis=0), np.arange(10)].imag == 0)
     for j in range(10):
         k = np.argmin(np.abs(w0 - w[j]))
         assert abs(w[j] - w0[k]) <= 1e-12 * np.abs(w0).max()
         assert abs(abs(np.vdot(v0[:, k], v[:, j])) - 1) <= 1e-12
+        assert abs(abs(np.vdot(vl0[:, k], vl[:, j])) - 1) <= 1e-12
     s = a + a.T
     w, v = _on_neuron(monkeypatch, "eig", s)
     assert v.dtype == sl.eig(s)[1].dtype == np.float64

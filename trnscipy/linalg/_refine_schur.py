@@ -274,12 +274,9 @@ def _eigvals_df(T):
 @register("linalg.eig", "neuron")
 def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
     wide = _r._df64(a)
-    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2 \
-            or wide and left:
-        reason = ("float64 left eigenvectors have no double-float method" if wide and not (
-            b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2) else
-            "generalized and homogeneous eigenproblems, complex and batched input are not "
-            "on the device")
+    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2:
+        reason = ("generalized and homogeneous eigenproblems, complex and batched input are "
+                  "not on the device")
         return _r._on_host("scipy.linalg.eig", reason, _eig_host(b, left, right,
                                                                   homogeneous_eigvals),
                            *((a, b) if b is not None else (a,)))
@@ -347,35 +344,55 @@ def _shifted_solve(tcr, ti, br, bi):
 
 
 def _eig_df(a, left, right):
-    """float64 (w, vr): the eigenvalues from the double-float Schur form, the float32
-    eigenvectors of its high parts refined by Newton corrections (the residual
-    A v - v w in double-float, the correction solved in float32 in the complex
-    triangular basis), normalized as LAPACK in double-float."""
+    """float64 (w, [vl,] [vr]): the eigenvalues from the double-float Schur form, the
+    float32 eigenvectors of its high parts refined by Newton corrections (``_newton``),
+    normalized as LAPACK in double-float."""
     T, Z = schur(a)
     wr, wi = _eigvals_df(T)
     A = _r._parts(a)
     tcr, tci, zr, zi = _francis.rsf2csf(_r._parts(T)[0], _r._parts(Z)[0])
-    xr, xi = _francis.trevc(tcr, tci)
+    zc = (zr, zi)
+    out = [_transfer.df_complex(wr, wi)]
+    vecs = []
+    if left:
+        # y^H A = w y^H: A^T y = conj(w) y, Tc^H lower triangular: reversed, upper
+        ur, ui = tcr.mT.flip(0, 1), -tci.mT.flip(0, 1)
+        flip = lambda x: x.flip(0, 1)  # noqa: E731
+        solve = lambda br, bi: tuple(flip(y) for y in _shifted_solve(  # noqa: E731
+            ur, ui, flip(br), flip(bi)))
+        xr, xi = (flip(x) for x in _francis.trevc(ur, ui))
+        vecs.append(_newton(_r._t(A), (wr, (-wi[0], -wi[1])), zc, (xr, xi), solve))
+    if right:
+        solve = lambda br, bi: _shifted_solve(tcr, tci, br, bi)  # noqa: E731
+        vecs.append(_newton(A, (wr, wi), zc, _francis.trevc(tcr, tci), solve))
+    real = not bool(_r._fetch((wi[0] != 0).any().reshape(1))[0])
+    for vr, vi in vecs:
+        if real:
+            out.append(_transfer.df_tensor(*vr))
+        else:  # real eigenvalues: real vectors (their imaginary parts are rounding)
+            vi = tuple(torch.where(wi[0] == 0, torch.zeros_like(x), x) for x in vi)
+            out.append(_transfer.df_complex(vr, vi))
+    return tuple(out)
+
+
+def _newton(A, w, zc, x, solve):
+    """Eigenvectors of A (a pair) for eigenvalues w (complex double-float) from Zc X (X:
+    float32 eigenvectors of the complex triangular form): ``_EIG_STEPS`` corrections, the
+    residual A v - v w in double-float, the correction Zc Y with ``solve``: Y from Zc^H r
+    in float32 (the component along each vector kept), then normalized."""
+    zr, zi = zc
+    xr, xi = x
     zero = torch.zeros_like(xr)
     vr, vi = (zr @ xr - zi @ xi, zero), (zr @ xi + zi @ xr, zero.clone())
-    lr, li = (tuple(p[None, :] for p in x) for x in (wr, wi))
+    lr, li = (tuple(p[None, :] for p in part) for part in w)
     for _ in range(_EIG_STEPS):
         pr, pi = _cmul(vr, vi, lr, li)
         rr = _df.sub(_df.gemm(A, vr), pr)[0]
         ri = _df.sub(_df.gemm(A, vi), pi)[0]
-        # Zc^H (-r), Y in Tc's basis, Zc Y
-        br, bi = -(zr.mT @ rr + zi.mT @ ri), zi.mT @ rr - zr.mT @ ri
-        yr, yi = _shifted_solve(tcr, tci, br, bi)
+        yr, yi = solve(-(zr.mT @ rr + zi.mT @ ri), zi.mT @ rr - zr.mT @ ri)
         vr = _df.add_f(vr, zr @ yr - zi @ yi)
         vi = _df.add_f(vi, zr @ yi + zi @ yr)
-    vr, vi = _normalize_df(vr, vi)
-    w = _transfer.df_complex(wr, wi)
-    real = not bool(_r._fetch((wi[0] != 0).any().reshape(1))[0])
-    if real:
-        return w, _transfer.df_tensor(*vr)
-    # real eigenvalues: real vectors (their imaginary parts are rounding)
-    vi = tuple(torch.where(wi[0] == 0, torch.zeros_like(x), x) for x in vi)
-    return w, _transfer.df_complex(vr, vi)
+    return _normalize_df(vr, vi)
 
 
 def _normalize_df(vr, vi):
