@@ -120,9 +120,9 @@ def test_declare_refuses_bad_declarations():
     with pytest.raises(ValueError, match="why"):
         declare(UNDECLARED, why="a reason for nothing")
     with pytest.raises(ValueError, match="declared twice"):
-        declare("scipy.linalg._decomp.eig", host=("xla",), why="other limits")
+        declare("scipy.linalg._matfuncs.funm", host=("xla",), why="other limits")
     assert declaration(UNDECLARED) is None
-    assert DECLARED["scipy.linalg._decomp.eig"].host == {"neuron"}
+    assert DECLARED["scipy.linalg._matfuncs.funm"].host == {"neuron"}
 
 
 def test_runs_on_device_reads_the_declarations():
@@ -130,6 +130,7 @@ def test_runs_on_device_reads_the_declarations():
 
     f64 = np.dtype(np.float64)
     eig = trnscipy.linalg.eig._trnscipy_name
+    funm = trnscipy.linalg.funm._trnscipy_name  # (the complex Schur form: the host there)
     cg = trnscipy.sparse.linalg.cg._trnscipy_name
     schur = trnscipy.linalg.schur._trnscipy_name  # its double-float method
     with warnings.catch_warnings():
@@ -138,8 +139,9 @@ def test_runs_on_device_reads_the_declarations():
         assert runs_on_device(cg, "neuron", f64)  # its double-float method
         assert runs_on_device(UNDECLARED, "neuron", np.dtype(np.float32))
         assert runs_on_device(schur, "neuron", f64)
+        assert runs_on_device(eig, "neuron", f64)  # real Schur blocks, complex storage
     with pytest.warns(DeviceFallbackWarning, match="no neuron implementation .*complex"):
-        assert not runs_on_device(eig, "neuron", np.dtype(np.float32))
+        assert not runs_on_device(funm, "neuron", np.dtype(np.float32))
     with pytest.warns(DeviceFallbackWarning, match="no float64"):
         assert not runs_on_device(UNDECLARED, "neuron", f64)
     with pytest.warns(DeviceFallbackWarning, match="no complex"):

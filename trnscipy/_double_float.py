@@ -19,7 +19,7 @@ from trnscipy._device import materialize
 from trnscipy._torch import torch
 
 __all__ = ["is_float64", "MOVEMENT", "double_float_class", "split", "df_tensor", "df_parts",
-           "df_triple",
+           "df_triple", "complex_of", "df_complex",
            "is_exact", "high_part", "host_value"]
 
 # torch functions and Tensor methods (by name) that only move stored values: not
@@ -29,10 +29,11 @@ MOVEMENT = frozenset({
     "__get__", "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "permute",
     "t", "transpose", "swapaxes", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow",
     "select", "split", "chunk", "unbind", "diagonal", "movedim", "contiguous", "detach",
-    "unfold", "as_strided", "broadcast_to", "broadcast_tensors", "conj", "flip", "roll",
+    "unfold", "as_strided", "broadcast_to", "broadcast_tensors", "conj", "resolve_conj",
+    "flip", "roll",
     "atleast_1d", "atleast_2d", "atleast_3d",
     # sign flips (exact on every part)
-    "neg", "negative", "__neg__",
+    "neg", "negative", "__neg__", "resolve_neg",
     # copies, concatenation, gathers and scatters by index, selection by a given mask
     "clone", "copy_", "cat", "concat", "concatenate", "stack", "hstack", "vstack",
     "__getitem__", "__setitem__", "index_select", "gather", "take", "masked_select", "where",
@@ -295,6 +296,28 @@ def df_tensor(hi, lo, tail=None):
     with torch._C.DisableTorchFunctionSubclass():
         tail = torch.zeros_like(lo) if tail is None else tail * TAIL_SCALE
         return _wrap(hi.to(wide), (lo * LO_SCALE, tail))
+
+
+def complex_of(re, im):
+    """The complex tensor ``re + i im`` of real tensors by data movement only (a zero fill,
+    then writes into its real and imaginary views): the storage of a complex result on a
+    device without complex arithmetic.  (torch.complex runs on the host on XLA.)"""
+    dtype = torch.complex128 if re.dtype == torch.float64 else torch.complex64
+    with torch._C.DisableTorchFunctionSubclass():
+        out = torch.zeros(re.shape, dtype=dtype, device=re.device)
+        out.real[...] = re
+        out.imag[...] = im
+    return out
+
+
+def df_complex(re, im):
+    """The complex128 tensor of double-float pairs ``re``, ``im`` (float32 ``(hi, lo)``)
+    on a device without float64 or complex arithmetic: the parts assembled by
+    ``complex_of``, the low parts scaled while still real."""
+    with torch._C.DisableTorchFunctionSubclass():
+        hi = complex_of(re[0], im[0])
+        lo = complex_of(re[1] * LO_SCALE, im[1] * LO_SCALE)
+        return _wrap(hi.to(torch.complex128), (lo, torch.zeros_like(lo)))
 
 
 def df_parts(t):

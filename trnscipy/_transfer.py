@@ -17,12 +17,14 @@ from trnscipy._errors import float32_storage
 from trnscipy._torch import torch
 
 __all__ = ["to_device", "to_host", "is_device_object", "register_host_type", "df_parts",
-           "df_tensor", "df_triple", "held", "tensor_on", "device_storage",
-           "device_form_problem"]
+           "df_tensor", "df_triple", "complex_of", "df_complex", "held", "tensor_on",
+           "device_storage", "device_form_problem"]
 
 df_parts = _df.df_parts
 df_tensor = _df.df_tensor
 df_triple = _df.df_triple
+complex_of = _df.complex_of
+df_complex = _df.df_complex
 _WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
 
 # (test, move, problem) triples registered by upper layers: host objects (SciPy sparse,

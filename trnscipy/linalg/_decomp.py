@@ -17,9 +17,6 @@ from trnscipy.linalg._validate import check_finite as check_finite_
 __all__ = ["eigh", "eigvalsh", "eig", "eigvals", "eigh_tridiagonal", "eigvalsh_tridiagonal",
            "eig_banded", "eigvals_banded", "cdf2rdf"]
 
-# Neuron has no complex arithmetic, and the capability table's dtype check sees only the
-# (real) input: declared to run on the host there.
-_COMPLEX_RESULTS = "its results are complex whatever the input's dtype"
 _DRIVERS = (None, "ev", "evd", "evr", "evx", "gv", "gvd", "gvx")
 
 
@@ -89,7 +86,7 @@ def _complex_dtype(t):
                                                                                   t.dtype)
 
 
-@dispatch(_sl.eig, host=("neuron",), why=_COMPLEX_RESULTS)
+@dispatch(_sl.eig, double_float=("neuron",))
 def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
         check_finite=True, homogeneous_eigvals=False):
     device = device_of(a, b)
@@ -108,7 +105,7 @@ def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
                                          homogeneous_eigvals=homogeneous_eigvals)
 
 
-@dispatch(_sl.eigvals, host=("neuron",), why=_COMPLEX_RESULTS)
+@dispatch(_sl.eigvals, double_float=("neuron",))
 def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
     return eig(a, b, left=False, right=False, check_finite=check_finite,
                homogeneous_eigvals=homogeneous_eigvals)

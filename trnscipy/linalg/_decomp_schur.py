@@ -79,7 +79,7 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     return kernel("linalg.schur", a.device)(a, output=output, sort=sort)
 
 
-@dispatch(_sl.rsf2csf, host=("neuron",), why="its results are complex whatever the input's dtype")
+@dispatch(_sl.rsf2csf, double_float=("neuron",))
 def rsf2csf(T, Z, check_finite=True):
     device = device_of(T, Z)
     z, t = as_tensor(Z, device, check_finite), as_tensor(T, device, check_finite)

@@ -388,7 +388,10 @@ def normalize(vr, vi):
     pm = torch.where(pm == 0, torch.ones_like(pm), pm)
     cr, ci = pr / pm, -pi / pm  # conj(phase)
     nrm = torch.where(nrm == 0, torch.ones_like(nrm), nrm)
-    return (vr * cr - vi * ci) / nrm, (vr * ci + vi * cr) / nrm
+    im = (vr * ci + vi * cr) / nrm
+    # the largest component exactly real, as LAPACK sets it (not rounding's residue)
+    rows = torch.arange(vr.shape[0], device=vr.device)[:, None]
+    return (vr * cr - vi * ci) / nrm, torch.where(rows == p, torch.zeros_like(im), im)
 
 
 def eig_from_schur(t, z, left=False, right=True):

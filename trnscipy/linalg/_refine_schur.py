@@ -13,7 +13,8 @@ the float32 form's pattern of 1x1 and 2x2 diagonal blocks.  One step (``_newton_
   each front of tiles from the fronts farther out, every tile's 2x2 Sylvester equation
   in closed form by Cayley-Hamilton, all tiles at once); Theta rotates each 2x2 block
   to equal diagonal entries (SciPy's standardized blocks: equal diagonal, off-diagonal
-  entries of opposite signs), to first order with L's change of the diagonal.
+  entries of opposite signs), to first order with L's change of the diagonal (not a block
+  within 2**-20 of a scaled rotation, a normal matrix's: its angle is rounding noise).
 
 Each step is one graph, traced once and replayed; its flags are read after the third
 step and after each further one.  Close eigenvalues make the Sylvester equation
@@ -28,6 +29,7 @@ import scipy.linalg as _sl
 from trnscipy import _transfer
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
+from trnscipy.linalg import _francis
 from trnscipy.linalg import _refine as _r
 from trnscipy.linalg._decomp_schur import real_schur
 from trnscipy.linalg._validate import LinAlgError
@@ -150,7 +152,11 @@ def _newton_step(A, Z, pattern, eye, loop):
     change = (t * W.mT).sum(-1) - (W * t.mT).sum(-1)
     delta = delta + (change - change[partner])
     sign = torch.where(s < 0, -1.0, 1.0)
-    theta = torch.where(first, 0.5 * torch.atan2(-delta * sign, s.abs()), 0)
+    # a block within 2**-20 of a scaled rotation (a normal matrix's: a - d and b + c both
+    # rounding) is one in every orientation: its angle is noise, and a large one would
+    # break W's second-order orthogonality, so it is left as it is
+    settled = delta * delta + s * s <= 2.0 ** -40 * (s * s - 4 * bc)
+    theta = torch.where(first & ~settled, 0.5 * torch.atan2(-delta * sign, s.abs()), 0)
     # W[i + 1, i] = theta_i, W[i, i + 1] = -theta_i at each block's first row i
     r = torch.arange(t.shape[-1], device=t.device)
     rot = torch.where((r[:, None] == r[None, :] + 1) & first[None, :], theta[None, :], 0)
@@ -234,3 +240,187 @@ def schur(a, output="real", sort=None):
             break
         prev = resid
     return _r._on_host("scipy.linalg.schur", _CLUSTER, host, a)
+
+
+# ----------------------------------------------------------------------------------------
+# eig / eigvals of real input on Neuron: real arithmetic on the real Schur form (float32:
+# the Francis QR; float64: the refined form above, eigenvalues in double-float), the complex
+# results assembled from their real and imaginary parts by data movement (``complex_of``)
+
+
+def _eig_host(b, left, right, homogeneous_eigvals):
+    return lambda *x: _sl.eig(x[0], x[1] if b is not None else None, left=left, right=right,
+                              homogeneous_eigvals=homogeneous_eigvals, check_finite=False)
+
+
+def _eigvals_df(T):
+    """(wr, wi) double-float pairs of a standardized real Schur form (a float64 tensor):
+    each 2x2 block [[a, b], [c, a]] gives a +- i sqrt(-b c), the positive part first."""
+    t = _r._parts(T)
+    wr = tuple(x.diagonal() for x in t)
+    zero = torch.zeros_like(wr[0][:1])
+    sub = tuple(torch.cat([x.diagonal(-1), zero]) for x in t)  # sub[i] = T[i + 1, i]
+    sup = tuple(torch.cat([x.diagonal(1), zero]) for x in t)
+    first = sub[0] != 0
+    bc = _df.mul(sub, sup)  # (negative in a block)
+    w = _df.sqrt(tuple(torch.where(first, -x, 0) for x in bc))
+    prev = tuple(torch.cat([zero, x[:-1]]) for x in w)
+    second = torch.cat([zero > 0, first[:-1]])
+    wi = tuple(torch.where(first, x, torch.where(second, -p, 0)) for x, p in
+               zip(w, prev, strict=True))
+    return wr, wi
+
+
+@register("linalg.eig", "neuron")
+def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
+    wide = _r._df64(a)
+    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2:
+        reason = ("generalized and homogeneous eigenproblems, complex and batched input are "
+                  "not on the device")
+        return _r._on_host("scipy.linalg.eig", reason, _eig_host(b, left, right,
+                                                                  homogeneous_eigvals),
+                           *((a, b) if b is not None else (a,)))
+    if wide and not (left or right):
+        T, _ = schur(a)
+        return _transfer.df_complex(*_eigvals_df(T))
+    if wide:
+        return _eig_df(a, left, right)
+    t, z = real_schur(a)
+    wr, wi, vl, vr = _francis.eig_from_schur(t, z, left=left, right=right)
+    w = _transfer.complex_of(wr, wi)
+    if not (left or right):
+        return w
+    real = not bool(_r._fetch((wi != 0).any().reshape(1))[0])
+    out = [w]
+    for v in (vl, vr) if left and right else ((vl,) if left else (vr,)):
+        re, im = v
+        # real eigenvalues: real vectors (their imaginary parts are rounding)
+        out.append(re.contiguous() if real else _transfer.complex_of(
+            re, torch.where(wi == 0, torch.zeros_like(im), im)))
+    return tuple(out)
+
+
+_EIG_STEPS = 2  # Newton corrections of the float32 eigenvectors (each gains ~2**-24 cond)
+
+
+def _cmul(ar, ai, br, bi):
+    """Complex double-float product, parts as pairs."""
+    return (_df.sub(_df.mul(ar, br), _df.mul(ai, bi)),
+            _df.add(_df.mul(ar, bi), _df.mul(ai, br)))
+
+
+def _shifted_solve(tcr, ti, br, bi):
+    """Y with rows i != j of (Tc - Tc[j, j]) y_j = b_j for every column j and y_jj = 0
+    (Tc = tcr + i ti upper triangular, float32 pairs): the Newton correction of an
+    eigenvector in Tc's basis, back substitution one row per micro-step."""
+    n = tcr.shape[-1]
+    eps = torch.finfo(tcr.dtype).eps
+    tiny = torch.finfo(tcr.dtype).tiny / eps
+    cols = torch.arange(n, device=tcr.device)
+    lr, li = tcr.diagonal(), ti.diagonal()
+
+    def step(c):
+        yr, yi, i = c
+        ic = i.clamp(min=0)
+        rr, ri = (torch.where(cols > i, torch.index_select(x, 0, ic).squeeze(0), 0)
+                  for x in (tcr, ti))
+        sr = br.index_select(0, ic).squeeze(0) - (rr @ yr - ri @ yi)
+        si = bi.index_select(0, ic).squeeze(0) - (rr @ yi + ri @ yr)
+        dr, di = lr.gather(0, ic) - lr, li.gather(0, ic) - li
+        smin = torch.clamp(eps * (lr.abs() + li.abs()), min=tiny)
+        small = dr.abs() + di.abs() < smin
+        dr, di = torch.where(small, smin, dr), torch.where(small, 0, di)
+        den = dr * dr + di * di
+        qr, qi = (sr * dr + si * di) / den, (si * dr - sr * di) / den
+        keep = (cols == i) | (i < 0)  # y_jj = 0 (and nothing once done)
+        at = (cols == i).unsqueeze(-1) & (i >= 0)
+        yr = torch.where(at, torch.where(keep, 0, qr).unsqueeze(0), yr)
+        yi = torch.where(at, torch.where(keep, 0, qi).unsqueeze(0), yi)
+        return yr, yi, i - 1
+
+    yr = torch.zeros_like(tcr)
+    i = _francis._counter(n - 1, tcr.device)
+    return _francis._loop(step, (yr, torch.zeros_like(yr), i), n)[:2]
+
+
+def _eig_df(a, left, right):
+    """float64 (w, [vl,] [vr]): the eigenvalues from the double-float Schur form, the
+    float32 eigenvectors of its high parts refined by Newton corrections (``_newton``),
+    normalized as LAPACK in double-float."""
+    T, Z = schur(a)
+    wr, wi = _eigvals_df(T)
+    A = _r._parts(a)
+    tcr, tci, zr, zi = _francis.rsf2csf(_r._parts(T)[0], _r._parts(Z)[0])
+    zc = (zr, zi)
+    out = [_transfer.df_complex(wr, wi)]
+    vecs = []
+    if left:
+        # y^H A = w y^H: A^T y = conj(w) y, Tc^H lower triangular: reversed, upper
+        ur, ui = tcr.mT.flip(0, 1), -tci.mT.flip(0, 1)
+        flip = lambda x: x.flip(0, 1)  # noqa: E731
+        solve = lambda br, bi: tuple(flip(y) for y in _shifted_solve(  # noqa: E731
+            ur, ui, flip(br), flip(bi)))
+        xr, xi = (flip(x) for x in _francis.trevc(ur, ui))
+        vecs.append(_newton(_r._t(A), (wr, (-wi[0], -wi[1])), zc, (xr, xi), solve))
+    if right:
+        solve = lambda br, bi: _shifted_solve(tcr, tci, br, bi)  # noqa: E731
+        vecs.append(_newton(A, (wr, wi), zc, _francis.trevc(tcr, tci), solve))
+    real = not bool(_r._fetch((wi[0] != 0).any().reshape(1))[0])
+    for vr, vi in vecs:
+        if real:
+            out.append(_transfer.df_tensor(*vr))
+        else:  # real eigenvalues: real vectors (their imaginary parts are rounding)
+            vi = tuple(torch.where(wi[0] == 0, torch.zeros_like(x), x) for x in vi)
+            out.append(_transfer.df_complex(vr, vi))
+    return tuple(out)
+
+
+def _newton(A, w, zc, x, solve):
+    """Eigenvectors of A (a pair) for eigenvalues w (complex double-float) from Zc X (X:
+    float32 eigenvectors of the complex triangular form): ``_EIG_STEPS`` corrections, the
+    residual A v - v w in double-float, the correction Zc Y with ``solve``: Y from Zc^H r
+    in float32 (the component along each vector kept), then normalized."""
+    zr, zi = zc
+    xr, xi = x
+    zero = torch.zeros_like(xr)
+    vr, vi = (zr @ xr - zi @ xi, zero), (zr @ xi + zi @ xr, zero.clone())
+    lr, li = (tuple(p[None, :] for p in part) for part in w)
+    for _ in range(_EIG_STEPS):
+        pr, pi = _cmul(vr, vi, lr, li)
+        rr = _df.sub(_df.gemm(A, vr), pr)[0]
+        ri = _df.sub(_df.gemm(A, vi), pi)[0]
+        yr, yi = solve(-(zr.mT @ rr + zi.mT @ ri), zi.mT @ rr - zr.mT @ ri)
+        vr = _df.add_f(vr, zr @ yr - zi @ yi)
+        vi = _df.add_f(vi, zr @ yi + zi @ yr)
+    return _normalize_df(vr, vi)
+
+
+def _normalize_df(vr, vi):
+    """Columns to unit 2-norm, the largest component exactly real and positive (LAPACK's
+    geev), in double-float."""
+    mag = _df.add(_df.mul(vr, vr), _df.mul(vi, vi))
+    nrm = _df.sqrt(_df.tree_sum(*mag, dim=0))
+    p = mag[0].argmax(0, keepdim=True)
+    pr, pi = (tuple(x.gather(0, p) for x in v) for v in (vr, vi))
+    pm = _df.sqrt(_df.add(_df.mul(pr, pr), _df.mul(pi, pi)))
+    pm = tuple(torch.where(pm[0] == 0, 1.0 if k == 0 else 0.0, x) for k, x in enumerate(pm))
+    nrm = tuple(torch.where(nrm[0] == 0, 1.0 if k == 0 else 0.0, x)[None, :]
+                for k, x in enumerate(nrm))
+    den = _df.mul(pm, nrm)
+    cr, ci = _df.div(pr, den), _df.div((-pi[0], -pi[1]), den)  # conj(phase) / norm
+    vr, vi = _cmul(vr, vi, cr, ci)
+    rows = torch.arange(vr[0].shape[0], device=vr[0].device)[:, None]
+    return vr, tuple(torch.where(rows == p, torch.zeros_like(x), x) for x in vi)
+
+
+@register("linalg.rsf2csf", "neuron")
+def rsf2csf(t, z, dtype):
+    """float32: SciPy's rotations in real arithmetic (``_francis.rsf2csf``), the complex
+    results assembled by data movement; float64 (no double-float method) and complex
+    input: the host, announced."""
+    if t.is_complex() or z.is_complex() or _r._df64(t, z):
+        return _r._on_host("scipy.linalg.rsf2csf", "float64 and complex input have no "
+                           "method without complex arithmetic", lambda x, y: _sl.rsf2csf(
+                               x, y, check_finite=False), t, z)
+    tr, ti, zr, zi = _francis.rsf2csf(t, z)
+    return _transfer.complex_of(tr, ti), _transfer.complex_of(zr, zi)
