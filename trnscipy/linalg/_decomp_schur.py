@@ -69,13 +69,15 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     _square(a)
     if a.ndim != 2:
         return _batched(lambda m: schur(m, output=output, sort=sort), a)
-    if output in ("complex", "c") and not a.is_complex():
-        a = a.to(_complex_dtype(a.dtype))
     if sort is not None and not callable(sort) and sort not in ("lhp", "rhp", "iuc", "ouc"):
         raise ValueError("'sort' parameter must either be 'None', or a callable, or one of "
                          "('lhp','rhp','iuc','ouc')")
     if a.numel() == 0:
+        if output in ("complex", "c") and not a.is_complex():
+            a = a.to(_complex_dtype(a.dtype))
         return (a.clone(), a.clone()) if sort is None else (a.clone(), a.clone(), 0)
+    # real input stays real for output='complex': the kernel builds the complex form (a cast
+    # here would be complex arithmetic on a device without it)
     return kernel("linalg.schur", a.device)(a, output=output, sort=sort)
 
 
@@ -143,10 +145,11 @@ def _schur(a, output="real", sort=None):
         return _on_host("scipy.linalg.schur", reason, lambda t: tuple(
             torch.from_numpy(np.asarray(x)) for x in _sl.schur(
                 t.numpy(), output=output, sort=sort, check_finite=False)), a)
-    if a.is_complex():  # a real matrix asked for output='complex'
-        t, z = real_schur(a.real.contiguous())
+    if output in ("complex", "c"):  # a real matrix (or one promoted to complex)
+        t, z = real_schur(a.real.contiguous() if a.is_complex() else a)
         tr, ti, zr, zi = _francis.rsf2csf(t, z)
-        return _complex(tr, ti, a.dtype), _complex(zr, zi, a.dtype)
+        dtype = a.dtype if a.is_complex() else _complex_dtype(a.dtype)
+        return _complex(tr, ti, dtype), _complex(zr, zi, dtype)
     return real_schur(a)
 
 

@@ -203,16 +203,11 @@ for _name in ("logm", "funm", "solve_sylvester"):
 def complex_schur(a):
     """``schur(a, output="complex")`` of a 2-D tensor (with its finiteness check)."""
     a = as_tensor(a, a.device)
-    if not a.is_complex():
-        a = a.to(_complex(a.dtype))
-    t, z = _k("linalg.schur", a)(a, output="complex", sort=None)
-    return t, z
+    return _k("linalg.schur", a)(a, output="complex", sort=None)
 
 
 def _schur(a, output):
     """``schur(a, output=output)`` of a finite 2-D tensor."""
-    if output == "complex" and not a.is_complex():
-        a = a.to(_complex(a.dtype))
     return _k("linalg.schur", a)(a, output=output, sort=None)
 
 

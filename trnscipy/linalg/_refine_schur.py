@@ -201,13 +201,17 @@ def _finish(T, Z, pattern, scale):
 
 @register("linalg.schur", "neuron")
 def schur(a, output="real", sort=None):
-    if not _r._df64(a) and not a.dtype == torch.complex128:
-        return kind_kernel("linalg.schur", "xla")(a, output=output, sort=sort)
     host = lambda x: _sl.schur(x, output=output, sort=sort,  # noqa: E731
                                check_finite=False)
-    if a.is_complex() or sort is not None:
-        return _r._on_host("scipy.linalg.schur", "the complex Schur form and sorting have "
-                           "no double-float method", host, a)
+    complex_out = output in ("complex", "c")
+    if a.is_complex() or sort is not None or complex_out and _r._df64(a):
+        return _r._on_host("scipy.linalg.schur", "complex input, sorting and the float64 "
+                           "complex Schur form have no method without complex arithmetic",
+                           host, a)
+    if complex_out:  # float32: the real form's 2x2 blocks rotated in real arithmetic
+        return rsf2csf(*real_schur(a), None)
+    if not _r._df64(a):
+        return kind_kernel("linalg.schur", "xla")(a, output=output, sort=sort)
     A = _r._parts(a)
     n = A[0].shape[-1]
     # A scaled by a power of two near its largest entry (exact): float32 room for T's

@@ -1,0 +1,29 @@
+"""Complex results of real data on an emulated Neuron device assembled by data movement:
+float32 ``schur(output='complex')`` and ``cdf2rdf``, paired against SciPy under
+TRNSCIPY_STRICT=1 with no float64 or complex op and no aten fallback on the device."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tests.linalg.test_double_float_eig import _on_neuron, _sorted
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.xla
+def test_schur_complex_float32(emulate_neuron, monkeypatch):
+    """float32 complex Schur form of a real matrix: A = Z T Z^H, T upper triangular, Z
+    unitary, within float32's backward error; its diagonal is SciPy's spectrum."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((9, 9)).astype(np.float32)
+    t, z = _on_neuron(monkeypatch, "schur", a, output="complex")
+    ref = sl.schur(a, output="complex")
+    assert t.dtype == z.dtype == ref[0].dtype == np.complex64
+    assert np.count_nonzero(np.diagonal(ref[0]).imag) >= 2
+    norm = np.linalg.norm(a)
+    assert np.all(np.tril(t, -1) == 0)
+    assert np.linalg.norm(z @ t @ z.conj().T - a) <= 1e-5 * norm
+    assert np.linalg.norm(z.conj().T @ z - np.eye(9)) <= 1e-5 * 9
+    w, w0 = _sorted(np.diagonal(t)), _sorted(np.diagonal(ref[0]))
+    np.testing.assert_allclose(w, w0, rtol=0, atol=1e-5 * norm)
