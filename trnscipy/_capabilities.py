@@ -57,12 +57,15 @@ class Declaration:
     """A function's limits: the device kinds that run it on the host (``host``, a
     DeviceFallbackWarning saying ``why``), and the kinds without float64 where it has a
     float64-accurate double-float method (``double_float``: it runs on the device with
-    float64 data; the kernels registered for the kind do the double-float work)."""
+    float64 data; the kernels registered for the kind do the double-float work), and the
+    kinds without complex arithmetic where it takes complex data apart by data movement
+    (``complex_parts``: views of the real and imaginary parts, real arithmetic on them)."""
 
     name: str
     host: frozenset = frozenset()
     double_float: frozenset = frozenset()
     why: str = ""
+    complex_parts: frozenset = frozenset()
 
 
 # name -> Declaration.  Filled as the declaring modules are imported: a declaration is
@@ -70,7 +73,7 @@ class Declaration:
 _DECLARED = {}
 
 
-def declare(name, *, host=(), double_float=(), why=""):
+def declare(name, *, host=(), double_float=(), why="", complex_parts=()):
     """Declare the limits of the function (or method) the capability table knows as
     ``name`` (a dispatch wrapper's ``_trnscipy_name``): see ``Declaration``.  Returns the
     declaration.  Declaring a name again with other limits is an error."""
@@ -84,7 +87,10 @@ def declare(name, *, host=(), double_float=(), why=""):
         raise ValueError(f"{name}: double_float names a kind with float64")
     if bool(host) != bool(why):
         raise ValueError(f"{name}: host kinds and why go together")
-    decl = Declaration(name, host, double_float, why)
+    if host & frozenset(complex_parts):
+        raise ValueError(f"{name}: {sorted(host & frozenset(complex_parts))} both host and "
+                         "complex_parts")
+    decl = Declaration(name, host, double_float, why, frozenset(complex_parts))
     if _DECLARED.setdefault(name, decl) != decl:
         raise ValueError(f"{name} is declared twice: {_DECLARED[name]} and {decl}")
     return decl
@@ -136,6 +142,9 @@ def runs_on_device(op, kind, dtype=None):
     if decl is not None and kind in decl.host:
         fallback(op, f"no {kind} implementation ({decl.why})", stacklevel=4)
         return False
+    if decl is not None and kind in decl.complex_parts and dtype is not None \
+            and dtype.kind == "c":
+        dtype = np.empty(0, dtype).real.dtype  # computes on the parts
     problem = _dtype_problem(cap, dtype)
     if problem is not None and not (decl is not None and kind in decl.double_float
                                     and dtype == _FLOAT64):

@@ -375,7 +375,7 @@ def _run_distributed(name, scipy_func, args, kwargs):
 
 
 def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False,
-             batch=None, stacks=False, host=(), double_float=(), why=""):
+             batch=None, stacks=False, host=(), double_float=(), why="", complex_parts=()):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
@@ -398,11 +398,13 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
     The function's limits are declared here, beside it (``_capabilities.declare``):
     ``host`` names the device kinds that run it on the host (``why``: the reason their
     DeviceFallbackWarning gives); ``double_float`` the kinds without float64 where it has a
-    double-float method, so that it runs there on float64 data.
+    double-float method, so that it runs there on float64 data; ``complex_parts`` the kinds
+    without complex arithmetic where it takes complex data apart by data movement.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
-    if host or double_float or why:
-        declare(name, host=host, double_float=double_float, why=why)
+    if host or double_float or why or complex_parts:
+        declare(name, host=host, double_float=double_float, why=why,
+                complex_parts=complex_parts)
     argdefs = batch if batch is not None else _batch.core_dims(scipy_func)
     batch = (argdefs, stacks) if argdefs else None
 

@@ -326,8 +326,13 @@ def df_parts(t):
     bits: the double-float value arithmetic works with."""
     with torch._C.DisableTorchFunctionSubclass():
         hi = t.to(_narrow_of(t.dtype))
-        lo = t._low[0] * (1 / LO_SCALE) if _is_df(t) else torch.zeros_like(hi)
+        lo = _unscale(t._low[0], 1 / LO_SCALE) if _is_df(t) else torch.zeros_like(hi)
     return hi, lo
+
+
+def _unscale(x, s):
+    """x * s, a complex x by its parts (no complex arithmetic on the device)."""
+    return complex_of(x.real * s, x.imag * s) if x.is_complex() else x * s
 
 
 def df_triple(t):
@@ -336,7 +341,7 @@ def df_triple(t):
     rest; the unscaled tail is exact for magnitudes above about 2**-77)."""
     hi, lo = df_parts(t)
     with torch._C.DisableTorchFunctionSubclass():
-        tail = t._low[1] * (1 / TAIL_SCALE) if _is_df(t) else torch.zeros_like(hi)
+        tail = _unscale(t._low[1], 1 / TAIL_SCALE) if _is_df(t) else torch.zeros_like(hi)
     return hi, lo, tail
 
 

@@ -199,11 +199,11 @@ def eigvals_banded(a_band, lower=False, overwrite_a_band=False, select="a",
                       select_range=select_range, check_finite=check_finite)
 
 
-@dispatch(_sl.cdf2rdf, host=("neuron",), why="it computes in complex128 whatever its input")
+@dispatch(_sl.cdf2rdf, double_float=("neuron",), complex_parts=("neuron",))
 def cdf2rdf(w, v):
     """Complex eigenpairs to the real block-diagonal form, on the device: one host read of
     which eigenvalues are complex (the pairing, as SciPy: consecutive complex ones, not
-    interleaved); the blocks and ``v @ u`` are device arithmetic.  As SciPy, ``vr`` is
+    interleaved), then the kernel (``_decomp_schur.cdf2rdf_pairs``).  As SciPy, ``vr`` is
     float64 whatever the input precision (its ``u`` is complex128)."""
     device = device_of(w, v)
     w, v = as_tensor(w, device), as_tensor(v, device)
@@ -220,23 +220,4 @@ def cdf2rdf(w, v):
                          "v.shape[-2] = v.shape[-1]")
     if v.shape[-1] != n:
         raise ValueError("expected the same number of eigenvalues as eigenvectors")
-    imag = w.imag if w.is_complex() else torch.zeros_like(w)
-    mask = np.asarray(kernel("linalg._fetch", device)(imag != 0), dtype=bool)
-    if not (mask.sum(axis=-1) % 2 == 0).all():
-        raise ValueError("expected complex-conjugate pairs of eigenvalues")
-    *stack, elem = np.nonzero(mask)
-    j, k = elem[0::2], elem[1::2]
-    at = tuple(torch.as_tensor(i[0::2], device=device) for i in stack)
-    j, k = torch.as_tensor(j, device=device), torch.as_tensor(k, device=device)
-    real = w.real if w.is_complex() else w
-    eye = torch.eye(n, dtype=real.dtype, device=device)
-    wr = torch.diag_embed(real).clone()
-    wr[at + (j, k)] = imag[at + (j,)]
-    wr[at + (k, j)] = imag[at + (k,)]
-    u = (eye.to(torch.complex128) * torch.ones(w.shape[:-1] + (1, 1), dtype=torch.complex128,
-                                                device=device))
-    u[at + (j, j)] = 0.5j
-    u[at + (j, k)] = 0.5
-    u[at + (k, j)] = -0.5j
-    u[at + (k, k)] = 0.5
-    return wr, (v.to(torch.complex128) @ u).real
+    return kernel("linalg.cdf2rdf", device)(w, v)

@@ -219,3 +219,41 @@ def _eig_pairs_xla(a):
     t, z = real_schur(a)
     wr, wi, _, (vr, vi) = _francis.eig_from_schur(t, z)
     return wr, wi, vr, vi
+
+
+# ----------------------------------------------------------------------------------------
+# cdf2rdf: complex eigenpairs to the real block-diagonal form
+
+
+def cdf2rdf_pairs(mask):
+    """SciPy's pairing of the complex eigenvalues (``mask``: which are, read from the
+    device): consecutive ones, not interleaved, as NumPy (stack, j, k) indices; a ValueError
+    as SciPy's for an odd count."""
+    mask = np.asarray(mask, dtype=bool)
+    if not (mask.sum(axis=-1) % 2 == 0).all():
+        raise ValueError("expected complex-conjugate pairs of eigenvalues")
+    *stack, elem = np.nonzero(mask)
+    return tuple(i[0::2] for i in stack), elem[0::2], elem[1::2]
+
+
+@register("linalg.cdf2rdf", "generic")
+def _cdf2rdf(w, v):
+    """The blocks by scatters; ``vr`` = Re(v u) in complex128, u = SciPy's change of basis."""
+    device = w.device
+    imag = w.imag if w.is_complex() else torch.zeros_like(w)
+    at, j, k = cdf2rdf_pairs(kernel("linalg._fetch", device)(imag != 0))
+    at = tuple(torch.as_tensor(i, device=device) for i in at)
+    j, k = torch.as_tensor(j, device=device), torch.as_tensor(k, device=device)
+    real = w.real if w.is_complex() else w
+    n = w.shape[-1]
+    eye = torch.eye(n, dtype=real.dtype, device=device)
+    wr = torch.diag_embed(real).clone()
+    wr[at + (j, k)] = imag[at + (j,)]
+    wr[at + (k, j)] = imag[at + (k,)]
+    u = (eye.to(torch.complex128) * torch.ones(w.shape[:-1] + (1, 1), dtype=torch.complex128,
+                                                device=device))
+    u[at + (j, j)] = 0.5j
+    u[at + (j, k)] = 0.5
+    u[at + (k, j)] = -0.5j
+    u[at + (k, k)] = 0.5
+    return wr, (v.to(torch.complex128) @ u).real

@@ -81,9 +81,12 @@ def _fetch(t):
 
 @register("linalg._all_finite", "neuron")
 def _all_finite(*tensors):
-    """Finite iff the float32 high part is (float64 tensors through their parts)."""
-    return _k._all_finite(*(_parts(t)[0] if t.dtype == torch.float64 else t
-                            for t in tensors))
+    """Finite iff the float32 high part is (float64 tensors through their parts, complex
+    ones through their real and imaginary views: no complex arithmetic)."""
+    hi = [_parts(t)[0] if t.dtype in (torch.float64, torch.complex128) else t
+          for t in tensors]
+    return _k._all_finite(*(p for t in hi for p in ((t.real, t.imag) if t.is_complex()
+                                                    else (t,))))
 
 
 def _refine(product, b, approx, check=None):

@@ -24,6 +24,7 @@ on the exact values, announced, rather than returning a wrong form.  Complex out
 ``sort`` are not on the device (announced).
 """
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
@@ -31,7 +32,7 @@ from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _francis
 from trnscipy.linalg import _refine as _r
-from trnscipy.linalg._decomp_schur import real_schur
+from trnscipy.linalg._decomp_schur import cdf2rdf_pairs, real_schur
 from trnscipy.linalg._validate import LinAlgError
 
 _STEPS = 3  # Newton steps before the first host read (its flags: after two corrections)
@@ -204,14 +205,13 @@ def schur(a, output="real", sort=None):
     host = lambda x: _sl.schur(x, output=output, sort=sort,  # noqa: E731
                                check_finite=False)
     complex_out = output in ("complex", "c")
-    if a.is_complex() or sort is not None or complex_out and _r._df64(a):
-        return _r._on_host("scipy.linalg.schur", "complex input, sorting and the float64 "
-                           "complex Schur form have no method without complex arithmetic",
-                           host, a)
-    if complex_out:  # float32: the real form's 2x2 blocks rotated in real arithmetic
-        return rsf2csf(*real_schur(a), None)
-    if not _r._df64(a):
+    if not _r._df64(a) and not a.is_complex():
+        if complex_out and sort is None:  # the real form's blocks rotated in real arithmetic
+            return rsf2csf(*real_schur(a), None)
         return kind_kernel("linalg.schur", "xla")(a, output=output, sort=sort)
+    if a.is_complex() or sort is not None or complex_out:
+        return _r._on_host("scipy.linalg.schur", "the complex Schur form and sorting have "
+                           "no double-float method", host, a)
     A = _r._parts(a)
     n = A[0].shape[-1]
     # A scaled by a power of two near its largest entry (exact): float32 room for T's
@@ -428,3 +428,37 @@ def rsf2csf(t, z, dtype):
                                x, y, check_finite=False), t, z)
     tr, ti, zr, zi = _francis.rsf2csf(t, z)
     return _transfer.complex_of(tr, ti), _transfer.complex_of(zr, zi)
+
+
+@register("linalg.cdf2rdf", "neuron")
+def cdf2rdf(w, v):
+    """Real and imaginary parts are views; SciPy's Re(v u) has columns 0.5 (Im v_k - Im v_j)
+    and 0.5 (Re v_j + Re v_k) at a pair (j, k), Re v elsewhere: triple-float sums of the
+    exact stored values (float32 parts: exact, as SciPy's complex128 sums), stored as
+    float64 by ``df_tensor``."""
+    device = w.device
+    wide = w.dtype in (torch.float64, torch.complex128)
+    W, V = (_transfer.df_triple(x) if x.dtype in (torch.float64, torch.complex128) else
+            (x, torch.zeros_like(x), torch.zeros_like(x)) for x in (w, v))
+    wr, vr = (tuple(x.real if x.is_complex() else x for x in p) for p in (W, V))
+    wi, vi = (tuple(x.imag if x.is_complex() else torch.zeros_like(x) for x in p)
+              for p in (W, V))
+    mask = np.asarray(_r._fetch((wi[0] != 0) | (wi[1] != 0) | (wi[2] != 0)), dtype=bool)
+    at, j, k = cdf2rdf_pairs(mask)
+    # each column's partner (itself for a real eigenvalue), and the pairs' first members
+    partner = np.broadcast_to(np.arange(mask.shape[-1]), mask.shape).copy()
+    partner[at + (j,)], partner[at + (k,)] = k, j
+    first = np.zeros(mask.shape, dtype=bool)
+    first[at + (j,)] = True
+    P, F, S = (torch.as_tensor(x, device=device) for x in (partner, first, mask & ~first))
+    eye = torch.eye(mask.shape[-1], dtype=torch.bool, device=device)
+    off = (torch.arange(mask.shape[-1], device=device) == P[..., None]) & ~eye
+    Wr = tuple(torch.where(eye, a[..., None], torch.where(off, b[..., None], 0))
+               for a, b in zip(wr, wi, strict=True))
+    idx = P[..., None, :].expand(v.shape)
+    d = _df.add3(tuple(x.gather(-1, idx) for x in vi), _df.neg3(vi))
+    s = _df.add3(vr, tuple(x.gather(-1, idx) for x in vr))
+    F, S = F[..., None, :], S[..., None, :]
+    Vr = tuple(torch.where(F, 0.5 * a, torch.where(S, 0.5 * b, c))
+               for a, b, c in zip(d, s, vr, strict=True))
+    return _transfer.df_tensor(*Wr) if wide else Wr[0], _transfer.df_tensor(*Vr)
