@@ -119,6 +119,8 @@ def test_declare_refuses_bad_declarations():
         declare(UNDECLARED, host=("neuron",))
     with pytest.raises(ValueError, match="why"):
         declare(UNDECLARED, why="a reason for nothing")
+    with pytest.raises(ValueError, match="complex_parts"):
+        declare(UNDECLARED, host=("neuron",), why="both", complex_parts=("neuron",))
     with pytest.raises(ValueError, match="declared twice"):
         declare("scipy.linalg._matfuncs.funm", host=("xla",), why="other limits")
     assert declaration(UNDECLARED) is None
@@ -146,6 +148,11 @@ def test_runs_on_device_reads_the_declarations():
         assert not runs_on_device(UNDECLARED, "neuron", f64)
     with pytest.warns(DeviceFallbackWarning, match="no complex"):
         assert not runs_on_device(cg, "neuron", np.dtype(np.complex128))
+    cdf2rdf = trnscipy.linalg.cdf2rdf._trnscipy_name  # complex data taken apart by views
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for dtype in (np.complex64, np.complex128):
+            assert runs_on_device(cdf2rdf, "neuron", np.dtype(dtype))
 
 
 def test_routed_names_are_dispatch_names():
