@@ -57,3 +57,18 @@ def test_cdf2rdf(emulate_neuron, monkeypatch, dtype):
     assert (wr.dtype, vr.dtype) == (ref[0].dtype, ref[1].dtype)
     np.testing.assert_array_equal(wr, ref[0])
     np.testing.assert_array_equal(vr, ref[1])
+
+
+@pytest.mark.xla
+def test_rsf2csf_float64(emulate_neuron, monkeypatch):
+    """float64 rsf2csf: SciPy's complex Schur form to double-float rounding (its rotations
+    in double-float), and mixed float32/float64 input as SciPy's complex128."""
+    rng = np.random.default_rng(9)
+    t, z = sl.schur(rng.standard_normal((9, 9)))
+    assert np.count_nonzero(np.diagonal(t, -1)) >= 2
+    for tz in ((t, z), (t, z.astype(np.float32))):
+        tc, zc = _on_neuron(monkeypatch, "rsf2csf", *tz)
+        ref = sl.rsf2csf(*tz)
+        assert tc.dtype == zc.dtype == ref[0].dtype == np.complex128
+        for x, r in zip((tc, zc), ref, strict=True):
+            np.testing.assert_allclose(x, r, rtol=0, atol=3e-14 * np.abs(r).max())

@@ -419,15 +419,64 @@ def _normalize_df(vr, vi):
 
 @register("linalg.rsf2csf", "neuron")
 def rsf2csf(t, z, dtype):
-    """float32: SciPy's rotations in real arithmetic (``_francis.rsf2csf``), the complex
-    results assembled by data movement; float64 (no double-float method) and complex
-    input: the host, announced."""
-    if t.is_complex() or z.is_complex() or _r._df64(t, z):
-        return _r._on_host("scipy.linalg.rsf2csf", "float64 and complex input have no "
-                           "method without complex arithmetic", lambda x, y: _sl.rsf2csf(
+    """SciPy's rotations in real arithmetic (float32: ``_francis.rsf2csf``; float64: the
+    same in double-float, ``_rsf2csf_df``), the complex results assembled by data movement;
+    complex input: the host, announced."""
+    if t.is_complex() or z.is_complex():
+        return _r._on_host("scipy.linalg.rsf2csf", "complex input has no method without "
+                           "complex arithmetic", lambda x, y: _sl.rsf2csf(
                                x, y, check_finite=False), t, z)
+    if _r._df64(t, z):
+        tr, ti, zr, zi = _rsf2csf_df(_r._parts(t), _r._parts(z))
+        return _transfer.df_complex(tr, ti), _transfer.df_complex(zr, zi)
     tr, ti, zr, zi = _francis.rsf2csf(t, z)
     return _transfer.complex_of(tr, ti), _transfer.complex_of(zr, zi)
+
+
+def _rsf2csf_df(T, Z):
+    """``_francis.rsf2csf`` on double-float pairs: each 2x2 block's unitary G (G = [[conj(mu),
+    c], [-c, mu]] / r) acts on its two rows and columns only, so T G-products are
+    elementwise with the partner row or column gathered: (Tr, Ti, Zr, Zi) as pairs."""
+    n = T[0].shape[-1]
+    a, d = (tuple(x.diagonal()[o:n - 1 + o] for x in T) for o in (0, 1))
+    b, c = (tuple(x.diagonal(o) for x in T) for o in (1, -1))
+    blk = c[0].abs() > 2.220446049250313e-16 * (a[0].abs() + d[0].abs())  # SciPy's test
+    p = tuple(0.5 * x for x in _df.sub(a, d))
+    disc = _df.add(_df.mul(p, p), _df.mul(b, c))
+    cplx = disc[0] < 0
+    root = _df.sqrt(tuple(torch.where(cplx, -x, x) for x in disc))  # sqrt |disc|
+    sign = _francis._sign(p[0])
+    mr = tuple(torch.where(cplx, x, y) for x, y in
+               zip(p, _df.add(p, tuple(sign * q for q in root)), strict=True))
+    mi = tuple(torch.where(cplx, q, 0) for q in root)
+    r = _df.sqrt(_df.add(_df.add(_df.mul(mr, mr), _df.mul(mi, mi)), _df.mul(c, c)))
+    r = (torch.where(blk, r[0], 1), torch.where(blk, r[1], 0))
+    cr, ci, s = (tuple(torch.where(blk, q, 0) for q in _df.div(x, r)) for x in (mr, mi, c))
+    # per row: G's own entry gs (complex) and its partner's gp (real), partner index
+    no = torch.zeros(1, dtype=torch.bool, device=T[0].device)
+    first, second = torch.cat([blk, no]), torch.cat([no, blk])
+    zero = torch.zeros_like(T[0][0, :1])
+    at_j = lambda x: torch.cat([x, zero])  # noqa: E731  (a block's first row)
+    at_k = lambda x: torch.cat([zero, x])  # noqa: E731  (its second)
+    gsr = tuple(torch.where(first, at_j(x), torch.where(second, at_k(x), 1.0 - i))
+                for i, x in enumerate(cr))
+    gsi = tuple(torch.where(first, -at_j(x), at_k(x)) for x in ci)
+    gp = tuple(torch.where(first, at_j(x), -at_k(x)) for x in s)
+    idx = torch.arange(n, device=T[0].device)
+    partner = torch.where(first, idx + 1, torch.where(second, idx - 1, idx))
+    row = lambda g: tuple(x[:, None] for x in g)  # noqa: E731
+    col = lambda g: tuple(x[None, :] for x in g)  # noqa: E731
+    # X = G T (T real), then Y = X G^H, Z G^H: column c is X_c conj(gs_c) + X_partner gp_c
+    Tp = tuple(x[partner] for x in T)
+    xr = _df.add(_df.mul(row(gsr), T), _df.mul(row(gp), Tp))
+    xi = _df.mul(row(gsi), T)
+    xrp, xip = (tuple(x[:, partner] for x in y) for y in (xr, xi))
+    yr = _df.add(_df.add(_df.mul(xr, col(gsr)), _df.mul(xi, col(gsi))), _df.mul(xrp, col(gp)))
+    yi = _df.add(_df.sub(_df.mul(xi, col(gsr)), _df.mul(xr, col(gsi))), _df.mul(xip, col(gp)))
+    Zp = tuple(x[:, partner] for x in Z)
+    zr = _df.add(_df.mul(Z, col(gsr)), _df.mul(Zp, col(gp)))
+    zi = tuple(-x for x in _df.mul(Z, col(gsi)))
+    return (tuple(x.triu() for x in yr), tuple(x.triu() for x in yi), zr, zi)
 
 
 @register("linalg.cdf2rdf", "neuron")
