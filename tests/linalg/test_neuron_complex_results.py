@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from tests.linalg.test_double_float_eig import _on_neuron, _sorted
+from tests.linalg.test_double_float_eig import _on_neuron, _sorted, _spectrum
 
 torch = pytest.importorskip("torch")
 
@@ -73,3 +73,20 @@ def test_rsf2csf_float64(emulate_neuron, monkeypatch, mixed):
         assert tc.dtype == zc.dtype == ref[0].dtype == np.complex128
         for x, r in zip((tc, zc), ref, strict=True):
             np.testing.assert_allclose(x, r, rtol=0, atol=3e-14 * np.abs(r).max())
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 15 s of XLA compiles (the float64 Schur refinement's graph)
+def test_schur_complex_float64(emulate_neuron, monkeypatch):
+    """float64 complex Schur form of a real matrix (the refined real form's blocks rotated
+    in double-float): A = Z T Z^H and Z^H Z = I to 1e-14, T upper triangular, its
+    diagonal SciPy's spectrum to 1e-12 (well-conditioned eigenvalues)."""
+    a = _spectrum(10, 4, normal=False)
+    t, z = _on_neuron(monkeypatch, "schur", a, output="complex")
+    ref = sl.schur(a, output="complex")
+    assert t.dtype == z.dtype == ref[0].dtype == np.complex128
+    assert np.all(np.tril(t, -1) == 0)
+    assert np.linalg.norm(z @ t @ z.conj().T - a) <= 1e-14 * np.linalg.norm(a)
+    assert np.linalg.norm(z.conj().T @ z - np.eye(10)) <= 1e-14 * 10
+    np.testing.assert_allclose(_sorted(np.diagonal(t)), _sorted(np.diagonal(ref[0])),
+                               rtol=0, atol=1e-12 * np.abs(np.diagonal(ref[0])).max())

@@ -20,8 +20,9 @@ Each step is one graph, traced once and replayed; its flags are read after the t
 step and after each further one.  Close eigenvalues make the Sylvester equation
 ill-conditioned and the convergence linear, then nothing: a residual that stops halving
 above its rounding floor (or a 2x2 block whose eigenvalues are real, or NaN) runs SciPy
-on the exact values, announced, rather than returning a wrong form.  Complex output and
-``sort`` are not on the device (announced).
+on the exact values, announced, rather than returning a wrong form.  Complex output: that
+form's 2x2 blocks rotated by ``rsf2csf`` in double-float.  ``sort`` and complex input are
+not on the device (announced).
 """
 
 import numpy as np
@@ -209,9 +210,11 @@ def schur(a, output="real", sort=None):
         if complex_out and sort is None:  # the real form's blocks rotated in real arithmetic
             return rsf2csf(*real_schur(a), None)
         return kind_kernel("linalg.schur", "xla")(a, output=output, sort=sort)
-    if a.is_complex() or sort is not None or complex_out:
-        return _r._on_host("scipy.linalg.schur", "the complex Schur form and sorting have "
-                           "no double-float method", host, a)
+    if a.is_complex() or sort is not None:
+        return _r._on_host("scipy.linalg.schur", "complex input and sorting have no "
+                           "double-float method", host, a)
+    if complex_out:  # the refined real form's blocks rotated in double-float
+        return rsf2csf(*schur(a), None)
     A = _r._parts(a)
     n = A[0].shape[-1]
     # A scaled by a power of two near its largest entry (exact): float32 room for T's
