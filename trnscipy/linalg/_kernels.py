@@ -189,12 +189,18 @@ def _in_big_batch(fn, *tensors):
     return tuple(back(r) for r in out) if isinstance(out, tuple) else back(out)
 
 
+def xla_triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve(...).solution (it lowers on XLA), rounding per matrix as in
+    any stack (_in_big_batch)."""
+    return _in_big_batch(lambda a, b: torch.triangular_solve(
+        b, a, upper=upper, transpose=transpose, unitriangular=unitriangular).solution, a, b)
+
+
 @register("linalg._trsm", "xla")
 def _trsm_xla(a, b, upper, trans=0, unit=False):
     if trans == 2:
         a = a.conj().resolve_conj()
-    return _in_big_batch(lambda a, b: torch.triangular_solve(
-        b, a, upper=upper, transpose=trans != 0, unitriangular=unit).solution, a, b)
+    return xla_triangular_solve(b, a, upper=upper, transpose=trans != 0, unitriangular=unit)
 
 
 def _inv_ex_xla(a):
