@@ -229,6 +229,7 @@ STACKS = {
                        (1, 2)),
     "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
                          (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
+    "hessenberg": (lambda m, a: m.hessenberg(a, calc_q=True), (A,), (2,)),
 }
 
 
@@ -301,7 +302,8 @@ def test_maybe_real_decides_per_matrix():
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded"])
+@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded",
+                                  "hessenberg"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""
