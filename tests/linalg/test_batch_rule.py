@@ -145,6 +145,26 @@ def test_xla_loop_gives_the_single_calls(xla_device):
     np.testing.assert_allclose(trnscipy.to_host(out), sl.signm(a32), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.xla
+@pytest.mark.parametrize("func", ["inv", "solve_triangular"])
+def test_xla_float32_stack_rounds_as_single_calls(func, xla_device):
+    """XLA's CPU compiler switches its triangular solve and LU inverse method above 8
+    matrices: a stack of 15 float32 matrices gives its single calls' values (SciPy's
+    test_batch.py at rtol 1e-7) and SciPy's batched result (float32: to rounding)."""
+    a32 = (rng.random((5, 3, 4, 4)) + 2 * np.eye(4)).astype(np.float32)
+    b32 = rng.random((5, 3, 4, 2)).astype(np.float32)
+    call = {"inv": lambda m, a, b: m.inv(a),
+            "solve_triangular": lambda m, a, b: m.solve_triangular(a, b, lower=True)}[func]
+    out = trnscipy.to_host(call(tl, _dev(a32, xla_device), _dev(b32, xla_device)))
+    for i, j in [(0, 0), (2, 1), (4, 2)]:
+        single = trnscipy.to_host(call(tl, _dev(a32[i, j], xla_device),
+                                       _dev(b32[i, j], xla_device)))
+        np.testing.assert_allclose(out[i, j], single, rtol=1e-7, atol=0)
+    ref = call(sl, a32, b32)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("separate", [False, True])
 def test_loop_stacks_nested_results(separate, device):
     """matrix_balance(separate=True) returns (B, (scale, perm)) per matrix; a batch stacks
@@ -209,6 +229,7 @@ STACKS = {
                        (1, 2)),
     "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
                          (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
+    "hessenberg": (lambda m, a: m.hessenberg(a, calc_q=True), (A,), (2,)),
 }
 
 
@@ -281,7 +302,8 @@ def test_maybe_real_decides_per_matrix():
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded"])
+@pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded",
+                                  "hessenberg"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""

@@ -45,18 +45,16 @@ def _batched(fn, a, *args):
                  else np.array(o).reshape(a.shape[:-2]) for o in zip(*outs, strict=True))
 
 
-@dispatch(_sl.hessenberg, double_float=("neuron",))
+@dispatch(_sl.hessenberg, stacks=True, double_float=("neuron",))
 def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
+    """A stack (the dispatcher's broadcast batch) is one reduction on XLA."""
     a = _floating(as_tensor(a, device_of(a), check_finite))
-    if a.ndim != 2:
-        _square(a)
-        return _batched(lambda m: hessenberg(m, calc_q=calc_q), a)
     _square(a)
     if a.numel() == 0:
         return (a.clone(), a.clone()) if calc_q else a.clone()
-    if a.shape[0] <= 2:
+    if a.shape[-1] <= 2:
         # (built on the host: float64 exact where the device holds it as float32 parts)
-        eye = tensor_on(np.eye(a.shape[0]), a.device)
+        eye = tensor_on(np.broadcast_to(np.eye(a.shape[-1]), a.shape).copy(), a.device)
         return (a.clone(), eye) if calc_q else a.clone()
     return kernel("linalg.hessenberg", a.device)(a, calc_q=calc_q)
 

@@ -56,9 +56,10 @@ def _reflector(alpha, tail_sq):
 
 
 def gehrd(a, calc_q=True):
-    """(H, Q) with A = Q H Q^T, H upper Hessenberg (Q None unless ``calc_q``)."""
+    """(H, Q) with A = Q H Q^T, H upper Hessenberg (Q None unless ``calc_q``); ``a`` a
+    matrix or a stack (one loop for the stack: the step index is the same for all)."""
     n = a.shape[-1]
-    q = torch.eye(n, dtype=a.dtype, device=a.device)
+    q = torch.eye(n, dtype=a.dtype, device=a.device).expand(a.shape).clone()
     j = _counter(0, a.device)
     h = a.clone()
     _sync(h, q, j)
@@ -81,25 +82,26 @@ def _gehrd_step(h, q, j, calc_q):
     n = h.shape[-1]
     rows = torch.arange(n, device=h.device)
     top = j + 1
-    x = torch.index_select(h, 1, j.clamp(max=n - 1)).squeeze(-1)
-    alpha = x.gather(0, top.clamp(max=n - 1))
+    x = torch.index_select(h, -1, j.clamp(max=n - 1)).squeeze(-1)  # column j (..., n)
+    alpha = x.gather(-1, top.clamp(max=n - 1).expand(*x.shape[:-1], 1))
     below = rows > top
     tail = torch.where(below, x, torch.zeros_like(x))
     beta, tau, scale = _reflector(alpha, (tail * tail).sum(-1, keepdim=True))
     tau = torch.where(top < n - 1, tau, torch.zeros_like(tau))  # past the last reflector
     v = torch.where(below, tail * scale, torch.zeros_like(x))
     v = torch.where(rows == top, torch.ones_like(v), v)
-    h = h - tau * torch.outer(v, v @ h)
-    h = h - tau * torch.outer(h @ v, v)
+    tau, vc, vr = tau.unsqueeze(-1), v.unsqueeze(-1), v.unsqueeze(-2)
+    h = h - tau * (vc * (vr @ h))
+    h = h - tau * ((h @ vc) * vr)
     # column j exactly as LAPACK leaves it: beta on the subdiagonal, zeros below
     at_j = torch.arange(n, device=h.device) == j
     active = top < n - 1
     newcol = torch.where(rows == top, beta, torch.where(below, torch.zeros_like(x),
-                                                        torch.index_select(h, 1, j.clamp(
+                                                        torch.index_select(h, -1, j.clamp(
                                                             max=n - 1)).squeeze(-1)))
     h = torch.where(at_j & active, newcol.unsqueeze(-1), h)
     if calc_q:
-        q = q - tau * torch.outer(q @ v, v)
+        q = q - tau * ((q @ vc) * vr)
     return h, q, j + 1
 
 

@@ -22,6 +22,7 @@ keyword arguments of ``scipy.linalg.<name>`` (minus ``overwrite_*`` and
   residuals (eigenvalues and singular values are accurate to ~1e-15).
 """
 
+import math
 import warnings
 
 import numpy as np
@@ -162,12 +163,48 @@ def _trsm(a, b, upper, trans=0, unit=False):
     return torch.linalg.solve_triangular(a, b, upper=upper, unitriangular=unit)
 
 
+# XLA's CPU compiler solves a triangular system (and inverts by LU) with one method for up
+# to 8 matrices and another above 8, which round differently: a stack of fewer than
+# _XLA_BATCH_SWITCH small matrices is padded to it, so that a matrix rounds the same alone
+# as in any stack (SciPy's test_batch compares a batch with its single calls at rtol 1e-7)
+_XLA_BATCH_SWITCH = 9
+_PAD_MAX_N = 64  # above, padding would cost a big matrix 9 times its work
+
+
+def _in_big_batch(fn, *tensors):
+    """``fn(*tensors)`` (each (..., n, k), batch dimensions broadcast), run as a stack of at
+    least _XLA_BATCH_SWITCH matrices; returns fn's tensor or tuple of tensors."""
+    batch = torch.broadcast_shapes(*(t.shape[:-2] for t in tensors))
+    count = math.prod(batch)
+    if count >= _XLA_BATCH_SWITCH or count == 0 or tensors[0].shape[-1] > _PAD_MAX_N:
+        return fn(*tensors)
+    pad = _XLA_BATCH_SWITCH - count
+    flat = [t.expand(*batch, *t.shape[-2:]).reshape(count, *t.shape[-2:]) for t in tensors]
+    flat = [torch.cat([t, t[:1].expand(pad, *t.shape[1:])]) for t in flat]
+    out = fn(*flat)
+
+    def back(r):
+        return r[:count].reshape(*batch, *r.shape[1:])
+
+    return tuple(back(r) for r in out) if isinstance(out, tuple) else back(out)
+
+
+def xla_triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve(...).solution (it lowers on XLA), rounding per matrix as in
+    any stack (_in_big_batch)."""
+    return _in_big_batch(lambda a, b: torch.triangular_solve(
+        b, a, upper=upper, transpose=transpose, unitriangular=unitriangular).solution, a, b)
+
+
 @register("linalg._trsm", "xla")
 def _trsm_xla(a, b, upper, trans=0, unit=False):
     if trans == 2:
         a = a.conj().resolve_conj()
-    return torch.triangular_solve(b, a, upper=upper, transpose=trans != 0,
-                                  unitriangular=unit).solution
+    return xla_triangular_solve(b, a, upper=upper, transpose=trans != 0, unitriangular=unit)
+
+
+def _inv_ex_xla(a):
+    return _in_big_batch(lambda a: torch.linalg.inv_ex(a)[0], a)
 
 
 @register("linalg._matmul", "generic")
@@ -214,7 +251,7 @@ def _solve_general_xla(a, b):
         return _on_host("scipy.linalg.solve", _COMPLEX_LU, _solve_general, a, b)
     # No LU solve lowers; the LU-based inverse does.  One step of iterative
     # refinement brings the backward error to that of an LU solve.
-    ainv, _ = torch.linalg.inv_ex(a)
+    ainv = _inv_ex_xla(a)
     x = ainv @ b
     x = x + ainv @ (b - a @ x)
     return x, (_singular_from_inverse(a, ainv) | _nonfinite(x)).to(torch.int32)
@@ -229,7 +266,7 @@ def _inv(a):
 def _inv_xla(a):
     if a.is_complex():
         return _on_host("scipy.linalg.inv", _COMPLEX_LU, _inv, a)
-    ainv, _ = torch.linalg.inv_ex(a)  # its info is not computed on XLA
+    ainv = _inv_ex_xla(a)  # (inv_ex's info is not computed on XLA)
     return ainv, _singular_from_inverse(a, ainv).to(torch.int32)
 
 

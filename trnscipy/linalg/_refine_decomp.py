@@ -19,6 +19,7 @@ of the pivots on each part.
 
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _decomp_ldl as _ldl
@@ -95,6 +96,8 @@ def gehrd_df(A, calc_q):
 def hessenberg(a, calc_q=False):
     if not _r._df64(a) or a.is_complex():
         return kind_kernel("linalg.hessenberg", "xla")(a, calc_q=calc_q)
+    if a.ndim > 2:
+        raise PerMatrix  # (the double-float reduction takes one matrix)
     H, Q = gehrd_df(_transfer.df_parts(a), calc_q)
     h = _transfer.df_tensor(H[0].triu(-1), H[1].triu(-1))
     return (h, _transfer.df_tensor(*Q)) if calc_q else h

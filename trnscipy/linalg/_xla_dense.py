@@ -13,7 +13,7 @@ import math
 from trnscipy._dtypes import divide
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import lu_factor_warning
+from trnscipy.linalg._kernels import lu_factor_warning, xla_triangular_solve
 from trnscipy.linalg._kernels import qr as generic_qr
 
 __all__ = ["getrf", "perm_from_piv"]
@@ -141,7 +141,7 @@ def _block_end(a, panel, order, perm, j0, nb):
     a = a.scatter(-1, blk.expand(*a.shape[:-1], nb), panel)
     l11 = torch.index_select(panel, -2, blk)
     top = torch.index_select(a, -2, blk)
-    u12 = torch.triangular_solve(top, l11, upper=False, unitriangular=True).solution
+    u12 = xla_triangular_solve(top, l11, upper=False, unitriangular=True)
     trailing = torch.arange(np_, device=dev) >= j0 + nb
     u12 = torch.where(trailing, u12, torch.zeros_like(u12))
     a = a.scatter(-2, blk.unsqueeze(-1).expand(*a.shape[:-2], nb, np_),
@@ -328,7 +328,7 @@ def _block_reflector(vcols, tau_blk, blk):
     safe = torch.where(tau_blk != 0, tau_blk, torch.ones_like(tau_blk))
     tinv = g + torch.diag_embed(divide(1, safe))
     eye = torch.eye(nb, dtype=v.dtype, device=v.device).expand(tinv.shape)
-    t = torch.triangular_solve(eye, tinv, upper=True).solution
+    t = xla_triangular_solve(eye, tinv, upper=True)
     return v, t
 
 

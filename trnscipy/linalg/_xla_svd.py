@@ -22,7 +22,7 @@ import warnings
 
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import _on_host, _svd, small_eigh
+from trnscipy.linalg._kernels import _on_host, _svd, small_eigh, xla_triangular_solve
 
 __all__ = ["polar_qdwh", "svd_qdwh"]
 
@@ -39,7 +39,7 @@ def _chol(g):
 
 def _solve_lt(y, lower):
     """y L^-T for lower triangular L."""
-    return torch.triangular_solve(y.mT, lower, upper=False).solution.mT
+    return xla_triangular_solve(y.mT, lower, upper=False).mT
 
 
 def _schedule(eps):
@@ -79,8 +79,8 @@ def polar_qdwh(a):
             x = w[1] * x + w[2] * (q[..., :m, :] @ q[..., m:, :].mT)
         else:  # X (I + c X^T X)^-1 by Cholesky
             low = _chol(eye + w[0] * (x.mT @ x))
-            z = torch.triangular_solve(x.mT, low, upper=False).solution
-            z = torch.triangular_solve(z, low, upper=False, transpose=True).solution
+            z = xla_triangular_solve(x.mT, low, upper=False)
+            z = xla_triangular_solve(z, low, upper=False, transpose=True)
             x = w[1] * x + w[2] * z.mT
         _sync(x)
     return 1.5 * x - 0.5 * x @ (x.mT @ x)  # one Newton-Schulz step
