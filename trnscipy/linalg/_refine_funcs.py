@@ -471,31 +471,52 @@ def _sym_df(x):
 
 
 def _newton_done(d, X, prev):
-    """(|D|, converged) after a Newton step X += D (one host read): D below 2**-48 of X,
-    or it stopped shrinking near that level (the residual is double-float rounding noise,
-    as ``_refine``'s rule); a non-finite step is SciPy's LinAlgError."""
+    """(|D|, |X|, converged) after a Newton step X += D (one host read): D below 2**-48 of
+    X, or it stopped shrinking near that level (the residual is double-float rounding
+    noise, as ``_refine``'s rule); a non-finite step is SciPy's LinAlgError."""
     dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
     if not (np.isfinite(dn) and np.isfinite(xn)):
         raise _r._k.LinAlgError("Failed to find a finite solution.")
     stalled = prev is not None and dn > 0.5 * prev and dn <= _r._NOISE * xn
-    return dn, bool(dn <= _r._EPS_DF * xn or stalled)
+    return dn, xn, bool(dn <= _r._EPS_DF * xn or stalled)
 
 
-def _newton(X, step):
+_FLOAT32_LEVEL = 2.0 ** -20  # a last step below this much of X: float32's accuracy at least
+
+
+def _newton(X, step, host):
     """X (double-float parts) += step(X) until ``_newton_done`` (at most 8 steps), kept
-    symmetric; a LinAlgWarning where it did not converge.  The result as a tensor."""
+    symmetric.  The result as a tensor; where it did not converge, a LinAlgWarning if the
+    last step was at float32's level, else ``host()`` (SciPy on the host, announced): the
+    float32 X0 was too far for the frozen Jacobian, and its X would be wrong."""
     prev = None
     backend(X[0].device).sync()  # pending setup in its own graph: every step's graph the same
     for _ in range(8):
         d = step(X)
         X = _sym_df(_df.add_f(X, d))
-        prev, done = _newton_done(d, X, prev)
+        prev, xn, done = _newton_done(d, X, prev)
         if done:
             return _transfer.df_tensor(*X)
+    if not prev <= _FLOAT32_LEVEL * xn:
+        return host()
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
                   stacklevel=7)
     return _transfer.df_tensor(*X)
+
+
+def _are_on_host(name, a, b, q, r, e, s, balanced):
+    """SciPy's Riccati solver ``name`` on the exact host data, announced."""
+    def scipy_are(a, b, q, r, *rest):
+        more = iter(rest)
+        return getattr(_r._k._sl, name)(a, b, q, r, e=None if e is None else next(more),
+                                        s=None if s is None else next(more),
+                                        balanced=balanced)
+
+    return _r._on_host(f"scipy.linalg.{name}", "the double-float Newton steps did not "
+                       "converge (an ill-conditioned equation: the float32 start is too "
+                       "far from X)", scipy_are, a, b, q, r,
+                       *(t for t in (e, s) if t is not None))
 
 
 @register("linalg.solve_continuous_are", "neuron")
@@ -521,7 +542,8 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
         res = _df.add(_df.add(_r._t(XA), XA), _df.sub(Q, _dfmm(_dfmm(X, G), X)))
         return _ks.sylvester_solve(factors, -res[0])
 
-    return _newton((x0, torch.zeros_like(x0)), step)
+    return _newton((x0, torch.zeros_like(x0)), step, lambda: _are_on_host(
+        "solve_continuous_are", a, b, q, r, e, s, balanced))
 
 
 @register("linalg._are_min_sv", "neuron")
@@ -590,4 +612,5 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
         res = _df.sub(_df.add(_dfmm(_r._t(A), XA), Q), _df.add(X, _dfmm(_r._t(BtXA), K)))
         return _ks.sylvester_solve(factors, -2 * (left @ res[0] @ right))
 
-    return _newton(X, step)
+    return _newton(X, step, lambda: _are_on_host(
+        "solve_discrete_are", a, b, q, r, e, s, balanced))
