@@ -172,6 +172,24 @@ def test_continuous_are_float64(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # 10-150 s of XLA compiles
+def test_continuous_are_far_start_goes_to_host(emulate_neuron):
+    """SciPy's CAREX case 12 (entries near 1e6): the float32 X0 is too far for the frozen
+    Jacobian and the double-float Newton steps diverge; SciPy's X on the host, announced
+    (the steps overflowed and an all-NaN X came back without a word)."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    a = np.array([[0, 0.4, 0, 0], [0, 0, 0.345, 0], [0, -0.524e6, -0.465e6, 0.262e6],
+                  [0, 0, 0, -1e6]])
+    b, q, r = np.array([[0, 0, 0, 1e6]]).T, np.diag([1.0, 0, 1, 0]), np.eye(1)
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="did not converge"), \
+            trnscipy.offload("xla"):
+        got = tl.solve_continuous_are(a, b, q, r)
+    _close(got, sl.solve_continuous_are(a, b, q, r))
+
+
+@pytest.mark.xla
 @pytest.mark.slow  # about 2 minutes of XLA compiles (the float32 doubling, df solves)
 def test_discrete_are_float64(emulate_neuron, monkeypatch):
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")

@@ -473,10 +473,11 @@ def _sym_df(x):
 def _newton_done(d, X, prev):
     """(|D|, |X|, converged) after a Newton step X += D (one host read): D below 2**-48 of
     X, or it stopped shrinking near that level (the residual is double-float rounding
-    noise, as ``_refine``'s rule); a non-finite step is SciPy's LinAlgError."""
+    noise, as ``_refine``'s rule); converged None where the steps overflowed (XLA's max of
+    float32 infinities and NaN reads as -3.4e38: only 0 <= |D|, |X| < inf is a step)."""
     dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
-    if not (np.isfinite(dn) and np.isfinite(xn)):
-        raise _r._k.LinAlgError("Failed to find a finite solution.")
+    if not (0 <= dn < np.inf and 0 <= xn < np.inf):
+        return dn, xn, None
     stalled = prev is not None and dn > 0.5 * prev and dn <= _r._NOISE * xn
     return dn, xn, bool(dn <= _r._EPS_DF * xn or stalled)
 
@@ -487,14 +488,17 @@ _FLOAT32_LEVEL = 2.0 ** -20  # a last step below this much of X: float32's accur
 def _newton(X, step, host):
     """X (double-float parts) += step(X) until ``_newton_done`` (at most 8 steps), kept
     symmetric.  The result as a tensor; where it did not converge, a LinAlgWarning if the
-    last step was at float32's level, else ``host()`` (SciPy on the host, announced): the
-    float32 X0 was too far for the frozen Jacobian, and its X would be wrong."""
+    last step was at float32's level, else (and where the steps overflowed) ``host()``
+    (SciPy on the host, announced): the float32 X0 was too far for the frozen Jacobian,
+    and its X would be wrong."""
     prev = None
     backend(X[0].device).sync()  # pending setup in its own graph: every step's graph the same
     for _ in range(8):
         d = step(X)
         X = _sym_df(_df.add_f(X, d))
         prev, xn, done = _newton_done(d, X, prev)
+        if done is None:  # diverged (SciPy's own LinAlgError, if any, comes from the host)
+            return host()
         if done:
             return _transfer.df_tensor(*X)
     if not prev <= _FLOAT32_LEVEL * xn:
