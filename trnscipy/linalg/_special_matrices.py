@@ -28,7 +28,7 @@ from trnscipy._device import device_kind, resolve_device
 from trnscipy._dispatch import dispatch
 from trnscipy._double_float import high_part
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import _df
+from trnscipy._kernels import _df, kernel
 from trnscipy._torch import torch
 from trnscipy._transfer import (
     _to_device,
@@ -88,10 +88,8 @@ def _neg(t):
 
 
 def _div(a, b):
-    """a / b (b broadcast to a's shape)."""
-    if _on_parts(a):
-        return df_tensor(*_df.div3(df_triple(a), df_triple(b.expand(a.shape))))
-    return a / b
+    """a / b (b broadcast to a's shape), correctly rounded from the parts on Neuron."""
+    return kernel("linalg._divide", a.device)(a, b.expand(a.shape))
 
 
 # ----------------------------------------------------------------------------------------
