@@ -165,6 +165,19 @@ def test_xla_float32_stack_rounds_as_single_calls(func, xla_device):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
 
 
+def test_stack_padding_only_for_pjrt_cpu(monkeypatch):
+    """The padding above is a PJRT CPU compiler quirk: elsewhere (Trainium, GPU) a stack
+    runs as given, not at up to 9 times its work."""
+    from trnscipy.linalg import _kernels as lk
+
+    seen = []
+    a = torch.ones(3, 4, 4)
+    for cpu, count in ((True, lk._XLA_BATCH_SWITCH), (False, 3)):
+        monkeypatch.setattr(lk, "_pjrt_cpu", lambda cpu=cpu: cpu)
+        out = lk._in_big_batch(lambda t: seen.append(t.shape[0]) or t * 2, a)
+        assert seen[-1] == count and tuple(out.shape) == (3, 4, 4)
+
+
 @pytest.mark.parametrize("separate", [False, True])
 def test_loop_stacks_nested_results(separate, device):
     """matrix_balance(separate=True) returns (B, (scale, perm)) per matrix; a batch stacks

@@ -22,6 +22,7 @@ keyword arguments of ``scipy.linalg.<name>`` (minus ``overwrite_*`` and
   residuals (eigenvalues and singular values are accurate to ~1e-15).
 """
 
+import functools
 import math
 import warnings
 
@@ -171,12 +172,21 @@ _XLA_BATCH_SWITCH = 9
 _PAD_MAX_N = 64  # above, padding would cost a big matrix 9 times its work
 
 
+@functools.cache
+def _pjrt_cpu():
+    """True where XLA compiles for the host CPU (the switch above is that compiler's)."""
+    import torch_xla.runtime as xr
+
+    return xr.device_type() == "CPU"
+
+
 def _in_big_batch(fn, *tensors):
     """``fn(*tensors)`` (each (..., n, k), batch dimensions broadcast), run as a stack of at
     least _XLA_BATCH_SWITCH matrices; returns fn's tensor or tuple of tensors."""
     batch = torch.broadcast_shapes(*(t.shape[:-2] for t in tensors))
     count = math.prod(batch)
-    if count >= _XLA_BATCH_SWITCH or count == 0 or tensors[0].shape[-1] > _PAD_MAX_N:
+    if (count >= _XLA_BATCH_SWITCH or count == 0 or tensors[0].shape[-1] > _PAD_MAX_N
+            or not _pjrt_cpu()):
         return fn(*tensors)
     pad = _XLA_BATCH_SWITCH - count
     flat = [t.expand(*batch, *t.shape[-2:]).reshape(count, *t.shape[-2:]) for t in tensors]
