@@ -83,3 +83,10 @@ def absolute(t):
     complex128 tensor complex128: later reductions then fail to lower)."""
     out = t.abs()
     return out.real if out.is_complex() else out
+
+
+def abs_max(t):
+    """``max |t|`` over all entries, NaN where any entry is NaN: torch-xla 2.9's ``max``
+    skips NaN (an all-NaN tensor reads -3.4e38), which would pass a convergence test."""
+    a = absolute(t)
+    return torch.where(torch.isnan(a).any(), torch.nan, a.max())

@@ -124,6 +124,7 @@ def _table():
         ("rq", lambda I: ((I["gen"],), {}), None, False),
         ("rsf2csf", lambda I: (sl.schur(I["gen"]), {}), None, False),
         ("schur", lambda I: ((I["gen"],), {}), schur_judge, False),
+        ("schur", lambda I: ((I["gen"],), {"output": "complex"}), schur_judge, False),
         ("signm", lambda I: ((I["sym"],), {}), None, False),
         ("sinhm", lambda I: ((I["gen"],), {}), None, False),
         ("sinm", lambda I: ((I["gen"],), {}), None, False),

@@ -243,6 +243,8 @@ STACKS = {
     "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
                          (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
     "hessenberg": (lambda m, a: m.hessenberg(a, calc_q=True), (A,), (2,)),
+    "subspace_angles": (lambda m, a, c: m.subspace_angles(a[..., :2], c[..., 2:]), (A, C),
+                        (2, 2)),
 }
 
 
@@ -316,7 +318,7 @@ def test_maybe_real_decides_per_matrix():
 
 @pytest.mark.xla
 @pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded",
-                                  "hessenberg"])
+                                  "hessenberg", "subspace_angles"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""

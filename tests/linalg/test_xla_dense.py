@@ -447,3 +447,20 @@ def test_divide_keeps_complex128(device):
         mag = absolute(tx)  # (torch-xla labels complex128 abs complex128: max fails to lower)
         assert mag.dtype == torch.float64
         assert abs(float(mag.max()) - np.abs(x).max()) <= eps(np.float64) * np.abs(x).max()
+
+
+@pytest.mark.parametrize("values", [[1.0, np.nan, -2.0], [np.nan] * 3, [1.0, np.inf, 2.0],
+                                    [-3.0, 1.0]])
+def test_abs_max_sees_nan(values, device):
+    """trnscipy._dtypes.abs_max, the convergence reads' size: NumPy's max |x| on every lane
+    (torch-xla 2.9's max skips NaN, and reads -3.4e38 for an all-NaN tensor: a finite,
+    'converged' size)."""
+    from trnscipy._dtypes import abs_max
+
+    x = np.array(values)
+    for dtype in (torch.float32, torch.float64):
+        t = tensor(x, device).to(dtype)
+        with _on_device(device):
+            got = float(abs_max(t))
+        ref = np.abs(x).max()
+        assert got == ref or (np.isnan(got) and np.isnan(ref))

@@ -2,6 +2,7 @@
 
 import scipy.linalg as _sl
 
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import _df, kernel, register
 from trnscipy._torch import torch
@@ -81,7 +82,7 @@ def diagsvd(s, M, N):
     return out
 
 
-@dispatch(_sl.subspace_angles, double_float=("neuron",))
+@dispatch(_sl.subspace_angles, stacks=True, double_float=("neuron",))
 def subspace_angles(A, B):
     """SciPy's algorithm (Knyazev & Argentati) through trnscipy's orth and svdvals (CPU
     tensors: SciPy on views, so that angles at rounding level equal SciPy's)."""
@@ -94,15 +95,16 @@ register("linalg.subspace_angles", "cpu")(_on_views(_sl.subspace_angles, finite_
 
 
 def _orth_both(a, b):
-    """SciPy's checks and orth(A), orth(B) in its order."""
-    if a.ndim != 2:
+    """SciPy's checks and orth(A), orth(B) in its order (stacks: the dispatcher's broadcast
+    batch; matrices of different ranks raise PerMatrix in orth)."""
+    if a.ndim < 2:
         raise ValueError(f"expected 2D array, got shape {tuple(a.shape)}")
     qa = orth(a)
-    if b.ndim != 2:
+    if b.ndim < 2:
         raise ValueError(f"expected 2D array, got shape {tuple(b.shape)}")
-    if b.shape[0] != qa.shape[0]:
+    if b.shape[-2] != qa.shape[-2]:
         raise ValueError("A and B must have the same number of rows, got "
-                         f"{qa.shape[0]} and {b.shape[0]}")
+                         f"{qa.shape[-2]} and {b.shape[-2]}")
     return qa, orth(b)
 
 
@@ -113,7 +115,7 @@ def _subspace_angles(a, b):
     qa, qb = qa.to(dtype), qb.to(dtype)
     qaqb = qa.mH @ qb
     sigma = svdvals(qaqb, check_finite=False)
-    rest = qb - qa @ qaqb if qa.shape[1] >= qb.shape[1] else qa - qb @ qaqb.mH
+    rest = qb - qa @ qaqb if qa.shape[-1] >= qb.shape[-1] else qa - qb @ qaqb.mH
     mask = sigma ** 2 >= 0.5
     mu = torch.arcsin(torch.clamp(svdvals(rest, check_finite=False), -1.0, 1.0)) \
         if bool(mask.any()) else torch.zeros_like(sigma)
@@ -131,6 +133,8 @@ def _subspace_angles_df(a, b):
     (``_refine_funcs.arcsin_arccos``)."""
     if not _r._df64(a, b) or a.is_complex() or b.is_complex() or not a.numel() * b.numel():
         return _subspace_angles(a, b)
+    if a.ndim > 2 or b.ndim > 2:
+        raise PerMatrix  # (the double-float method is written for one pair)
     a, b = (tensor_on(t, t.device, torch.float64) for t in (a, b))  # exact
     qa, qb = _orth_both(a, b)
     QA, QB = _r._parts(qa), _r._parts(qb)

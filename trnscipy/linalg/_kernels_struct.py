@@ -16,6 +16,7 @@ import scipy.linalg as _sl
 from trnscipy._batch import PerMatrix
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
+from trnscipy._dtypes import abs_max
 from trnscipy._kernels import backend, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
@@ -719,7 +720,7 @@ def _remainder_power_triu(t, p):
     power = (lambda w, q: _cpow(w, q)) if t.is_complex() else (lambda w, q: w ** q)
     r, s = t, 0
     while True:
-        gap = float(_fetch_all(_cabs(r - eye).sum(0).max())[0])
+        gap = float(_fetch_all(abs_max(_cabs(r - eye).sum(0)))[0])
         if gap <= _PADE_THETA[-1] or s >= 64:
             break
         r, s = sqrtm_triu(r), s + 1

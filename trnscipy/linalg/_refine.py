@@ -38,6 +38,7 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._batch import PerMatrix
+from trnscipy._dtypes import abs_max
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, backend, kernel, kind_kernel, register
 from trnscipy._torch import torch
@@ -104,10 +105,9 @@ def _refine(product, b, approx, check=None):
         r = _df.sub(b, product(x))
         d = approx(r[0])
         x = _df.add_f(x, d)
-        sizes.append(d.abs().max())  # max(), not amax(): torch-xla 2.9's amax() with no
-        # dim does not reduce
+        sizes.append(abs_max(d))
     result = _transfer.df_tensor(*x)  # computed in the graph of the read that accepts it
-    prev, dn, xn = _fetch(torch.stack([*sizes[-2:], x[0].abs().max()]))
+    prev, dn, xn = _fetch(torch.stack([*sizes[-2:], abs_max(x[0])]))
     if check is not None:
         check()
     for _ in range(_MAX_STEPS):
@@ -122,7 +122,7 @@ def _refine(product, b, approx, check=None):
         d = approx(r[0])
         x = _df.add_f(x, d)
         result = _transfer.df_tensor(*x)
-        dn, xn = _fetch(torch.stack([d.abs().max(), x[0].abs().max()]))
+        dn, xn = _fetch(torch.stack([abs_max(d), abs_max(x[0])]))
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned matrix)", _k._sl.LinAlgWarning,
                   stacklevel=6)

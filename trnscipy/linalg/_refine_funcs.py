@@ -32,6 +32,7 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._batch import PerMatrix
+from trnscipy._dtypes import abs_max
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels_struct as _ks
@@ -473,9 +474,9 @@ def _sym_df(x):
 def _newton_done(d, X, prev):
     """(|D|, |X|, converged) after a Newton step X += D (one host read): D below 2**-48 of
     X, or it stopped shrinking near that level (the residual is double-float rounding
-    noise, as ``_refine``'s rule); converged None where the steps overflowed (XLA's max of
-    float32 infinities and NaN reads as -3.4e38: only 0 <= |D|, |X| < inf is a step)."""
-    dn, xn = _r._fetch(torch.stack([d.abs().max(), X[0].abs().max()]))
+    noise, as ``_refine``'s rule); converged None where the steps overflowed (|D| or |X|
+    infinite or NaN)."""
+    dn, xn = _r._fetch(torch.stack([abs_max(d), abs_max(X[0])]))
     if not (0 <= dn < np.inf and 0 <= xn < np.inf):
         return dn, xn, None
     stalled = prev is not None and dn > 0.5 * prev and dn <= _r._NOISE * xn

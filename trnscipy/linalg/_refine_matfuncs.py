@@ -29,6 +29,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
+from trnscipy._dtypes import abs_max
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _refine as _r
@@ -153,8 +154,8 @@ def _sqrt_pair(A):
         X = _df.add_f(X, E)
         if k + 1 < _BLIND:
             continue
-        dn, xn, two = (float(v) for v in _r._fetch(torch.stack([E.abs().max(),
-                                                                  X[0].abs().max(), pairs])))
+        dn, xn, two = (float(v) for v in _r._fetch(torch.stack([abs_max(E), abs_max(X[0]),
+                                                                  pairs])))
         if not (np.isfinite(dn) and np.isfinite(xn)):
             return None
         if dn <= _r._EPS_DF * xn or (prev is not None and dn > 0.5 * prev
@@ -230,7 +231,7 @@ def _log_pair(A):
     eye = torch.eye(A[0].shape[-1], dtype=A[0].dtype, device=A[0].device)
     X, k, pairs = A, 0, None
     while True:
-        gap = float(_r._fetch((X[0] - eye).abs().sum(0).max()))
+        gap = float(_r._fetch(abs_max((X[0] - eye).abs().sum(0))))
         if not np.isfinite(gap) or k > 40:
             return None
         if gap <= _GAP:

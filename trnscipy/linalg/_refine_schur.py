@@ -29,6 +29,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
+from trnscipy._dtypes import abs_max
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _francis
@@ -108,7 +109,7 @@ def _orthogonalize(Z, eye):
     R = _df.sub((eye, torch.zeros_like(eye)), _df.gemm(_r._t(Z), Z))
     half = R[0] * 0.5
     return _df.add(Z, _df.gemm(Z, (half, torch.zeros_like(half)), bits_b=24)), \
-        R[0].abs().max()
+        abs_max(R[0])
 
 
 def _blocks(T, pattern):
@@ -142,8 +143,8 @@ def _newton_step(A, Z, pattern, eye, loop):
     T = _df.gemm(_r._t(Zo), _df.gemm(A, Zo))
     below = block[:, None] > block[None, :]
     delta, s, bc = _blocks(T, pattern)
-    size = T[0].abs().max()
-    resid = torch.maximum(torch.where(below, T[0], 0).abs().max(), delta.abs().max())
+    size = abs_max(T[0])
+    resid = torch.maximum(abs_max(torch.where(below, T[0], 0)), abs_max(delta))
     resid = resid / torch.where(size > 0, size, 1)
     complex_ = ((bc < 0) | ~first).all()
     flags = torch.stack([resid, ortho, complex_.to(resid.dtype)])

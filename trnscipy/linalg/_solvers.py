@@ -12,7 +12,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._dtypes import absolute
+from trnscipy._dtypes import abs_max, absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_views
@@ -225,7 +225,7 @@ def care_standard(a, g, q, kleinman=2):
         c = torch.exp(logdet / (2 * n))
         zinv, info = invert(z)
         z_new = 0.5 * (z / c + c * zinv)
-        change = torch.stack([absolute(z_new - z).sum(0).max(), absolute(z_new).sum(0).max(),
+        change = torch.stack([abs_max(absolute(z_new - z).sum(0)), abs_max(absolute(z_new).sum(0)),
                               (info != 0).to(real)])
         z = z_new
         if _converged(change, tol):
@@ -300,7 +300,8 @@ def dare_doubling(a0, g0, q0):
         h_new = hk + ak.mH @ hk @ wa
         gk = gk + ak @ wg @ ak.mH
         ak = ak @ wa
-        change = torch.stack([absolute(h_new - hk).sum(0).max(), absolute(h_new).sum(0).max()])
+        change = torch.stack([abs_max(absolute(h_new - hk).sum(0)),
+                              abs_max(absolute(h_new).sum(0))])
         hk = 0.5 * (h_new + h_new.mH)
         gk = 0.5 * (gk + gk.mH)
         if _converged(change, tol):

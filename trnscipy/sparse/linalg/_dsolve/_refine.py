@@ -46,6 +46,7 @@ import scipy.sparse.linalg as _spla
 from numpy.linalg import LinAlgError
 
 from trnscipy import _transfer
+from trnscipy._dtypes import abs_max
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
@@ -226,7 +227,7 @@ def _df_ilu(A, drop_tol, fill_factor):
         r = _df.sub(a, _df.tree_sum(p, e, dim=1))
         step = torch.where(lower, r[0] / hi.index_select(0, pivot), r[0])
         new = _df.add_f((hi, lo), step)
-        size, top = step.abs().max(), new[0].abs().max()
+        size, top = abs_max(step), abs_max(new[0])
         now = (size <= _ILU_DONE * top) | ((size >= prev) & (size <= _ILU_NOISE * top))
         return (torch.where(done, hi, new[0]), torch.where(done, lo, new[1]),
                 torch.where(done, prev, size), done | now)
