@@ -200,6 +200,8 @@ SYM[0, 1, 0, 3] += 1e-2  # not symmetric, even with atol=1e-3
 SYM[1, 2, 2, 1] += 1e-4  # symmetric with atol=1e-3 only
 HBAND = rng.random((2, 3, 2, 4)) + np.array([[4], [0]])  # lower form: the diagonal first
 BAND = np.asarray([np.triu(A[0, 0], k) for k in range(-3, 3)]).reshape(2, 3, 4, 4)
+UNBAL = A * np.logspace(-3, 3, 4)  # columns scaled apart: balancing scales them back
+UNBAL[1, 2, 0, 1:] = 0  # an isolated eigenvalue in one matrix: its own permutation
 STACKS = {
     "tanm": (lambda m, a: m.tanm(a / 8), (A,), (2,)),
     "coshm": (lambda m, a: m.coshm(a / 8), (A,), (2,)),
@@ -243,6 +245,9 @@ STACKS = {
     "cho_solve_banded": (lambda m, c, b: m.cho_solve_banded((c, True), b),
                          (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
     "hessenberg": (lambda m, a: m.hessenberg(a, calc_q=True), (A,), (2,)),
+    "matrix_balance": (lambda m, a: m.matrix_balance(a), (UNBAL,), (2,)),
+    "matrix_balance_separate": (lambda m, a: m.matrix_balance(a, separate=True), (UNBAL,),
+                                (2,)),
     "subspace_angles": (lambda m, a, c: m.subspace_angles(a[..., :2], c[..., 2:]), (A, C),
                         (2, 2)),
 }
@@ -262,7 +267,8 @@ def _paired_stacks(name, device, rtol, single_rtol):
     """The batch through the device implementation's stacks: SciPy's batched call's
     shapes, dtypes and values, and its single calls' values."""
     call, arrays, cores = STACKS[name]
-    wrapper = getattr(tl, name.removesuffix("_vector").removesuffix("_matrix"))
+    wrapper = getattr(tl, name.removesuffix("_vector").removesuffix("_matrix")
+                      .removesuffix("_separate"))
     assert wrapper._trnscipy_batch[1], "the implementation takes stacks"
     ref = _parts(call(sl, *arrays))
     out = [_host(o) for o in _parts(call(tl, *(_dev(x, device) for x in arrays)))]
@@ -342,6 +348,26 @@ def test_xla_stacks_one_execution(name, xla_device):
         o, r = _host(o), np.asarray(r)
         assert o.shape == r.shape and o.dtype == r.dtype
         np.testing.assert_allclose(o, r, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.xla
+def test_xla_matrix_balance_stack_shares_reads(xla_device):
+    """matrix_balance reads four norms per row and sweep: a stack reads them for all its
+    matrices at once (sweeps until its slowest matrix is done), so four copies of a stack
+    cost the executions of one; each matrix as SciPy balances it (bitwise)."""
+    from trnscipy._metrics import xla_counts
+
+    counted = {}
+    for copies in (1, 4):
+        stack = _dev(np.concatenate([UNBAL] * copies), xla_device)
+        tl.matrix_balance(stack)  # (compiled outside the count)
+        with xla_counts() as counts:
+            out = tl.matrix_balance(stack, separate=True)
+        counted[copies] = counts.executions
+    assert counted[4] == counted[1] >= 1
+    ref = sl.matrix_balance(np.concatenate([UNBAL] * 4), separate=True)
+    for o, r in zip(out, ref, strict=True):
+        np.testing.assert_array_equal(_host(o), r)
 
 
 def _host(x):

@@ -372,32 +372,22 @@ def solve_circulant(c, b, singular="raise", tol=None, caxis=-1, baxis=0, outaxis
         outaxis=outaxis)
 
 
-@dispatch(_sl.matrix_balance, double_float=("neuron",))
+@dispatch(_sl.matrix_balance, stacks=True, double_float=("neuron",))
 def matrix_balance(A, permute=True, scale=True, separate=False, overwrite_a=False):
     """LAPACK's gebal: the zero pattern is read on the host once (the permutation search),
     then one host read of four norms per row in each scaling sweep; the scaling by powers
-    of 2 runs on the device.  Batches are looped over."""
+    of 2 runs on the device.  A stack: each matrix balanced as alone, the reads shared."""
     a = as_tensor(A, device_of(A), True)
     a = a.reshape(1, 1) if a.ndim == 0 else a.reshape(1, -1) if a.ndim == 1 else a
     if a.shape[-1] != a.shape[-2]:
         raise ValueError("The data matrix for balancing should be square.")
-    if a.ndim > 2:
-        outs = [matrix_balance(m, permute, scale, separate) for m in
-                a.reshape(-1, *a.shape[-2:])]
-        lead = a.shape[:-2]
-
-        def stack(parts):
-            return torch.stack(parts).reshape(lead + parts[0].shape)
-
-        b = stack([o[0] for o in outs])
+    lead, n = a.shape[:-2], a.shape[-1]
+    if n == 0 or a.numel() == 0:
+        if separate and not lead:
+            return a.clone(), (torch.ones(n, dtype=torch.float64, device=a.device),
+                               torch.arange(n, device=a.device))
         if separate:
-            return b, (stack([o[1][0] for o in outs]), stack([o[1][1] for o in outs]))
-        return b, stack([o[1] for o in outs])
-    n = a.shape[0]
-    if n == 0:
-        if separate:
-            return a.clone(), (torch.ones(0, dtype=torch.float64, device=a.device),
-                               torch.arange(0, device=a.device))
-        return a.clone(), torch.empty((0, 0), dtype=torch.float64, device=a.device)
+            return a.clone(), torch.ones(*lead, 2, n, dtype=torch.float64, device=a.device)
+        return a.clone(), torch.empty((*lead, n, n), dtype=torch.float64, device=a.device)
     return kernel("linalg.matrix_balance", a.device)(a, permute=bool(permute),
                                                     scale=bool(scale), separate=separate)

@@ -871,30 +871,33 @@ def _gebal_factor(c, r, ca, ra, scale, real):
 
 
 def _amax_entry(x, mask):
-    """|x[i]| at gebal's i?amax over ``mask`` (complex: largest |re| + |im|, first)."""
+    """|x[b, i]| at gebal's i?amax over ``mask`` per row b (complex: largest |re| + |im|,
+    first)."""
     key = (x.real.abs() + x.imag.abs()) if x.is_complex() else x.abs()
-    idx = torch.where(mask, key, torch.full_like(key, -1.0)).argmax()
-    return _cabs(x[idx])
+    idx = torch.where(mask, key, torch.full_like(key, -1.0)).argmax(-1, keepdim=True)
+    return _cabs(x.gather(-1, idx))[..., 0]
 
 
 def _gebal_norms(a, hot, inner, upto_l, from_k):
-    """gebal's (c, r, ca, ra) of row/column ``hot`` (a one-hot mask) as one (4,) tensor:
-    the 2-norms of the column and row over k..l, |the largest entry| of the column over
-    rows 0..l and of the row over columns k..n-1."""
-    col = torch.where(hot[None, :], a, torch.zeros_like(a)).sum(1)
-    row = torch.where(hot[:, None], a, torch.zeros_like(a)).sum(0)
+    """gebal's (c, r, ca, ra) of row/column ``hot`` (a one-hot (n,) mask) of each matrix of
+    the stack ``a`` (B, n, n) as one (B, 4) tensor: the 2-norms of the column and row over
+    k..l, |the largest entry| of the column over rows 0..l and of the row over columns
+    k..n-1 (the masks (B, n): each matrix its own k, l)."""
+    col = torch.where(hot[None, None, :], a, torch.zeros_like(a)).sum(-1)
+    row = torch.where(hot[None, :, None], a, torch.zeros_like(a)).sum(-2)
     return torch.stack([
-        torch.sqrt((torch.where(inner, _cabs(col), 0) ** 2).sum()),
-        torch.sqrt((torch.where(inner, _cabs(row), 0) ** 2).sum()),
-        _amax_entry(col, upto_l), _amax_entry(row, from_k)])
+        torch.sqrt((torch.where(inner, _cabs(col), 0) ** 2).sum(-1)),
+        torch.sqrt((torch.where(inner, _cabs(row), 0) ** 2).sum(-1)),
+        _amax_entry(col, upto_l), _amax_entry(row, from_k)], -1)
 
 
 def _gebal_rescale(a, hot, f):
-    """Row ``hot`` of a divided by ``f``, its column multiplied (a power of two: exact)."""
+    """Row ``hot`` of each matrix of the stack a divided by its f (B,), its column
+    multiplied (powers of two: exact)."""
     real_t = a.real.dtype if a.is_complex() else a.dtype
-    fs = torch.where(hot, torch.as_tensor(f, dtype=real_t, device=a.device),
+    fs = torch.where(hot, torch.as_tensor(f, dtype=real_t).to(a.device)[:, None],
                      torch.ones((), dtype=real_t, device=a.device))
-    return a / fs[:, None] * fs[None, :]
+    return a / fs[:, :, None] * fs[:, None, :]
 
 
 @register("linalg.matrix_balance", "generic")
@@ -902,45 +905,25 @@ def matrix_balance(a, permute=True, scale=True, separate=False):
     return gebal(a, permute, scale, separate)
 
 
-def gebal(a, permute, scale, separate, norms=_gebal_norms, rescale=_gebal_rescale,
-          pattern=None):
-    """LAPACK's gebal and SciPy's form of its result; ``norms`` (four numbers, or a
-    (4, parts) tensor of float32 parts, read on the host once per row), ``rescale`` and
-    ``pattern`` (a's nonzero pattern, default ``a != 0``) are the matrix's arithmetic (the
-    double-float method passes its own)."""
-    n = a.shape[0]
-    real_t = a.real.dtype if a.is_complex() else a.dtype
-    real = np.float32 if real_t == torch.float32 else np.float64
-    k, l, ps, order = 0, n - 1, np.ones(n), np.arange(n)
-    if permute:
-        nz = a != 0 if pattern is None else pattern(a)
-        k, l, ps, order = _gebal_permutation(np.asarray(_k("linalg._fetch", nz)(nz)))
-        index = torch.as_tensor(order, device=a.device)
-        a = a.index_select(0, index).index_select(1, index)
-        backend(a.device).sync()  # (the norms' graph then starts from data)
-    ps[k:l + 1] = 1.0
-    if scale and l > k:
-        # the masks as device data (host-built): the norms' graph is the same for every
-        # row and sweep, and for every (k, l)
-        pos = np.arange(n)
-        inner, upto_l, from_k = (torch.as_tensor(m, device=a.device) for m in (
-            (pos >= k) & (pos <= l), pos <= l, pos >= k))
-        noconv = True
-        while noconv:
-            noconv = False
-            for i in range(k, l + 1):
-                hot = torch.as_tensor(pos == i, device=a.device)
-                four = norms(a, hot, inner, upto_l, from_k)
-                # (4, parts) from a method that computes in parts: their sum in float64
-                c, r, ca, ra = np.asarray(_k("linalg._fetch", four)(four), np.float64) \
-                    .reshape(4, -1).sum(1)
-                f = _gebal_factor(c, r, ca, ra, real(ps[i]), real)
-                if f is None:
-                    continue
-                ps[i] = real(ps[i]) * f
-                noconv = True
-                a = rescale(a, hot, float(f))
-    # SciPy's conversion of gebal's (lo, hi, scale) into its scaling and permutation
+def _gebal_search(a, pattern):
+    """Each matrix's (k, l, ps, order) of gebal's permutation search (one host read), and
+    the stack permuted."""
+    count, n = a.shape[0], a.shape[-1]
+    ks, ls = np.zeros(count, dtype=int), np.full(count, n - 1)
+    ps, orders = np.ones((count, n)), np.tile(np.arange(n), (count, 1))
+    nz = a != 0 if pattern is None else pattern(a)
+    for b, m in enumerate(np.asarray(_k("linalg._fetch", nz)(nz))):
+        ks[b], ls[b], ps[b], orders[b] = _gebal_permutation(m)
+    index = torch.as_tensor(orders, device=a.device)
+    a = a.gather(-2, index[:, :, None].expand(count, n, n))
+    a = a.gather(-1, index[:, None, :].expand(count, n, n))
+    backend(a.device).sync()  # (the norms' graph then starts from data)
+    return a, ks, ls, ps
+
+
+def _gebal_result(ps, k, l):
+    """SciPy's scaling vector and permutation of one matrix's gebal (lo, hi, scale)."""
+    n = ps.shape[0]
     scaling = np.ones(n)
     scaling[k:l + 1] = ps[k:l + 1]
     perm = np.arange(n)
@@ -951,8 +934,65 @@ def gebal(a, permute, scale, separate, norms=_gebal_norms, rescale=_gebal_rescal
     for ind, x in enumerate(lapack_ps[:k]):
         if ind != x:
             perm[[x, ind]] = perm[[ind, x]]
-    if separate:
-        return a, (tensor_on(scaling, a.device), torch.as_tensor(perm, device=a.device))
-    iperm = np.empty_like(perm)
-    iperm[perm] = np.arange(n)
-    return a, tensor_on(np.diag(scaling)[iperm, :], a.device)
+    return scaling, perm
+
+
+def gebal(a, permute, scale, separate, norms=_gebal_norms, rescale=_gebal_rescale,
+          pattern=None):
+    """LAPACK's gebal and SciPy's form of its result, for a matrix or a stack (..., n, n):
+    each matrix its own permutation, k, l and scaling, one host read per row and sweep
+    for the whole stack (a matrix whose sweep changed nothing sweeps on unchanged while
+    others go on).  ``norms`` ((B, 4) numbers, or (B, 4, parts) float32 parts),
+    ``rescale`` and ``pattern`` (a's nonzero pattern, default ``a != 0``) are the
+    matrix's arithmetic (the double-float method passes its own)."""
+    lead, n = a.shape[:-2], a.shape[-1]
+    a = a.reshape(-1, n, n)
+    count = a.shape[0]
+    real_t = a.real.dtype if a.is_complex() else a.dtype
+    real = np.float32 if real_t == torch.float32 else np.float64
+    if permute:
+        a, ks, ls, ps = _gebal_search(a, pattern)
+    else:
+        ks, ls, ps = np.zeros(count, dtype=int), np.full(count, n - 1), np.ones((count, n))
+    pos = np.arange(n)
+    inside = (pos >= ks[:, None]) & (pos <= ls[:, None])
+    ps[inside] = 1.0
+    if scale and (ls > ks).any():
+        # the masks as device data (host-built): the norms' graph is the same for every
+        # row and sweep, and for every (k, l)
+        inner, upto_l, from_k = (torch.as_tensor(m, device=a.device) for m in (
+            inside, pos <= ls[:, None], pos >= ks[:, None]))
+        noconv = True
+        while noconv:
+            noconv = False
+            for i in range(ks.min(), ls.max() + 1):
+                rows = np.flatnonzero((ks <= i) & (i <= ls) & (ls > ks))
+                if not rows.size:
+                    continue
+                hot = torch.as_tensor(pos == i, device=a.device)
+                four = norms(a, hot, inner, upto_l, from_k)
+                # (B, 4, parts) from a method that computes in parts: their sum in float64
+                fours = np.asarray(_k("linalg._fetch", four)(four), np.float64).reshape(
+                    count, 4, -1).sum(-1)
+                fs, changed = np.ones(count), False
+                for b in rows:
+                    f = _gebal_factor(*fours[b], real(ps[b, i]), real)
+                    if f is not None:
+                        ps[b, i], fs[b], changed = real(ps[b, i]) * f, f, True
+                if changed:
+                    noconv = True
+                    a = rescale(a, hot, fs)
+    results = [_gebal_result(ps[b], ks[b], ls[b]) for b in range(count)]
+    a = a.reshape(*lead, n, n)
+    if separate and not lead:
+        return a, (tensor_on(results[0][0], a.device),
+                   torch.as_tensor(results[0][1], device=a.device))
+    if separate:  # a stack: each (scale, perm) as one float64 (2, n) array, as SciPy's loop
+        pairs = np.stack([np.stack([s, p.astype(np.float64)]) for s, p in results])
+        return a, tensor_on(pairs.reshape(*lead, 2, n), a.device)
+    transforms = []
+    for scaling, perm in results:
+        iperm = np.empty_like(perm)
+        iperm[perm] = pos
+        transforms.append(np.diag(scaling)[iperm, :])
+    return a, tensor_on(np.stack(transforms).reshape(*lead, n, n), a.device)

@@ -35,26 +35,26 @@ def _masked(t, mask):
 
 
 def _gebal_norms(a, hot, inner, upto_l, from_k):
-    """gebal's (c, r, ca, ra) of row/column ``hot`` as a (4, 3) tensor of triple-float
-    parts (see ``_kernels_struct._gebal_norms``).  The column and row are picked by sums
-    with zeros (exact)."""
+    """gebal's (c, r, ca, ra) of row/column ``hot`` of each matrix of the stack ``a`` as a
+    (B, 4, 3) tensor of triple-float parts (see ``_kernels_struct._gebal_norms``).  The
+    column and row are picked by sums with zeros (exact)."""
     t = _transfer.df_triple(a)
-    col = [torch.where(hot[None, :], p, 0).sum(1) for p in t]
-    row = [torch.where(hot[:, None], p, 0).sum(0) for p in t]
-    # the column and the row as one (2, n) triple: one norm and one maximum to compile
-    both = [torch.stack([x, y]) for x, y in zip(col, row, strict=True)]
-    norms = _df.norm3(_masked(both, inner))
-    tops = _extreme(_magnitudes(_masked(both, torch.stack([upto_l, from_k]))), True, -1)
-    return torch.stack([torch.stack(list(norms)), torch.stack(list(tops))]).mT.reshape(4, 3)
+    col = [torch.where(hot[None, None, :], p, 0).sum(-1) for p in t]
+    row = [torch.where(hot[None, :, None], p, 0).sum(-2) for p in t]
+    # the column and the row as one (B, 2, n) triple: one norm and one maximum to compile
+    both = [torch.stack([x, y], -2) for x, y in zip(col, row, strict=True)]
+    norms = _df.norm3(_masked(both, inner[:, None, :]))
+    tops = _extreme(_magnitudes(_masked(both, torch.stack([upto_l, from_k], -2))), True, -1)
+    return torch.cat([torch.stack(list(norms), -1), torch.stack(list(tops), -1)], -2)
 
 
 def _gebal_rescale(a, hot, f):
-    """Row ``hot`` divided by ``f``, its column multiplied, in every part (a power of
-    two: exact)."""
+    """Row ``hot`` of each matrix divided by its f (B,), its column multiplied, in every
+    part (powers of two: exact)."""
     t = _transfer.df_triple(a)
-    fs = torch.where(hot, torch.tensor(f, dtype=t[0].dtype).to(a.device),  # (data)
+    fs = torch.where(hot, torch.as_tensor(f, dtype=t[0].dtype).to(a.device)[:, None],  # (data)
                      torch.ones((), dtype=t[0].dtype, device=a.device))
-    t = [p / fs[:, None] * fs[None, :] for p in t]
+    t = [p / fs[:, :, None] * fs[:, None, :] for p in t]
     backend(a.device).materialize(t)  # (the norms' graph then starts from data)
     return _transfer.df_tensor(*t)
 
