@@ -248,6 +248,8 @@ STACKS = {
     "matrix_balance": (lambda m, a: m.matrix_balance(a), (UNBAL,), (2,)),
     "matrix_balance_separate": (lambda m, a: m.matrix_balance(a, separate=True), (UNBAL,),
                                 (2,)),
+    "solve_discrete_lyapunov": (lambda m, a, c: m.solve_discrete_lyapunov(a / 8, c), (A, C),
+                                (2, 2)),
     "subspace_angles": (lambda m, a, c: m.subspace_angles(a[..., :2], c[..., 2:]), (A, C),
                         (2, 2)),
 }
@@ -324,7 +326,7 @@ def test_maybe_real_decides_per_matrix():
 
 @pytest.mark.xla
 @pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded",
-                                  "hessenberg", "subspace_angles"])
+                                  "hessenberg", "subspace_angles", "solve_discrete_lyapunov"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""

@@ -418,14 +418,15 @@ def solve_discrete_lyapunov(a, q, dtype, method):
     n, dev = A[0].shape[-1], A[0].device
     solve, inv = kind_kernel("linalg.solve", "neuron"), kind_kernel("linalg.inv", "neuron")
     if method == "direct":
-        kron = _df.mul((A[0][:, None, :, None], A[1][:, None, :, None]),
-                       (A[0][None, :, None, :], A[1][None, :, None, :]))
+        lead = A[0].shape[:-2]
+        kron = _df.mul(tuple(p[..., :, None, :, None] for p in A),
+                       tuple(p[..., None, :, None, :] for p in A))
         if a.dtype == torch.float32:  # SciPy's kron is in a's precision
             kron = (kron[0], torch.zeros_like(kron[1]))
         eye = torch.eye(n * n, dtype=A[0].dtype, device=dev)
-        lhs = _df.sub((eye, torch.zeros_like(eye)), tuple(p.reshape(n * n, n * n)
+        lhs = _df.sub((eye, torch.zeros_like(eye)), tuple(p.reshape(*lead, n * n, n * n)
                                                           for p in kron))
-        rhs = _transfer.df_tensor(Q[0].reshape(-1, 1), Q[1].reshape(-1, 1))
+        rhs = _transfer.df_tensor(*(p.reshape(*Q[0].shape[:-2], -1, 1) for p in Q))
         return solve(_transfer.df_tensor(*lhs), rhs).reshape(q.shape)
     eye = torch.eye(n, dtype=A[0].dtype, device=dev)
     plus = _df.add_f(A, eye)  # A + I, exactly rounded

@@ -11,6 +11,7 @@ it (float64 on a Neuron device: Newton steps on a double-float residual).
 import numpy as np
 import scipy.linalg as _sl
 
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import abs_max, absolute
 from trnscipy._kernels import kernel, register
@@ -48,15 +49,27 @@ def solve_continuous_lyapunov(a, q):
 solve_lyapunov = solve_continuous_lyapunov
 
 
-@dispatch(_sl.solve_discrete_lyapunov, double=True, double_float=("neuron",))
+@dispatch(_sl.solve_discrete_lyapunov, double=True, stacks=True, double_float=("neuron",))
 def solve_discrete_lyapunov(a, q, method=None):
+    """Stacks (the dispatcher's broadcast batch): 'direct' as one batched Kronecker solve;
+    'bilinear' per matrix (PerMatrix)."""
     device = device_of(a, q)
     a, q = as_square(a, device, True), as_tensor(q, device, True)
     dtype = torch.promote_types(common_dtype(a, q), torch.float64)  # SciPy's np.eye
-    method = method or ("direct" if a.shape[0] < 10 else "bilinear")
+    method = method or ("direct" if a.shape[-1] < 10 else "bilinear")
     if method not in ("direct", "bilinear"):
         raise ValueError(f"Unknown solver {method}")
+    if a.ndim > 2 and method == "bilinear":
+        raise PerMatrix  # (through solve_sylvester, written for one pair)
     return kernel("linalg.solve_discrete_lyapunov", device)(a, q, dtype, method)
+
+
+def kron_stack(a, b):
+    """kron(a, b) of each pair of matrices of two stacks (..., m, n), (..., p, q): the
+    products data movement places (torch.kron does not batch)."""
+    (m, n), (p, r) = a.shape[-2:], b.shape[-2:]
+    return (a[..., :, None, :, None] * b[..., None, :, None, :]).reshape(
+        *a.shape[:-2], m * p, n * r)
 
 
 @register("linalg.solve_discrete_lyapunov", "generic")
@@ -67,8 +80,8 @@ def _discrete_lyapunov(a, q, dtype, method):
 
     device = a.device
     if method == "direct":  # (the Kronecker product in a's precision, as SciPy)
-        lhs = torch.eye(a.shape[0] ** 2, dtype=dtype, device=device) - torch.kron(a, a.conj())
-        return solve(lhs, q.to(dtype).flatten()).reshape(q.shape)
+        lhs = torch.eye(a.shape[-1] ** 2, dtype=dtype, device=device) - kron_stack(a, a.conj())
+        return solve(lhs, q.to(dtype).flatten(-2)[..., None])[..., 0].reshape(q.shape)
     a, q = a.to(dtype), q.to(dtype)
     eye = torch.eye(a.shape[0], dtype=dtype, device=device)
     ah_inv = inv(a.mH + eye)
