@@ -85,8 +85,11 @@ def absolute(t):
     return out.real if out.is_complex() else out
 
 
-def abs_max(t):
-    """``max |t|`` over all entries, NaN where any entry is NaN: torch-xla 2.9's ``max``
-    skips NaN (an all-NaN tensor reads -3.4e38), which would pass a convergence test."""
+def abs_max(t, dim=None):
+    """``max |t|`` over all entries (or along ``dim``), NaN where an entry is NaN:
+    torch-xla 2.9's ``max`` skips NaN (an all-NaN tensor reads -3.4e38), which would pass
+    a convergence test."""
     a = absolute(t)
-    return torch.where(torch.isnan(a).any(), torch.nan, a.max())
+    if dim is None:
+        return torch.where(torch.isnan(a).any(), torch.nan, a.max())
+    return torch.where(torch.isnan(a).any(dim), torch.nan, a.amax(dim))

@@ -250,6 +250,8 @@ STACKS = {
                                 (2,)),
     "solve_discrete_lyapunov": (lambda m, a, c: m.solve_discrete_lyapunov(a / 8, c), (A, C),
                                 (2, 2)),
+    "solve_discrete_are": (lambda m, a, b, q, r: m.solve_discrete_are(a / 8, b, q, r),
+                           (A, B, np.eye(4), np.eye(2)), (2, 2, 2, 2)),
     "subspace_angles": (lambda m, a, c: m.subspace_angles(a[..., :2], c[..., 2:]), (A, C),
                         (2, 2)),
 }
@@ -353,23 +355,26 @@ def test_xla_stacks_one_execution(name, xla_device):
 
 
 @pytest.mark.xla
-def test_xla_matrix_balance_stack_shares_reads(xla_device):
-    """matrix_balance reads four norms per row and sweep: a stack reads them for all its
-    matrices at once (sweeps until its slowest matrix is done), so four copies of a stack
-    cost the executions of one; each matrix as SciPy balances it (bitwise)."""
+@pytest.mark.parametrize("name", ["matrix_balance_separate", "solve_discrete_are"])
+def test_xla_stack_shares_reads(name, xla_device):
+    """Host-driven loops (matrix_balance's reads per row and sweep, the DARE's doubling
+    steps) run for the whole stack at once, until its slowest matrix is done: four copies
+    of a stack cost the executions of one; each matrix as SciPy's batched call gives it."""
     from trnscipy._metrics import xla_counts
 
+    call, arrays, cores = STACKS[name]
     counted = {}
     for copies in (1, 4):
-        stack = _dev(np.concatenate([UNBAL] * copies), xla_device)
-        tl.matrix_balance(stack)  # (compiled outside the count)
+        stacks = tuple(np.concatenate([np.broadcast_to(x, (2, 3) + x.shape[x.ndim - c:])]
+                                      * copies) for x, c in zip(arrays, cores, strict=True))
+        operands = tuple(_dev(np.ascontiguousarray(x), xla_device) for x in stacks)
+        call(tl, *operands)  # (compiled outside the count)
         with xla_counts() as counts:
-            out = tl.matrix_balance(stack, separate=True)
+            out = call(tl, *operands)
         counted[copies] = counts.executions
     assert counted[4] == counted[1] >= 1
-    ref = sl.matrix_balance(np.concatenate([UNBAL] * 4), separate=True)
-    for o, r in zip(out, ref, strict=True):
-        np.testing.assert_array_equal(_host(o), r)
+    for o, r in zip(_parts(out), _parts(call(sl, *stacks)), strict=True):
+        np.testing.assert_allclose(_host(o), r, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.xla

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._batch import PerMatrix
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import abs_max, absolute
 from trnscipy._kernels import kernel, register
@@ -99,50 +100,61 @@ def _at_least_2d(x, device):
 _ARE = tuple((name, 2) for name in ("a", "b", "q", "r", "e", "s"))
 
 
+def _norm1(x):
+    """The 1-norm of x, or of each matrix of a stack (..., m, n) (stacks do not reach
+    Neuron's double-float norm: its Riccati method takes one equation)."""
+    from trnscipy.linalg import norm
+
+    return norm(x, 1, check_finite=False) if x.ndim == 2 else absolute(x).sum(-2).amax(-1)
+
+
 def _are_args(a, b, q, r, e, s, eq_type):
     """SciPy's _are_validate_args on device tensors (its checks, types and messages; the
-    symmetry and singularity tests read a few norms on the host at once)."""
-    from trnscipy.linalg import norm, svdvals
+    symmetry and singularity tests read a few norms on the host at once).  Stacks (the
+    dispatcher's broadcast batch): SciPy's error for any matrix that fails."""
+    from trnscipy.linalg import svdvals
 
     device = device_of(a, b, q, r, e, s)
     a, b, q, r = (_at_least_2d(x, device) for x in (a, b, q, r))
     check_finite(a, b, q, r)
     for name, mat in zip("aqr", (a, q, r), strict=True):
-        if mat.shape[0] != mat.shape[1]:
+        if mat.shape[-2] != mat.shape[-1]:
             raise ValueError(f"Matrix {name} should be square.")
-    m, n = b.shape
-    if m != a.shape[0]:
+    m, n = b.shape[-2:]
+    if m != a.shape[-2]:
         raise ValueError("Matrix a and b should have the same number of rows.")
-    if m != q.shape[0]:
+    if m != q.shape[-2]:
         raise ValueError("Matrix a and q should have the same shape.")
-    if n != r.shape[0]:
+    if n != r.shape[-2]:
         raise ValueError("Matrix b and r should have the same number of cols.")
     asym = kernel("linalg._are_asymmetry", device)
-    checks = [asym(q), norm(q, 1, check_finite=False), asym(r), norm(r, 1, check_finite=False)]
+    checks = [asym(q), _norm1(q), asym(r), _norm1(r)]
     if eq_type == "care":
         checks.append(kernel("linalg._are_min_sv", device)(r))
     if e is not None:
         e = _at_least_2d(e, device)
-        if e.shape[0] != e.shape[1]:
+        if e.shape[-2] != e.shape[-1]:
             raise ValueError("Matrix e should be square.")
-        if m != e.shape[0]:
+        if m != e.shape[-2]:
             raise ValueError("Matrix a and e should have the same shape.")
-        checks += [svdvals(e, check_finite=False)[-1], norm(e, 1, check_finite=False)]
+        checks += [svdvals(e, check_finite=False)[..., -1], _norm1(e)]
     if s is not None:
         s = _at_least_2d(s, device)
-        if s.shape != b.shape:
+        if s.shape[-2:] != b.shape[-2:]:
             raise ValueError("Matrix b and s should have the same shape.")
     check_finite(e, s)
-    values = _fetch(torch.stack([c.reshape(()).to(torch.float64) for c in checks]))
+    batch = torch.broadcast_shapes(*(c.shape for c in checks))  # (e may have none)
+    values = np.asarray(_fetch(torch.stack([c.to(torch.float64).expand(batch).reshape(-1)
+                                            for c in checks])), dtype=np.float64)
     for name, (asym, size) in zip("qr", (values[0:2], values[2:4]), strict=True):
-        if asym > np.spacing(size) * 100:
+        if (asym > np.spacing(size) * 100).any():
             raise ValueError(f"Matrix {name} should be symmetric/hermitian.")
     rest = values[4:]
     if eq_type == "care":
         min_sv, rest = rest[0], rest[1:]
-        if min_sv == 0.0 or min_sv < np.spacing(1.0) * values[3]:
+        if ((min_sv == 0.0) | (min_sv < np.spacing(1.0) * values[3])).any():
             raise ValueError("Matrix r is numerically singular.")
-    if e is not None and (rest[0] == 0.0 or rest[0] < np.spacing(1.0) * rest[1]):
+    if e is not None and ((rest[0] == 0.0) | (rest[0] < np.spacing(1.0) * rest[1])).any():
         raise ValueError("Matrix e is numerically singular.")
     ops = [x for x in (a, b, q, r, e, s) if x is not None]
     dtype = torch.complex128 if any(x.is_complex() for x in ops) else torch.float64
@@ -151,10 +163,8 @@ def _are_args(a, b, q, r, e, s, eq_type):
 
 @register("linalg._are_asymmetry", "generic")
 def _asymmetry(x):
-    """||X - X^H||_1 (SciPy's symmetry test)."""
-    from trnscipy.linalg import norm
-
-    return norm(x - x.mH, 1, check_finite=False)
+    """||X - X^H||_1 (SciPy's symmetry test), of each matrix of a stack."""
+    return _norm1(x - x.mH)
 
 
 @register("linalg._are_min_sv", "generic")
@@ -162,7 +172,7 @@ def _min_sv(r):
     """The smallest singular value of R (SciPy's singularity test of R)."""
     from trnscipy.linalg import svdvals
 
-    return svdvals(r, check_finite=False)[-1]
+    return svdvals(r, check_finite=False)[..., -1]
 
 
 def _standard_form(a, b, q, r, e, s):
@@ -201,8 +211,13 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
-@dispatch(_sl.solve_discrete_are, batch=_ARE, double_float=("neuron",))
+@dispatch(_sl.solve_discrete_are, batch=_ARE, stacks=True, double_float=("neuron",))
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
+    """Stacks: the doubling for the whole stack, each matrix its own stop (a converged
+    one doubles on unchanged); the double-float method on Neuron per matrix."""
+    device = device_of(a, b, q, r, e, s)
+    if getattr(a, "ndim", 2) > 2 and device_kind(device) == "neuron":
+        raise PerMatrix  # (the double-float Riccati method is written for one equation)
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
 
@@ -262,13 +277,14 @@ def care_standard(a, g, q, kleinman=2):
 
 
 def _converged(change, tol):
-    """One host read of [step size, iterate size] (1-norms), and a singular flag where
-    given: True below ``tol`` relative; a singular iterate or a non-finite step is SciPy's
-    LinAlgError (an eigenvalue on the imaginary axis)."""
-    delta, size, *singular = _fetch(change)
-    if not np.isfinite(delta) or any(singular):
+    """One host read of [step size, iterate size] (1-norms; per matrix of a stack), and a
+    singular flag where given: True below ``tol`` relative (every matrix); a singular
+    iterate or a non-finite step is SciPy's LinAlgError (an eigenvalue on the imaginary
+    axis)."""
+    delta, size, *singular = np.asarray(_fetch(change), dtype=np.float64)
+    if not np.isfinite(delta).all() or any(np.any(f != 0) for f in singular):
         raise _failed()
-    return delta <= tol * size
+    return bool((delta <= tol * size).all())
 
 
 @register("linalg.solve_discrete_are", "generic")
@@ -302,19 +318,19 @@ def dare_doubling(a0, g0, q0):
     """The SDA's X of the standard-form DARE (in the operands' precision)."""
     from trnscipy.linalg import solve
 
-    n = a0.shape[0]
+    n = a0.shape[-1]
     eye = torch.eye(n, dtype=a0.dtype, device=a0.device)
     ak, gk, hk = a0, g0, q0
     real = a0.real.dtype if a0.is_complex() else a0.dtype
     tol = 10 * n * torch.finfo(real).eps
     for _ in range(60):
-        w = solve(eye + gk @ hk, torch.cat([ak, gk], 1), check_finite=False)
-        wa, wg = w[:, :n], w[:, n:]
+        w = solve(eye + gk @ hk, torch.cat([ak, gk], -1), check_finite=False)
+        wa, wg = w[..., :n], w[..., n:]
         h_new = hk + ak.mH @ hk @ wa
         gk = gk + ak @ wg @ ak.mH
         ak = ak @ wa
-        change = torch.stack([abs_max(absolute(h_new - hk).sum(0)),
-                              abs_max(absolute(h_new).sum(0))])
+        change = torch.stack([abs_max(absolute(h_new - hk).sum(-2), -1),
+                              abs_max(absolute(h_new).sum(-2), -1)])
         hk = 0.5 * (h_new + h_new.mH)
         gk = 0.5 * (gk + gk.mH)
         if _converged(change, tol):
