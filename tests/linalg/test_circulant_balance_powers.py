@@ -351,6 +351,21 @@ def test_riccati_bad_input_as_scipy(dlane):
                 assert str(got.value) == str(expected), fn
 
 
+def test_continuous_are_infeasible_raises(dlane):
+    """SciPy's infeasible CARE (R indefinite: the stable subspace is not Lagrangian, no
+    symmetric X) is SciPy's LinAlgError on every lane (the device method returned a
+    symmetrized X before)."""
+    a = np.triu(np.ones((3, 3)))
+    a[0, 1] = -1
+    b = np.array([[1, 1, 0], [0, 0, 1]], dtype=float).T
+    q = np.full_like(a, -2) + np.diag([8, -1, -1.9])
+    r = np.diag([-10, 0.1])
+    with pytest.raises(np.linalg.LinAlgError):
+        sl.solve_continuous_are(a, b, q, r)
+    with pytest.raises(np.linalg.LinAlgError):
+        tl.solve_continuous_are(*(tensor(v, dlane) for v in (a, b, q, r)))
+
+
 @pytest.mark.xla
 @pytest.mark.parametrize("fn", ["solve_continuous_are", "solve_discrete_are"])
 def test_riccati_complex_xla(xla_device, fn):

@@ -18,7 +18,14 @@ from trnscipy._dtypes import abs_max, absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_views
-from trnscipy.linalg._validate import as_square, as_tensor, check_finite, common_dtype, device_of
+from trnscipy.linalg._validate import (
+    LinAlgError,
+    as_square,
+    as_tensor,
+    check_finite,
+    common_dtype,
+    device_of,
+)
 
 __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
            "solve_discrete_lyapunov", "solve_continuous_are", "solve_discrete_are"]
@@ -200,8 +207,6 @@ def _fetch(t):
 
 
 def _failed():
-    from trnscipy.linalg._validate import LinAlgError
-
     return LinAlgError("Failed to find a finite solution.")
 
 
@@ -266,14 +271,27 @@ def care_standard(a, g, q, kleinman=2):
     # least squares by the normal equations (consistent system; the Newton-Kleinman steps
     # below restore full accuracy)
     x = solve(lhs.mH @ lhs, lhs.mH @ rhs, check_finite=False)
+    # SciPy's test that the stable subspace is Lagrangian: X = U21 U11^-1 then symmetric
+    # (an infeasible equation, R indefinite, has no symmetric X: SciPy's LinAlgError)
+    asym, size = (abs_max(_magnitude(m).sum(-2)) for m in (x - x.mH, x))
     x = 0.5 * (x + x.mH)
     for _ in range(kleinman):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
         closed = a - g @ x
         x = solve_continuous_lyapunov(closed.mH, -(q + x @ g @ x))
         x = 0.5 * (x + x.mH)
-    if not bool(_fetch(torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all())):
+    finite = torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all()
+    finite, asym, size = _fetch(torch.stack([finite.to(real), asym, size]))
+    if not finite:
         raise _failed()
+    if not asym <= max(np.spacing(1000.0), 0.1 * size):
+        raise LinAlgError("The associated Hamiltonian pencil has eigenvalues too close to "
+                          "the imaginary axis")
     return x
+
+
+def _magnitude(x):
+    """|re| + |im| (within sqrt(2) of |x|; torch-xla 2.9's abs of complex128 is unsafe)."""
+    return x.real.abs() + x.imag.abs() if x.is_complex() else x.abs()
 
 
 def _converged(change, tol):
