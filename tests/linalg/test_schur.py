@@ -253,3 +253,22 @@ def test_stacks_eig_xla(dlane):
     if dlane.type != "xla":
         pytest.skip("XLA lane")
     _check_stack(_stack(np.float64), dlane, np.float64, eig=tl.eig)
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_stacks_float32_on_neuron(emulate_neuron, monkeypatch):
+    """float32 stacks on an emulated Neuron device (strict: no float64 or complex op, no
+    aten fallback) take the batched Francis QR too, paired with SciPy per matrix."""
+    from tests.linalg.test_double_float_eig import _on_neuron
+
+    a = _stack(np.float32)
+    t, z = _on_neuron(monkeypatch, "schur", a)
+    w = _on_neuron(monkeypatch, "eigvals", a)
+    w2, v = _on_neuron(monkeypatch, "eig", a)
+    ref = sl.eig(a)
+    assert w.dtype == w2.dtype == ref[0].dtype and v.dtype == ref[1].dtype
+    for i in np.ndindex(a.shape[:-2]):
+        _check_schur(a[i], t[i], z[i], np.float32)
+        for got in (w[i], w2[i]):
+            _same_multiset(got, ref[0][i], a[i], np.float32)
