@@ -171,3 +171,104 @@ def test_errors(dlane):
         tl.rsf2csf(tensor(np.eye(3), dlane), tensor(np.eye(2), dlane))
     e = tl.schur(tensor(np.zeros((0, 0)), dlane))
     assert [tuple(x.shape) for x in e] == [(0, 0), (0, 0)]
+
+
+def _same_multiset(w, ref, a, dtype):
+    """Eigenvalues as multisets: the best one-to-one matching (sorting splits near-equal
+    real parts of conjugate pairs)."""
+    from scipy.optimize import linear_sum_assignment
+
+    dist = np.abs(w[:, None] - ref[None, :])
+    rows, cols = linear_sum_assignment(dist)
+    assert dist[rows, cols].max() <= 100 * a.shape[0] * eps(dtype) * max(
+        np.linalg.norm(a, 2), 1), (w, ref)
+
+
+def _stack(dtype):
+    n = N_XLA
+    zoo = _zoo(n, np.random.default_rng(5))
+    names = ("random", "triangular", "rotations", "symmetric", "companion", "repeated")
+    return np.stack([zoo[k] for k in names]).reshape(2, 3, n, n).astype(dtype)
+
+
+def _check_stack(a, dlane, dtype, schur=True, eig=None):
+    """schur (, rsf2csf), eig(left=True) and eigvals of the stack ``a`` paired with
+    SciPy per matrix."""
+    ref = sl.eig(a, left=True)
+    tol = 1000 * a.shape[-1] * eps(dtype)
+    if schur:
+        with _on_device(dlane):
+            t, z = (to_np(x) for x in tl.schur(tensor(a, dlane)))
+        assert t.shape == z.shape == a.shape and t.dtype == z.dtype == np.dtype(dtype)
+        for i in np.ndindex(a.shape[:-2]):
+            _check_schur(a[i], t[i], z[i], dtype)
+    if eig is None:
+        return
+    with _on_device(dlane):
+        w, vl, vr = (to_np(x) for x in eig(tensor(a, dlane), left=True))
+        w2 = to_np(tl.eigvals(tensor(a, dlane)))
+        tc, zc = (to_np(x) for x in tl.rsf2csf(tensor(t, dlane), tensor(z, dlane)))
+    assert w.dtype == ref[0].dtype and vr.dtype == ref[2].dtype and w.shape == ref[0].shape
+    assert w2.dtype == w.dtype and w2.shape == w.shape
+    for i in np.ndindex(a.shape[:-2]):
+        _check_schur(a[i], tc[i], zc[i], dtype, complex_=True)
+        for got in (w[i], w2[i], np.diagonal(tc[i])):
+            _same_multiset(got, ref[0][i], a[i], dtype)
+        scale = tol * max(np.linalg.norm(a[i]), 1)
+        if np.linalg.matrix_rank(ref[2][i], tol=1e-4) == a.shape[-1]:  # (a basis)
+            assert np.linalg.norm(a[i] @ vr[i] - vr[i] * w[i]) <= scale
+            assert np.linalg.norm(vl[i].conj().T @ a[i] - w[i][:, None] * vl[i].conj().T) \
+                <= scale
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_stacks(dlane, dtype):
+    """A stack is one Francis QR for all its matrices (a state machine each, in lock step:
+    a converged matrix's micro-steps change nothing); on XLA (schur: the compile budget)
+    the stack costs the executions of its slowest matrix alone, not a loop over them."""
+    if dlane.type == "xla" and dtype == np.float32:
+        pytest.skip("XLA compile budget: float64 there")
+    from trnscipy.linalg import _decomp_schur
+
+    a = _stack(dtype)
+    if dlane.type != "xla":
+        _check_stack(a, dlane, dtype, eig=_decomp_schur._eig_xla if generic_kernels(dlane)
+                     else tl.eig)
+        return
+    _check_stack(a, dlane, dtype)
+    singles = []
+    for i in np.ndindex(a.shape[:-2]):
+        tl.schur(tensor(a[i], dlane))
+        with _on_device(dlane) as one:
+            to_np(tl.schur(tensor(a[i], dlane))[0])
+        singles.append(one.executions)
+    with _on_device(dlane, compilations=0) as stack:
+        to_np(tl.schur(tensor(a, dlane))[0])
+    assert stack.executions == max(singles), (stack, singles)
+
+
+@pytest.mark.slow
+def test_stacks_eig_xla(dlane):
+    """eig, eigvals and rsf2csf of a stack on XLA (test_stacks: schur there)."""
+    if dlane.type != "xla":
+        pytest.skip("XLA lane")
+    _check_stack(_stack(np.float64), dlane, np.float64, eig=tl.eig)
+
+
+@pytest.mark.slow
+@pytest.mark.xla
+def test_stacks_float32_on_neuron(emulate_neuron, monkeypatch):
+    """float32 stacks on an emulated Neuron device (strict: no float64 or complex op, no
+    aten fallback) take the batched Francis QR too, paired with SciPy per matrix."""
+    from tests.linalg.test_double_float_eig import _on_neuron
+
+    a = _stack(np.float32)
+    t, z = _on_neuron(monkeypatch, "schur", a)
+    w = _on_neuron(monkeypatch, "eigvals", a)
+    w2, v = _on_neuron(monkeypatch, "eig", a)
+    ref = sl.eig(a)
+    assert w.dtype == w2.dtype == ref[0].dtype and v.dtype == ref[1].dtype
+    for i in np.ndindex(a.shape[:-2]):
+        _check_schur(a[i], t[i], z[i], np.float32)
+        for got in (w[i], w2[i]):
+            _same_multiset(got, ref[0][i], a[i], np.float32)

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
@@ -86,7 +87,7 @@ def _complex_dtype(t):
                                                                                   t.dtype)
 
 
-@dispatch(_sl.eig, double_float=("neuron",))
+@dispatch(_sl.eig, stacks=True, double_float=("neuron",))
 def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
         check_finite=True, homogeneous_eigvals=False):
     device = device_of(a, b)
@@ -95,6 +96,8 @@ def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
         b = as_square(b, device, check_finite, name="b")
         if b.shape != a.shape:
             raise ValueError("a and b must have the same shape")
+    if a.ndim > 2 and a.numel() == 0:
+        raise PerMatrix  # (SciPy's loop's shapes)
     if a.numel() == 0:
         w = empty(a.shape[:-1], a, _complex_dtype(a))
         if homogeneous_eigvals:
@@ -105,7 +108,7 @@ def eig(a, b=None, left=False, right=True, overwrite_a=False, overwrite_b=False,
                                          homogeneous_eigvals=homogeneous_eigvals)
 
 
-@dispatch(_sl.eigvals, double_float=("neuron",))
+@dispatch(_sl.eigvals, stacks=True, double_float=("neuron",))
 def eigvals(a, b=None, overwrite_a=False, check_finite=True, homogeneous_eigvals=False):
     return eig(a, b, left=False, right=False, check_finite=check_finite,
                homogeneous_eigvals=homogeneous_eigvals)

@@ -9,6 +9,7 @@ Schur form is not on the device yet); no balancing, as SciPy's hessenberg.
 import numpy as np
 import scipy.linalg as _sl
 
+from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
@@ -34,17 +35,6 @@ def _floating(a):
     return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
 
 
-def _batched(fn, a, *args):
-    """``fn`` on each matrix of a batch (SciPy's _apply_over_batch), a loop over slices."""
-    if a.ndim == 2:
-        return fn(a, *args)
-    outs = [fn(m, *args) for m in a.reshape(-1, *a.shape[-2:])]
-    if not isinstance(outs[0], tuple):
-        return torch.stack(outs).reshape(*a.shape[:-2], *outs[0].shape)
-    return tuple(torch.stack(o).reshape(*a.shape[:-2], *o[0].shape) if torch.is_tensor(o[0])
-                 else np.array(o).reshape(a.shape[:-2]) for o in zip(*outs, strict=True))
-
-
 @dispatch(_sl.hessenberg, stacks=True, double_float=("neuron",))
 def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
     """A stack (the dispatcher's broadcast batch) is one reduction on XLA."""
@@ -59,14 +49,14 @@ def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
     return kernel("linalg.hessenberg", a.device)(a, calc_q=calc_q)
 
 
-@dispatch(_sl.schur, double_float=("neuron",))
+@dispatch(_sl.schur, stacks=True, double_float=("neuron",))
 def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")
     a = _floating(as_tensor(a, device_of(a), check_finite))
     _square(a)
-    if a.ndim != 2:
-        return _batched(lambda m: schur(m, output=output, sort=sort), a)
+    if a.ndim != 2 and (sort is not None or a.numel() == 0):
+        raise PerMatrix  # (SciPy's loop: its checks and shapes per matrix)
     if sort is not None and not callable(sort) and sort not in ("lhp", "rhp", "iuc", "ouc"):
         raise ValueError("'sort' parameter must either be 'None', or a callable, or one of "
                          "('lhp','rhp','iuc','ouc')")
@@ -79,14 +69,16 @@ def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_fini
     return kernel("linalg.schur", a.device)(a, output=output, sort=sort)
 
 
-@dispatch(_sl.rsf2csf, double_float=("neuron",))
+@dispatch(_sl.rsf2csf, stacks=True, double_float=("neuron",))
 def rsf2csf(T, Z, check_finite=True):
     device = device_of(T, Z)
     z, t = as_tensor(Z, device, check_finite), as_tensor(T, device, check_finite)
     for name, x in (("Z", z), ("T", t)):
-        if x.ndim != 2 or x.shape[0] != x.shape[1]:
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
             raise ValueError(f"Input '{name}' must be square.")
-    if t.shape[0] != z.shape[0]:
+    if t.ndim > 2 and t.numel() == 0:
+        raise PerMatrix  # (SciPy's loop's shape)
+    if t.shape[-1] != z.shape[-1]:
         raise ValueError(f"Input array shapes must match: Z: {tuple(z.shape)} vs. T: "
                          f"{tuple(t.shape)}")
     dtype = torch.promote_types(torch.promote_types(t.dtype, z.dtype), torch.complex64)
@@ -136,6 +128,8 @@ def _complex(re, im, dtype):
 
 @register("linalg.schur", "generic")
 def _schur(a, output="real", sort=None):
+    if a.ndim > 2 and a.is_complex():
+        raise PerMatrix  # (each matrix decides alone, as its single call)
     if a.is_complex() and not (output in ("complex", "c") and _real_valued(a)) \
             or sort is not None:
         reason = ("sorting the Schur form is not on the device" if sort is not None else
@@ -161,6 +155,8 @@ def _real_valued(a):
 
 @register("linalg.rsf2csf", "generic")
 def _rsf2csf(t, z, dtype):
+    if t.ndim > 2 and (t.is_complex() or z.is_complex()):
+        raise PerMatrix  # (each matrix to the host as its single call)
     if t.is_complex() or z.is_complex():
         return _on_host("scipy.linalg.rsf2csf", "complex input is not on the device",
                         lambda x, y: tuple(torch.from_numpy(r) for r in _sl.rsf2csf(
@@ -176,10 +172,12 @@ def _rsf2csf(t, z, dtype):
 
 @register("linalg.eig", "xla")
 def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
-    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2:
+    if a.ndim > 2 and (b is not None or homogeneous_eigvals or a.is_complex()):
+        raise PerMatrix  # (each matrix to the host as its single call)
+    if b is not None or homogeneous_eigvals or a.is_complex():
         generic = kernel("linalg.eig", torch.device("cpu"))
-        reason = ("generalized and homogeneous eigenproblems, complex and batched input "
-                  "are not on the device")
+        reason = ("generalized and homogeneous eigenproblems and complex input are not on "
+                  "the device")
         return _on_host("scipy.linalg.eig", reason, lambda *t: generic(
             t[0], t[1] if b is not None else None, left=left, right=right,
             homogeneous_eigvals=homogeneous_eigvals), *((a, b) if b is not None else (a,)))
@@ -194,7 +192,7 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
     for v in (vl, vr) if left and right else ((vl,) if left else (vr,)):
         re, im = v
         # real eigenvalues: real vectors (their imaginary parts are rounding)
-        im = torch.where(wi == 0, torch.zeros_like(im), im)
+        im = torch.where(wi.unsqueeze(-2) == 0, torch.zeros_like(im), im)
         out.append(re.contiguous() if real else _complex(re, im, cdtype))
     return tuple(out)
 

@@ -25,18 +25,22 @@ __all__ = ["gehrd", "hseqr", "standardize", "rsf2csf", "eig_from_schur"]
 STEPS = 4  # Francis micro-steps per graph, per row of the matrix
 
 
+def _flat_index(h, i, j):
+    n0, n1 = h.shape[-2:]
+    idx = i.clamp(0, n0 - 1) * n1 + j.clamp(0, n1 - 1)
+    return h.reshape(*h.shape[:-2], n0 * n1), idx.expand(*h.shape[:-2], idx.shape[-1])
+
+
 def _flat_get(h, i, j):
-    """h[i, j] for device index tensors i, j of shape (m,) (clamped into range)."""
-    n0, n1 = h.shape
-    i = i.clamp(0, n0 - 1)
-    j = j.clamp(0, n1 - 1)
-    return h.reshape(-1).gather(0, i * n1 + j)
+    """h[..., i, j] for device index tensors i, j of shape (..., m) (clamped into range):
+    one gather per matrix of the stack."""
+    flat, idx = _flat_index(h, i, j)
+    return flat.gather(-1, idx)
 
 
 def _flat_set(h, i, j, values):
-    n0, n1 = h.shape
-    return h.reshape(-1).scatter(0, i.clamp(0, n0 - 1) * n1 + j.clamp(0, n1 - 1),
-                                 values).reshape(n0, n1)
+    flat, idx = _flat_index(h, i, j)
+    return flat.scatter(-1, idx, values).reshape(h.shape)
 
 
 def _reflector(alpha, tail_sq):
@@ -115,10 +119,13 @@ def hseqr(h, z, max_sweeps=None):
     n = h.shape[-1]
     dev, dtype = h.device, h.dtype
     eps = torch.finfo(dtype).eps
+    stack = h.shape[:-2]
+    h, z = h.reshape(-1, n, n), z.reshape(-1, n, n)  # a stack: one state machine per matrix
     hp = torch.nn.functional.pad(h, (0, 1, 0, 1))  # a zero row/column: reflectors at the
     zp = torch.nn.functional.pad(z, (0, 1, 0, 1))  # bottom touch it and leave it zero
-    state = [_counter(0, dev), _counter(0, dev), _counter(0, dev), _counter(0, dev),
-             torch.zeros(1, dtype=dtype, device=dev), torch.zeros(1, dtype=dtype, device=dev)]
+    count = h.shape[0]
+    state = [torch.zeros((count, 1), dtype=torch.int64, device=dev) for _ in range(4)] + [
+        torch.zeros((count, 1), dtype=dtype, device=dev) for _ in range(2)]
     _sync(hp, zp, *state)
     from trnscipy._kernels import kernel
 
@@ -132,13 +139,16 @@ def hseqr(h, z, max_sweeps=None):
             *_francis_step(c[0], c[1], list(c[2:]), eps)), (hp, zp, *state), chunk)
         _sync(hp, zp, *state)
         steps += chunk
-        done = bool(fetch(state[2])[0] < 0)  # hi < 0: no unreduced block of size >= 3
-    h, z = hp[:n, :n], zp[:n, :n]
+        # hi < 0 in every matrix: no unreduced block of size >= 3 left
+        done = max(x for (x,) in fetch(state[2])) < 0
+    h, z = hp[:, :n, :n], zp[:, :n, :n]
     h, z = standardize(h, z)
-    return h, z, done
+    return h.reshape(*stack, n, n), z.reshape(*stack, n, n), done
 
 
 def _francis_step(h, z, state, eps):
+    """One micro-step on each matrix of the stack ``h`` (b, n + 1, n + 1); the state
+    tensors have shape (b, 1)."""
     k, lo, hi, its, tr, det = state
     n1 = h.shape[-1]
     n = n1 - 1
@@ -146,18 +156,17 @@ def _francis_step(h, z, state, eps):
     r = torch.arange(n1, device=dev)
     start = k >= hi
     # --- at the start of a sweep: deflate, pick the window, the shifts
-    d = h.diagonal()
-    sub = h.diagonal(-1)  # h[i + 1, i], i < n (the last: the zero padding)
-    small = sub.abs() <= eps * (d[:-1].abs() + d[1:].abs())
+    d = h.diagonal(0, -2, -1)
+    sub = h.diagonal(-1, -2, -1)  # h[i + 1, i], i < n (the last: the zero padding)
+    small = sub.abs() <= eps * (d[:, :-1].abs() + d[:, 1:].abs())
     split = small | (sub == 0)
     h = _flat_set(h, r[:-1] + 1, r[:-1], torch.where(start & split, torch.zeros_like(sub), sub))
-    block = torch.cat([torch.zeros(1, dtype=torch.int64, device=dev),
-                       split.to(torch.int64).cumsum(0)])
-    size = torch.zeros(n1, dtype=torch.int64, device=dev).scatter_add(0, block,
-                                                                      torch.ones_like(block))
-    active = (size.gather(0, block) >= 3) & (r < n)
-    hi_new = torch.where(active, r, -1).amax(0, keepdim=True)
-    lo_new = torch.where(block == block.gather(0, hi_new.clamp(min=0)), r, n1).amin(0, keepdim=True)
+    block = torch.cat([torch.zeros_like(k), split.to(torch.int64).cumsum(-1)], -1)
+    size = torch.zeros_like(block).scatter_add(-1, block, torch.ones_like(block))
+    active = (size.gather(-1, block) >= 3) & (r < n)
+    hi_new = torch.where(active, r, -1).amax(-1, keepdim=True)
+    lo_new = torch.where(block == block.gather(-1, hi_new.clamp(min=0)), r, n1).amin(
+        -1, keepdim=True)
     lo_new = torch.where(hi_new < 0, hi_new, lo_new)
     its_new = torch.where(hi_new == hi, its + 1, torch.zeros_like(its))
     a11 = _flat_get(h, hi_new - 1, hi_new - 1)
@@ -193,26 +202,29 @@ def _francis_step(h, z, state, eps):
     x2 = torch.where(k + 2 <= hi, x2, torch.zeros_like(x2))
     beta, tau, scale = _reflector(x0, x1 * x1 + x2 * x2)
     live = (hi >= 0) & (k < hi)
-    tau = torch.where(live, tau, torch.zeros_like(tau))
-    v = torch.cat([torch.ones_like(x0), x1 * scale, x2 * scale])
-    idx = (k + torch.arange(3, device=dev)).clamp(0, n)
-    rows = torch.index_select(h, 0, idx)
-    rows = rows - tau * torch.outer(v, v @ rows)
-    h = h.scatter(0, idx.unsqueeze(-1).expand(3, n1), rows)
-    cols = torch.index_select(h, 1, idx)
-    cols = cols - tau * torch.outer(cols @ v, v)
-    h = h.scatter(1, idx.unsqueeze(0).expand(n1, 3), cols)
-    zc = torch.index_select(z, 1, idx)
-    zc = zc - tau * torch.outer(zc @ v, v)
-    z = z.scatter(1, idx.unsqueeze(0).expand(z.shape[0], 3), zc)
+    tau = torch.where(live, tau, torch.zeros_like(tau)).unsqueeze(-1)  # (b, 1, 1)
+    v = torch.cat([torch.ones_like(x0), x1 * scale, x2 * scale], -1)
+    vc, vr = v.unsqueeze(-1), v.unsqueeze(-2)
+    idx = (k + torch.arange(3, device=dev)).clamp(0, n)  # (b, 3)
+    at_rows = idx.unsqueeze(-1).expand(-1, 3, n1)
+    at_cols = idx.unsqueeze(-2).expand(-1, n1, 3)
+    rows = h.gather(1, at_rows)
+    rows = rows - tau * (vc * (vr @ rows))
+    h = h.scatter(1, at_rows, rows)
+    cols = h.gather(2, at_cols)
+    cols = cols - tau * ((cols @ vc) * vr)
+    h = h.scatter(2, at_cols, cols)
+    zc = z.gather(2, at_cols)
+    zc = zc - tau * ((zc @ vc) * vr)
+    z = z.scatter(2, at_cols, zc)
     # the bulge column exactly: beta, then zeros (not at the sweep's first reflector)
     bulge = live & ~first
-    kk = torch.cat([k, k + 1, k + 2])
-    old = _flat_get(h, kk, (k - 1).expand(3))
+    kk = torch.cat([k, k + 1, k + 2], -1)
+    old = _flat_get(h, kk, (k - 1).expand(-1, 3))
     new = torch.where(bulge, torch.cat([beta, torch.zeros_like(beta),
                                         torch.where(k + 2 <= hi, torch.zeros_like(beta),
-                                                    old[2:])]), old)
-    h = _flat_set(h, kk, (k - 1).expand(3), new)
+                                                    old[:, 2:])], -1), old)
+    h = _flat_set(h, kk, (k - 1).expand(-1, 3), new)
     k = torch.where(live, k + 1, k)
     return h, z, [k, lo, hi, its, tr, det]
 
@@ -223,13 +235,14 @@ def _sign(x):
 
 def standardize(t, z):
     """dlanv2 on every 2x2 diagonal block of quasi-triangular ``t`` at once: blocks with
-    real eigenvalues become upper triangular, complex pairs [[a, b], [c, a]] with b c < 0."""
+    real eigenvalues become upper triangular, complex pairs [[a, b], [c, a]] with b c < 0
+    (``t``, ``z``: matrices or stacks)."""
     n = t.shape[-1]
     if n < 2:
         return t, z
     eps = torch.finfo(t.dtype).eps
-    a, d = t.diagonal()[:-1], t.diagonal()[1:]
-    b, c = t.diagonal(1), t.diagonal(-1)
+    a, d = _diag(t)[..., :-1], _diag(t)[..., 1:]
+    b, c = _diag(t, 1), _diag(t, -1)
     blk = c != 0
     one, zero = torch.ones_like(a), torch.zeros_like(a)
     # b == 0: swap the rows and columns
@@ -272,24 +285,25 @@ def standardize(t, z):
     sn = torch.where(swap, one, torch.where(std, zero, torch.where(real, sn_r, sn_a)))
     cs, sn = torch.where(blk, cs, one), torch.where(blk, sn, zero)
     # G = I with [[cs, -sn], [sn, cs]] at each block: T <- G^T T G, Z <- Z G
-    prev = torch.cat([zero[:1] > 0, blk])  # row i is the second row of a block
-    first = torch.cat([blk, zero[:1] > 0])
-    dg = torch.where(first, torch.cat([cs, one[:1]]), torch.where(
-        prev, torch.cat([one[:1], cs]), torch.ones(n, dtype=t.dtype, device=t.device)))
+    prev = torch.cat([zero[..., :1] > 0, blk], -1)  # row i is the second row of a block
+    first = torch.cat([blk, zero[..., :1] > 0], -1)
+    dg = torch.where(first, torch.cat([cs, one[..., :1]], -1), torch.where(
+        prev, torch.cat([one[..., :1], cs], -1), torch.ones(n, dtype=t.dtype, device=t.device)))
     g = torch.diag_embed(dg) + torch.diag_embed(-sn, 1) + torch.diag_embed(sn, -1)
     t = g.mT @ t @ g
     z = z @ g
     # exact structure: zero below the blocks, real blocks triangular, equal diagonals
     t = t.triu(-1)
-    sub = t.diagonal(-1)
-    a, d = t.diagonal()[:-1], t.diagonal()[1:]
+    sub = _diag(t, -1)
+    a, d = _diag(t)[..., :-1], _diag(t)[..., 1:]
     cplx = std | (blk & ~swap & ~real & (c2 != 0) & (b2 != 0) & ~again)
     realblk = blk & ~cplx
     sub = torch.where(blk & ~realblk, sub, torch.zeros_like(sub))
     mean = 0.5 * (a + d)
-    dgn = torch.where(first, torch.cat([torch.where(blk & ~realblk, mean, a), d[-1:]]),
-                      torch.where(prev, torch.cat([a[:1], torch.where(blk & ~realblk, mean,
-                                                                      d)]), t.diagonal()))
+    dgn = torch.where(first, torch.cat([torch.where(blk & ~realblk, mean, a), d[..., -1:]],
+                                       -1),
+                      torch.where(prev, torch.cat([a[..., :1], torch.where(
+                          blk & ~realblk, mean, d)], -1), _diag(t)))
     r = torch.arange(n, device=t.device)
     t = _flat_set(t, r[:-1] + 1, r[:-1], sub)
     t = _flat_set(t, r, r, dgn)
@@ -298,11 +312,12 @@ def standardize(t, z):
 
 def eigvals_from_schur(t):
     """(wr, wi) of a standardized real Schur form (positive imaginary part first)."""
-    wr = t.diagonal()
-    sub = torch.cat([t.diagonal(-1), torch.zeros_like(wr[:1])])  # sub[i] = t[i + 1, i]
-    sup = torch.cat([t.diagonal(1), torch.zeros_like(wr[:1])])
+    wr = _diag(t)
+    zero = torch.zeros_like(wr[..., :1])
+    sub = torch.cat([_diag(t, -1), zero], -1)  # sub[i] = t[i + 1, i]
+    sup = torch.cat([_diag(t, 1), zero], -1)
     w = torch.sqrt(sub.abs()) * torch.sqrt(sup.abs())
-    prev = torch.cat([torch.zeros_like(wr[:1]), w[:-1]])
+    prev = torch.cat([zero, w[..., :-1]], -1)
     wi = torch.where(sub != 0, w, -prev)
     return wr, wi
 
@@ -310,8 +325,8 @@ def eigvals_from_schur(t):
 def rsf2csf(t, z):
     """SciPy's rsf2csf on a quasi-triangular ``t``, all 2x2 blocks at once (their rotations
     act on disjoint rows), as (real, imaginary) parts: (Tr, Ti, Zr, Zi)."""
-    a, d = t.diagonal()[:-1], t.diagonal()[1:]
-    b, c = t.diagonal(1), t.diagonal(-1)
+    a, d = _diag(t)[..., :-1], _diag(t)[..., 1:]
+    b, c = _diag(t, 1), _diag(t, -1)
     blk = c.abs() > 2.220446049250313e-16 * (a.abs() + d.abs())  # SciPy: double's eps
     # mu = lambda_1 - d, lambda_1 the 2x2 block's first eigenvalue (LAPACK's order)
     p = 0.5 * (a - d)
@@ -322,13 +337,13 @@ def rsf2csf(t, z):
     r = torch.sqrt(mr * mr + mi * mi + c * c)
     r = torch.where(blk, r, torch.ones_like(r))
     cr, ci, s = (torch.where(blk, x / r, 0) for x in (mr, mi, c))
-    zero = torch.zeros_like(t.diagonal()[:1])
-    first, second = torch.cat([blk, zero > 0]), torch.cat([zero > 0, blk])
+    zero = torch.zeros_like(_diag(t)[..., :1])
+    first, second = torch.cat([blk, zero > 0], -1), torch.cat([zero > 0, blk], -1)
     # G = Gr + i Gi = [[conj(mu), s], [-s, mu]] / r at each block, I elsewhere
-    dr = torch.where(first, torch.cat([cr, zero]), torch.where(second, torch.cat([zero, cr]),
-                                                               torch.ones_like(t.diagonal())))
+    dr = torch.where(first, torch.cat([cr, zero], -1), torch.where(
+        second, torch.cat([zero, cr], -1), torch.ones_like(_diag(t))))
     gr = torch.diag_embed(dr) + torch.diag_embed(s, 1) + torch.diag_embed(-s, -1)
-    gi = torch.diag_embed(torch.cat([-ci, zero]) + torch.cat([zero, ci]))
+    gi = torch.diag_embed(torch.cat([-ci, zero], -1) + torch.cat([zero, ci], -1))
     tr = gr @ t @ gr.mT + gi @ t @ gi.mT
     ti = gi @ t @ gr.mT - gr @ t @ gi.mT
     zr, zi = z @ gr.mT, -(z @ gi.mT)
@@ -342,7 +357,7 @@ def trevc(tr, ti):
     dev = tr.device
     eps = torch.finfo(tr.dtype).eps
     tiny = torch.finfo(tr.dtype).tiny / eps
-    xr = torch.eye(n, dtype=tr.dtype, device=dev)
+    xr = torch.eye(n, dtype=tr.dtype, device=dev).expand(tr.shape).clone()
     xi = torch.zeros_like(xr)
     i = _counter(n - 1, dev)
     _sync(xr, xi, i)
@@ -355,15 +370,15 @@ def _trevc_step(tr, ti, xr, xi, i, eps, tiny):
     n = tr.shape[-1]
     cols = torch.arange(n, device=tr.device)
     ic = i.clamp(min=0)
-    rr = torch.index_select(tr, 0, ic).squeeze(0)
-    ri = torch.index_select(ti, 0, ic).squeeze(0)
+    rr = torch.index_select(tr, -2, ic).squeeze(-2)
+    ri = torch.index_select(ti, -2, ic).squeeze(-2)
     right = cols > i
     rr, ri = torch.where(right, rr, 0), torch.where(right, ri, 0)
-    sr = rr @ xr - ri @ xi
-    si = rr @ xi + ri @ xr
-    lr, li = tr.diagonal(), ti.diagonal()
-    dr = lr.gather(0, ic) - lr
-    di = li.gather(0, ic) - li
+    sr = _vecmat(rr, xr) - _vecmat(ri, xi)
+    si = _vecmat(rr, xi) + _vecmat(ri, xr)
+    lr, li = _diag(tr), _diag(ti)
+    dr = torch.index_select(lr, -1, ic) - lr
+    di = torch.index_select(li, -1, ic) - li
     smin = torch.clamp(eps * (lr.abs() + li.abs()), min=tiny)
     mag = dr.abs() + di.abs()
     dr = torch.where(mag < smin, smin, dr)
@@ -372,33 +387,42 @@ def _trevc_step(tr, ti, xr, xi, i, eps, tiny):
     qr = -(sr * dr + si * di) / den
     qi = -(si * dr - sr * di) / den
     upd = right & (i >= 0)
-    newr = torch.where(upd, qr, torch.index_select(xr, 0, ic).squeeze(0))
-    newi = torch.where(upd, qi, torch.index_select(xi, 0, ic).squeeze(0))
+    newr = torch.where(upd, qr, torch.index_select(xr, -2, ic).squeeze(-2))
+    newi = torch.where(upd, qi, torch.index_select(xi, -2, ic).squeeze(-2))
     at = (cols == i).unsqueeze(-1) & (i >= 0)
-    xr = torch.where(at, newr.unsqueeze(0), xr)
-    xi = torch.where(at, newi.unsqueeze(0), xi)
+    xr = torch.where(at, newr.unsqueeze(-2), xr)
+    xi = torch.where(at, newi.unsqueeze(-2), xi)
     return xr, xi, i - 1
+
+
+def _diag(t, offset=0):
+    return t.diagonal(offset, -2, -1)
+
+
+def _vecmat(x, m):
+    """x @ m for a row vector (stack) x and a matrix (stack) m."""
+    return x @ m if x.ndim == 1 else (x.unsqueeze(-2) @ m).squeeze(-2)
 
 
 def normalize(vr, vi):
     """Columns to unit 2-norm with the largest component real and positive (LAPACK's geev)."""
     mag = vr * vr + vi * vi
-    nrm = torch.sqrt(mag.sum(0))
-    p = mag.argmax(0, keepdim=True)
-    pr, pi = vr.gather(0, p), vi.gather(0, p)
+    nrm = torch.sqrt(mag.sum(-2))
+    p = mag.argmax(-2, keepdim=True)
+    pr, pi = vr.gather(-2, p), vi.gather(-2, p)
     pm = torch.sqrt(pr * pr + pi * pi)
     pm = torch.where(pm == 0, torch.ones_like(pm), pm)
     cr, ci = pr / pm, -pi / pm  # conj(phase)
-    nrm = torch.where(nrm == 0, torch.ones_like(nrm), nrm)
+    nrm = torch.where(nrm == 0, torch.ones_like(nrm), nrm).unsqueeze(-2)
     im = (vr * ci + vi * cr) / nrm
     # the largest component exactly real, as LAPACK sets it (not rounding's residue)
-    rows = torch.arange(vr.shape[0], device=vr.device)[:, None]
+    rows = torch.arange(vr.shape[-2], device=vr.device)[:, None]
     return (vr * cr - vi * ci) / nrm, torch.where(rows == p, torch.zeros_like(im), im)
 
 
 def eig_from_schur(t, z, left=False, right=True):
-    """(wr, wi, vl, vr) from a standardized real Schur form A = Z T Z^T; vectors as
-    (real, imaginary) pairs, None where not asked."""
+    """(wr, wi, vl, vr) from a standardized real Schur form A = Z T Z^T (matrices or
+    stacks); vectors as (real, imaginary) pairs, None where not asked."""
     wr, wi = eigvals_from_schur(t)
     vl = vr = None
     if left or right:
@@ -408,8 +432,8 @@ def eig_from_schur(t, z, left=False, right=True):
             vr = normalize(zr @ xr - zi @ xi, zr @ xi + zi @ xr)
         if left:
             # y^H T = lambda y^H: the eigenvectors of T^H, upper triangular when reversed
-            ur, ui = tcr.mT.flip(0, 1), -tci.mT.flip(0, 1)
+            ur, ui = tcr.mT.flip(-2, -1), -tci.mT.flip(-2, -1)
             yr, yi = trevc(ur, ui)
-            yr, yi = yr.flip(0, 1), yi.flip(0, 1)
+            yr, yi = yr.flip(-2, -1), yi.flip(-2, -1)
             vl = normalize(zr @ yr - zi @ yi, zr @ yi + zi @ yr)
     return wr, wi, vl, vr

@@ -202,7 +202,8 @@ for _name in ("logm", "funm", "solve_sylvester"):
 
 
 def complex_schur(a):
-    """``schur(a, output="complex")`` of a 2-D tensor (with its finiteness check)."""
+    """``schur(a, output="complex")`` of a 2-D tensor or a stack (with its finiteness
+    check)."""
     a = as_tensor(a, a.device)
     return _k("linalg.schur", a)(a, output="complex", sort=None)
 
@@ -266,12 +267,12 @@ def sqrtm_triu(t):
     0 where that is 0 / 0 (a repeated zero eigenvalue, as SciPy: sqrtm(0) = 0), +-inf or
     NaN where the square root does not exist)."""
     n = t.shape[-1]
-    d = torch.sqrt(t.diagonal())
+    d = torch.sqrt(t.diagonal(0, -2, -1))
     r = torch.diag_embed(d)
     for p in range(1, n):
         # (R R)[i, i + p] from the entries known so far (R's p-th superdiagonal still 0)
-        num = t.diagonal(p) - (r[:n - p, :] * r[:, p:].mT).sum(-1)
-        den = d[:n - p] + d[p:]
+        num = t.diagonal(p, -2, -1) - (r[..., :n - p, :] * r[..., :, p:].mT).sum(-1)
+        den = d[..., :n - p] + d[..., p:]
         r = r + torch.diag_embed(torch.where((den == 0) & (num == 0), torch.zeros_like(num),
                                              num / den), p)
     return r
@@ -288,16 +289,23 @@ def sqrtm(a, disp=True, blocksize=None):
 
 
 def _sqrtm(a):
+    """``a``: a matrix or a stack (complex stacks: PerMatrix, from the Schur kernel)."""
     t, z = complex_schur(a)
     x = z @ sqrtm_triu(t) @ z.mH
     if a.is_complex():
         return x
     # real when no eigenvalue is on the closed negative real axis (SciPy: the real Schur
-    # route); otherwise complex, as SciPy
-    w = t.diagonal()
+    # route); otherwise complex, as SciPy (a stack: complex if one matrix is, as NumPy
+    # stacks SciPy's loop, the others' imaginary parts zero)
+    w = t.diagonal(0, -2, -1)
     negative = ((w.real < 0) & (w.imag.abs() <= 1e3 * torch.finfo(a.dtype).eps *
-                                _cabs(w).max())).any()
-    return x if _k("linalg._fetch", negative)(negative) else x.real.contiguous()
+                                _cabs(w).amax(-1, keepdim=True))).any(-1)
+    flags = np.asarray(_k("linalg._fetch", negative)(negative.reshape(-1)), dtype=bool)
+    if not flags.any():
+        return x.real.contiguous()
+    if flags.all():
+        return x
+    return torch.where(negative[..., None, None], x, x.real.to(x.dtype))
 
 
 @register("linalg.funm", "generic")

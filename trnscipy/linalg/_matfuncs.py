@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import scipy.linalg as _sl
 
+from trnscipy._batch import PerMatrix
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
@@ -72,6 +73,11 @@ def sqrtm(A, disp=_NO, blocksize=_NO):
     if a.numel() == 0:
         return a.clone()
     kwargs = {} if disp is _NO else {"disp": disp}
+    if a.ndim > 2 and not kwargs:
+        try:  # a kernel that takes the stack at once (one Schur form for all)
+            return kernel("linalg.sqrtm", a.device)(a)
+        except PerMatrix:
+            pass
     return _batched(kernel("linalg.sqrtm", a.device), a, **kwargs)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._dtypes import abs_max
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
@@ -178,6 +179,8 @@ def _other(name, a, *args, **kwargs):
 
 @register("linalg.sqrtm", "neuron")
 def sqrtm(a, disp=True, blocksize=None):
+    if a.ndim > 2:
+        raise PerMatrix  # (the float32 iteration and the double-float refinement: one matrix)
     kw = {} if disp is True else {"disp": disp}
     host = lambda h: _sl.sqrtm(h, **kw)  # noqa: E731
     if a.is_complex() or a.dtype not in (torch.float32, torch.float64):

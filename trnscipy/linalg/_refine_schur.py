@@ -29,6 +29,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
+from trnscipy._batch import PerMatrix
 from trnscipy._dtypes import abs_max
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
@@ -207,6 +208,8 @@ def schur(a, output="real", sort=None):
     host = lambda x: _sl.schur(x, output=output, sort=sort,  # noqa: E731
                                check_finite=False)
     complex_out = output in ("complex", "c")
+    if a.ndim > 2 and (_r._df64(a) or a.is_complex()):
+        raise PerMatrix  # (the double-float refinement takes one matrix)
     if not _r._df64(a) and not a.is_complex():
         if complex_out and sort is None:  # the real form's blocks rotated in real arithmetic
             return rsf2csf(*real_schur(a), None)
@@ -282,9 +285,11 @@ def _eigvals_df(T):
 @register("linalg.eig", "neuron")
 def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
     wide = _r._df64(a)
-    if b is not None or homogeneous_eigvals or a.is_complex() or a.ndim != 2:
-        reason = ("generalized and homogeneous eigenproblems, complex and batched input are "
-                  "not on the device")
+    if a.ndim > 2 and (wide or b is not None or homogeneous_eigvals or a.is_complex()):
+        raise PerMatrix  # (each matrix as its single call)
+    if b is not None or homogeneous_eigvals or a.is_complex():
+        reason = ("generalized and homogeneous eigenproblems and complex input are not on "
+                  "the device")
         return _r._on_host("scipy.linalg.eig", reason, _eig_host(b, left, right,
                                                                   homogeneous_eigvals),
                            *((a, b) if b is not None else (a,)))
@@ -304,7 +309,7 @@ def eig(a, b=None, left=False, right=True, homogeneous_eigvals=False):
         re, im = v
         # real eigenvalues: real vectors (their imaginary parts are rounding)
         out.append(re.contiguous() if real else _transfer.complex_of(
-            re, torch.where(wi == 0, torch.zeros_like(im), im)))
+            re, torch.where(wi.unsqueeze(-2) == 0, torch.zeros_like(im), im)))
     return tuple(out)
 
 
@@ -426,6 +431,8 @@ def rsf2csf(t, z, dtype):
     """SciPy's rotations in real arithmetic (float32: ``_francis.rsf2csf``; float64: the
     same in double-float, ``_rsf2csf_df``), the complex results assembled by data movement;
     complex input: the host, announced."""
+    if t.ndim > 2 and (t.is_complex() or z.is_complex() or _r._df64(t, z)):
+        raise PerMatrix  # (each matrix as its single call)
     if t.is_complex() or z.is_complex():
         return _r._on_host("scipy.linalg.rsf2csf", "complex input has no method without "
                            "complex arithmetic", lambda x, y: _sl.rsf2csf(
