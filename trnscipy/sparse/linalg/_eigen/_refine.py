@@ -83,14 +83,18 @@ def _is_matrix(x):
 
 @register("eigen", "neuron")
 def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
-    """float64 eigsh/lobpcg refined in double-float; everything else as on XLA."""
-    if scipy_func not in (_scipy.eigsh, _scipy.lobpcg, _scipy.svds):
+    """float64 eigsh/lobpcg/svds/eigs refined in double-float; everything else as on XLA."""
+    if scipy_func not in (_scipy.eigsh, _scipy.lobpcg, _scipy.svds, _scipy.eigs):
         return device_func(*args, **kwargs)
     params = inspect.signature(scipy_func).bind(*args, **kwargs)
     params.apply_defaults()
     p = params.arguments
     if not _is_df(p["A"]):
         return device_func(*args, **kwargs)
+    if scipy_func is _scipy.eigs:
+        from trnscipy.sparse.linalg._eigen._refine_eigs import eigs
+
+        return eigs(device_func, p)
     if not _is_matrix(p["A"]):
         return _on_host(scipy_func, p, "an operator given by functions has no double-float "
                         "product")
