@@ -25,10 +25,8 @@ movement (``df_complex``).  sigma, M, Minv, OPinv, OPpart and operators given by
 run SciPy on the host, announced.
 """
 
-import warnings
 
 import numpy as np
-import scipy.linalg as _sl
 import scipy.sparse.linalg as _scipy
 
 from trnscipy import _transfer
@@ -36,8 +34,6 @@ from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import (
     _FLOOR,
-    _STALL,
-    _WRONG,
     _frobenius,
     _host_f64,
     _is_matrix,
@@ -45,17 +41,12 @@ from trnscipy.sparse.linalg._eigen._refine import (
     _operator,
     _parts,
     _seed,
-    _t,
 )
-from trnscipy.sparse.linalg._eigen.arpack._krylov_schur import wanted_order
+from trnscipy.sparse.linalg._eigen.arpack._krylov_schur import _keep, wanted_order
 from trnscipy.sparse.linalg._interface import MatrixLinearOperator
 
 __all__ = ["eigs"]
 
-_MAX_STEPS = 12
-_INNER_RTOL = 1e-3
-_INNER_STEPS = 40  # Arnoldi steps of a GMRES cycle
-_INNER_CYCLES = 4
 
 
 def eigs(device_func, p):
@@ -85,28 +76,23 @@ def eigs(device_func, p):
     except _scipy.ArpackNoConvergence:
         return _on_host(_scipy.eigs, p, "the float32 solve that seeds the double-float "
                         "refinement did not converge")
-    S32 = _real_basis(theta, Xr, Xi)
-    A32 = op.float32
-    try:
-        lam, U, C = _refine(product, lambda w: A32 @ w, _frobenius(A32), S32,
-                            float(p["tol"]))
-    except _Stalled as stalled:
-        return _on_host(_scipy.eigs, p, str(stalled))
-    w, Y = np.linalg.eig(C)
-    order = wanted_order(w, which, True)[:k]
-    values = _df_complex_host(w[order], device)
+    start = (Xr + Xi).sum(1)  # rich in every wanted vector
+    ncv = min(max(2 * k + 1, 20) if p["ncv"] is None else int(p["ncv"]), n)
+    maxiter = n * 10 if p["maxiter"] is None else int(p["maxiter"])
+    result = _krylov_schur_df(product, _frobenius(op.float32), start, k, ncv, which,
+                              maxiter, float(p["tol"]))
+    if result is None:
+        return _on_host(_scipy.eigs, p, f"the double-float Krylov-Schur iteration did not "
+                        f"converge in {maxiter} restarts")
+    w, V, Y = result
+    values = _df_complex_host(w, device)
     if not p["return_eigenvectors"]:
         return values
-    Y = Y[:, order]
-    xr, xi = (_df.gemm(U, _df.from_host(np.ascontiguousarray(part), device))
+    xr, xi = (_df.gemm(V, _df.from_host(np.ascontiguousarray(part), device))
               for part in (Y.real, Y.imag))
     vectors = _transfer.df_complex(xr, xi)
     backend(device).materialize([values, vectors])
     return values, vectors
-
-
-class _Stalled(Exception):
-    """The refinement stalled far above float64 accuracy."""
 
 
 def _df_complex_host(z, device):
@@ -116,129 +102,88 @@ def _df_complex_host(z, device):
                                 _df.from_host(np.ascontiguousarray(z.imag), device))
 
 
-def _real_basis(theta, Xr, Xi):
-    """float32 columns spanning the real invariant subspace of the Ritz values ``theta``:
-    Re x for a real one, Re x and Im x once per complex pair (a lone member of a pair the
-    k wanted split brings its partner)."""
-    k = len(theta)
-    cols = []
-    for i, t in enumerate(theta):
-        if t.imag == 0:
-            cols.append(i)
-        elif not any(theta[j].imag != 0 and np.isclose(theta[j], np.conj(t), rtol=1e-5)
-                     for j in range(i)):
-            cols += [i, k + i]
-    index = torch.as_tensor(np.asarray(cols, dtype=np.int64)).to(Xr.device)
-    return torch.cat([Xr, Xi], dim=1).index_select(1, index)
-
-
-def _refine(product, matvec32, anorm, S32, tol):
-    """(the Ritz values' host array, U, C): an orthonormal double-float basis U of the
-    invariant subspace near span(S32) with A U = U C to double-float accuracy (see the
-    module's docstring)."""
-    device = S32.device
-    S = (S32, torch.zeros_like(S32))
-    best = np.inf
-    norms = None
-    res = target = np.inf
-    U = C = None
-    for step in range(_MAX_STEPS + 1):
-        AS = product(S)
-        more = anorm.reshape(1, 1) if norms is None else norms.reshape(1, -1)
-        G, H, rest = _host_f64(_df.gemm(_t(S), S), _df.gemm(_t(S), AS),
-                               (more, torch.zeros_like(more)))
-        if U is None:
-            anorm_h = float(rest[0, 0])
-            floor = _FLOOR * anorm_h
-        else:
-            res = float(np.sqrt(np.sum(rest ** 2)))
-            lam = np.linalg.eigvals(C)
-            target = max(tol * float(np.min(np.abs(lam))), floor)
-            if res <= target or res > _STALL * best or step == _MAX_STEPS:
-                break
-            best = res
-        L = _sl.cholesky((G + G.T) / 2, lower=True)
-        W = _sl.solve_triangular(L, np.eye(L.shape[0]), lower=True).T
-        C = W.T @ H @ W
-        Wp = _df.from_host(np.ascontiguousarray(W), device)
-        U, AU = _df.gemm(S, Wp), _df.gemm(AS, Wp)
-        R = _df.sub(AU, _df.gemm(U, _df.from_host(np.ascontiguousarray(C), device)))
-        norms = torch.linalg.vector_norm(R[0], dim=0)
-        D = _sylvester(matvec32, U[0], C, R[0])
-        S = _df.add_f(U, D)
-    if res > target and res > _WRONG * anorm_h:
-        raise _Stalled(f"the double-float refinement stalled at residual {res:.1e} "
-                       f"(||A||_F {anorm_h:.1e}), far above float64's level")
-    if res > target:  # never silently less accurate than asked
-        warnings.warn(f"double-float eigs refinement stopped at residual {res:.1e} above its "
-                      f"target {target:.1e}: the eigenpairs may be less accurate than "
-                      "float64", _sl.LinAlgWarning, stacklevel=5)
-    return lam, U, C
-
-
-def _sylvester(matvec32, Q, C, R):
-    """D (n x m float32) with Q^T D = 0 and P (A D - D C) = -R, P = I - Q Q^T, by restarted
-    float32 GMRES on the n m unknowns: each cycle's Arnoldi steps one device loop (Q and C
-    in its carry), its least-squares problem on the host (``_INNER_STEPS`` + 1 rows)."""
-    n, m = R.shape
-    device = R.device
-    size = n * m
-    steps = min(_INNER_STEPS, size - 1)
-    C32 = torch.as_tensor(np.ascontiguousarray(C, dtype=np.float32)).to(device)
-    tiny = torch.finfo(torch.float32).tiny
-
-    def project(X, Q):
-        return X - Q @ (Q.mT @ X)
-
-    def apply(x, Q, C):
-        X = project(x.reshape(n, m), Q)
-        return project(matvec32(X) - X @ C, Q).reshape(-1)
+def _krylov_schur_df(product, anorm, start, k, ncv, which, maxiter, tol):
+    """Krylov-Schur (``_krylov_schur``'s restarts) with the basis and projection in
+    double-float: (the k wanted Ritz values, host complex, most wanted first; the basis
+    V^T as an (n, ncv) pair; their host Ritz vectors Y in it), or None without
+    convergence in ``maxiter`` restarts."""
+    device = start.device
+    n = start.shape[0]
+    V = (torch.zeros((ncv + 1, n), dtype=torch.float32, device=device),) * 2
+    V = (V[0].clone(), V[1].clone())
+    v = (start, torch.zeros_like(start))
+    v = _df.div(v, _df.norm(v))
+    V[0][0], V[1][0] = v[0], v[1]
+    H = (torch.zeros((ncv + 1, ncv), dtype=torch.float32, device=device),) * 2
+    H = (H[0].clone(), H[1].clone())
+    rows = torch.arange(ncv + 1, device=device)
 
     def step(state, j):
-        V, H, Q, C = state
-        rows = torch.arange(steps + 1, device=device)
-        w = apply(V.index_select(0, j.reshape(1))[0], Q, C)
-        upto = (rows <= j).to(w.dtype)
-        h1 = (V @ w) * upto
-        w = w - h1 @ V
-        h2 = (V @ w) * upto
-        w = w - h2 @ V
-        beta = torch.linalg.vector_norm(w)
-        live = beta > tiny
-        V = torch.where((rows == j + 1)[:, None] & live,
-                        (w / torch.where(live, beta, torch.ones_like(beta)))[None, :], V)
-        column = h1 + h2 + (rows == j + 1).to(w.dtype) * beta
-        H = torch.where(rows[None, :steps] == j, column[:, None], H)
-        return V, H, Q, C
+        """Arnoldi step j (a device integer) in double-float: row j + 1 of V, column j
+        of H (classical Gram-Schmidt twice)."""
+        V0, V1, H0, H1 = state
+        at = j.reshape(1)
+        w = product((V0.index_select(0, at)[0], V1.index_select(0, at)[0]))
+        upto = (rows <= j).to(torch.float32)
+        h = None
+        for _ in range(2):
+            c = _df.dot((V0, V1), (w[0][None, :], w[1][None, :]))
+            c = (c[0] * upto, c[1] * upto)
+            w = _df.sub(w, _df.dot((c[0][:, None], c[1][:, None]), (V0, V1), dim=0))
+            h = c if h is None else _df.add(h, c)
+        beta = _df.norm(w)
+        safe = tuple(torch.where(beta[0] > 0, b, torch.ones_like(b) if i == 0 else b)
+                     for i, b in enumerate(beta))
+        w = _df.div(w, safe)
+        nxt = (rows == j + 1)
+        V0 = torch.where(nxt[:, None], w[0][None, :], V0)
+        V1 = torch.where(nxt[:, None], w[1][None, :], V1)
+        col = nxt.to(torch.float32)
+        column = (h[0] + col * beta[0], h[1] + col * beta[1])
+        at_j = rows[None, :ncv] == j
+        H0 = torch.where(at_j, column[0][:, None], H0)
+        H1 = torch.where(at_j, column[1][:, None], H1)
+        return V0, V1, H0, H1
 
     loop = backend(device).device_loop
-    x = torch.zeros(size, dtype=torch.float32, device=device)
-    b = -R.reshape(-1)
-    r = b
-    bnorm = None
-    for _ in range(_INNER_CYCLES):
-        rnorm = torch.linalg.vector_norm(r)
-        V = torch.zeros((steps + 1, size), dtype=torch.float32, device=device)
-        V[0] = r / torch.clamp(rnorm, min=tiny)
-        H = torch.zeros((steps + 1, steps), dtype=torch.float32, device=device)
-        V, H, _, _ = loop(step, (V, H, Q, C32), 0, steps)
-        (Hh, beta), = [_host_small(torch.cat([H.reshape(-1), rnorm.reshape(1)]),
-                                   H.shape)]
-        if bnorm is None:
-            bnorm = beta
-        e1 = np.zeros(steps + 1)
-        e1[0] = beta
-        y, *_ = np.linalg.lstsq(Hh, e1, rcond=None)
-        x = x + V[:steps].mT @ torch.as_tensor(y.astype(np.float32)).to(device)
-        if np.linalg.norm(e1 - Hh @ y) <= _INNER_RTOL * bnorm:
-            break
-        r = b - apply(x, Q, C32)
-    return project(x.reshape(n, m), Q)
-
-
-def _host_small(flat, shape):
-    """(the matrix of ``shape`` at the head of ``flat``, its last number) on the host."""
-    from trnscipy.sparse.linalg._eigen._common import read_small
-
-    h = read_small(flat)
-    return h[:-1].reshape(shape), float(h[-1])
+    eps = np.finfo(np.float64).eps
+    tol = eps if tol == 0 else tol
+    p0 = k + (ncv - k) // 2
+    first = True
+    floor = None
+    begin = 0
+    for _ in range(maxiter):
+        V0, V1, H0, H1 = loop(step, (*V, *H), begin, ncv)
+        V, H = (V0, V1), (H0, H1)
+        more = anorm.reshape(1) if first else torch.zeros(1, device=device)
+        Hh, extra = _host_f64(H, (more, torch.zeros_like(more)))
+        if first:
+            floor = _FLOOR * float(extra[0])
+            first = False
+        th, Y = np.linalg.eig(Hh[:ncv])
+        bounds = np.abs(Hh[ncv] @ Y)
+        order = wanted_order(th, which, True)
+        conv = bounds <= np.maximum(tol * np.maximum(eps ** (2 / 3), np.abs(th)), floor)
+        wanted = order[:k]
+        if conv[wanted].all():
+            Vt = (V[0][:ncv].mT.contiguous(), V[1][:ncv].mT.contiguous())
+            return th[wanted], Vt, Y[:, wanted]
+        keep = _keep(th, order, p0, True)
+        cols = []
+        for i in keep:  # real and imaginary parts of the kept Ritz vectors (pairs whole)
+            if th[i].imag == 0:
+                cols.append(Y[:, i].real)
+            elif th[i].imag > 0:
+                cols += [Y[:, i].real, Y[:, i].imag]
+        Q = np.linalg.qr(np.stack(cols, 1))[0]
+        p = Q.shape[1]
+        G = np.zeros((ncv + 1, ncv + 1))
+        G[:p, :ncv] = Q.T  # the rows of (V^T Q)^T
+        G[p, ncv] = 1  # the residual direction
+        V = _df.gemm(_df.from_host(G, device), V)
+        Hn = np.zeros((ncv + 1, ncv))
+        Hn[:p, :p] = Q.T @ Hh[:ncv] @ Q
+        Hn[p, :p] = Hh[ncv] @ Q
+        H = _df.from_host(Hn, device)
+        begin = p
+    return None
