@@ -614,7 +614,8 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
     devices: results in most-wanted-first order; the Arnoldi basis is orthonormal in the
     standard inner product in every mode; M^-1 (generalized, without ``Minv``) and
     (A - sigma M)^-1 (without ``OPinv``) are ``cg``/``gmres`` solves to eps**0.75; complex
-    ``sigma`` with real A (``OPpart``) runs SciPy on the host, announced.  ``basis``
+    ``sigma`` with real A (``OPpart``) runs SciPy on the host, announced.  Neuron: float64
+    by Krylov-Schur in double-float (``_eigen/_refine_eigs.py``).  ``basis``
     (trnscipy's own, for the double-float refinement): return the host Ritz values and the
     vectors' real and imaginary parts (real A only)."""
     from trnscipy.sparse.linalg import cg, gmres
