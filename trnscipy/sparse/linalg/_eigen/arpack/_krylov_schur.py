@@ -14,6 +14,8 @@ ARPACK's convergence test: ``|h_{ncv}^T y| <= tol * max(eps**(2/3), |theta|)``."
 
 import numpy as np
 
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._double_float import complex_of
 from trnscipy._kernels import backend
 from trnscipy._torch import torch
@@ -44,7 +46,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False,
                  parts=False):
     """(theta, X, nconv, cycles): the k wanted Ritz values of ``op`` (host complex array,
     most wanted first, converged first), their unit Ritz vectors (device, complex columns;
-    for real problems assembled from their parts by data movement, ``complex_of``, or with
+    on a device without complex arithmetic assembled from their parts by data movement, or with
     ``parts`` those real and imaginary parts as a pair of real tensors), the number
     converged and the restart cycles.  The Arnoldi steps of a cycle run in the
     ``device_loop`` kernel (on XLA one ``While``, compiled once for every cycle) when
@@ -150,7 +152,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False,
     if parts:
         materialize([Xr, Xi])
         return th[sel], (Xr, Xi), nconv, cycles
-    if real:  # (no complex arithmetic: Neuron has none)
+    if not capability(device_kind(device)).complex:  # (Neuron: data movement only)
         X = complex_of(Xr, Xi)
     else:
         X = Xr.to(dtype) + 1j * Xi.to(dtype)

@@ -691,18 +691,18 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
     if nconv < k:
         raise ArpackNoConvergence(
             f"No convergence ({cycles} iterations, {nconv}/{k} eigenvectors converged)",
-            _values(lam[:nconv], real, real_dtype(dtype), device),
+            _values(lam[:nconv], real_dtype(dtype), device),
             (X[0][:, :nconv], X[1][:, :nconv]) if basis else X[:, :nconv])
     if basis:
         return lam, X
-    w = _values(lam, real, real_dtype(dtype), device)
+    w = _values(lam, real_dtype(dtype), device)
     return (w, X) if return_eigenvectors else w
 
 
-def _values(lam, real, rdtype, device):
-    """The host complex values ``lam`` on the device; for a real problem assembled from
-    real parts by data movement (``complex_of``: Neuron has no complex arithmetic)."""
-    if not real:
+def _values(lam, rdtype, device):
+    """The host complex values ``lam`` on the device; on a device without complex
+    arithmetic (Neuron) assembled from real parts by data movement (``complex_of``)."""
+    if capability(device_kind(device)).complex:
         cdtype = {torch.float32: torch.complex64, torch.float64: torch.complex128}[rdtype]
         return torch.as_tensor(lam).to(device=device, dtype=cdtype)
     from trnscipy._double_float import complex_of
