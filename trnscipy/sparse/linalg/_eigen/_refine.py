@@ -89,12 +89,12 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     params = inspect.signature(scipy_func).bind(*args, **kwargs)
     params.apply_defaults()
     p = params.arguments
-    if not _is_df(p["A"]):
-        return device_func(*args, **kwargs)
     if scipy_func is _scipy.eigs:
         from trnscipy.sparse.linalg._eigen._refine_eigs import eigs
 
-        return eigs(device_func, p)
+        return eigs(device_func, p, _is_df(p["A"]))
+    if not _is_df(p["A"]):
+        return device_func(*args, **kwargs)
     if not _is_matrix(p["A"]):
         return _on_host(scipy_func, p, "an operator given by functions has no double-float "
                         "product")

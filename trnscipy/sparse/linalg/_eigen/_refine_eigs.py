@@ -56,12 +56,19 @@ _LATE = 5
 _STALLED = 50  # restarts without a smaller largest wanted bound: no convergence
 
 
-def eigs(device_func, p):
+def eigs(device_func, p, float64):
+    """eigs on Neuron: float64 as the module's docstring says; float32 as on XLA, but
+    shift-invert (sigma) on the host, announced (its inner gmres does not reach eps**0.75
+    in float32, and its shifted operator of Python functions is a host operator)."""
     A, k, which = p["A"], int(p["k"]), p["which"]
     n = A.shape[0]
-    if any(p[name] is not None for name in ("sigma", "M", "Minv", "OPinv", "OPpart")):
-        return _on_host(_scipy.eigs, p, "shift-invert and generalized eigs (sigma, M, Minv, "
-                        "OPinv, OPpart) have no double-float method")
+    if p["sigma"] is not None:
+        return _on_host(_scipy.eigs, p, "shift-invert eigs (sigma) has no Neuron method")
+    if not float64:
+        return device_func(**p)
+    if any(p[name] is not None for name in ("M", "Minv", "OPinv", "OPpart")):
+        return _on_host(_scipy.eigs, p, "generalized eigs (M, Minv, OPinv, OPpart) has no "
+                        "double-float method")
     if not 0 < k < n - 1 or which not in ("LM", "SM", "LR", "SR", "LI", "SI"):
         return device_func(**p)  # the dense route (double-float eig) or SciPy's errors
     if type(A) is MatrixLinearOperator:  # aslinearoperator of a device matrix

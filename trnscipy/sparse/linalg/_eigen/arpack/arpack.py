@@ -605,6 +605,9 @@ def _restart(T, beta, which, k, p, tol, eps):
     return Sk, T, conv.to(torch.int64).sum()
 
 
+# Neuron (``_eigen/_refine_eigs.py``): real A on the device, float64 by Krylov-Schur in
+# double-float; sigma (every dtype), float64 M/Minv/OPinv/OPpart and float64 operators
+# of Python functions on the host, announced; complex A on the host (no complex arithmetic)
 @dispatch(_scipy.eigs, double_float=("neuron",))
 @eigen_kernel(_scipy.eigs, operators=standard_problem)
 def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
