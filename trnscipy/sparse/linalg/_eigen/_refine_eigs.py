@@ -22,8 +22,9 @@ The convergence test is ARPACK's, ``|h_ncv^T y| <= tol max(eps**(2/3), |theta|)`
 most down to 2**-46 max |theta| (double-float's rounding), and at most ``_LATE`` restarts
 past the coarser floor 2**-44 ||A||_F.  The k wanted Ritz vectors are V y in
 double-float, the complex results assembled from their parts by data movement
-(``df_complex``).  sigma, M, Minv, OPinv, OPpart and operators given by functions run
-SciPy on the host, announced; as do solves the float32 stage or this one cannot finish.
+(``df_complex``).  sigma (float32's too), M, Minv, OPinv, OPpart and operators given by
+functions run SciPy on the host, announced; as do solves the float32 stage or this one
+cannot finish.
 """
 
 
