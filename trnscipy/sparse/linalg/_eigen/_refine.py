@@ -68,12 +68,17 @@ class _Stalled(Exception):
 _TOL32 = 1e-5
 
 
-def _is_df(x):
-    """A float64 operand (a float64 device matrix, or an operator of float64 dtype)."""
+def _dtype(x):
+    """The NumPy dtype of a device matrix or an operator (None if it has none)."""
     dtype = getattr(x, "dtype", None)
     if getattr(x, "format", None) is not None:
         dtype = x.data.dtype
-    return dtype is not None and to_numpy_dtype(dtype) == np.float64
+    return None if dtype is None else to_numpy_dtype(dtype)
+
+
+def _is_df(x):
+    """A float64 operand (a float64 device matrix, or an operator of float64 dtype)."""
+    return _dtype(x) == np.float64
 
 
 def _is_matrix(x):

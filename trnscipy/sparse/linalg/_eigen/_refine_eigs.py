@@ -36,6 +36,7 @@ from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import (
     _FLOOR,
+    _dtype,
     _frobenius,
     _host_f64,
     _is_matrix,
@@ -65,6 +66,9 @@ def eigs(device_func, p, float64):
     n = A.shape[0]
     if p["sigma"] is not None:
         return _on_host(_scipy.eigs, p, "shift-invert eigs (sigma) has no Neuron method")
+    if any(x is not None and getattr(_dtype(x), "kind", "") == "c" for x in (A, p["M"])):
+        # (an operator's dtype: the dispatcher's dtype check sees arrays only)
+        return _on_host(_scipy.eigs, p, "complex A has no method without complex arithmetic")
     if not float64:
         return device_func(**p)
     if any(p[name] is not None for name in ("M", "Minv", "OPinv", "OPpart")):
@@ -77,7 +81,8 @@ def eigs(device_func, p, float64):
     if not _is_matrix(A):
         return _on_host(_scipy.eigs, p, "an operator given by functions has no double-float "
                         "product")
-    op, product = _operator(A)
+    op, _ = _operator(A)
+    product = op.product  # (of one vector: the Arnoldi steps')
     device = op.float32.device
     v0 = p["v0"]
     if v0 is not None:
