@@ -68,12 +68,17 @@ class _Stalled(Exception):
 _TOL32 = 1e-5
 
 
-def _is_df(x):
-    """A float64 operand (a float64 device matrix, or an operator of float64 dtype)."""
+def _dtype(x):
+    """The NumPy dtype of a device matrix or an operator (None if it has none)."""
     dtype = getattr(x, "dtype", None)
     if getattr(x, "format", None) is not None:
         dtype = x.data.dtype
-    return dtype is not None and to_numpy_dtype(dtype) == np.float64
+    return None if dtype is None else to_numpy_dtype(dtype)
+
+
+def _is_df(x):
+    """A float64 operand (a float64 device matrix, or an operator of float64 dtype)."""
+    return _dtype(x) == np.float64
 
 
 def _is_matrix(x):
@@ -83,12 +88,16 @@ def _is_matrix(x):
 
 @register("eigen", "neuron")
 def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
-    """float64 eigsh/lobpcg refined in double-float; everything else as on XLA."""
-    if scipy_func not in (_scipy.eigsh, _scipy.lobpcg, _scipy.svds):
+    """float64 eigsh/lobpcg/svds/eigs refined in double-float; everything else as on XLA."""
+    if scipy_func not in (_scipy.eigsh, _scipy.lobpcg, _scipy.svds, _scipy.eigs):
         return device_func(*args, **kwargs)
     params = inspect.signature(scipy_func).bind(*args, **kwargs)
     params.apply_defaults()
     p = params.arguments
+    if scipy_func is _scipy.eigs:
+        from trnscipy.sparse.linalg._eigen._refine_eigs import eigs
+
+        return eigs(device_func, p, _is_df(p["A"]))
     if not _is_df(p["A"]):
         return device_func(*args, **kwargs)
     if not _is_matrix(p["A"]):

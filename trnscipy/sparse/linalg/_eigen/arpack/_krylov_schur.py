@@ -14,6 +14,9 @@ ARPACK's convergence test: ``|h_{ncv}^T y| <= tol * max(eps**(2/3), |theta|)``."
 
 import numpy as np
 
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
+from trnscipy._double_float import complex_of
 from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._common import pseudo_random, read_small, real_dtype
@@ -39,10 +42,13 @@ def _keep(theta, order, p, real):
     return order[:p]
 
 
-def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
+def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False,
+                 parts=False):
     """(theta, X, nconv, cycles): the k wanted Ritz values of ``op`` (host complex array,
-    most wanted first, converged first), their unit Ritz vectors (device, complex columns),
-    the number converged and the restart cycles.  The Arnoldi steps of a cycle run in the
+    most wanted first, converged first), their unit Ritz vectors (device, complex columns;
+    on a device without complex arithmetic assembled from their parts by data movement, or with
+    ``parts`` those real and imaginary parts as a pair of real tensors), the number
+    converged and the restart cycles.  The Arnoldi steps of a cycle run in the
     ``device_loop`` kernel (on XLA one ``While``, compiled once for every cycle) when
     ``op`` is pure tensor code (``traceable``), else in a Python loop."""
     device, dtype = v0.device, v0.dtype
@@ -142,8 +148,14 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False):
         X = V[:ncv].mT @ (Yr + 1j * Yi)
         Xr, Xi = X.real, X.imag
     nrm = torch.sqrt((Xr * Xr + Xi * Xi).sum(0))
-    cdtype = (Xr[:1, :1] + 1j * Xi[:1, :1]).dtype
-    X = (Xr / nrm).to(cdtype) + 1j * (Xi / nrm).to(cdtype)
+    Xr, Xi = Xr / nrm, Xi / nrm
+    if parts:
+        materialize([Xr, Xi])
+        return th[sel], (Xr, Xi), nconv, cycles
+    if not capability(device_kind(device)).complex:  # (Neuron: data movement only)
+        X = complex_of(Xr, Xi)
+    else:
+        X = Xr.to(dtype) + 1j * Xi.to(dtype)
     materialize([X])
     return th[sel], X, nconv, cycles
 

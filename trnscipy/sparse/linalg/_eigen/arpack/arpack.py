@@ -605,15 +605,22 @@ def _restart(T, beta, which, k, p, tol, eps):
     return Sk, T, conv.to(torch.int64).sum()
 
 
-@dispatch(_scipy.eigs, host=("neuron",), why="its results are complex whatever the input's dtype")
+# Neuron (``_eigen/_refine_eigs.py``): real A on the device, float64 by Krylov-Schur in
+# double-float; sigma (every dtype), float64 M/Minv/OPinv/OPpart and float64 operators
+# of Python functions on the host, announced; complex A on the host (no complex arithmetic)
+@dispatch(_scipy.eigs, double_float=("neuron",))
 @eigen_kernel(_scipy.eigs, operators=standard_problem)
 def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
-         return_eigenvectors=True, Minv=None, OPinv=None, OPpart=None, rng=None):
+         return_eigenvectors=True, Minv=None, OPinv=None, OPpart=None, rng=None,
+         basis=False):
     """Restarted Arnoldi in Krylov-Schur form (_krylov_schur.py).  What differs on
     devices: results in most-wanted-first order; the Arnoldi basis is orthonormal in the
     standard inner product in every mode; M^-1 (generalized, without ``Minv``) and
     (A - sigma M)^-1 (without ``OPinv``) are ``cg``/``gmres`` solves to eps**0.75; complex
-    ``sigma`` with real A (``OPpart``) runs SciPy on the host, announced."""
+    ``sigma`` with real A (``OPpart``) runs SciPy on the host, announced.  Neuron: float64
+    by Krylov-Schur in double-float (``_eigen/_refine_eigs.py``).  ``basis``
+    (trnscipy's own, for the double-float refinement): return the host Ritz values and the
+    vectors' real and imaginary parts (real A only)."""
     from trnscipy.sparse.linalg import cg, gmres
     from trnscipy.sparse.linalg._eigen.arpack._krylov_schur import krylov_schur
 
@@ -682,15 +689,29 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
     traceable = sigma is None and all(_is_matrix(x) for x in (A, M, Minv)) and (
         M is None or Minv is not None)
     theta, X, nconv, cycles = krylov_schur(op, n, k, ncv, which, v0, int(maxiter), tol,
-                                           real, traceable)
+                                           real, traceable, parts=basis)
     lam = theta if sigma is None else sigma + 1 / theta
-    cdtype = X.dtype
     if nconv < k:
         raise ArpackNoConvergence(
             f"No convergence ({cycles} iterations, {nconv}/{k} eigenvectors converged)",
-            torch.as_tensor(lam[:nconv]).to(device=device, dtype=cdtype), X[:, :nconv])
-    w = torch.as_tensor(lam).to(device=device, dtype=cdtype)
+            _values(lam[:nconv], real_dtype(dtype), device),
+            (X[0][:, :nconv], X[1][:, :nconv]) if basis else X[:, :nconv])
+    if basis:
+        return lam, X
+    w = _values(lam, real_dtype(dtype), device)
     return (w, X) if return_eigenvectors else w
+
+
+def _values(lam, rdtype, device):
+    """The host complex values ``lam`` on the device; on a device without complex
+    arithmetic (Neuron) assembled from real parts by data movement (``complex_of``)."""
+    if capability(device_kind(device)).complex:
+        cdtype = {torch.float32: torch.complex64, torch.float64: torch.complex128}[rdtype]
+        return torch.as_tensor(lam).to(device=device, dtype=cdtype)
+    from trnscipy._double_float import complex_of
+
+    return complex_of(*(torch.as_tensor(np.ascontiguousarray(part)).to(
+        device=device, dtype=rdtype) for part in (lam.real, lam.imag)))
 
 
 def _identity(n, dtype):
