@@ -18,6 +18,7 @@ from trnscipy._dtypes import abs_max, absolute
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_views
+from trnscipy.linalg._kernels_struct import _cabs
 from trnscipy.linalg._validate import (
     LinAlgError,
     as_square,
@@ -273,7 +274,7 @@ def care_standard(a, g, q, kleinman=2):
     x = solve(lhs.mH @ lhs, lhs.mH @ rhs, check_finite=False)
     # SciPy's test that the stable subspace is Lagrangian: X = U21 U11^-1 then symmetric
     # (an infeasible equation, R indefinite, has no symmetric X: SciPy's LinAlgError)
-    asym, size = (abs_max(_magnitude(m).sum(-2)) for m in (x - x.mH, x))
+    asym, size = (abs_max(_cabs(m).sum(-2)) for m in (x - x.mH, x))
     x = 0.5 * (x + x.mH)
     for _ in range(kleinman):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
         closed = a - g @ x
@@ -287,11 +288,6 @@ def care_standard(a, g, q, kleinman=2):
         raise LinAlgError("The associated Hamiltonian pencil has eigenvalues too close to "
                           "the imaginary axis")
     return x
-
-
-def _magnitude(x):
-    """|re| + |im| (within sqrt(2) of |x|; torch-xla 2.9's abs of complex128 is unsafe)."""
-    return x.real.abs() + x.imag.abs() if x.is_complex() else x.abs()
 
 
 def _converged(change, tol):
