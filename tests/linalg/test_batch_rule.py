@@ -274,6 +274,13 @@ STACKS = {
                            (A, B, np.eye(4), np.eye(2)), (2, 2, 2, 2)),
     "subspace_angles": (lambda m, a, c: m.subspace_angles(a[..., :2], c[..., 2:]), (A, C),
                         (2, 2)),
+    "solve_sylvester": (lambda m, a, c: m.solve_sylvester(a, c, a @ c), (A, C), (2, 2)),
+    "solve_continuous_lyapunov": (lambda m, a, c: m.solve_continuous_lyapunov(-a, c), (A, C),
+                                  (2, 2)),
+    "solve_discrete_lyapunov_bilinear": (
+        lambda m, a, c: m.solve_discrete_lyapunov(a / 8, c, method="bilinear"), (A, C), (2, 2)),
+    "solve_continuous_are": (lambda m, a, b, q, r: m.solve_continuous_are(a, b, q, r),
+                             (A - 6 * np.eye(4), B, np.eye(4), np.eye(2)), (2, 2, 2, 2)),
 }
 
 
@@ -292,7 +299,7 @@ def _paired_stacks(name, device, rtol, single_rtol):
     shapes, dtypes and values, and its single calls' values."""
     call, arrays, cores = STACKS[name]
     wrapper = getattr(tl, name.removesuffix("_vector").removesuffix("_matrix")
-                      .removesuffix("_separate"))
+                      .removesuffix("_separate").removesuffix("_bilinear"))
     assert wrapper._trnscipy_batch[1], "the implementation takes stacks"
     ref = _parts(call(sl, *arrays))
     out = [_host(o) for o in _parts(call(tl, *(_dev(x, device) for x in arrays)))]
@@ -375,10 +382,14 @@ def test_xla_stacks_one_execution(name, xla_device):
 
 
 @pytest.mark.xla
-@pytest.mark.parametrize("name", ["matrix_balance_separate", "solve_discrete_are"])
+@pytest.mark.parametrize("name", [
+    "matrix_balance_separate", "solve_discrete_are", "solve_sylvester",
+    # (two minutes of compiles: the sign iteration and the Lyapunov steps' Schur forms)
+    pytest.param("solve_continuous_are", marks=pytest.mark.slow)])
 def test_xla_stack_shares_reads(name, xla_device):
-    """Host-driven loops (matrix_balance's reads per row and sweep, the DARE's doubling
-    steps) run for the whole stack at once, until its slowest matrix is done: four copies
+    """Host-driven loops (matrix_balance's reads per row and sweep, the Riccati solvers'
+    iterations, the Schur forms' QR sweeps under solve_sylvester) run for the whole stack
+    at once, until its slowest matrix is done: four copies
     of a stack cost the executions of one; each matrix as SciPy's batched call gives it."""
     from trnscipy._metrics import xla_counts
 
@@ -487,3 +498,23 @@ def test_rank_revealing_stacks(name):
         getattr(sl, name)(a)
     with pytest.raises(ValueError, match="same shape"):
         fn(_dev(a, "cpu"))
+
+
+def test_sylvester_stack_mixes_block_patterns():
+    """The batched real Bartels-Stewart (the kernel XLA, CUDA and Neuron's float32 run; here
+    on CPU tensors, SciPy's Schur forms under it): matrices of one stack whose B has its
+    2x2 blocks (complex eigenvalue pairs) in different columns, or none, each solved by
+    its own blocks: SciPy's solution of each."""
+    from trnscipy._kernels import kind_kernel
+
+    rot = np.array([[1.0, 2.0], [-3.0, 1.0]])  # eigenvalues 1 +- i sqrt(6)
+    b = np.stack([np.triu(rng.random((4, 4))) + np.eye(4)] + [np.eye(4) * 2 for _ in range(3)])
+    b[1, :2, :2], b[2, 1:3, 1:3], b[3, 2:, 2:] = rot, rot, rot
+    q = np.linalg.qr(rng.random((4, 4)))[0]  # (an orthogonal similarity mixes the entries)
+    b = q @ b @ q.T
+    a, rhs = A[0, :1].repeat(4, 0) + np.eye(4), rng.random((4, 4, 4))
+    out = kind_kernel("linalg.solve_sylvester", "generic")(
+        *(torch.from_numpy(x) for x in (a, b, rhs)))
+    for i in range(4):
+        ref = sl.solve_sylvester(a[i], b[i], rhs[i])
+        np.testing.assert_allclose(out[i].numpy(), ref, rtol=1e-11, atol=1e-12)

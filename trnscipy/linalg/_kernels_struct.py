@@ -462,79 +462,106 @@ def real_sylvester(a, b, q):
 
 
 def sylvester_factors(a, b):
-    """What Bartels-Stewart needs of real A (n x n) and B (m x m), computed once: their
-    real Schur forms A = U R U^T, B = V S V^T (standardized: S's subdiagonal is nonzero
-    exactly at its 2x2 blocks, complex eigenvalue pairs), S's blocks (one host read), and
-    the inverses of the shifted systems of each block, all in one batched inverse:
+    """What Bartels-Stewart needs of real A (n x n) and B (m x m), or of stacks of them
+    (..., n, n) and (..., m, m), computed once: their real Schur forms A = U R U^T,
+    B = V S V^T (standardized: S's subdiagonal is nonzero exactly at its 2x2 blocks,
+    complex eigenvalue pairs), S's block structure (one host read; in a stack each
+    matrix's own), and the inverses of the shifted systems, all in batched inverses:
     R + s I for a 1x1 block (s), kron(I_2, R) + kron(S_kk^T, I_n) (2n x 2n) for a 2x2
     block S_kk, which couples its two columns of Y in R Y + Y S = F.  O(m n^2) memory and
-    O(m n^3) work (the inverses): sized for control problems, not large n."""
+    O(m n^3) work (the inverses) per matrix: sized for control problems, not large n."""
+    batch, same = a.shape[:-2], b is a  # (sqrtm's X E + E X: one Schur form)
+    a, b = a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:])
     r, u = _schur(a, "real")
-    s, v = (r, u) if b is a else _schur(b, "real")  # (sqrtm's X E + E X: one form)
-    n, m = r.shape[-1], s.shape[-1]
-    sub = np.asarray(_k("linalg._fetch", s)(s.diagonal(-1) != 0)) if m > 1 else []
-    blocks, k = [], 0
-    while k < m:
-        size = 2 if k + 1 < m and sub[k] else 1
-        blocks.append((k, size))
-        k += size
+    s, v = (r, u) if same else _schur(b, "real")
+    nb, n, m = r.shape[0], r.shape[-1], s.shape[-1]
+    sub = (np.asarray(_k("linalg._fetch", s)(s.diagonal(-1, -2, -1) != 0), dtype=bool)
+           if m > 1 else np.zeros((nb, 0), dtype=bool))
+    # kind[i, k]: 1 where column k of matrix i is a 1x1 block, 2 where a 2x2 block starts
+    # there, 0 at a 2x2 block's second column (solved with the first)
+    kind = np.zeros((nb, m), dtype=np.int64)
+    for i in range(nb):
+        k = 0
+        while k < m:
+            size = 2 if k + 1 < m and sub[i, k] else 1
+            kind[i, k] = size
+            k += size
     eye = torch.eye(n, dtype=r.dtype, device=r.device)
     # LAPACK's trsyl: a (near-)singular system is solved with its pivots raised to smin
-    smin = torch.finfo(r.dtype).eps * torch.maximum(r.abs().max(), s.abs().max())
-    ones = [k for k, size in blocks if size == 1]
-    twos = [k for k, size in blocks if size == 2]
+    smin = torch.finfo(r.dtype).eps * torch.maximum(r.abs().amax((-2, -1)),
+                                                    s.abs().amax((-2, -1)))
+    ones = [k for k in range(m) if (kind[:, k] == 1).any()]
+    twos = [k for k in range(m) if (kind[:, k] == 2).any()]
     inv1 = inv2 = None
-    if ones:
+    if ones:  # (every matrix's system at each such k: one batched inverse)
         idx = torch.tensor(ones, device=s.device)
-        shifts = s.diagonal().index_select(0, idx)
-        inv1 = _perturbed_inverses(r + shifts[:, None, None] * eye, smin)
+        shifts = s.diagonal(0, -2, -1).index_select(-1, idx)  # (nb, k1)
+        sys1 = r[:, None] + shifts[..., None, None] * eye
+        inv1 = _perturbed_inverses(sys1.reshape(-1, n, n), smin.repeat_interleave(len(ones)))
+        inv1 = inv1.reshape(nb, len(ones), n, n)
     if twos:
         idx = torch.tensor(twos, device=s.device)
         rows = torch.stack([idx, idx, idx + 1, idx + 1], 1).reshape(-1)
         cols = torch.stack([idx, idx + 1, idx, idx + 1], 1).reshape(-1)
-        sk = s.reshape(-1).index_select(0, rows * m + cols).reshape(-1, 2, 2)
+        sk = s.reshape(nb, -1).index_select(1, rows * m + cols).reshape(nb, -1, 2, 2)
         # block (i, j) of the 2n x 2n system: R [i == j] + S_kk[j, i] I
         eye2 = torch.eye(2, dtype=r.dtype, device=r.device)
-        sys2 = (eye2[:, None, :, None] * r[None, :, None, :]
+        sys2 = (eye2[:, None, :, None] * r[:, None, None, :, None, :]
                 + sk.mT[..., :, None, :, None] * eye[None, :, None, :])
-        inv2 = _perturbed_inverses(sys2.reshape(-1, 2 * n, 2 * n), smin)
-    return r, u, s, v, blocks, inv1, inv2
+        inv2 = _perturbed_inverses(sys2.reshape(-1, 2 * n, 2 * n),
+                                   smin.repeat_interleave(len(twos)))
+        inv2 = inv2.reshape(nb, len(twos), 2 * n, 2 * n)
+    return batch, r, u, s, v, kind, (ones, inv1), (twos, inv2)
 
 
 def _perturbed_inverses(m, smin):
     """Inverses of the stack ``m``; a slice the inverse finds singular (A and -B share
-    an eigenvalue) is inverted with smin added to its diagonal: a large finite solution,
-    as SciPy's (LAPACK's trsyl perturbs its pivots the same way), not NaN."""
+    an eigenvalue) is inverted with its ``smin`` added to its diagonal: a large finite
+    solution, as SciPy's (LAPACK's trsyl perturbs its pivots the same way), not NaN."""
     inv = _k("linalg._inv", m)
     minv, info = inv(m)
     eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
-    pert, _ = inv(m + smin * eye)
+    pert, _ = inv(m + smin[:, None, None] * eye)
     return torch.where((info != 0)[:, None, None], pert, minv)
 
 
+def _set_column(y, k, col, mask):
+    """Y with column k replaced by ``col`` where ``mask`` (per matrix; None: all)."""
+    if mask is not None:
+        col = torch.where(torch.as_tensor(mask, device=y.device)[:, None], col, y[:, :, k])
+    return torch.cat([y[:, :, :k], col[:, :, None], y[:, :, k + 1:]], 2)
+
+
 def sylvester_solve(factors, q):
-    """X with A X + X B = Q from ``sylvester_factors(A, B)``: F = U^T Q V, then S's blocks
-    left to right, Y_k = M_k^-1 (F_k - Y S[:, k]) (the columns of Y not yet found are
-    zero) and one refinement step with M_k Y_k = R Y_k + Y_k S_kk (an LU solve's backward
-    error from the inverse, as ``linalg._solve`` on XLA); X = U Y V^T."""
-    r, u, s, v, blocks, inv1, inv2 = factors
-    f = u.mT @ q @ v
+    """X with A X + X B = Q from ``sylvester_factors(A, B)``: F = U^T Q V, then S's
+    columns left to right, Y_k = M_k^-1 (F_k - Y S[:, k]) (the columns of Y not yet
+    found are zero) and one refinement step with M_k Y_k = R Y_k + Y_k S_kk (an LU
+    solve's backward error from the inverse, as ``linalg._solve`` on XLA), a 2x2 block's
+    two columns at once; in a stack each matrix by its own blocks (masks where the
+    matrices' blocks differ); X = U Y V^T."""
+    batch, r, u, s, v, kind, (ones, inv1), (twos, inv2) = factors
+    nb = r.shape[0]
+    f = u.mT @ q.reshape(nb, *q.shape[-2:]) @ v
     y = torch.zeros_like(f)
-    i1 = i2 = 0
-    for k, size in blocks:
-        sk = s[k:k + size, k:k + size]
-        g = f[:, k:k + size] - y @ s[:, k:k + size]
-        if size == 1:
-            minv, i1 = inv1[i1], i1 + 1
+    for k in range(kind.shape[1]):
+        one, two = kind[:, k] == 1, kind[:, k] == 2
+        if one.any():
+            minv = inv1[:, ones.index(k)]
+            g = f[:, :, k:k + 1] - y @ s[:, :, k:k + 1]
             yk = minv @ g
-            yk = yk + minv @ (g - r @ yk - yk @ sk)
-        else:
-            minv, i2 = inv2[i2], i2 + 1
-            yk = (minv @ g.mT.reshape(-1, 1)).reshape(2, -1).mT
+            yk = yk + minv @ (g - r @ yk - yk * s[:, k:k + 1, k:k + 1])
+            y = _set_column(y, k, yk[:, :, 0], None if one.all() else one)
+        if two.any():
+            minv = inv2[:, twos.index(k)]
+            sk = s[:, k:k + 2, k:k + 2]
+            g = f[:, :, k:k + 2] - y @ s[:, :, k:k + 2]
+            yk = (minv @ g.mT.reshape(nb, -1, 1)).reshape(nb, 2, -1).mT
             res = g - r @ yk - yk @ sk
-            yk = yk + (minv @ res.mT.reshape(-1, 1)).reshape(2, -1).mT
-        y = torch.cat([y[:, :k], yk, y[:, k + size:]], 1)
-    return u @ y @ v.mT
+            yk = yk + (minv @ res.mT.reshape(nb, -1, 1)).reshape(nb, 2, -1).mT
+            mask = None if two.all() else two
+            y = _set_column(_set_column(y, k, yk[:, :, 0], mask), k + 1, yk[:, :, 1], mask)
+    x = u @ y @ v.mT
+    return x.reshape(*batch, *x.shape[-2:])
 
 
 # ----------------------------------------------------------------------------------------

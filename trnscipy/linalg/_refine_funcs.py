@@ -396,6 +396,8 @@ def arcsin_arccos(v, inverse_sine):
 def solve_sylvester(a, b, q):
     if not _r._df64(a, b, q):
         return _ks.solve_sylvester(a, b, q)
+    if q.ndim > 2:
+        raise PerMatrix  # (the double-float refinement is written for one equation)
     return _sylvester(_r._parts(a), _r._parts(b), _r._parts(q))
 
 
@@ -428,6 +430,8 @@ def solve_discrete_lyapunov(a, q, dtype, method):
                                                           for p in kron))
         rhs = _transfer.df_tensor(*(p.reshape(*Q[0].shape[:-2], -1, 1) for p in Q))
         return solve(_transfer.df_tensor(*lhs), rhs).reshape(q.shape)
+    if a.ndim > 2:
+        raise PerMatrix  # (the double-float Sylvester refinement takes one equation)
     eye = torch.eye(n, dtype=A[0].dtype, device=dev)
     plus = _df.add_f(A, eye)  # A + I, exactly rounded
     ah_inv = _r._parts(inv(_transfer.df_tensor(plus[0].mT, plus[1].mT)))

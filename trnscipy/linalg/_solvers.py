@@ -33,23 +33,25 @@ __all__ = ["solve_sylvester", "solve_continuous_lyapunov", "solve_lyapunov",
 
 
 
-@dispatch(_sl.solve_sylvester, double_float=("neuron",))
+@dispatch(_sl.solve_sylvester, stacks=True, double_float=("neuron",))
 def solve_sylvester(a, b, q):
+    """Stacks (SciPy's broadcast batch) in one batched Bartels-Stewart (real input; complex
+    and Neuron's double-float method: PerMatrix, from their kernels)."""
     device = device_of(a, b, q)
     a, b = as_square(a, device, True), as_square(b, device, True, name="b")
     q = as_tensor(q, device, True)
-    if q.ndim != 2 or q.shape != (a.shape[0], b.shape[0]):
-        raise ValueError(f"q must have shape ({a.shape[0]}, {b.shape[0]}), got "
-                         f"{tuple(q.shape)}")
+    n, m = a.shape[-1], b.shape[-1]
+    if q.ndim < 2 or q.shape[-2:] != (n, m):
+        raise ValueError(f"q must have shape ({n}, {m}), got {tuple(q.shape[-2:])}")
     dtype = common_dtype(a, b, q)
     if a.numel() == 0 or b.numel() == 0:  # SciPy's empty result
         return torch.empty(q.shape, dtype=dtype, device=device)
     return kernel("linalg.solve_sylvester", device)(a.to(dtype), b.to(dtype), q.to(dtype))
 
 
-@dispatch(_sl.solve_continuous_lyapunov, double_float=("neuron",))
+@dispatch(_sl.solve_continuous_lyapunov, stacks=True, double_float=("neuron",))
 def solve_continuous_lyapunov(a, q):
-    """A X + X A^H = Q through trnscipy's solve_sylvester."""
+    """A X + X A^H = Q through trnscipy's solve_sylvester (stacks too)."""
     device = device_of(a, q)
     a = as_square(a, device, True)
     return solve_sylvester(a, a.mH, as_tensor(q, device, True))
@@ -60,16 +62,14 @@ solve_lyapunov = solve_continuous_lyapunov
 
 @dispatch(_sl.solve_discrete_lyapunov, double=True, stacks=True, double_float=("neuron",))
 def solve_discrete_lyapunov(a, q, method=None):
-    """Stacks (the dispatcher's broadcast batch): 'direct' as one batched Kronecker solve;
-    'bilinear' per matrix (PerMatrix)."""
+    """Stacks (the dispatcher's broadcast batch): 'direct' as one batched Kronecker solve,
+    'bilinear' through the batched solve_continuous_lyapunov."""
     device = device_of(a, q)
     a, q = as_square(a, device, True), as_tensor(q, device, True)
     dtype = torch.promote_types(common_dtype(a, q), torch.float64)  # SciPy's np.eye
     method = method or ("direct" if a.shape[-1] < 10 else "bilinear")
     if method not in ("direct", "bilinear"):
         raise ValueError(f"Unknown solver {method}")
-    if a.ndim > 2 and method == "bilinear":
-        raise PerMatrix  # (through solve_sylvester, written for one pair)
     return kernel("linalg.solve_discrete_lyapunov", device)(a, q, dtype, method)
 
 
@@ -92,7 +92,7 @@ def _discrete_lyapunov(a, q, dtype, method):
         lhs = torch.eye(a.shape[-1] ** 2, dtype=dtype, device=device) - kron_stack(a, a.conj())
         return solve(lhs, q.to(dtype).flatten(-2)[..., None])[..., 0].reshape(q.shape)
     a, q = a.to(dtype), q.to(dtype)
-    eye = torch.eye(a.shape[0], dtype=dtype, device=device)
+    eye = torch.eye(a.shape[-1], dtype=dtype, device=device)
     ah_inv = inv(a.mH + eye)
     b = (a.mH - eye) @ ah_inv
     c = 2 * (inv(a + eye) @ q) @ ah_inv
@@ -211,8 +211,16 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-@dispatch(_sl.solve_continuous_are, batch=_ARE, double_float=("neuron",))
+def _loop_on_neuron(a, device):
+    if getattr(a, "ndim", 2) > 2 and device_kind(device) == "neuron":
+        raise PerMatrix  # (the double-float Riccati methods are written for one equation)
+
+
+@dispatch(_sl.solve_continuous_are, batch=_ARE, stacks=True, double_float=("neuron",))
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
+    """Stacks: the sign iteration for the whole stack, each matrix its own stop; the
+    double-float method on Neuron per matrix."""
+    _loop_on_neuron(a, device_of(a, b, q, r, e, s))
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
@@ -221,9 +229,7 @@ def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     """Stacks: the doubling for the whole stack, each matrix its own stop (a converged
     one doubles on unchanged); the double-float method on Neuron per matrix."""
-    device = device_of(a, b, q, r, e, s)
-    if getattr(a, "ndim", 2) > 2 and device_kind(device) == "neuron":
-        raise PerMatrix  # (the double-float Riccati method is written for one equation)
+    _loop_on_neuron(a, device_of(a, b, q, r, e, s))
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
 
@@ -245,46 +251,51 @@ def _care(a, b, q, r, e=None, s=None, balanced=True):
 @register("linalg._care_standard", "generic")
 def care_standard(a, g, q, kleinman=2):
     """X of A^H X + X A - X G X + Q = 0 (``_care``'s method, ``kleinman`` Newton-Kleinman
-    steps)."""
+    steps); stacks: the Newton iteration for the whole stack until each matrix meets its
+    stop (a converged sign iterates on unchanged), SciPy's error if any matrix fails."""
     from trnscipy.linalg import solve
 
-    n = a.shape[0]
-    ham = torch.cat([torch.cat([a, -g], 1), torch.cat([-q, -a.mH], 1)], 0)
+    n = a.shape[-1]
+    batch = torch.broadcast_shapes(a.shape, g.shape, q.shape)  # (a core-only operand too)
+    a, g, q = (m.expand(batch) for m in (a, g, q))
+    ham = torch.cat([torch.cat([a, -g], -1), torch.cat([-q, -a.mH], -1)], -2)
     z = ham
     real = z.real.dtype if z.is_complex() else z.dtype
     tol = 100 * n * torch.finfo(real).eps
     invert = kernel("linalg._inv", z.device)  # (its singular flag joins the step's host read)
     for _ in range(100):
         _, logdet = torch.linalg.slogdet(z)
-        c = torch.exp(logdet / (2 * n))
+        c = torch.exp(logdet / (2 * n))[..., None, None]
         zinv, info = invert(z)
         z_new = 0.5 * (z / c + c * zinv)
-        change = torch.stack([abs_max(absolute(z_new - z).sum(0)), abs_max(absolute(z_new).sum(0)),
-                              (info != 0).to(real)])
+        change = torch.stack([abs_max(absolute(z_new - z).sum(-2), -1),
+                              abs_max(absolute(z_new).sum(-2), -1), (info != 0).to(real)])
         z = z_new
         if _converged(change, tol):
             break
     else:
         raise _failed()
     eye = torch.eye(n, dtype=z.dtype, device=z.device)
-    lhs = torch.cat([z[:n, n:], z[n:, n:] + eye], 0)
-    rhs = -torch.cat([z[:n, :n] + eye, z[n:, :n]], 0)
+    lhs = torch.cat([z[..., :n, n:], z[..., n:, n:] + eye], -2)
+    rhs = -torch.cat([z[..., :n, :n] + eye, z[..., n:, :n]], -2)
     # least squares by the normal equations (consistent system; the Newton-Kleinman steps
     # below restore full accuracy)
     x = solve(lhs.mH @ lhs, lhs.mH @ rhs, check_finite=False)
     # SciPy's test that the stable subspace is Lagrangian: X = U21 U11^-1 then symmetric
     # (an infeasible equation, R indefinite, has no symmetric X: SciPy's LinAlgError)
-    asym, size = (abs_max(_cabs(m).sum(-2)) for m in (x - x.mH, x))
+    asym, size = (abs_max(_cabs(m).sum(-2), -1) for m in (x - x.mH, x))
     x = 0.5 * (x + x.mH)
     for _ in range(kleinman):  # Newton-Kleinman: (A - G X)^H X+ + X+ (A - G X) = -(Q + X G X)
         closed = a - g @ x
         x = solve_continuous_lyapunov(closed.mH, -(q + x @ g @ x))
         x = 0.5 * (x + x.mH)
     finite = torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all()
-    finite, asym, size = _fetch(torch.stack([finite.to(real), asym, size]))
-    if not finite:
+    flags = torch.cat([finite.to(real).reshape(1), asym.reshape(-1), size.reshape(-1)])
+    flags = np.asarray(_fetch(flags), dtype=np.float64)
+    asym, size = flags[1:].reshape(2, -1)
+    if not flags[0]:
         raise _failed()
-    if not asym <= max(np.spacing(1000.0), 0.1 * size):
+    if not (asym <= np.maximum(np.spacing(1000.0), 0.1 * size)).all():
         raise LinAlgError("The associated Hamiltonian pencil has eigenvalues too close to "
                           "the imaginary axis")
     return x
