@@ -19,7 +19,7 @@ import scipy.linalg as _sl
 from scipy.linalg._decomp_ldl import _ldl_sanitize_ipiv
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import backend, kernel, register
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_host, _on_views
 from trnscipy.linalg._validate import as_tensor, device_of, empty
@@ -312,7 +312,8 @@ def gather_factors(ldu, her, sources, unit):
     flat = ldu.reshape(count, n * n)
     ends = torch.tensor([0, 1 if unit else 0], dtype=ldu.dtype, device=ldu.device)
     ext = torch.cat([flat, flat.conj() if her else flat, ends.expand(count, 2)], -1)
-    lu_src, d_src = (torch.as_tensor(np.stack(s), device=ldu.device) for s in zip(*sources))
+    lu_src, d_src = (torch.as_tensor(np.stack([s[i] for s in sources]), device=ldu.device)
+                     for i in (0, 1))
     return ext.gather(1, lu_src).reshape(ldu.shape), ext.gather(1, d_src).reshape(ldu.shape)
 
 
