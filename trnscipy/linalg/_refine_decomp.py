@@ -14,7 +14,7 @@ arithmetic leaves errors near SciPy's own).
 column's pivot test reads five numbers (exact maxima of magnitudes) on the host and
 decides in float64 as dsytf2 does, so the pivots are SciPy's unless a test sits within
 double-float rounding of its threshold; the updates in double-float; SciPy's bookkeeping
-of the pivots on each part.
+of the pivots on each part.  One matrix at a time (a stack: ``PerMatrix``, SciPy's loop).
 """
 
 import numpy as np
