@@ -81,7 +81,7 @@ def sytf2(ops, count, n):
     while (ks < n).any():
         at = np.minimum(ks, n - 1)  # (a finished matrix probes its last column, unused)
         tests = ops.probe(at)
-        orders, kinds = np.tile(np.arange(n), (count, 1)), np.zeros(count, dtype=np.int64)
+        orders, kinds = np.tile(np.arange(n), (count, 1)), np.full(count, _DONE)
         for b in np.flatnonzero(ks < n):
             k = int(ks[b])
             absakk, colmax, imax, rowmax, absimax = tests[b]
