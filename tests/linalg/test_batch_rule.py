@@ -222,6 +222,10 @@ HBAND = rng.random((2, 3, 2, 4)) + np.array([[4], [0]])  # lower form: the diago
 BAND = np.asarray([np.triu(A[0, 0], k) for k in range(-3, 3)]).reshape(2, 3, 4, 4)
 UNBAL = A * np.logspace(-3, 3, 4)  # columns scaled apart: balancing scales them back
 UNBAL[1, 2, 0, 1:] = 0  # an isolated eigenvalue in one matrix: its own permutation
+LDL = np.random.default_rng(77).standard_normal((2, 3, 4, 4))
+LDL = LDL + LDL.swapaxes(-1, -2)  # symmetric indefinite: 1x1 and 2x2 pivots, interchanges
+LDL[0, 1][np.diag_indices(4)] *= 1e-3  # 2x2 pivots only
+LDL[1, 2, :, 0] = LDL[1, 2, 0, :] = 0  # a singular column
 STACKS = {
     "tanm": (lambda m, a: m.tanm(a / 8), (A,), (2,)),
     "coshm": (lambda m, a: m.coshm(a / 8), (A,), (2,)),
@@ -266,6 +270,7 @@ STACKS = {
                          (sl.cholesky_banded(HBAND, lower=True), B), (2, 2)),
     "hessenberg": (lambda m, a: m.hessenberg(a, calc_q=True), (A,), (2,)),
     "matrix_balance": (lambda m, a: m.matrix_balance(a), (UNBAL,), (2,)),
+    "ldl": (lambda m, a: (*m.ldl(a), *m.ldl(a, lower=False)), (LDL,), (2,)),
     "matrix_balance_separate": (lambda m, a: m.matrix_balance(a, separate=True), (UNBAL,),
                                 (2,)),
     "solve_discrete_lyapunov": (lambda m, a, c: m.solve_discrete_lyapunov(a / 8, c), (A, C),
@@ -383,13 +388,13 @@ def test_xla_stacks_one_execution(name, xla_device):
 
 @pytest.mark.xla
 @pytest.mark.parametrize("name", [
-    "matrix_balance_separate", "solve_discrete_are", "solve_sylvester",
+    "matrix_balance_separate", "solve_discrete_are", "ldl", "solve_sylvester",
     # (two minutes of compiles: the sign iteration and the Lyapunov steps' Schur forms)
     pytest.param("solve_continuous_are", marks=pytest.mark.slow)])
 def test_xla_stack_shares_reads(name, xla_device):
     """Host-driven loops (matrix_balance's reads per row and sweep, the Riccati solvers'
-    iterations, the Schur forms' QR sweeps under solve_sylvester) run for the whole stack
-    at once, until its slowest matrix is done: four copies
+    iterations, ldl's pivot steps, the Schur forms' QR sweeps under solve_sylvester) run
+    for the whole stack at once, until its slowest matrix is done: four copies
     of a stack cost the executions of one; each matrix as SciPy's batched call gives it."""
     from trnscipy._metrics import xla_counts
 

@@ -45,6 +45,32 @@ def test_ldl(dlane, dtype, lower, small_diag):
         assert np.array_equal(lu[perm], np.tril(lu[perm]) if lower else np.triu(lu[perm]))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_ldl_stacks(dlane, dtype):
+    """A stack steps in lock step, each matrix with its own pivots (1x1 and 2x2, with and
+    without interchanges, a singular column): SciPy's batched lu, d, perm, and each
+    matrix's single call (to rounding: torch's CPU complex kernels round by array size)."""
+    if dlane.type == "xla":
+        pytest.skip("XLA lane: test_batch_rule's ldl stacks (real; complex runs on the host)")
+    rng = np.random.default_rng(62)
+    a = np.stack([_sym(5, dtype, rng, small_diag=s) for s in (False, True, False)])
+    a[1, 0, 0] = 1e-3  # an interchange at the first column
+    a[2, :, 0] = a[2, 0, :] = 0  # a singular column
+    for hermitian in ((True, False) if np.dtype(dtype).kind == "c" else (True,)):
+        b = a + (a.conj() if hermitian else a).swapaxes(-1, -2)
+        for lower in (True, False):
+            ref = sl.ldl(b, lower=lower, hermitian=hermitian)
+            out = [to_np(x) for x in tl.ldl(tensor(b, dlane), lower=lower,
+                                             hermitian=hermitian)]
+            for got, want in zip(out, ref, strict=True):
+                assert got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+            for i in range(len(b)):
+                single = tl.ldl(tensor(b[i], dlane), lower=lower, hermitian=hermitian)
+                for got, one in zip(out, single, strict=True):
+                    np.testing.assert_allclose(got[i], to_np(one), rtol=1e-14, atol=1e-15)
+
+
 def test_ldl_errors(dlane):
     with pytest.raises(ValueError, match="square"):
         tl.ldl(tensor(np.ones((2, 3)), dlane))

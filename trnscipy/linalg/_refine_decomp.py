@@ -14,9 +14,10 @@ arithmetic leaves errors near SciPy's own).
 column's pivot test reads five numbers (exact maxima of magnitudes) on the host and
 decides in float64 as dsytf2 does, so the pivots are SciPy's unless a test sits within
 double-float rounding of its threshold; the updates in double-float; SciPy's bookkeeping
-of the pivots on each part.
+of the pivots on each part.  One matrix at a time (a stack: ``PerMatrix``, SciPy's loop).
 """
 
+import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._batch import PerMatrix
@@ -140,7 +141,11 @@ class _DfSteps:
     def _entry(self, i, j):
         return tuple(_ldl._pick(p, i, j) for p in self.w)
 
-    def probe(self, k):
+    def probe(self, ks):
+        """The pivot test of the one matrix (``sytf2`` takes a stack's: a list of one)."""
+        return [self._probe(int(ks[0]))]
+
+    def _probe(self, k):
         r, kt = self.m.r, self.m.at(k)
         diag = _mags(tuple(p.diagonal() for p in self.w))
         colmax, imax = _largest(self._column(kt), r > kt)
@@ -154,9 +159,17 @@ class _DfSteps:
         v = [float(x) for x in _r._fetch(probe)]
         return v[0] + v[1], v[2] + v[3], int(v[4]), v[5] + v[6], v[7] + v[8]
 
-    def swap(self, order):
-        order = torch.as_tensor(order, device=self.w[0].device)
+    def swap(self, orders):
+        if (orders[0] == np.arange(orders.shape[1])).all():
+            return
+        order = torch.as_tensor(orders[0], device=self.w[0].device)
         self.w = tuple(p.index_select(0, order).index_select(1, order) for p in self.w)
+
+    def update(self, ks, kinds):
+        step = {_ldl._STEP1: self.step1, _ldl._STEP2: self.step2,
+                _ldl._SINGULAR: self.singular}[int(kinds[0])]
+        step(int(ks[0]))
+        backend(self.w[0].device).materialize([*self.w, *self.out])
 
     def singular(self, k):
         self.out = self._where(self.m.columns(self.m.at(k), 1, 0), self.w, self.out)
@@ -191,22 +204,18 @@ class _DfSteps:
         self.out = self._where(block, self.w, out)
         self.w = self._where(m.trailing(kt, 2), upd, self.w)
 
-    def finish(self):
-        backend(self.w[0].device).materialize([*self.w, *self.out])
-
 
 @register("linalg.ldl", "neuron")
 def ldl(a, lower=True, hermitian=True):
     if not _r._df64(a) or a.is_complex():
         return kind_kernel("linalg.ldl", "xla")(a, lower=lower, hermitian=hermitian)
+    if a.ndim > 2:
+        raise PerMatrix  # (the double-float steps take one matrix: SciPy's loop)
     n = a.shape[0]
     W = tuple(full_matrix(p, lower, False) for p in _transfer.df_parts(a))
     steps = _DfSteps(W)
-    ipiv = _ldl.sytf2(steps, n)
-    ldu = steps.out
-    parts = [_ldl._unreverse(p, ipiv, lower) for p in ldu]
-    swap, pivs = parts[0][2], parts[0][3]
-    (lh, dh), (ll, dl) = (assemble(p[0], lower, False, swap, pivs, unit=i == 0)
-                          for i, p in enumerate(parts))
+    swap, pivs = _ldl._unreverse_pivots(_ldl.sytf2(steps, 1, n)[0], lower)
+    (lh, dh), (ll, dl) = (assemble(p if lower else p.flip(-2, -1), lower, False, swap, pivs,
+                                   unit=i == 0) for i, p in enumerate(steps.out))
     return (_transfer.df_tensor(lh, ll), _transfer.df_tensor(dh, dl),
             _ldl._perm(swap, pivs, lower, n, a.device))
