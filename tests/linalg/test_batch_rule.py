@@ -185,6 +185,25 @@ def test_xla_qr_stack_rounds_as_single_calls(func, dtype, xla_device):
         np.testing.assert_allclose(np.abs(o), np.abs(r), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.xla
+def test_xla_sylvester_stack_rounds_as_single_calls(xla_device):
+    """The batched Bartels-Stewart: a float32 stack's matrices equal their single calls
+    exactly (one equation runs as a pair on PJRT CPU; alone it rounded otherwise, and
+    SciPy's test_batch.py::test_sylvester[float32] failed at rtol 1e-7)."""
+    a, b, q = (rng.random((2, 3, 5, 5)).astype(np.float32) for _ in range(3))
+    out = _host(tl.solve_sylvester(*(_dev(x, xla_device) for x in (a, b, q))))
+    for i, j in [(0, 0), (1, 2)]:
+        single = _host(tl.solve_sylvester(*(_dev(x[i, j], xla_device) for x in (a, b, q))))
+        np.testing.assert_array_equal(out[i, j], single)
+    assert out.dtype == sl.solve_sylvester(a, b, q).dtype
+    # float32 backward error (an equation of the stack is ill-conditioned: forward errors
+    # of SciPy's float32 solution too are percent-level there)
+    x = out.astype(np.float64)
+    res = np.abs(a @ x + x @ b - q).max((-2, -1))
+    scale = np.abs(a).max((-2, -1)) * np.abs(x).max((-2, -1)) * 5 + 1
+    assert (res <= 1e-5 * scale).all()
+
+
 def test_stack_padding_only_for_pjrt_cpu(monkeypatch):
     """The padding above is a PJRT CPU compiler quirk: elsewhere (Trainium, GPU) a stack
     runs as given, not at up to 9 times its work."""

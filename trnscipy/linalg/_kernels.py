@@ -180,6 +180,24 @@ def _pjrt_cpu():
     return xr.device_type() == "CPU"
 
 
+def as_pair(fn, *tensors):
+    """``fn(*tensors)`` for single matrices (each (1, ..., n, k) or (n, k)), run as a stack
+    of two on PJRT CPU: XLA's CPU compiler rounds some graphs of one matrix otherwise than
+    those of a stack (any stack of 2 or more alike), and SciPy's test_batch compares a
+    batch with its single calls; returns fn's tensor or (nested) tuple of tensors."""
+    lead = tensors[0].shape[:-2]
+    if (math.prod(lead) != 1 or max(tensors[0].shape[-2:]) > _PAD_MAX_N
+            or not _pjrt_cpu()):
+        return fn(*tensors)
+    out = fn(*(t.reshape(1, *t.shape[-2:]).expand(2, *t.shape[-2:]) for t in tensors))
+
+    def first(r):
+        return tuple(first(o) for o in r) if isinstance(r, tuple) else \
+            r[0].reshape(*lead, *r.shape[1:])
+
+    return first(out)
+
+
 def _in_big_batch(fn, *tensors):
     """``fn(*tensors)`` (each (..., n, k), batch dimensions broadcast), run as a stack of at
     least _XLA_BATCH_SWITCH matrices; returns fn's tensor or tuple of tensors."""

@@ -13,12 +13,7 @@ import math
 from trnscipy._dtypes import divide
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import (
-    _PAD_MAX_N,
-    _pjrt_cpu,
-    lu_factor_warning,
-    xla_triangular_solve,
-)
+from trnscipy.linalg._kernels import as_pair, lu_factor_warning, xla_triangular_solve
 from trnscipy.linalg._kernels import qr as generic_qr
 
 __all__ = ["getrf", "perm_from_piv"]
@@ -380,27 +375,14 @@ def _orgqr_block(hp, taup, q, j0, nb):
     return q, j0 - nb
 
 
-def _first(out, lead):
-    """The first matrix of every tensor of a (nested) tuple of stacks, with batch
-    dimensions ``lead`` (all ones)."""
-    if isinstance(out, tuple):
-        return tuple(_first(o, lead) for o in out)
-    return out[0].reshape(*lead, *out.shape[1:])
-
-
 @register("linalg.qr", "xla")
 def qr(a, mode="full", pivoting=False):
     if pivoting and not a.is_complex() and a.ndim == 2:
         return qr_pivoted(a, mode)
     if pivoting:
         return generic_qr(a, mode=mode, pivoting=True)  # announced host work
-    if math.prod(a.shape[:-2]) == 1 and max(a.shape[-2:]) <= _PAD_MAX_N and _pjrt_cpu():
-        # XLA's CPU compiler rounds the blocked reflectors of one matrix otherwise than
-        # those of a stack (any stack of 2 or more alike): one matrix runs as a pair, as
-        # in a stack (SciPy's test_batch compares a batch with its single calls)
-        pair = a.reshape(1, *a.shape[-2:]).expand(2, *a.shape[-2:])
-        return _first(_qr_blocked(pair, mode), a.shape[:-2])
-    return _qr_blocked(a, mode)
+    # (one matrix as a pair on PJRT CPU: its blocked reflectors round as in a stack)
+    return as_pair(lambda x: _qr_blocked(x, mode), a)
 
 
 def _qr_blocked(a, mode):
