@@ -436,15 +436,15 @@ def solve_sylvester(a, b, q):
     Schur forms for complex input (``_complex_sylvester``)."""
     if a.is_complex() or b.is_complex() or q.is_complex():
         return _complex_sylvester(a, b, q)
-    return as_pair(real_sylvester, a, b, q)
+    return real_sylvester(a, b, q)
 
 
 @register("linalg.solve_sylvester", "xla")
 def _solve_sylvester_xla(a, b, q):
-    if a.is_complex() or b.is_complex() or q.is_complex():
-        return _complex_sylvester(a, b, q)  # (one equation: complex stacks are PerMatrix)
-    # (a real equation as a pair on PJRT CPU: it then rounds as it does in a stack)
-    return as_pair(real_sylvester, a, b, q)
+    # (a real equation as a pair on PJRT CPU: it then rounds as it does in a stack;
+    # complex stacks raise PerMatrix, so a complex equation is one matrix)
+    return as_pair(solve_sylvester, a, b, q) if not q.is_complex() else \
+        solve_sylvester(a, b, q)
 
 
 def _complex_sylvester(a, b, q):
