@@ -202,3 +202,46 @@ def test_discrete_are_float64(emulate_neuron, monkeypatch):
     s = 0.1 * rng.standard_normal((n, 2))
     _close(_run("solve_discrete_are", a, b, q, r, e, s),
            sl.solve_discrete_are(a, b, q, r, e, s))
+
+
+@pytest.mark.xla
+def test_sylvester_float64_stack(emulate_neuron, monkeypatch):
+    """A float64 stack as one refinement (strict): B's 2x2 blocks where the matrices'
+    differ (a real spectrum, complex pairs), scales 1e6 apart; each equation's solution
+    SciPy's, and the discrete 'bilinear' method through it."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(4)
+    a = np.stack([_pair(N, rng, 1.0), _pair(N, rng, 1.0)])
+    b = np.stack([_pair(N - 1, rng, 2.0), np.triu(rng.random((N - 1, N - 1))) + np.eye(N - 1)])
+    q = rng.standard_normal((2, N, N - 1)) * np.array([1e3, 1e-3])[:, None, None]
+    x = _run("solve_sylvester", a, b, q)
+    want = sl.solve_sylvester(a, b, q)
+    for i in range(2):
+        _close(x[i], want[i])
+    d = np.stack([_pair(N, rng, -1.0), _pair(N, rng, -2.0)]) / 8
+    c = rng.standard_normal((2, N, N))
+    x = _run("solve_discrete_lyapunov", d, c, method="bilinear")
+    want = sl.solve_discrete_lyapunov(d, c, method="bilinear")
+    for i in range(2):
+        _close(x[i], want[i])
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 2 minutes of XLA compiles
+@pytest.mark.parametrize("fn", ["solve_continuous_are", "solve_discrete_are"])
+def test_riccati_float64_stack(fn, emulate_neuron, monkeypatch):
+    """A float64 stack (strict): the float32 start and the double-float Newton steps for
+    the whole stack, each matrix its own stop (q scaled 1e3 apart); each X SciPy's; SciPy's
+    error where one matrix's q is not symmetric (seen in the low parts only)."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 4, 4))
+    a = a - 3 * np.eye(4) if fn == "solve_continuous_are" else a / 4
+    b, r = rng.standard_normal((3, 4, 2)), np.eye(2)
+    q = np.eye(4) * np.array([1.0, 1e3, 1e-2])[:, None, None]
+    x, want = _run(fn, a, b, q, r), getattr(sl, fn)(a, b, q, r)
+    for i in range(3):
+        _close(x[i], want[i], rtol=1e-13)
+    q[1, 0, 1] += 1e-9
+    with pytest.raises(ValueError, match="symmetric"):
+        _run(fn, a, b, q, r)

@@ -92,41 +92,48 @@ def _all_finite(*tensors):
 
 def _refine(product, b, approx, check=None):
     """x with A x = b to double-float accuracy, as a float64 tensor (``df_tensor``):
-    ``product(x)`` = A x on pairs, b a 2-D pair, ``approx`` a float32 approximate solver.
+    ``product(x)`` = A x on pairs, b a 2-D pair or a stack of them, ``approx`` a float32
+    approximate solver.
 
     The first ``_BLIND`` steps run without a host read, in the graph of the approximate
     solver's setup, which also computes the result: one graph execution where a
     well-conditioned system needs no more.  ``check()`` (the approximate solver's
     singularity check, a host read) runs after it.  Then one graph and one read per step
-    until the correction is small."""
+    until the correction is small, in a stack for every matrix by its own sizes (further
+    steps leave a converged matrix at its rounding level)."""
     x = (approx(b[0]), torch.zeros_like(b[0]))
     sizes = []
     for _ in range(_BLIND):
         r = _df.sub(b, product(x))
         d = approx(r[0])
         x = _df.add_f(x, d)
-        sizes.append(abs_max(d))
+        sizes.append(_sizes(d))
     result = _transfer.df_tensor(*x)  # computed in the graph of the read that accepts it
-    prev, dn, xn = _fetch(torch.stack([*sizes[-2:], abs_max(x[0])]))
+    prev, dn, xn = np.asarray(_fetch(torch.stack([*sizes[-2:], _sizes(x[0])])), np.float64)
     if check is not None:
         check()
     for _ in range(_MAX_STEPS):
         # converged: the correction is at double-float rounding level, or it stopped
         # shrinking near it (the residual is then rounding noise)
-        if dn <= _EPS_DF * xn or (dn > 0.5 * prev and dn <= _NOISE * xn):
+        if np.all((dn <= _EPS_DF * xn) | ((dn > 0.5 * prev) & (dn <= _NOISE * xn))):
             return result
-        if dn != dn or xn != xn:  # NaN
+        if np.isnan(dn).any() or np.isnan(xn).any():
             break
         prev = dn
         r = _df.sub(b, product(x))
         d = approx(r[0])
         x = _df.add_f(x, d)
         result = _transfer.df_tensor(*x)
-        dn, xn = _fetch(torch.stack([abs_max(d), abs_max(x[0])]))
+        dn, xn = np.asarray(_fetch(torch.stack([_sizes(d), _sizes(x[0])])), np.float64)
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned matrix)", _k._sl.LinAlgWarning,
                   stacklevel=6)
     return result
+
+
+def _sizes(t):
+    """max |t| of each matrix of a stack (..., n, k) (of t, for a matrix)."""
+    return abs_max(t.flatten(-2), -1)
 
 
 def _kept(done, new, old):

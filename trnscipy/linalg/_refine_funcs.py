@@ -32,7 +32,6 @@ import numpy as np
 
 from trnscipy import _transfer
 from trnscipy._batch import PerMatrix
-from trnscipy._dtypes import abs_max
 from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _kernels_struct as _ks
@@ -396,8 +395,6 @@ def arcsin_arccos(v, inverse_sine):
 def solve_sylvester(a, b, q):
     if not _r._df64(a, b, q):
         return _ks.solve_sylvester(a, b, q)
-    if q.ndim > 2:
-        raise PerMatrix  # (the double-float refinement is written for one equation)
     return _sylvester(_r._parts(a), _r._parts(b), _r._parts(q))
 
 
@@ -430,8 +427,6 @@ def solve_discrete_lyapunov(a, q, dtype, method):
                                                           for p in kron))
         rhs = _transfer.df_tensor(*(p.reshape(*Q[0].shape[:-2], -1, 1) for p in Q))
         return solve(_transfer.df_tensor(*lhs), rhs).reshape(q.shape)
-    if a.ndim > 2:
-        raise PerMatrix  # (the double-float Sylvester refinement takes one equation)
     eye = torch.eye(n, dtype=A[0].dtype, device=dev)
     plus = _df.add_f(A, eye)  # A + I, exactly rounded
     ah_inv = _r._parts(inv(_transfer.df_tensor(plus[0].mT, plus[1].mT)))
@@ -477,15 +472,15 @@ def _sym_df(x):
 
 
 def _newton_done(d, X, prev):
-    """(|D|, |X|, converged) after a Newton step X += D (one host read): D below 2**-48 of
-    X, or it stopped shrinking near that level (the residual is double-float rounding
-    noise, as ``_refine``'s rule); converged None where the steps overflowed (|D| or |X|
-    infinite or NaN)."""
-    dn, xn = _r._fetch(torch.stack([abs_max(d), abs_max(X[0])]))
-    if not (0 <= dn < np.inf and 0 <= xn < np.inf):
+    """(|D|, |X|, converged) after a Newton step X += D (one host read; in a stack each
+    matrix's own): D below 2**-48 of X, or it stopped shrinking near that level (the
+    residual is double-float rounding noise, as ``_refine``'s rule), for every matrix;
+    converged None where the steps overflowed (|D| or |X| infinite or NaN)."""
+    dn, xn = np.asarray(_r._fetch(torch.stack([_r._sizes(d), _r._sizes(X[0])])), np.float64)
+    if not np.all((0 <= dn) & (dn < np.inf) & (0 <= xn) & (xn < np.inf)):
         return dn, xn, None
-    stalled = prev is not None and dn > 0.5 * prev and dn <= _r._NOISE * xn
-    return dn, xn, bool(dn <= _r._EPS_DF * xn or stalled)
+    stalled = (dn > 0.5 * prev) & (dn <= _r._NOISE * xn) if prev is not None else False
+    return dn, xn, bool(np.all((dn <= _r._EPS_DF * xn) | stalled))
 
 
 _FLOAT32_LEVEL = 2.0 ** -20  # a last step below this much of X: float32's accuracy at least
@@ -507,7 +502,7 @@ def _newton(X, step, host):
             return host()
         if done:
             return _transfer.df_tensor(*X)
-    if not prev <= _FLOAT32_LEVEL * xn:
+    if not np.all(prev <= _FLOAT32_LEVEL * xn):
         return host()
     warnings.warn("double-float refinement did not converge: the result may have only "
                   "float32 accuracy (ill-conditioned equation)", _r._k._sl.LinAlgWarning,
@@ -567,13 +562,13 @@ def _are_min_sv(r):
         return kind_kernel("linalg._are_min_sv", "generic")(r)
     hi = _r._parts(r)[0]
     n = hi.shape[-1]
-    w32 = torch.linalg.eigvalsh(0.5 * (hi + hi.mT)).abs().min()
-    low, size = _r._fetch(torch.stack([w32, hi.abs().sum(-2).amax(-1)]))
-    if low > 64 * n * float(np.finfo(np.float32).eps) * size:
+    w32 = torch.linalg.eigvalsh(0.5 * (hi + hi.mT)).abs().amin(-1)  # (each of a stack)
+    low, size = np.asarray(_r._fetch(torch.stack([w32, hi.abs().sum(-2).amax(-1)])))
+    if np.all(low > 64 * n * float(np.finfo(np.float32).eps) * size):
         return _transfer.df_tensor(w32, torch.zeros_like(w32))
     w = kind_kernel("linalg.eigh", "neuron")(_transfer.df_tensor(*_sym_df(_r._parts(r))),
                                              eigvals_only=True)
-    hi = _r._parts(w)[0].abs().min()
+    hi = _r._parts(w)[0].abs().amin(-1)
     return _transfer.df_tensor(hi, torch.zeros_like(hi))
 
 
@@ -583,7 +578,7 @@ def _are_asymmetry(x):
     if not _r._df64(x):
         return kind_kernel("linalg._are_asymmetry", "generic")(x)
     X = _r._parts(x)
-    return norm(_transfer.df_tensor(*_df.sub(X, _r._t(X))), 1)
+    return norm(_transfer.df_tensor(*_df.sub(X, _r._t(X))), 1, axis=(-2, -1))
 
 
 @register("linalg.solve_discrete_are", "neuron")
@@ -608,7 +603,7 @@ def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
     ak = A[0] - B[0] @ k0
     # A_K^T D A_K - D + C = 0 is SciPy's discrete Lyapunov equation of a = A_K^T: bilinear
     # F = (a^T - I)(a^T + I)^-1, then F^T D + D F = -2 (a + I)^-1 C (a^T + I)^-1
-    eye = torch.eye(ak.shape[0], dtype=ak.dtype, device=ak.device)
+    eye = torch.eye(ak.shape[-1], dtype=ak.dtype, device=ak.device)
     left, right = inv32(ak.mT + eye)[0], inv32(ak + eye)[0]
     f = (ak - eye) @ right
     factors = _ks.sylvester_factors(f.mT, f)

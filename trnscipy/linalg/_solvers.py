@@ -11,8 +11,6 @@ it (float64 on a Neuron device: Newton steps on a double-float residual).
 import numpy as np
 import scipy.linalg as _sl
 
-from trnscipy._batch import PerMatrix
-from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import abs_max, absolute
 from trnscipy._kernels import kernel, register
@@ -109,11 +107,10 @@ _ARE = tuple((name, 2) for name in ("a", "b", "q", "r", "e", "s"))
 
 
 def _norm1(x):
-    """The 1-norm of x, or of each matrix of a stack (..., m, n) (stacks do not reach
-    Neuron's double-float norm: its Riccati method takes one equation)."""
+    """The 1-norm of x, or of each matrix of a stack (..., m, n)."""
     from trnscipy.linalg import norm
 
-    return norm(x, 1, check_finite=False) if x.ndim == 2 else absolute(x).sum(-2).amax(-1)
+    return norm(x, 1, axis=(-2, -1), check_finite=False)
 
 
 def _are_args(a, b, q, r, e, s, eq_type):
@@ -211,25 +208,18 @@ def _failed():
     return LinAlgError("Failed to find a finite solution.")
 
 
-def _loop_on_neuron(a, device):
-    if getattr(a, "ndim", 2) > 2 and device_kind(device) == "neuron":
-        raise PerMatrix  # (the double-float Riccati methods are written for one equation)
-
-
 @dispatch(_sl.solve_continuous_are, batch=_ARE, stacks=True, double_float=("neuron",))
 def solve_continuous_are(a, b, q, r, e=None, s=None, balanced=True):
-    """Stacks: the sign iteration for the whole stack, each matrix its own stop; the
-    double-float method on Neuron per matrix."""
-    _loop_on_neuron(a, device_of(a, b, q, r, e, s))
+    """Stacks: the sign iteration (Neuron's float64: the Newton steps) for the whole
+    stack, each matrix its own stop."""
     args = _are_args(a, b, q, r, e, s, "care")
     return kernel("linalg.solve_continuous_are", args[0].device)(*args, balanced=balanced)
 
 
 @dispatch(_sl.solve_discrete_are, batch=_ARE, stacks=True, double_float=("neuron",))
 def solve_discrete_are(a, b, q, r, e=None, s=None, balanced=True):
-    """Stacks: the doubling for the whole stack, each matrix its own stop (a converged
-    one doubles on unchanged); the double-float method on Neuron per matrix."""
-    _loop_on_neuron(a, device_of(a, b, q, r, e, s))
+    """Stacks: the doubling (Neuron's float64: then the Newton steps) for the whole stack,
+    each matrix its own stop (a converged one doubles on unchanged)."""
     args = _are_args(a, b, q, r, e, s, "dare")
     return kernel("linalg.solve_discrete_are", args[0].device)(*args, balanced=balanced)
 
