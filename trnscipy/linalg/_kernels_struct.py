@@ -228,7 +228,12 @@ def _inv(a):
 
 
 def _funm(a, func):
-    return _k("linalg.funm", a)(a, func, disp=False)
+    """funm's (F, error estimate): a stack's estimates as a host float64 ndarray."""
+    fn = _k("linalg.funm", a)
+    if fn is funm:
+        return funm_parts(a, func)
+    x, err = fn(a, func, disp=False)
+    return x, np.asarray(_cpu(err)) if torch.is_tensor(err) else err
 
 
 def _wide(t):
@@ -309,45 +314,91 @@ def _sqrtm(a):
     return torch.where(negative[..., None, None], x, x.real.to(x.dtype))
 
 
-@register("linalg.funm", "generic")
-def funm(a, func, disp=True):
-    """Schur-Parlett (Golub and Van Loan's Algorithm 11.1.1, by superdiagonals:
-    F[i, j] = (T F - F T)[i, j] / (T[j, j] - T[i, i]) with F known below diagonal j - i)."""
-    t, z = complex_schur(a)
-    n = t.shape[-1]
-    w = t.diagonal()
+def _on_eigenvalues(func, w):
+    """``func`` of each matrix's eigenvalues (rows of ``w`` (B, n)), called per matrix as
+    SciPy's loop calls it (a function of all of them, signm's rounded sign, sees one
+    matrix's); a function that cannot read device tensors (TypeError: a NumPy function on
+    XLA data) gets NumPy arrays (the user's own host computation, one read for all)."""
+    rows = list(w.unbind(0))
     try:
-        fw = func(w)
-    except TypeError:  # a NumPy function that cannot read device tensors: the user's own
-        fw = func(_cpu(w).numpy())  # host computation on the n eigenvalues
-    if not torch.is_tensor(fw):
-        fw = torch.as_tensor(np.asarray(fw)).to(t.device)
-    f = torch.diag_embed(fw.to(t.dtype))
-    den = w[None, :] - w[:, None]  # T[j, j] - T[i, i]
+        out = [func(r) for r in rows]
+    except TypeError:
+        out = [func(r) for r in _cpu(w).numpy()]
+    out = [o if torch.is_tensor(o) else torch.as_tensor(np.asarray(o)) for o in out]
+    return torch.stack([o.to(w.device, w.dtype) for o in out])
+
+
+def funm_parts(a, func):
+    """Schur-Parlett (Golub and Van Loan's Algorithm 11.1.1, by superdiagonals:
+    F[i, j] = (T F - F T)[i, j] / (T[j, j] - T[i, i]) with F known below diagonal j - i)
+    of a matrix or a stack: (F, SciPy's error estimate of each matrix as a float64
+    ndarray of the batch shape), one host read for the stack."""
+    lead, n = a.shape[:-2], a.shape[-1]
+    a = a.reshape(-1, n, n)
+    t, z = complex_schur(a)
+    w = t.diagonal(0, -2, -1)
+    f = torch.diag_embed(_on_eigenvalues(func, w))
+    den = w[..., None, :] - w[..., :, None]  # T[j, j] - T[i, i]
     safe = torch.where(den == 0, torch.ones_like(den), den)
     for p in range(1, n):
-        num = (t @ f - f @ t).diagonal(p)
-        f = f + torch.diag_embed(torch.where(den.diagonal(p) == 0, num,
-                                             num / safe.diagonal(p)), p)
+        num = (t @ f - f @ t).diagonal(p, -2, -1)
+        f = f + torch.diag_embed(torch.where(den.diagonal(p, -2, -1) == 0, num,
+                                             num / safe.diagonal(p, -2, -1)), p)
     x = z @ f @ z.mH
-    real = a.real.dtype if a.is_complex() else a.dtype
-    tol = torch.finfo(real).eps * (1e3 if real == torch.float32 else 1e6)
-    x = _real_if_negligible(a, x, tol)
-    tol = torch.finfo(x.real.dtype if x.is_complex() else x.dtype).eps
+    real_t = x.real.dtype
+    tol = torch.finfo(real_t).eps
     upper = torch.triu(torch.ones(n, n, dtype=torch.bool, device=a.device), 1)
     dist = torch.where(upper, _cabs(den), torch.full_like(_cabs(den), float("inf")))
-    minden = torch.minimum(dist.min(), _cabs(w[0]))  # (no boolean-mask shapes on XLA)
-    tnorm = _cabs(t.triu(1)).sum(0).max()
-    finite = torch.isfinite(torch.view_as_real(x) if x.is_complex() else x).all()
-    minden, tnorm, finite = _k("linalg._fetch", t)(torch.cat(
-        [v.reshape(1).to(torch.float64) for v in (minden, tnorm, finite)]))
-    minden = minden or tol
-    err = min(1, max(tol, (tol / minden) * tnorm)) if finite else np.inf
-    if disp:
-        if err > 1000 * tol:
-            print("funm result may be inaccurate, approximate err =", err)
+    minden = torch.minimum(dist.flatten(-2).amin(-1), _cabs(w[:, 0]))
+    tnorm = _cabs(t.triu(1)).sum(-2).amax(-1)
+    finite = torch.isfinite(torch.view_as_real(x)).flatten(-3).all(-1)
+    # SciPy's _maybe_real, per matrix as its loop decides
+    negligible = (x.imag.abs() <= tol * (1e3 if real_t == torch.float32 else 1e6)
+                  ).flatten(-2).all(-1)
+    vals = torch.stack([v.to(torch.float64 if capability(device_kind(a.device)).float64
+                             else torch.float32)
+                        for v in (negligible, minden, tnorm, finite)], -1)
+    real, minden, tnorm, finite = np.asarray(_k("linalg._fetch", vals)(vals),
+                                             np.float64).reshape(-1, 4).T
+    if not a.is_complex():
+        x = _real_where(x, real.astype(bool))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        minden = np.where(minden == 0, tol, minden)
+        err = np.where(finite.astype(bool), np.minimum(1, np.maximum(
+            tol, (tol / minden) * tnorm)), np.inf)
+    return x.reshape(*lead, n, n), err.reshape(lead)
+
+
+def _as_scipys(err):
+    """The estimate as SciPy's ``min(1, max(tol, ...))`` gives it: the int 1 at the cap."""
+    return 1 if err == 1 else float(err)
+
+
+def _real_where(x, real):
+    """Complex ``x`` (B, n, n) real where ``real`` (B,) says (NumPy's stacking of SciPy's
+    loop: all real, real; mixed, complex with the real ones' imaginary parts zero)."""
+    if real.all():
+        return x.real.contiguous()
+    if not real.any():
         return x
-    return x, err
+    mask = torch.as_tensor(real, device=x.device)[:, None, None]
+    return torch.where(mask, x.real.to(x.dtype), x)
+
+
+@register("linalg.funm", "generic")
+def funm(a, func, disp=True):
+    """``funm_parts``; a stack's error estimates (disp=False) as one float64 array on the
+    device, as the dispatcher's loop stacks the single calls' floats."""
+    x, err = funm_parts(a, func)
+    tol = torch.finfo(x.real.dtype if x.is_complex() else x.dtype).eps
+    if disp:
+        for e in err.reshape(-1):  # each matrix's message, in the loop's order
+            if e > 1000 * tol:
+                print("funm result may be inaccurate, approximate err =", _as_scipys(e))
+        return x
+    if err.ndim == 0:
+        return x, _as_scipys(err)
+    return x, torch.as_tensor(err, device=a.device)
 
 
 # Gauss-Legendre nodes and weights on [0, 1] (degree 8): log(I + X) is

@@ -119,14 +119,13 @@ def _logm_error(f, a):
     return norm(expm(f) - a.to(f.dtype), 1) / norm(a, 1)
 
 
-@dispatch(_sl.funm, host=("neuron",), why=_COMPLEX_SCHUR)
+@dispatch(_sl.funm, stacks=True, host=("neuron",), why=_COMPLEX_SCHUR)
 def funm(A, func, disp=True):
-    """``func`` is called with the eigenvalues as a device tensor; a function that cannot
-    take one (TypeError: a NumPy function on XLA data) gets them as a NumPy array, and its
-    result is moved back (the user's own host computation)."""
+    """``func`` is called with each matrix's eigenvalues as a device tensor; a function
+    that cannot take one (TypeError: a NumPy function on XLA data) gets them as a NumPy
+    array, and its result is moved back (the user's own host computation).  A stack: one
+    Schur form and recurrence for all (complex stacks: the Schur kernel's PerMatrix)."""
     a = _square(A, "expected square array_like input")
-    if a.ndim > 2:
-        return _batched(kernel("linalg.funm", a.device), a, func, disp=True)
     return kernel("linalg.funm", a.device)(a, func, disp=disp)
 
 
