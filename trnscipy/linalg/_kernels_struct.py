@@ -228,12 +228,9 @@ def _inv(a):
 
 
 def _funm(a, func):
-    """funm's (F, error estimate): a stack's estimates as a host float64 ndarray."""
-    fn = _k("linalg.funm", a)
-    if fn is funm:
-        return funm_parts(a, func)
-    x, err = fn(a, func, disp=False)
-    return x, np.asarray(_cpu(err)) if torch.is_tensor(err) else err
+    """funm's (F, error estimate) on the device (CPU tensors too: the schur kernel's
+    SciPy), a stack's estimates as a host float64 ndarray."""
+    return funm_parts(a, func)
 
 
 def _wide(t):
@@ -738,32 +735,48 @@ def signm(a, disp=True):
         c = 1e3 * torch.finfo(rx.dtype).eps * rx.max()
         return torch.sign((rx.abs() > c).to(rx.dtype) * rx)
 
+    lead, n = a.shape[:-2], a.shape[-1]
     result, errest = _funm(a, rounded_sign)
     errtol = 1e3 * torch.finfo(torch.float32 if _low_precision(result.dtype)
                                else torch.float64).eps
-    if errest < errtol:
+    errest = np.asarray(errest, np.float64).reshape(-1)
+    done = errest < errtol
+    if done.all():
         return result  # (SciPy returns no error estimate here, whatever disp says)
     vals = _svdvals(a)
-    c = 0.5 / vals.max()
+    c = 0.5 / vals.amax(-1)
     # SciPy adds c * np.identity: float64 before 1.18, of A's dtype from 1.18 on
     dtype = torch.promote_types(a.dtype, vals.dtype if scipy_at_least(1, 18)
                                 else torch.float64)
-    s0 = a.to(dtype) + c * torch.eye(a.shape[0], dtype=dtype, device=a.device)
-    prev = errest
-    for _ in range(100):
-        s0 = 0.5 * (s0 + _inv(s0))
+    eye = torch.eye(n, dtype=dtype, device=a.device)
+    settled = torch.as_tensor(done.reshape(lead), device=a.device)[..., None, None]
+    # (a matrix funm settled is never inverted, as in SciPy's loop: I in its place)
+    s0 = torch.where(settled, eye, a.to(dtype) + c[..., None, None].to(dtype) * eye)
+    prev, active = errest.copy(), ~done
+    for _ in range(100):  # each matrix its own Newton iteration, one host read per step
+        step = 0.5 * (s0 + _inv(s0))
+        s0 = torch.where(torch.as_tensor(active.reshape(lead), device=a.device)[
+            ..., None, None], step, s0)
         pp = 0.5 * (s0 @ s0 + s0)
         residual = pp @ pp - pp
-        errest = float(_fetch_all(_k("linalg.norm", residual)(residual, ord=1, axis=None,
-                                                              keepdims=False))[0])
-        if errest < errtol or prev == errest:
+        norm1 = _cabs(residual).sum(-2).amax(-1)
+        est = np.asarray(_k("linalg._fetch", norm1)(norm1), np.float64).reshape(-1)
+        errest = np.where(active, est, errest)
+        stop = (est < errtol) | (prev == est)
+        prev = np.where(active, est, prev)
+        active = active & ~stop
+        if not active.any():
             break
-        prev = errest
+    out = torch.where(settled, result, s0.to(torch.promote_types(s0.dtype, result.dtype)))
     if disp:
-        if not np.isfinite(errest) or errest >= errtol:
-            print("signm result may be inaccurate, approximate err =", errest)
-        return s0
-    return s0, errest
+        for e in errest[~done]:  # each Newton matrix's message, in the loop's order
+            if not np.isfinite(e) or e >= errtol:
+                print("signm result may be inaccurate, approximate err =", float(e))
+        return out
+    if done.any():  # (SciPy's loop zips the results: a settled matrix gave no estimate)
+        return out
+    return (out, float(errest[0])) if not lead else \
+        (out, torch.as_tensor(errest.reshape(lead), device=a.device))
 
 
 def _matrix_power(a, p):

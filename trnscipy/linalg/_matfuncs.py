@@ -316,24 +316,14 @@ def _expm_cond_df(a):
     return _transfer.df_tensor(*_df.div3(_df.mul3(k2, an), xn))
 
 
-def _batched_tuples(fn, a, *args):
-    """``fn`` over a batch where it may return a tuple (each part stacked)."""
-    if a.ndim == 2:
-        return fn(a, *args)
-    out = [fn(m, *args) for m in a.reshape(-1, *a.shape[-2:])]
-    if not isinstance(out[0], tuple):
-        dtype = functools.reduce(torch.promote_types, (o.dtype for o in out))
-        return torch.stack([o.to(dtype) for o in out]).reshape(a.shape)
-    return tuple(torch.stack([torch.as_tensor(o[i]).to(a.device) for o in out]).reshape(
-        a.shape[:-2] + torch.as_tensor(out[0][i]).shape) for i in range(len(out[0])))
-
-
-@dispatch(_sl.signm, double_float=("neuron",))
+@dispatch(_sl.signm, stacks=True, double_float=("neuron",))
 def signm(A, disp=_NO):
+    """A stack: funm's and the Newton iteration's steps for all matrices at once, each
+    matrix iterating until its own estimate stops (the double-float method: PerMatrix)."""
     _removed_argument("signm", "disp", disp)
     disp = True if disp is _NO else disp
     a = _square(A, "expected square array_like input")
-    return _batched_tuples(lambda m: kernel("linalg.signm", a.device)(m, disp=disp), a)
+    return kernel("linalg.signm", a.device)(a, disp=disp)
 
 
 @dispatch(_sl.fractional_matrix_power, double_float=("neuron",))

@@ -209,6 +209,8 @@ def sqrtm(a, disp=True, blocksize=None):
 
 @register("linalg.signm", "neuron")
 def signm(a, disp=True):
+    if a.ndim > 2:
+        raise PerMatrix  # (the double-float square root: one matrix)
     host = lambda h: _sl.signm(h) if disp else _sl.signm(h, disp=False)  # noqa: E731
     if a.is_complex() or a.dtype not in (torch.float32, torch.float64):
         return _other("signm", a) if disp else _r._on_host(
