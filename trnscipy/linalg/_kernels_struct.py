@@ -251,11 +251,12 @@ def _cabs(x):
 
 def _real_if_negligible(a, x, tol):
     """SciPy's ``_maybe_real``: the real part when ``a`` is real and ``x``'s imaginary
-    part is within ``tol`` of zero (one host read)."""
+    part is within ``tol`` of zero, decided per matrix of a stack (one host read)."""
     if a.is_complex() or not x.is_complex():
         return x
-    small = (x.imag.abs() <= tol).all()
-    return x.real.contiguous() if _k("linalg._fetch", small)(small) else x
+    small = (x.imag.abs() <= tol).flatten(-2).all(-1)
+    flags = np.asarray(_k("linalg._fetch", small)(small.reshape(-1)), dtype=bool)
+    return _real_where(x.reshape(-1, *x.shape[-2:]), flags).reshape(x.shape)
 
 
 def _shifted_solve(r, shift, rhs):
@@ -408,65 +409,79 @@ _LOGM_TINY = 1e-20  # SciPy's ad hoc stand-in for an exactly zero eigenvalue
 
 
 def _logm_nonsingular(t, eye):
-    """SciPy's treatment of a singular triangular factor: a zero diagonal entry becomes
-    1e-20 (LogmExactlySingularWarning), one below 1e-20 is announced
-    (LogmNearlySingularWarning); one host read."""
+    """SciPy's treatment of a singular triangular factor, per matrix of the stack ``t``
+    (B, n, n): a zero diagonal entry becomes 1e-20 (LogmExactlySingularWarning), one below
+    1e-20 is announced (LogmNearlySingularWarning); one host read."""
     from scipy.linalg._matfuncs_inv_ssq import (
         LogmExactlySingularWarning,
         LogmNearlySingularWarning,
     )
 
-    d = _cabs(t.diagonal())
-    flags = torch.stack([(d == 0).any(), (d < _LOGM_TINY).any()])
-    zero, tiny = (bool(f) for f in _k("linalg._fetch", flags)(flags))
-    if zero:
-        warnings.warn("The logm input matrix is exactly singular.",
-                      LogmExactlySingularWarning, stacklevel=6)
+    d = _cabs(t.diagonal(0, -2, -1))
+    flags = torch.stack([(d == 0).any(-1), (d < _LOGM_TINY).any(-1)], -1)
+    flags = np.asarray(_k("linalg._fetch", flags)(flags), dtype=bool).reshape(-1, 2)
+    for zero, tiny in flags:  # each matrix's warning, in SciPy's loop's order
+        if zero:
+            warnings.warn("The logm input matrix is exactly singular.",
+                          LogmExactlySingularWarning, stacklevel=6)
+        elif tiny:
+            warnings.warn("The logm input matrix may be nearly singular.",
+                          LogmNearlySingularWarning, stacklevel=6)
+    if flags[:, 0].any():  # (only a singular matrix has a zero on its diagonal)
         return torch.where(eye.bool() & (t == 0), torch.full_like(t, _LOGM_TINY), t)
-    if tiny:
-        warnings.warn("The logm input matrix may be nearly singular.",
-                      LogmNearlySingularWarning, stacklevel=6)
     return t
 
 
 @register("linalg.logm", "generic")
 def logm(a):
     """Inverse scaling and squaring on the triangular Schur factor: square roots until
-    ||T - I||_1 <= 1/4 (one host read each), then the degree-8 Pade approximant by
-    partial fractions (8 triangular solves), times 2^k."""
-    t, z = complex_schur(a.to(_complex(a.dtype)))
-    n = t.shape[-1]
+    ||T - I||_1 <= 1/4, then the degree-8 Pade approximant by partial fractions (8
+    triangular solves), times 2^k.  A stack: each matrix its own number of roots k (the
+    matrices still above the bound rooted, one host read per round for the stack);
+    complex stacks: the Schur kernel's PerMatrix."""
+    lead, n = a.shape[:-2], a.shape[-1]
+    a = a.reshape(-1, n, n)
+    # (a real matrix: its real Schur form made complex, as SciPy's)
+    t, z = complex_schur(a)
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
     t = _logm_nonsingular(t, eye)
     t0 = t
-    k = 0
-    while k < 64:
+    k = np.zeros(a.shape[0], dtype=int)
+    active = np.ones(a.shape[0], dtype=bool)
+    for _ in range(64):
         # max(||X^3||^(1/3), ||X^4||^(1/4)), X = T - I, bounds the Pade error (Al-Mohy &
         # Higham 2012): far below ||X||_1 for a non-normal T, whose roots then stay few
         x = t - eye
         x3 = x @ x @ x
-        gap = torch.maximum(_cabs(x3).sum(0).max() ** (1 / 3),
-                            _cabs(x3 @ x).sum(0).max() ** 0.25)
-        if float(_k("linalg._fetch", gap)(gap)) <= 0.25:
+        gap = torch.maximum(_cabs(x3).sum(-2).amax(-1) ** (1 / 3),
+                            _cabs(x3 @ x).sum(-2).amax(-1) ** 0.25)
+        active &= ~(np.asarray(_k("linalg._fetch", gap)(gap)).reshape(-1) <= 0.25)
+        if not active.any():
             break
-        t = sqrtm_triu(t)
-        k += 1
+        t = torch.where(torch.as_tensor(active, device=t.device)[:, None, None],
+                        sqrtm_triu(t), t)
+        k += active
     x = t - eye
     trsm = _k("linalg._trsm", t)
     log = torch.zeros_like(t)
     for node, weight in zip(_GL_NODES, _GL_WEIGHTS, strict=True):
         log = log + (weight / 2) * trsm(eye + ((node + 1) / 2) * x, x, upper=True)
-    log = log * 2.0 ** k
-    if k:  # the diagonal and first superdiagonal exactly, not through the roots (as SciPy)
-        d = t0.diagonal()
+    rooted = k > 0
+    if rooted.any():
+        log = log * torch.as_tensor(2.0 ** k, dtype=log.real.dtype, device=log.device)[
+            :, None, None]
+        # the diagonal and first superdiagonal exactly, not through the roots (as SciPy)
+        d = t0.diagonal(0, -2, -1)
         logd = torch.log(d)
-        lo, hi = d[:-1], d[1:]
+        lo, hi = d[:, :-1], d[:, 1:]
         same = lo == hi
-        dd = torch.where(same, 1 / lo, (logd[1:] - logd[:-1]) / torch.where(
+        dd = torch.where(same, 1 / lo, (logd[:, 1:] - logd[:, :-1]) / torch.where(
             same, torch.ones_like(lo), hi - lo))
-        log = torch.where(eye.bool(), torch.diag_embed(logd), log)
+        fixed = torch.where(eye.bool(), torch.diag_embed(logd), log)
         sup = torch.ones(n - 1, dtype=torch.bool, device=t.device).diag_embed(1)
-        log = torch.where(sup, torch.diag_embed(t0.diagonal(1) * dd, 1), log)
+        fixed = torch.where(sup, torch.diag_embed(t0.diagonal(1, -2, -1) * dd, 1), fixed)
+        log = torch.where(torch.as_tensor(rooted, device=t.device)[:, None, None], fixed,
+                          log)
     out = z @ log @ z.mH
     # SciPy computes in the input's precision and returns double precision, real where the
     # imaginary part is within double's tolerance (so float32 input with complex
@@ -474,8 +489,9 @@ def logm(a):
     if capability(device_kind(a.device)).float64:
         out = out.to(torch.complex128)
     real = out.real.dtype
-    return _real_if_negligible(a, out, torch.finfo(real).eps * (1e3 if real == torch.float32
-                                                                 else 1e6))
+    out = _real_if_negligible(a, out, torch.finfo(real).eps * (1e3 if real == torch.float32
+                                                                else 1e6))
+    return out.reshape(*lead, n, n)
 
 
 @register("linalg.solve_sylvester", "generic")

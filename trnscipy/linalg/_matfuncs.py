@@ -20,6 +20,7 @@ from trnscipy._kernels import kernel, register
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import _on_views
+from trnscipy.linalg._kernels_struct import _cabs
 from trnscipy.linalg._misc import norm
 from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
@@ -97,26 +98,38 @@ def _batched(fn, a, *args, **kwargs):
     return torch.stack([o.to(dtype) for o in out]).reshape(a.shape)
 
 
-@dispatch(_sl.logm, double_float=("neuron",))
+@dispatch(_sl.logm, stacks=True, double_float=("neuron",))
 def logm(A, disp=_NO):
     """Returns double precision where the device has it (SciPy returns float64 for
-    float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1)."""
+    float32 input); ``disp=False`` gives (logm, ||expm(F) - A||_1 / ||A||_1) (a stack:
+    each matrix's, as one float64 array).  A stack: one computation (the double-float
+    method: PerMatrix)."""
     from trnscipy.linalg._basic import _wide
 
     _removed_argument("logm", "disp", disp)
     a = _square(A, "expected a square matrix")
     if a.numel() == 0:
+        if a.ndim > 2:
+            raise PerMatrix  # (SciPy's loop's shapes)
         return _wide(a.clone())
-    f = _wide(_batched(kernel("linalg.logm", a.device), a))
+    f = _wide(kernel("linalg.logm", a.device)(a))
     if disp is _NO or disp:
         return f
-    return f, float(kernel("linalg._logm_error", a.device)(f, a))
+    err = kernel("linalg._logm_error", a.device)(f, a)
+    return f, (err if a.ndim > 2 else float(err))
 
 
 @register("linalg._logm_error", "generic")
 def _logm_error(f, a):
-    """SciPy's ||expm(F) - A||_1 / ||A||_1."""
+    """SciPy's ||expm(F) - A||_1 / ||A||_1 (a stack: each matrix's)."""
+    if f.ndim > 2:
+        return _norm1(expm(f) - a.to(f.dtype)) / _norm1(a)
     return norm(expm(f) - a.to(f.dtype), 1) / norm(a, 1)
+
+
+def _norm1(x):
+    """Each matrix's 1-norm (its largest absolute column sum), in the real dtype."""
+    return _cabs(x).sum(-2).amax(-1)
 
 
 @dispatch(_sl.funm, stacks=True, host=("neuron",), why=_COMPLEX_SCHUR)

@@ -272,6 +272,8 @@ def logm(a):
     """float64 input: real (SciPy drops an imaginary part within 1e6 eps); float32 input
     (SciPy computes in float32, returns double precision): the double-float logarithm of
     its values where its spectrum is real, SciPy's complex128 (host) otherwise."""
+    if a.ndim > 2:
+        raise PerMatrix  # (the double-float square roots: one matrix)
     host = lambda h: _sl.logm(h)  # noqa: E731
     if a.dtype not in (torch.float32, torch.float64):
         return _other("logm", a)
