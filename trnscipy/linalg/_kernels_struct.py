@@ -209,6 +209,14 @@ def complex_schur(a):
     return _k("linalg.schur", a)(a, output="complex", sort=None)
 
 
+def _stacked_schur(a):
+    """``complex_schur`` of a matrix or a stack, as (B, n, n) stacks (a single matrix
+    goes as itself: its complex Schur form has no stacked method)."""
+    n = a.shape[-1]
+    t, z = complex_schur(a if a.ndim <= 3 else a.reshape(-1, n, n))
+    return t.reshape(-1, n, n), z.reshape(-1, n, n)
+
+
 def _schur(a, output):
     """``schur(a, output=output)`` of a finite 2-D tensor."""
     return _k("linalg.schur", a)(a, output=output, sort=None)
@@ -332,8 +340,8 @@ def funm_parts(a, func):
     of a matrix or a stack: (F, SciPy's error estimate of each matrix as a float64
     ndarray of the batch shape), one host read for the stack."""
     lead, n = a.shape[:-2], a.shape[-1]
+    t, z = _stacked_schur(a)
     a = a.reshape(-1, n, n)
-    t, z = complex_schur(a)
     w = t.diagonal(0, -2, -1)
     f = torch.diag_embed(_on_eigenvalues(func, w))
     den = w[..., None, :] - w[..., :, None]  # T[j, j] - T[i, i]
@@ -440,9 +448,9 @@ def logm(a):
     matrices still above the bound rooted, one host read per round for the stack);
     complex stacks: the Schur kernel's PerMatrix."""
     lead, n = a.shape[:-2], a.shape[-1]
-    a = a.reshape(-1, n, n)
     # (a real matrix: its real Schur form made complex, as SciPy's)
-    t, z = complex_schur(a)
+    t, z = _stacked_schur(a)
+    a = a.reshape(-1, n, n)
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
     t = _logm_nonsingular(t, eye)
     t0 = t
@@ -809,7 +817,7 @@ def _matrix_power(a, p):
         if p:
             a = matmul(a, a)
     return result if result is not None else \
-        torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+        torch.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand(a.shape).clone()
 
 
 def _cpow(w, p):
@@ -833,56 +841,82 @@ def _pade_constant(i, p):
 
 
 def _remainder_power_triu(t, p):
-    """T^p for upper triangular T with no eigenvalue on the closed negative real axis
-    (real T: positive diagonal), -1 < p < 1: Higham and Lin's Schur-Pade method (square
-    roots until ||T - I||_1 <= theta_7, the [m/m] Pade approximant by its continued
-    fraction, squaring back with the diagonal recomputed exactly); SciPy also recomputes
-    the superdiagonal, this does not (differences at rounding level)."""
+    """T^p for each upper triangular T of the stack ``t`` (B, n, n) with no eigenvalue on
+    the closed negative real axis (real T: positive diagonal), -1 < p < 1: Higham and
+    Lin's Schur-Pade method (square roots until ||T - I||_1 <= theta_7, the [m/m] Pade
+    approximant by its continued fraction, squaring back with the diagonal recomputed
+    exactly), each matrix its own number of roots and degree m (one host read per round
+    for the stack); SciPy also recomputes the superdiagonal, this does not (differences
+    at rounding level)."""
     n = t.shape[-1]
     eye = torch.eye(n, dtype=t.dtype, device=t.device)
-    d0 = t.diagonal()
+    d0 = t.diagonal(0, -2, -1)
     power = (lambda w, q: _cpow(w, q)) if t.is_complex() else (lambda w, q: w ** q)
-    r, s = t, 0
+    r, s = t, np.zeros(t.shape[0], dtype=int)
+    active = np.ones(t.shape[0], dtype=bool)
     while True:
-        gap = float(_fetch_all(abs_max(_cabs(r - eye).sum(0)))[0])
-        if gap <= _PADE_THETA[-1] or s >= 64:
+        gap = abs_max(_cabs(r - eye).sum(-2), -1)
+        gap = np.asarray(_k("linalg._fetch", gap)(gap), np.float64).reshape(-1)
+        active &= ~((gap <= _PADE_THETA[-1]) | (s >= 64))
+        if not active.any():
             break
-        r, s = sqrtm_triu(r), s + 1
-    m = next(k for k, theta in enumerate(_PADE_THETA, 1) if gap <= theta or k == 7)
+        r = torch.where(_rows(active, t), sqrtm_triu(r), r)
+        s += active
+    degrees = np.asarray([next(k for k, theta in enumerate(_PADE_THETA, 1)
+                               if g <= theta or k == 7) for g in gap])
     x = eye - r  # the continued fraction of (1 - x)^p
     trsm = _k("linalg._trsm", t)
-    y = x * _pade_constant(2 * m, p)
-    for j in range(2 * m - 1, 0, -1):
-        y = trsm(eye + y, x * _pade_constant(j, p), upper=True)
-    u = eye + y
-    for i in range(s, -1, -1):
-        if i < s:
-            u = u @ u
-        u = u - torch.diag_embed(u.diagonal()) + torch.diag_embed(power(d0, p * 2.0 ** -i))
+    u = None
+    for m in np.unique(degrees):  # (each degree the stack's matrices take, at most 7)
+        y = x * _pade_constant(2 * m, p)
+        for j in range(2 * m - 1, 0, -1):
+            y = trsm(eye + y, x * _pade_constant(j, p), upper=True)
+        u = eye + y if u is None else torch.where(_rows(degrees == m, t), eye + y, u)
+    for i in range(s.max(), -1, -1):
+        if i < s.max():
+            u = torch.where(_rows(i < s, t), u @ u, u)
+        exact = u - torch.diag_embed(u.diagonal(0, -2, -1)) + torch.diag_embed(
+            power(d0, p * 2.0 ** -i))
+        u = torch.where(_rows(i <= s, t), exact, u)
     return u
+
+
+def _rows(mask, t):
+    """A (B,) host mask as a (B, 1, 1) device mask for the stack ``t``."""
+    return torch.as_tensor(mask, device=t.device)[:, None, None]
+
+
+def _flat(a):
+    """A matrix or a stack of one batch dimension as it is; more: (B, n, n)."""
+    return a if a.ndim <= 3 else a.reshape(-1, *a.shape[-2:])
 
 
 @register("linalg.fractional_matrix_power", "generic")
 def fractional_matrix_power(a, p):
     """SciPy's algorithm (integer p: matrix_power; else A^floor/ceil(p) times the Schur-Pade
     remainder power, chosen by the condition number from trnscipy's svdvals; singular A:
-    funm of x^b, or NaN for p < 0), in double precision as SciPy's result."""
+    funm of x^b, or NaN for p < 0), in double precision as SciPy's result.  A stack: one
+    computation where its matrices take the same branch (else PerMatrix)."""
     if p == int(p):
         return _matrix_power(a, int(p))
     a = _wide(a)
-    s = _svdvals(a)
-    smax, smin = _fetch_all(s[0], s[-1])
-    if smin:
+    lead, n = a.shape[:-2], a.shape[-1]
+    s = _svdvals(_flat(a))
+    ends = torch.stack([s[..., 0], s[..., -1]], -1)
+    smax, smin = np.asarray(_k("linalg._fetch", ends)(ends), np.float64).reshape(-1, 2).T
+    if smin.all():
         k2 = smax / smin
         p1, p2 = p - np.floor(p), p - np.ceil(p)
-        if p1 * k2 ** (1 - p1) <= -p2 * k2:
-            ia, b = int(np.floor(p)), p1
-        else:
-            ia, b = int(np.ceil(p)), p2
+        floor = p1 * k2 ** (1 - p1) <= -p2 * k2
+        if floor.any() and not floor.all():
+            raise PerMatrix  # (its matrices' powers split between floor and ceil)
+        ia, b = (int(np.floor(p)), p1) if floor[0] else (int(np.ceil(p)), p2)
         r = _remainder_power(a, b)
         if r is not None:
             q = _matrix_power(a, ia)
             return q.to(r.dtype) @ r
+    elif smin.any():
+        raise PerMatrix  # (singular and nonsingular matrices: two routes)
     if p < 0:
         return torch.full_like(a, float("nan"))
     ia, b = int(np.floor(p)), p - np.floor(p)
@@ -891,28 +925,44 @@ def fractional_matrix_power(a, p):
 
 
 def _remainder_power(a, p):
-    """SciPy's _remainder_matrix_power, or None where it raises (a zero eigenvalue)."""
-    triu = torch.equal(a, a.triu()) if a.device.type == "cpu" else \
-        bool(_fetch_all((a.tril(-1) == 0).all())[0])
+    """SciPy's _remainder_matrix_power of a matrix or a stack, or None where it raises (a
+    zero eigenvalue); each matrix real or complex as its single call (PerMatrix where the
+    stack's matrices are triangular and not, or singular and not)."""
+    lead, n = a.shape[:-2], a.shape[-1]
+    flags = (a.tril(-1) == 0).flatten(-2).all(-1)
+    triu = np.asarray(_k("linalg._fetch", flags)(flags.reshape(-1)), dtype=bool)
+    if triu.any() and not triu.all():
+        raise PerMatrix
     z = None
     t = a
-    if not triu:
+    real = np.ones(triu.shape, dtype=bool)  # each matrix's result is real (real input)
+    if not triu.all():
         if a.is_complex():
-            t, z = _schur(a, "complex")
+            t, z = _schur(_flat(a), "complex")
         else:
-            t, z = _schur(a, "real")
-            if not bool(_fetch_all((t.diagonal(-1) == 0).all())[0]):
+            t, z = _schur(_flat(a), "real")
+            sub = (t.diagonal(-1, -2, -1) == 0).all(-1)
+            real = np.asarray(_k("linalg._fetch", sub)(sub.reshape(-1)), dtype=bool)
+            if not real.all():
                 t, z = _rsf2csf(t, z)
-    d = t.diagonal()
-    zero = (d == 0).any()
-    negative = d.min() < 0 if not t.is_complex() else zero
-    zero, negative = _fetch_all(zero, negative)
-    if zero:
+        z = z.reshape(-1, n, n)
+    t = t.reshape(-1, n, n)
+    d = t.diagonal(0, -2, -1)
+    zero = (d == 0).any(-1)
+    negative = (d.real if d.is_complex() else d).amin(-1) < 0  # (real T: made complex)
+    flags = torch.stack([zero, negative], -1)
+    zero, negative = np.asarray(_k("linalg._fetch", flags)(flags), dtype=bool).reshape(-1, 2).T
+    if zero.all():
         return None
-    if negative:
+    if zero.any():
+        raise PerMatrix
+    if negative.any() and not t.is_complex():
         t = t.to(_complex(t.dtype))
     u = _remainder_power_triu(t, p)
-    return u if z is None else z.to(u.dtype) @ u @ z.to(u.dtype).mH
+    x = u if z is None else z.to(u.dtype) @ u @ z.to(u.dtype).mH
+    if not a.is_complex() and x.is_complex():  # (NumPy's stacking of SciPy's loop)
+        x = _real_where(x, real & ~negative)
+    return x.reshape(*lead, n, n)
 
 
 # ----------------------------------------------------------------------------------------

@@ -339,14 +339,17 @@ def signm(A, disp=_NO):
     return kernel("linalg.signm", a.device)(a, disp=disp)
 
 
-@dispatch(_sl.fractional_matrix_power, double_float=("neuron",))
+@dispatch(_sl.fractional_matrix_power, stacks=True, double_float=("neuron",))
 def fractional_matrix_power(A, t):
     """Integer ``t`` keeps integer input integer (np.linalg.matrix_power); otherwise the
-    result is double precision, as SciPy's."""
+    result is double precision, as SciPy's.  A stack: one computation where its matrices
+    take the same branch (the double-float method: PerMatrix)."""
     a = _square(A, "expected square array_like input")
     dtype = to_torch_dtype(A.dtype if hasattr(A, "dtype") else np.asarray(A).dtype)
     if t == int(t) and not (dtype.is_floating_point or dtype.is_complex):
         a = as_tensor(A, a.device, False, dtype=dtype)
     if a.numel() == 0:
+        if a.ndim > 2:
+            raise PerMatrix  # (SciPy's loop's shapes)
         return a.clone()
-    return _batched(kernel("linalg.fractional_matrix_power", a.device), a, t)
+    return kernel("linalg.fractional_matrix_power", a.device)(a, t)

@@ -305,6 +305,8 @@ def fractional_matrix_power(a, t):
     host = lambda h: _sl.fractional_matrix_power(h, t)  # noqa: E731
     if t == int(t) and a.dtype != torch.float64:
         return kind_kernel("linalg.fractional_matrix_power", "generic")(a, t)
+    if a.ndim > 2:
+        raise PerMatrix  # (the double-float methods: one matrix)
     if a.dtype not in (torch.float32, torch.float64):
         return _other("fractional_matrix_power", a, t)
     if t == int(t):
