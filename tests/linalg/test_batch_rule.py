@@ -5,6 +5,7 @@ looped or given the stacks) and XLA (one execution for a batch where the impleme
 takes stacks, the implementation looped, as its single calls run, where it has none).
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ import scipy.linalg as sl
 import trnscipy
 import trnscipy.linalg as tl
 from trnscipy import DeviceFallbackWarning
+from trnscipy._scipy_version import scipy_at_least
 
 torch = pytest.importorskip("torch")
 
@@ -131,18 +133,25 @@ def test_xla_expm_batch_scales_each_matrix(xla_device):
 
 @pytest.mark.xla
 def test_xla_loop_gives_the_single_calls(xla_device):
-    """A function with no batched device form (signm) loops over its device
-    implementation, unannounced: the batch is bit for bit its single calls (SciPy's
-    test_batch.py compares them at rtol 1e-7, tighter than float32 host-against-device)."""
+    """A stack the batched method cannot take (fractional_matrix_power's matrices taking
+    floor and ceil powers: PerMatrix) loops over the device implementation, unannounced:
+    the batch is bit for bit its single calls (SciPy's test_batch.py compares them at rtol
+    1e-7, tighter than float32 host-against-device)."""
+    from trnscipy._batch import PerMatrix
+    from trnscipy.linalg import _kernels_struct
+
     a32 = A.astype(np.float32)
+    a32[1, 1] = np.diag([1e-3, 1, 2, 3]) + np.tril(A[1, 1], -1) / 10  # ill-conditioned
+    with pytest.raises(PerMatrix):
+        _kernels_struct.fractional_matrix_power(_dev(a32, xla_device), 1.8)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeviceFallbackWarning)
-        out = tl.signm(_dev(a32, xla_device))
+        out = tl.fractional_matrix_power(_dev(a32, xla_device), 1.8)
         assert out.device.type == "xla" and tuple(out.shape) == A.shape
-        single = tl.signm(_dev(a32[1, 2], xla_device))
-    np.testing.assert_array_equal(trnscipy.to_host(out)[1, 2], trnscipy.to_host(single))
-    # (signm of these matrices is I: float32 noise ~1e-7 off the diagonal)
-    np.testing.assert_allclose(trnscipy.to_host(out), sl.signm(a32), rtol=1e-5, atol=1e-5)
+        single = tl.fractional_matrix_power(_dev(a32[1, 1], xla_device), 1.8)
+    np.testing.assert_array_equal(trnscipy.to_host(out)[1, 1], trnscipy.to_host(single))
+    np.testing.assert_allclose(trnscipy.to_host(out), sl.fractional_matrix_power(a32, 1.8),
+                               rtol=1e-4, atol=1e-4)  # (SciPy: float32)
 
 
 @pytest.mark.xla
@@ -245,6 +254,12 @@ LDL = np.random.default_rng(77).standard_normal((2, 3, 4, 4))
 LDL = LDL + LDL.swapaxes(-1, -2)  # symmetric indefinite: 1x1 and 2x2 pivots, interchanges
 LDL[0, 1][np.diag_indices(4)] *= 1e-3  # 2x2 pivots only
 LDL[1, 2, :, 0] = LDL[1, 2, 0, :] = 0  # a singular column
+HALF = A / 2
+HALF[1, 0] *= 3  # an eigenvalue beyond 5: funm's _lift maps it off the real axis
+SIGN = A - 5 * np.eye(4)
+SIGN[0, 1] = np.triu(np.full((4, 4), 0.5)) + np.diag([2, 2, -3, -3])  # defective: Newton
+LOG = A.copy()
+LOG[0, 2] *= -1  # negative eigenvalues: a complex logarithm, the others' real
 STACKS = {
     "tanm": (lambda m, a: m.tanm(a / 8), (A,), (2,)),
     "coshm": (lambda m, a: m.coshm(a / 8), (A,), (2,)),
@@ -305,7 +320,20 @@ STACKS = {
         lambda m, a, c: m.solve_discrete_lyapunov(a / 8, c, method="bilinear"), (A, C), (2, 2)),
     "solve_continuous_are": (lambda m, a, b, q, r: m.solve_continuous_are(a, b, q, r),
                              (A - 6 * np.eye(4), B, np.eye(4), np.eye(2)), (2, 2, 2, 2)),
+    "funm": (lambda m, a: m.funm(a, _lift), (HALF,), (2,)),
+    "funm_disp": (lambda m, a: m.funm(a, _lift, disp=False), (HALF,), (2,)),
+    "signm": (lambda m, a: m.signm(a), (SIGN,), (2,)),
+    "logm": (lambda m, a: m.logm(a), (LOG,), (2,)),
+    "fractional_matrix_power": (lambda m, a: m.fractional_matrix_power(a, 0.3), (A,), (2,)),
+    "fractional_matrix_power_int": (lambda m, a: m.fractional_matrix_power(a, -2), (A,),
+                                    (2,)),
 }
+
+
+def _lift(w):
+    """w^2, plus i where Re w > 5: real F for a real matrix with no such eigenvalue (its
+    values conjugate-symmetric), complex F for the others (funm's real/complex choice)."""
+    return w * w + (w.real > 5) * 1j
 
 
 def _parts(out):
@@ -322,8 +350,7 @@ def _paired_stacks(name, device, rtol, single_rtol):
     """The batch through the device implementation's stacks: SciPy's batched call's
     shapes, dtypes and values, and its single calls' values."""
     call, arrays, cores = STACKS[name]
-    wrapper = getattr(tl, name.removesuffix("_vector").removesuffix("_matrix")
-                      .removesuffix("_separate").removesuffix("_bilinear"))
+    wrapper = getattr(tl, re.sub("_(vector|matrix|separate|bilinear|disp|int)$", "", name))
     assert wrapper._trnscipy_batch[1], "the implementation takes stacks"
     ref = _parts(call(sl, *arrays))
     out = [_host(o) for o in _parts(call(tl, *(_dev(x, device) for x in arrays)))]
@@ -351,6 +378,75 @@ def _paired_stacks(name, device, rtol, single_rtol):
 def test_stacks_equal_scipy_and_single_calls(name, where):
     """CPU (and CUDA) tensors: every function given stacks (float64)."""
     _paired_stacks(name, where, 1e-10, 1e-12)
+
+
+# (funm's values: funm_disp's; signm's mixed routes: the test after; CI time)
+MATFUNCS = [pytest.param("funm", marks=pytest.mark.slow), "funm_disp",
+            pytest.param("signm", marks=pytest.mark.slow), "logm", "fractional_matrix_power",
+            "fractional_matrix_power_int"]
+
+
+@pytest.mark.parametrize("name", MATFUNCS)
+def test_matfunc_device_kernels_take_stacks(name, monkeypatch):
+    """The device kernels (CUDA, XLA: the generic ones, Schur form included) on CPU
+    tensors: each matrix's route as its single call (real or complex, Newton or not)."""
+    _generic_kernels(monkeypatch)
+    _paired_stacks(name, "cpu", 1e-10, 1e-12)
+
+
+def _generic_kernels(monkeypatch):
+    """CPU tensors through the device kernels (no SciPy on views)."""
+    import trnscipy._kernels as seam
+
+    monkeypatch.setattr(seam, "_IMPLS", {k: v for k, v in seam._IMPLS.items()
+                                         if not (k[1] == "cpu" and k[0].startswith("linalg."))})
+
+
+def test_matfunc_stacks_per_matrix_messages(capsys, monkeypatch):
+    """What SciPy's loop says per matrix, from one batched computation: funm's and signm's
+    printed estimates, logm's singular warnings; signm's tuple only where every matrix
+    took the Newton iteration; fractional_matrix_power's stack whose matrices take floor
+    and ceil powers runs as the loop (PerMatrix)."""
+    from trnscipy._batch import PerMatrix
+    from trnscipy.linalg import _kernels_struct
+
+    _generic_kernels(monkeypatch)
+    defective = np.triu(np.ones((2, 3, 3, 3))) + (np.arange(6).reshape(2, 3, 1, 1) + 0.5
+                                                  ) * np.eye(3)
+    stack = A[:, :, :3, :3].copy()
+    stack[0, 1], stack[1, 2] = defective[0, 1], defective[1, 2]
+    for call, x, lines in ((lambda m, a: m.funm(a, lambda w: w ** 0.5), stack, 2),
+                           (lambda m, a: m.signm(a), stack - 2 * np.eye(3), 0)):
+        ref = call(sl, x)
+        printed = capsys.readouterr().out
+        out = _host(call(tl, torch.from_numpy(x)))
+        assert capsys.readouterr().out == printed and printed.count("\n") == lines
+        np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
+    if not scipy_at_least(1, 18):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ref = sl.signm(defective - 3 * np.eye(3), disp=False)
+            out = tl.signm(torch.from_numpy(defective - 3 * np.eye(3)), disp=False)
+        assert len(out) == len(ref) == 2 and out[1].dtype == torch.float64
+        for o, r in zip(out, ref, strict=True):
+            np.testing.assert_allclose(_host(o), r, rtol=1e-10, atol=1e-14)
+    singular = A.copy()  # (triangular: zeros on the diagonal stay exact in the Schur form)
+    singular[0, 1], singular[1, 0] = np.triu(A[0, 1]), np.triu(A[1, 0])
+    singular[0, 1, 2, 2], singular[1, 0, 0, 0] = 0, 1e-22  # exactly, nearly singular
+    found = []
+    for m, a in ((sl, singular), (tl, torch.from_numpy(singular))):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found.append((m.logm(a), [type(w.message) for w in caught]))
+    assert found[0][1] == found[1][1] and len(found[0][1]) == 2
+    np.testing.assert_allclose(_host(found[1][0]), found[0][0], rtol=1e-10, atol=1e-10)
+    split = A[0, :2].copy()
+    split[1] = np.diag([1e-3, 1, 2, 3]) + np.tril(A[0, 1], -1) / 10  # ill-conditioned
+    with pytest.raises(PerMatrix):  # (the first: floor(p), the second: ceil(p))
+        _kernels_struct.fractional_matrix_power(torch.from_numpy(split), 1.8)
+    ref = sl.fractional_matrix_power(split, 1.8)
+    np.testing.assert_allclose(_host(tl.fractional_matrix_power(torch.from_numpy(split), 1.8)),
+                               ref, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.slow

@@ -900,7 +900,6 @@ def fractional_matrix_power(a, p):
     if p == int(p):
         return _matrix_power(a, int(p))
     a = _wide(a)
-    lead, n = a.shape[:-2], a.shape[-1]
     s = _svdvals(_flat(a))
     ends = torch.stack([s[..., 0], s[..., -1]], -1)
     smax, smin = np.asarray(_k("linalg._fetch", ends)(ends), np.float64).reshape(-1, 2).T
