@@ -505,10 +505,14 @@ def test_xla_stacks_one_execution(name, xla_device):
 @pytest.mark.parametrize("name", [
     "matrix_balance_separate", "solve_discrete_are", "ldl", "solve_sylvester",
     # (two minutes of compiles: the sign iteration and the Lyapunov steps' Schur forms)
-    pytest.param("solve_continuous_are", marks=pytest.mark.slow)])
+    pytest.param("solve_continuous_are", marks=pytest.mark.slow)] + [
+    # (the Schur forms of 6 and 24 matrices compile for 6 to 15 s each)
+    pytest.param(name, marks=pytest.mark.slow)
+    for name in ("funm", "signm", "logm", "fractional_matrix_power")])
 def test_xla_stack_shares_reads(name, xla_device):
     """Host-driven loops (matrix_balance's reads per row and sweep, the Riccati solvers'
-    iterations, ldl's pivot steps, the Schur forms' QR sweeps under solve_sylvester) run
+    iterations, ldl's pivot steps, the Schur forms' QR sweeps under solve_sylvester and
+    funm, logm's roots, signm's Newton iteration, the Schur-Pade roots) run
     for the whole stack at once, until its slowest matrix is done: four copies
     of a stack cost the executions of one; each matrix as SciPy's batched call gives it."""
     from trnscipy._metrics import xla_counts
