@@ -28,6 +28,10 @@ def dlane(request, monkeypatch):
         import trnscipy._kernels as seam
         import trnscipy.linalg  # noqa: F401  (registers the kernels)
 
+        # every family loaded first: a kernel module imported under the patch would
+        # register into the copy, and its kernels would be lost when the patch ends
+        for fam in seam.PROVIDERS:
+            seam._load(fam)
         impls = {k: v for k, v in seam._IMPLS.items()
                  if not (k[1] == "cpu" and k[0].startswith("linalg."))}
         monkeypatch.setattr(seam, "_IMPLS", impls)
