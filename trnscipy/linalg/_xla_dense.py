@@ -545,7 +545,7 @@ def _picks(a):
     if a.real.dtype == torch.float32:
         nums = _abs(mats).sum(-2).amax(-1, keepdim=True)
     else:
-        nums = torch.stack([pade_numbers(m) for m in mats])
+        nums = pade_numbers(mats).T  # (batch, 11): one graph for any stack
     rows = kernel("linalg._fetch", a.device)(torch.cat([tri, nums], 1))
     out = []
     for row in rows:
