@@ -314,6 +314,7 @@ STACKS = {
     "subspace_angles": (lambda m, a, c: m.subspace_angles(a[..., :2], c[..., 2:]), (A, C),
                         (2, 2)),
     "solve_sylvester": (lambda m, a, c: m.solve_sylvester(a, c, a @ c), (A, C), (2, 2)),
+    "expm_cond": (lambda m, a: m.expm_cond(a / 8), (A,), (2,)),
     "solve_continuous_lyapunov": (lambda m, a, c: m.solve_continuous_lyapunov(-a, c), (A, C),
                                   (2, 2)),
     "solve_discrete_lyapunov_bilinear": (
@@ -472,7 +473,8 @@ def test_maybe_real_decides_per_matrix():
 
 @pytest.mark.xla
 @pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded",
-                                  "hessenberg", "subspace_angles", "solve_discrete_lyapunov"])
+                                  "hessenberg", "subspace_angles", "solve_discrete_lyapunov",
+                                  "expm_cond"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""

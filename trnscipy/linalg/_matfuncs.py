@@ -267,38 +267,44 @@ def tanhm(A):
     return _maybe_real(a, solve(coshm(a), sinhm(a)))
 
 
-@dispatch(_sl.expm_cond, double_float=("neuron",))
+@dispatch(_sl.expm_cond, stacks=True, double_float=("neuron",))
 def expm_cond(A, check_finite=True):
-    """SciPy's Kronecker form of the Frechet derivative (n^2 calls of trnscipy's
-    expm_frechet), its 2-norm through trnscipy's norm (CPU tensors: SciPy on views; its
-    float32 route mixes precisions)."""
+    """SciPy's Kronecker form of the Frechet derivative (its n^2 columns from batched
+    calls of trnscipy's expm_frechet), its 2-norm through trnscipy's norm (CPU tensors:
+    SciPy on views; its float32 route mixes precisions).  Stacks too."""
     a = as_tensor(A, device_of(A), check_finite)
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError("expected a square matrix")
-    if a.shape[0] == 0:  # SciPy's error (its Kronecker form stacks no columns)
+    if a.shape[-1] == 0:  # SciPy's error (its Kronecker form stacks no columns)
         raise ValueError("need at least one array to concatenate")
     return kernel("linalg.expm_cond", a.device)(a)
 
 
 register("linalg.expm_cond", "cpu")(_on_views(_sl.expm_cond))
 
+_FRECHET_CHUNK = 2 ** 22  # entries of the block matrices of one batched expm_frechet call
+
 
 @register("linalg.expm_cond", "generic")
 def _expm_cond(a):
     from trnscipy.linalg._basic import _wide_result
 
-    n = a.shape[0]
+    n = a.shape[-1]
     # E in float64 (SciPy's np.identity) where the device has it; else float32 work and
     # a float64 result holding its values exactly (double-float)
     wide = capability(device_kind(a.device)).float64
     dtype = torch.promote_types(a.dtype, torch.float64) if wide else a.dtype
     eye = torch.eye(n, dtype=dtype, device=a.device)
-    cols = [expm_frechet(a, torch.outer(eye[i], eye[j]), compute_expm=False,
-                         method=None if wide else "blockEnlarge",
-                         check_finite=False).mT.reshape(-1)
-            for i in range(n) for j in range(n)]
-    k = torch.stack(cols).mT
-    return _wide_result((norm(k, 2) * norm(a, "fro")) / norm(expm(a), "fro"))
+    # the directions E_ij = e_i e_j^T (row i * n + j), in chunks of one batched call each
+    basis = (eye[:, None, :, None] * eye[None, :, None, :]).reshape(n * n, n, n)
+    step = max(1, _FRECHET_CHUNK // (a[..., :1, :1].numel() * 4 * n * n))
+    rows = torch.cat([expm_frechet(a[..., None, :, :], basis[i:i + step], compute_expm=False,
+                                   method=None if wide else "blockEnlarge",
+                                   check_finite=False).mT.flatten(-2)
+                      for i in range(0, n * n, step)], -2)
+    k2 = norm(rows.mT, 2, axis=(-2, -1))
+    return _wide_result((k2 * norm(a, "fro", axis=(-2, -1)))
+                        / norm(expm(a), "fro", axis=(-2, -1)))
 
 
 @register("linalg.expm_cond", "neuron")
@@ -310,6 +316,8 @@ def _expm_cond_df(a):
     instead of n^2 of order 2n; the norms double-float, their quotient in triple-float."""
     if a.dtype != torch.float64 or a.numel() == 0:
         return _expm_cond(a)
+    if a.ndim > 2:
+        raise PerMatrix  # (the Kronecker form's double-float expm: one matrix at a time)
     from trnscipy import _transfer
     from trnscipy._kernels import _df
 
