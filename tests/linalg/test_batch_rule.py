@@ -222,7 +222,8 @@ def test_stack_padding_only_for_pjrt_cpu(monkeypatch):
     a = torch.ones(3, 4, 4)
     for cpu, count in ((True, lk._XLA_BATCH_SWITCH), (False, 3)):
         monkeypatch.setattr(lk, "_pjrt_cpu", lambda cpu=cpu: cpu)
-        out = lk._in_big_batch(lambda t: seen.append(t.shape[0]) or t * 2, a)
+        out = lk.as_stack(lambda t: seen.append(t.shape[0]) or t * 2, a,
+                          at_least=lk._XLA_BATCH_SWITCH)
         assert seen[-1] == count and tuple(out.shape) == (3, 4, 4)
 
 

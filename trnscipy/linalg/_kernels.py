@@ -180,48 +180,35 @@ def _pjrt_cpu():
     return xr.device_type() == "CPU"
 
 
-def as_pair(fn, *tensors):
-    """``fn(*tensors)`` for single matrices (each (1, ..., n, k) or (n, k)), run as a stack
-    of two on PJRT CPU: XLA's CPU compiler rounds some graphs of one matrix otherwise than
-    those of a stack (any stack of 2 or more alike), and SciPy's test_batch compares a
-    batch with its single calls; returns fn's tensor or (nested) tuple of tensors."""
-    lead = tensors[0].shape[:-2]
-    if (math.prod(lead) != 1 or max(tensors[0].shape[-2:]) > _PAD_MAX_N
-            or not _pjrt_cpu()):
-        return fn(*tensors)
-    out = fn(*(t.reshape(1, *t.shape[-2:]).expand(2, *t.shape[-2:]) for t in tensors))
-
-    def first(r):
-        return tuple(first(o) for o in r) if isinstance(r, tuple) else \
-            r[0].reshape(*lead, *r.shape[1:])
-
-    return first(out)
-
-
-def _in_big_batch(fn, *tensors):
-    """``fn(*tensors)`` (each (..., n, k), batch dimensions broadcast), run as a stack of at
-    least _XLA_BATCH_SWITCH matrices; returns fn's tensor or tuple of tensors."""
+def as_stack(fn, *tensors, at_least=2):
+    """``fn(*tensors)`` (each (..., n, k), batch dimensions broadcast) on PJRT CPU run as a
+    stack of at least ``at_least`` matrices (padded with copies of the first): XLA's CPU
+    compiler rounds some graphs of one matrix otherwise than those of a stack of 2 or more
+    (QR, real Sylvester), and others of up to 8 otherwise than above 8 (triangular solve,
+    LU inverse, Francis QR: ``at_least=_XLA_BATCH_SWITCH``); SciPy's test_batch compares a
+    batch with its single calls.  Returns fn's tensor or (nested) tuple of tensors."""
     batch = torch.broadcast_shapes(*(t.shape[:-2] for t in tensors))
     count = math.prod(batch)
-    if (count >= _XLA_BATCH_SWITCH or count == 0 or tensors[0].shape[-1] > _PAD_MAX_N
+    if (count >= at_least or count == 0 or tensors[0].shape[-1] > _PAD_MAX_N
             or not _pjrt_cpu()):
         return fn(*tensors)
-    pad = _XLA_BATCH_SWITCH - count
+    pad = at_least - count
     flat = [t.expand(*batch, *t.shape[-2:]).reshape(count, *t.shape[-2:]) for t in tensors]
-    flat = [torch.cat([t, t[:1].expand(pad, *t.shape[1:])]) for t in flat]
-    out = fn(*flat)
+    out = fn(*(torch.cat([t, t[:1].expand(pad, *t.shape[1:])]) for t in flat))
 
     def back(r):
-        return r[:count].reshape(*batch, *r.shape[1:])
+        return tuple(back(o) for o in r) if isinstance(r, tuple) else \
+            r[:count].reshape(*batch, *r.shape[1:])
 
-    return tuple(back(r) for r in out) if isinstance(out, tuple) else back(out)
+    return back(out)
 
 
 def xla_triangular_solve(b, a, upper=True, transpose=False, unitriangular=False):
     """torch.triangular_solve(...).solution (it lowers on XLA), rounding per matrix as in
-    any stack (_in_big_batch)."""
-    return _in_big_batch(lambda a, b: torch.triangular_solve(
-        b, a, upper=upper, transpose=transpose, unitriangular=unitriangular).solution, a, b)
+    any stack (as_stack)."""
+    return as_stack(lambda a, b: torch.triangular_solve(
+        b, a, upper=upper, transpose=transpose, unitriangular=unitriangular).solution, a, b,
+        at_least=_XLA_BATCH_SWITCH)
 
 
 @register("linalg._trsm", "xla")
@@ -232,7 +219,7 @@ def _trsm_xla(a, b, upper, trans=0, unit=False):
 
 
 def _inv_ex_xla(a):
-    return _in_big_batch(lambda a: torch.linalg.inv_ex(a)[0], a)
+    return as_stack(lambda a: torch.linalg.inv_ex(a)[0], a, at_least=_XLA_BATCH_SWITCH)
 
 
 @register("linalg._matmul", "generic")

@@ -22,15 +22,15 @@ from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on, to_host
 from trnscipy.linalg._kernels import (
+    _XLA_BATCH_SWITCH,
     _bad_slices,
     _broadcast,
     _cpu,
-    _in_big_batch,
     _k,
     _on_views,
     _tensor,
     _view,
-    as_pair,
+    as_stack,
     cho_solve,
     hermitian,
 )
@@ -212,13 +212,14 @@ def complex_schur(a):
 
 def _uniform_schur(a, output):
     """``schur(a, output=output)``; real input on XLA runs as a stack of at least 9
-    matrices where XLA compiles for the host CPU (``_in_big_batch``): its Francis QR
+    matrices where XLA compiles for the host CPU (``as_stack``): its Francis QR
     rounds a stack of up to 8 otherwise than a single matrix, and SciPy's test_batch
     compares a batch with its single calls at rtol 1e-7."""
     schur = _k("linalg.schur", a)
     if a.is_complex() or device_kind(a.device) != "xla":
         return schur(a, output=output, sort=None)
-    return _in_big_batch(lambda m: schur(m, output=output, sort=None), a)
+    return as_stack(lambda m: schur(m, output=output, sort=None), a,
+                    at_least=_XLA_BATCH_SWITCH)
 
 
 def _stacked_schur(a):
@@ -527,7 +528,7 @@ def solve_sylvester(a, b, q):
 def _solve_sylvester_xla(a, b, q):
     # (a real equation as a pair on PJRT CPU: it then rounds as it does in a stack;
     # complex stacks raise PerMatrix, so a complex equation is one matrix)
-    return as_pair(solve_sylvester, a, b, q) if not q.is_complex() else \
+    return as_stack(solve_sylvester, a, b, q) if not q.is_complex() else \
         solve_sylvester(a, b, q)
 
 

@@ -13,7 +13,7 @@ import math
 from trnscipy._dtypes import divide
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.linalg._kernels import as_pair, lu_factor_warning, xla_triangular_solve
+from trnscipy.linalg._kernels import as_stack, lu_factor_warning, xla_triangular_solve
 from trnscipy.linalg._kernels import qr as generic_qr
 
 __all__ = ["getrf", "perm_from_piv"]
@@ -382,7 +382,7 @@ def qr(a, mode="full", pivoting=False):
     if pivoting:
         return generic_qr(a, mode=mode, pivoting=True)  # announced host work
     # (one matrix as a pair on PJRT CPU: its blocked reflectors round as in a stack)
-    return as_pair(lambda x: _qr_blocked(x, mode), a)
+    return as_stack(lambda x: _qr_blocked(x, mode), a)
 
 
 def _qr_blocked(a, mode):
