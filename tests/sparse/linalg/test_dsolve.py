@@ -2,7 +2,7 @@
 SciPy on the same data.
 
 CPU tensors run SciPy's SuperLU on the data (route "scipy"); every other device runs
-the device factorization (trnscipy/sparse/linalg/_dsolve/_blocklu.py).  The CPU tests
+the device factorization (trnscipy/sparse/linalg/_dsolve/_multifrontal.py).  The CPU tests
 also run the device algorithm on CPU tensors (route "device": the generic kernels), so
 its paired checks are cheap; the XLA tests keep sizes small (XLA compiles dominate) and
 assert graph counts and zero aten CPU fallbacks.
