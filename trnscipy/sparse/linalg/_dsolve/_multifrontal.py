@@ -251,15 +251,17 @@ def _update_sets(g, nodes, pos):
 @register("sparse.linalg.block_inverse", "generic")
 def block_inverse(D, pivoting):
     """(inverses, pivoted) of a batch of blocks: LU with partial pivoting inside each
-    block (``torch.linalg.inv_ex``) whatever ``pivoting`` says."""
-    return torch.linalg.inv_ex(D).inverse, True
+    block whatever ``pivoting`` says."""
+    return backend(D.device).pivoted_inverse(D), True
 
 
 @register("sparse.linalg.block_inverse", "xla")
 def block_inverse_xla(D, pivoting):
     """Without ``pivoting``: Gauss-Jordan without pivoting in one device loop (the
     ``unpivoted_inverse`` kernel: cheap to compile and to run), which the caller checks;
-    with it, ``inv_ex`` (a QR custom call on XLA: slow to compile and to run).
+    with it, Gauss-Jordan with partial pivoting in one device loop (``pivoted_inverse``;
+    torch's ``inv_ex`` is a QR custom call on XLA, slow to compile and to run, and finite
+    for an exactly singular block).
     torch-xla 2.9's complex inverse is wrong (docs/design.md): a complex block A + iB
     is inverted through its real form [[A, -B], [B, A]]."""
     if D.is_complex():
@@ -269,7 +271,7 @@ def block_inverse_xla(D, pivoting):
         inv, pivoted = block_inverse_xla(big, pivoting)
         return torch.complex(inv[..., :w, :w], inv[..., w:, :w]), pivoted
     if pivoting:
-        return torch.linalg.inv_ex(D).inverse, True
+        return backend(D.device).pivoted_inverse(D), True
     return backend(D.device).unpivoted_inverse(D), False
 
 
