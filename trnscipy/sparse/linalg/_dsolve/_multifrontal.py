@@ -187,50 +187,105 @@ def _row_matching(n, row, col):
 
 def _dissect(g, n):
     """Nested dissection of graph ``g``: a postorder list of nodes (dicts with
-    ``pivots``, ``children``, ``parent``, ``height``); a disconnected part is a forest."""
+    ``pivots``, ``children``, ``parent``, ``height``).  Level-synchronous: every part of
+    one depth is searched at once (breadth-first searches of the graph restricted to the
+    parts, from one start per part: a handful of searches of the whole graph per depth).
+    A part the search does not cover is not connected: its component and the rest become
+    two parts with the same parent (a forest)."""
+    row = np.repeat(np.arange(n), np.diff(g.indptr))
+    col = g.indices
     nodes = []
+    part = np.zeros(n, dtype=np.int64)  # part of each unknown (-1: in a node)
+    parents = [None]  # per part: the node its subtree hangs under
+    while (part >= 0).any():
+        count = len(parents)
+        size = np.bincount(part[part >= 0], minlength=count)
+        members = _members(part, count)
+        for p in np.flatnonzero((size > 0) & (size <= LEAF)):
+            nodes.append({"pivots": members[p], "parent": parents[p]})
+            part[members[p]] = -1
+        same = (part[row] == part[col]) & (part[row] >= 0)
+        if not same.any() and not (part >= 0).any():
+            break
+        r, c = row[same], col[same]
+        degree = np.bincount(r, minlength=n)
+        alive = np.flatnonzero(part >= 0)
+        levels = _distances(n, r, c, _best(part, alive, -degree[alive]))
+        for _ in range(2):  # a pseudo-peripheral start: twice the farthest node
+            reached = alive[levels[alive] >= 0]
+            levels = _distances(n, r, c, _best(part, reached, levels[reached]))
+        new_part = np.full(n, -1, dtype=np.int64)
+        new_parents = []
+        for p in np.unique(part[alive]):
+            mem = members[p]
+            lv = levels[mem]
+            if (lv < 0).any():  # not connected: its component, and the rest
+                halves = (lv >= 0, lv < 0)
+                owner = parents[p]
+            else:
+                k = int(np.searchsorted(np.cumsum(np.bincount(lv)), mem.shape[0] / 2))
+                left, sep = lv < k, lv == k
+                if not left.any() or (left | sep).all():
+                    nodes.append({"pivots": mem, "parent": parents[p]})
+                    continue
+                nodes.append({"pivots": mem[sep], "parent": parents[p]})
+                halves, owner = (left, lv > k), len(nodes) - 1
+            for half in halves:
+                new_part[mem[half]] = len(new_parents)
+                new_parents.append(owner)
+        part, parents = new_part, new_parents
+    return _postorder(nodes)
 
-    def leaf(part):
-        nodes.append({"pivots": part, "children": [], "height": 0})
-        return [len(nodes) - 1]
 
-    def build(part):
-        # the roots of the subtrees eliminating ``part``, nodes appended in postorder
-        if part.shape[0] <= LEAF:
-            return leaf(part)
-        sub = g[part][:, part]
-        ncomp, comp = _csgraph.connected_components(sub, directed=False)
-        if ncomp > 1:
-            return [r for c in range(ncomp) for r in build(part[comp == c])]
-        levels = _bfs_levels(sub)
-        k = int(np.searchsorted(np.cumsum(np.bincount(levels)), part.shape[0] / 2))
-        left, sep = levels < k, levels == k
-        if not left.any() or sep.all() or (left | sep).all():
-            return leaf(part)
-        kids = build(part[left]) + build(part[~(left | sep)])
-        nodes.append({"pivots": part[sep], "children": kids,
-                      "height": 1 + max(nodes[c]["height"] for c in kids)})
-        return [len(nodes) - 1]
+def _members(part, count):
+    """The unknowns of each part (a list of arrays)."""
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(count + 1))
+    return [order[bounds[p]:bounds[p + 1]] for p in range(count)]
 
-    if n:
-        build(np.arange(n, dtype=np.int64))
+
+def _best(part, nodes, score):
+    """Of ``nodes``, the one of largest ``score`` in each part."""
+    order = np.lexsort((-score, part[nodes]))
+    first = np.ones(order.shape[0], dtype=bool)
+    first[1:] = part[nodes][order[1:]] != part[nodes][order[:-1]]
+    return nodes[order[first]]
+
+
+def _distances(n, row, col, starts):
+    """Breadth-first distance of every node from the start of its part (the graph's edges
+    row-col stay inside parts; -1: not reached): one search from a virtual node joined
+    to all starts."""
+    k = starts.shape[0]
+    r = np.concatenate([row, np.full(k, n)])
+    c = np.concatenate([col, starts])
+    big = _sp.csr_array((np.ones(r.shape[0], dtype=np.int8), (r, c)), shape=(n + 1, n + 1))
+    dist = _csgraph.shortest_path(big, directed=False, unweighted=True, indices=n)[:n]
+    return np.where(np.isfinite(dist), dist - 1, -1).astype(np.int64)
+
+
+def _postorder(nodes):
+    """The nodes (each with ``parent``) in postorder, with ``children`` and ``height``."""
+    children = [[] for _ in nodes]
+    roots = []
     for i, nd in enumerate(nodes):
-        nd.setdefault("parent", None)
-        for c in nd["children"]:
-            nodes[c]["parent"] = i
-    return nodes
-
-
-def _bfs_levels(sub):
-    """Breadth-first levels of the connected graph ``sub`` from a pseudo-peripheral node."""
-    degree = np.diff(sub.indptr)
-    start = int(np.argmin(degree))
-    for _ in range(2):
-        dist = _csgraph.breadth_first_order(sub, start, directed=False,
-                                            return_predecessors=False)
-        start = int(dist[-1])
-    return _csgraph.shortest_path(sub, directed=False, unweighted=True,
-                                  indices=start).astype(np.int64)
+        (roots if nd["parent"] is None else children[nd["parent"]]).append(i)
+    order, stack = [], [(r, False) for r in reversed(roots)]
+    while stack:
+        i, done = stack.pop()
+        if done:
+            order.append(i)
+            continue
+        stack.append((i, True))
+        stack.extend((c, False) for c in reversed(children[i]))
+    new = {old: k for k, old in enumerate(order)}
+    out = []
+    for old in order:
+        kids = [new[c] for c in children[old]]
+        out.append({"pivots": nodes[old]["pivots"], "children": kids,
+                    "parent": None if nodes[old]["parent"] is None else new[nodes[old]["parent"]],
+                    "height": 1 + max((out[c]["height"] for c in kids), default=-1)})
+    return out
 
 
 def _update_sets(g, nodes, pos):
