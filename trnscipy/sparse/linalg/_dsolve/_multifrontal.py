@@ -188,51 +188,50 @@ def _row_matching(n, row, col):
 def _dissect(g, n):
     """Nested dissection of graph ``g``: a postorder list of nodes (dicts with
     ``pivots``, ``children``, ``parent``, ``height``).  Level-synchronous: every part of
-    one depth is searched at once (breadth-first searches of the graph restricted to the
-    parts, from one start per part: a handful of searches of the whole graph per depth).
-    A part the search does not cover is not connected: its component and the rest become
-    two parts with the same parent (a forest)."""
+    one depth is split at once (its connected components, then breadth-first searches of
+    the graph restricted to the parts, from one start per part: a few searches of the
+    whole graph per depth)."""
     row = np.repeat(np.arange(n), np.diff(g.indptr))
     col = g.indices
     nodes = []
     part = np.zeros(n, dtype=np.int64)  # part of each unknown (-1: in a node)
     parents = [None]  # per part: the node its subtree hangs under
     while (part >= 0).any():
-        count = len(parents)
-        size = np.bincount(part[part >= 0], minlength=count)
-        members = _members(part, count)
-        for p in np.flatnonzero((size > 0) & (size <= LEAF)):
+        same = (part[row] == part[col]) & (part[row] >= 0)
+        r, c = row[same], col[same]
+        # the parts' connected components are the parts from here on (same parents)
+        alive = np.flatnonzero(part >= 0)
+        graph = _sp.csr_array((np.ones(r.shape[0], dtype=np.int8), (r, c)), shape=(n, n))
+        comp = _csgraph.connected_components(graph, directed=False)[1][alive]
+        labels, first, comp = np.unique(comp, return_index=True, return_inverse=True)
+        parents = [parents[part[alive[i]]] for i in first]
+        part[alive] = comp
+        size = np.bincount(comp, minlength=labels.shape[0])
+        members = _members(part, labels.shape[0])
+        for p in np.flatnonzero(size <= LEAF):
             nodes.append({"pivots": members[p], "parent": parents[p]})
             part[members[p]] = -1
-        same = (part[row] == part[col]) & (part[row] >= 0)
-        if not same.any() and not (part >= 0).any():
-            break
-        r, c = row[same], col[same]
-        degree = np.bincount(r, minlength=n)
         alive = np.flatnonzero(part >= 0)
+        if not alive.shape[0]:
+            break
+        degree = np.bincount(r, minlength=n)
         levels = _distances(n, r, c, _best(part, alive, -degree[alive]))
         for _ in range(2):  # a pseudo-peripheral start: twice the farthest node
-            reached = alive[levels[alive] >= 0]
-            levels = _distances(n, r, c, _best(part, reached, levels[reached]))
+            levels = _distances(n, r, c, _best(part, alive, levels[alive]))
         new_part = np.full(n, -1, dtype=np.int64)
         new_parents = []
         for p in np.unique(part[alive]):
             mem = members[p]
             lv = levels[mem]
-            if (lv < 0).any():  # not connected: its component, and the rest
-                halves = (lv >= 0, lv < 0)
-                owner = parents[p]
-            else:
-                k = int(np.searchsorted(np.cumsum(np.bincount(lv)), mem.shape[0] / 2))
-                left, sep = lv < k, lv == k
-                if not left.any() or (left | sep).all():
-                    nodes.append({"pivots": mem, "parent": parents[p]})
-                    continue
-                nodes.append({"pivots": mem[sep], "parent": parents[p]})
-                halves, owner = (left, lv > k), len(nodes) - 1
-            for half in halves:
+            k = int(np.searchsorted(np.cumsum(np.bincount(lv)), mem.shape[0] / 2))
+            left, sep = lv < k, lv == k
+            if not left.any() or (left | sep).all():
+                nodes.append({"pivots": mem, "parent": parents[p]})
+                continue
+            nodes.append({"pivots": mem[sep], "parent": parents[p]})
+            for half in (left, lv > k):
                 new_part[mem[half]] = len(new_parents)
-                new_parents.append(owner)
+                new_parents.append(len(nodes) - 1)
         part, parents = new_part, new_parents
     return _postorder(nodes)
 
