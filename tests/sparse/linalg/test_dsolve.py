@@ -201,6 +201,20 @@ def test_singular_matrices(route):
         assert torch.isnan(x).all() and x.shape == (2,)
 
 
+def test_empty_matrix(route):
+    """A 0 x 0 matrix factorizes and solves to empty results, as SciPy's (the device
+    solve crashed reshaping its empty right-hand side)."""
+    device = torch.device("cpu")
+    a = sp.csc_array((0, 0))
+    da = trnscipy.to_device(a, device)
+    for b in (np.zeros(0), np.zeros((0, 2))):
+        ref = spla.splu(a).solve(b)
+        x = trnscipy.to_host(tsl.splu(da).solve(trnscipy.to_device(b, device)))
+        assert x.shape == ref.shape and x.dtype == ref.dtype
+    x = trnscipy.to_host(tsl.spsolve(da, torch.zeros(0, dtype=torch.float64)))
+    assert x.shape == spla.spsolve(a, np.zeros(0)).shape
+
+
 def test_near_singular_matches_scipy(route):
     device = torch.device("cpu")
     a = poisson2d(4).tolil()

@@ -11,6 +11,8 @@ adds a step of iterative refinement with the matrix.  ``spilu``'s ``DeviceILU`` 
 same interface over the incomplete factors of ``_ilu``.
 """
 
+import math
+
 import numpy as np
 from array_api_compat import is_torch_array
 
@@ -121,7 +123,7 @@ class DeviceLU:
         if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
             raise ValueError("b is of incompatible size")
         b = self._cast(rhs)
-        return self._solve(b.reshape(b.shape[0], -1), trans).reshape(rhs.shape)
+        return self._solve(b.reshape(b.shape[0], math.prod(b.shape[1:])), trans).reshape(rhs.shape)
 
     def _cast(self, rhs):
         """``rhs`` as ``_solve`` takes it: in the factors' dtype (SciPy's cast)."""

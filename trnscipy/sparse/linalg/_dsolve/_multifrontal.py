@@ -67,7 +67,7 @@ class Symbolic:
         g = (g + g.T).tocsr()
         self.nodes = nodes = _dissect(g, n)
         pos = np.empty(n, dtype=np.int64)
-        pos[np.concatenate([nd["pivots"] for nd in nodes])] = np.arange(n)
+        pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
         _update_sets(g, nodes, pos)
         self._layout(nodes)
         # entry (r, c) of B belongs to the front of the one of r, c eliminated first
@@ -391,7 +391,7 @@ def factor(sym, data, pivoting=True):
         flags.append(flag)
         levels.append((F11, Xinv, F12, F21))
         materialize([flat, F11, Xinv, F12, F21, flag])  # one graph per group
-    flags = sum(flags)
+    flags = sum(flags, torch.zeros(2, dtype=torch.int64, device=dev))
     materialize([flags])
     return levels, flags
 
@@ -483,7 +483,7 @@ def export(sym, levels):
     host = [[to_numpy(t) for t in lvl] for lvl in levels]
     pos = np.empty(n, dtype=np.int64)
     start = np.cumsum([0] + [len(nd["pivots"]) for nd in nodes])
-    pos[np.concatenate([nd["pivots"] for nd in nodes])] = np.arange(n)
+    pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
     row_final = np.empty(n, dtype=np.int64)
     blocks = {"L": [], "U": []}
     for i, nd in enumerate(nodes):  # postorder: a node's pivots get their final rows here
