@@ -1,6 +1,6 @@
 """Sparse direct solvers: spsolve, the factorization (splu) and the solve with its factors,
 separately, beside SciPy's SuperLU.  CPU tensors run SuperLU on the data; the XLA lane
-runs the device factorization (trnscipy/sparse/linalg/_dsolve/_blocklu.py)."""
+runs the device factorization (trnscipy/sparse/linalg/_dsolve/_multifrontal.py)."""
 
 import numpy as np
 import scipy.sparse as sp

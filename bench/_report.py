@@ -12,6 +12,7 @@ _SECTION_TITLES = {
     "dense": "Dense linear algebra",
     "batch": "Batched dense linear algebra (SciPy's batch rule: leading dimensions)",
     "lsq": "Least squares and matrix functions (lsqr, lsmr, expm_multiply)",
+    "dsolve": "Sparse direct solvers (spsolve, splu, the solve with its factors)",
     "eigen": "Eigensolvers (eigsh, lobpcg, svds)",
     "double_float": "float64 on an emulated Neuron device (double-float) vs float32",
     "defer": "Defer path: trnscipy called with NumPy/SciPy inputs vs SciPy directly",

@@ -73,7 +73,7 @@ PROVIDERS = {
         "_refine", "_refine_band", "_refine_funcs", "_refine_lsq", "_refine_orth",
         "_refine_struct", "_refine_decomp", "_refine_schur", "_refine_matfuncs")),
     "sparse.linalg": tuple(f"trnscipy.sparse.linalg.{m}" for m in (
-        "_dsolve.linsolve", "_dsolve._superlu", "_dsolve._triangular", "_dsolve._blocklu",
+        "_dsolve.linsolve", "_dsolve._superlu", "_dsolve._triangular", "_dsolve._multifrontal",
         "_dsolve._refine", "_norm", "_onenormest", "_refine_norm")),
     # the solver strategies: SciPy's loop on CPU views, the torch loop, double-float on Neuron
     "krylov": ("trnscipy._kernels._cpu", "trnscipy.sparse.linalg._isolve.utils",

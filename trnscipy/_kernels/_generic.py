@@ -211,6 +211,12 @@ def unpivoted_inverse(D):
     return torch.linalg.inv_ex(D).inverse
 
 
+def pivoted_inverse(D):
+    """Inverses of a batch of square blocks (..., w, w) with partial pivoting (LAPACK's
+    getrf/getri: an exactly singular block gives non-finite entries)."""
+    return torch.linalg.inv_ex(D).inverse
+
+
 class Generic:
     """Plain torch ops on any device: the primitives every backend inherits."""
 
@@ -231,6 +237,7 @@ class Generic:
     device_loop = staticmethod(device_loop)
     graph_function = staticmethod(graph_function)
     unpivoted_inverse = staticmethod(unpivoted_inverse)
+    pivoted_inverse = staticmethod(pivoted_inverse)
     memory_available = staticmethod(memory_available)
 
     def __repr__(self):

@@ -2,7 +2,7 @@
 SciPy on the same data.
 
 CPU tensors run SciPy's SuperLU on the data (route "scipy"); every other device runs
-the device factorization (trnscipy/sparse/linalg/_dsolve/_blocklu.py).  The CPU tests
+the device factorization (trnscipy/sparse/linalg/_dsolve/_multifrontal.py).  The CPU tests
 also run the device algorithm on CPU tensors (route "device": the generic kernels), so
 its paired checks are cheap; the XLA tests keep sizes small (XLA compiles dominate) and
 assert graph counts and zero aten CPU fallbacks.
@@ -92,6 +92,10 @@ MATRICES = {
     "convdiff": lambda: convdiff(5),
     "pivoting": needs_pivoting,
     "saddle": saddle,
+    # several levels of the nested dissection, and a pattern in two components
+    "poisson2d_deep": lambda: poisson2d(12),
+    "poisson3d_deep": lambda: poisson3d(6),
+    "disconnected": lambda: sp.csc_array(sp.block_diag((convdiff(5), needs_pivoting(30)))),
 }
 
 DTYPES = [np.float64, np.float32, np.complex128, np.complex64]
@@ -195,6 +199,20 @@ def test_singular_matrices(route):
         with pytest.warns(spla.MatrixRankWarning, match="exactly singular"):
             x = tsl.spsolve(da, torch.ones(2, dtype=torch.float64))
         assert torch.isnan(x).all() and x.shape == (2,)
+
+
+def test_empty_matrix(route):
+    """A 0 x 0 matrix factorizes and solves to empty results, as SciPy's (the device
+    solve crashed reshaping its empty right-hand side)."""
+    device = torch.device("cpu")
+    a = sp.csc_array((0, 0))
+    da = trnscipy.to_device(a, device)
+    for b in (np.zeros(0), np.zeros((0, 2))):
+        ref = spla.splu(a).solve(b)
+        x = trnscipy.to_host(tsl.splu(da).solve(trnscipy.to_device(b, device)))
+        assert x.shape == ref.shape and x.dtype == ref.dtype
+    x = trnscipy.to_host(tsl.spsolve(da, torch.zeros(0, dtype=torch.float64)))
+    assert x.shape == spla.spsolve(a, np.zeros(0)).shape
 
 
 def test_near_singular_matches_scipy(route):
@@ -465,6 +483,16 @@ def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch
     d = np.random.default_rng(0).standard_normal((3, 40, 40)) + 40 * np.eye(40)
     inv = backend(xla_device).unpivoted_inverse(torch.from_numpy(d).to(xla_device))
     np.testing.assert_allclose(inv.cpu().numpy(), np.linalg.inv(d), rtol=0, atol=1e-15)
+    # with row interchanges: a zero leading entry, and an exactly singular block
+    # (non-finite, as LAPACK's zero pivot; XLA's inv_ex returns finite garbage)
+    p = np.random.default_rng(1).standard_normal((2, 5, 5))
+    p[0, 0, 0] = 0
+    p[1] = [[0, 1, 2, 1, 0], [1, 2, 3, 0, 1], [2, 4, 6, 0, 2], [1, 0, 0, 1, 0], [0, 0, 1, 1, 1]]
+    with pytest.raises(np.linalg.LinAlgError):  # LAPACK meets an exactly zero pivot
+        np.linalg.inv(p[1])
+    inv = backend(xla_device).pivoted_inverse(torch.from_numpy(p).to(xla_device)).cpu().numpy()
+    np.testing.assert_allclose(inv[0], np.linalg.inv(p[0]), rtol=1e-12, atol=1e-12)
+    assert not np.isfinite(inv[1]).all()
     a = convdiff(4)
     b = _rhs(16, np.float64)
     x = tsl.spsolve(trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device))

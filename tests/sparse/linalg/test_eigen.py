@@ -430,13 +430,13 @@ def test_eigsh_shift_invert_xla_graph_counts(xla_device, monkeypatch):
     assert len(factored) == 1 and sum(cycles) > 1, (factored, cycles)
     assert first.executions <= factored[0].executions + sum(cycles) + 3, (first, factored)
     # compilations: the setup (the values of A - sigma I on the host's pattern, one graph
-    # per cyclic-reduction level, the block inverses: one graph for all, the factors, the
-    # flags) and the start vector, the cycle graph (substitutions in its loop), the results
-    from trnscipy.sparse.linalg._dsolve import _blocklu
+    # per group of fronts, the flags) and the start vector, the cycle graph (substitutions
+    # in its loop), the results
+    from trnscipy.sparse.linalg._dsolve import _multifrontal
 
     coo = A.tocoo()
-    levels = len(_blocklu.Symbolic(A.shape[0], coo.row.astype(np.int64),
-                                   coo.col.astype(np.int64)).schedule)
+    levels = len(_multifrontal.Symbolic(A.shape[0], coo.row.astype(np.int64),
+                                        coo.col.astype(np.int64)).groups)
     assert factored[0].compilations <= levels + 6, (factored, levels)
     assert first.compilations - factored[0].compilations <= 4, (first, factored)
     factored.clear()

@@ -1,8 +1,8 @@
 """The factorization object of ``splu``/``spilu`` on devices other than the CPU.
 
-What differs from SciPy's SuperLU: the factors are those of ``_blocklu`` (a block
-cyclic reduction over the Cuthill-McKee levels, static pivoting by a structural row
-matching, block inverses without pivoting where they pass a check, else with partial
+What differs from SciPy's SuperLU: the factors are those of ``_multifrontal`` (a
+multifrontal LU over a nested dissection, static pivoting by a structural row matching,
+pivot block inverses without pivoting where they pass a check, else with partial
 pivoting inside each block): ``L``, ``U``, ``perm_r`` and ``perm_c``
 satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's permutations (not
 SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros; they are assembled on
@@ -10,6 +10,8 @@ the host on first access (warned off the CPU kind).  ``solve`` runs on the devic
 adds a step of iterative refinement with the matrix.  ``spilu``'s ``DeviceILU`` has the
 same interface over the incomplete factors of ``_ilu``.
 """
+
+import math
 
 import numpy as np
 from array_api_compat import is_torch_array
@@ -21,7 +23,7 @@ from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import backend
 from trnscipy._transfer import _to_device, to_host
-from trnscipy.sparse.linalg._dsolve import _blocklu, _ilu
+from trnscipy.sparse.linalg._dsolve import _ilu, _multifrontal
 
 __all__ = ["DeviceILU", "DeviceLU", "device_factor", "device_ilu"]
 
@@ -33,17 +35,17 @@ declare(FACTORS, host=("cuda", "xla", "neuron"),
 def device_factor(A):
     """Factorize the device CSR/CSC container ``A`` (square, floating dtype) on its device.
     RuntimeError("Factor is exactly singular") as SciPy's."""
-    sym = _blocklu.symbolic(A)
+    sym = _multifrontal.symbolic(A)
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
     _check_memory(sym, data)
     # without pivoting inside the blocks where the device has a cheaper inverse for that
     # (checked; once more with pivoting where the check fails)
-    levels, flags = _blocklu.factor(sym, data, pivoting=False)  # computed level by level
+    levels, flags = _multifrontal.factor(sym, data, pivoting=False)  # computed group by group
     singular, unstable = to_host(flags).tolist()  # one read
     if unstable:
-        levels, flags = _blocklu.factor(sym, data, pivoting=True)
+        levels, flags = _multifrontal.factor(sym, data, pivoting=True)
         singular = to_host(flags)[0]
     if singular:
         raise RuntimeError("Factor is exactly singular")
@@ -59,8 +61,8 @@ def _check_memory(sym, data):
         gib = 2.0 ** 30
         raise MemoryError(
             f"the sparse LU of this {sym.n}x{sym.n} matrix on {data.device} needs about "
-            f"{need / gib:.1f} GiB ({sym.nblocks} dense blocks of width {sym.w} in its "
-            f"level structure) and {have / gib:.1f} GiB is free there; SciPy's splu on "
+            f"{need / gib:.1f} GiB (the dense fronts of its nested dissection) and "
+            f"{have / gib:.1f} GiB is free there; SciPy's splu on "
             "the host (NumPy/SciPy inputs) or an iterative solver needs less")
 
 
@@ -121,14 +123,14 @@ class DeviceLU:
         if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
             raise ValueError("b is of incompatible size")
         b = self._cast(rhs)
-        return self._solve(b.reshape(b.shape[0], -1), trans).reshape(rhs.shape)
+        return self._solve(b.reshape(b.shape[0], math.prod(b.shape[1:])), trans).reshape(rhs.shape)
 
     def _cast(self, rhs):
         """``rhs`` as ``_solve`` takes it: in the factors' dtype (SciPy's cast)."""
         return rhs.to(to_torch_dtype(self.dtype))
 
     def _solve(self, b, trans):
-        return _blocklu.solve(self._sym, self._levels, self._data, b, trans)
+        return _multifrontal.solve(self._sym, self._levels, self._data, b, trans)
 
     def traced_solve(self, b):
         """A^-1 b for a vector ``b`` of the factors' dtype and device as pure tensor code
@@ -136,7 +138,7 @@ class DeviceLU:
         return self._traced(b.reshape(-1, 1)).reshape(-1)
 
     def _traced(self, b):
-        return _blocklu.solve(self._sym, self._levels, self._data, b, "N", cut=False)
+        return _multifrontal.solve(self._sym, self._levels, self._data, b, "N", cut=False)
 
     def to(self, device):
         return DeviceLU(self._sym, [tuple(t.to(device) for t in lvl) for lvl in self._levels],
@@ -149,7 +151,7 @@ class DeviceLU:
     # -- SciPy SuperLU's attributes ------------------------------------------------------------
 
     def _lu(self):
-        """L, U, perm_r, perm_c: the LU of each diagonal block and the products with the
+        """L, U, perm_r, perm_c: the LU of each pivot block and the products with the
         couplings are computed on the host (SciPy), warned where the capability table
         says so, and moved to the device."""
         if self._factors is None:
@@ -161,7 +163,7 @@ class DeviceLU:
         return self._factors
 
     def _export(self):
-        return _blocklu.export(self._sym, self._levels)
+        return _multifrontal.export(self._sym, self._levels)
 
     @property
     def perm_r(self):

@@ -2,7 +2,7 @@
 
 Symbolic analysis (host, once per sparsity pattern and ``fill_factor``, cached on the
 container): where the diagonal has structural zeros, rows are permuted by a maximum
-bipartite matching (static pivoting, as ``_blocklu``); the pattern is the level-of-fill
+bipartite matching (static pivoting, as ``_multifrontal``); the pattern is the level-of-fill
 ILU(k) pattern of that matrix in its own column order, ``k`` the largest (at most
 ``KMAX``) whose strict-lower plus upper entries stay within ``fill_factor * nnz(A)``, so
 that ``L.nnz + U.nnz <= fill_factor * nnz(A) + n`` as SuperLU's bound.  The analysis
@@ -33,7 +33,7 @@ import scipy.sparse as _sp
 from trnscipy._dtypes import absolute, divide
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._dsolve import _triangular
-from trnscipy.sparse.linalg._dsolve._blocklu import _row_matching
+from trnscipy.sparse.linalg._dsolve._multifrontal import _row_matching
 
 __all__ = ["IluSymbolic", "symbolic", "factor", "dropped", "terms", "prepare", "solve"]
 

@@ -3,7 +3,7 @@ double-float refinement (the 'neuron' registration of the ``sparse.linalg.factor
 
 The device has no float64 arithmetic; a float64 matrix there is held exactly as
 double-float pairs (``trnscipy._transfer.df_parts``).  ``splu``/``spsolve``/``factorized``
-factorize the float32 part of A with the device block LU (``_blocklu``, static pivoting)
+factorize the float32 part of A with the device LU (``_multifrontal``, static pivoting)
 and solve by LAPACK DSGESV-style refinement, the algorithm of the dense solves
 (``trnscipy.linalg._refine._refine``): r = b - op(A) x in double-float, x += S(r) with S the
 float32 factors' solve, until the correction is at double-float rounding level.  This is

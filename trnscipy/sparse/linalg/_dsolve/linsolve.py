@@ -2,7 +2,7 @@
 
 CPU tensors keep SciPy's SuperLU, on host copies of the sparse structure (SciPy sorts
 and sums its input in place) and views of the dense operands: the CPU kernels below.
-Every other device factorizes and solves on the device (``_blocklu``: symbolic analysis
+Every other device factorizes and solves on the device (``_multifrontal``: symbolic analysis
 on the host once per sparsity pattern, numeric work as batched dense operations; the
 triangular solves level-scheduled, ``_triangular``).  What differs from SciPy there:
 
@@ -10,8 +10,7 @@ triangular solves level-scheduled, ``_triangular``).  What differs from SciPy th
   are this factorization's (see ``_devicelu``); all options are validated as SciPy does
   (SciPy's own check on a 1x1 matrix); ``permc_spec``, ``diag_pivot_thresh``, ``relax``,
   ``panel_size``, ``drop_rule`` and ``options`` do not change the result (the ordering is
-  the Cuthill-McKee level structure for splu, the matrix's own for spilu; pivoting is
-  static).
+  a nested dissection for splu, the matrix's own for spilu; pivoting is static).
 * ``spilu`` is an ILU(k) on a level-of-fill pattern sized by ``fill_factor``, computed by
   fine-grained parallel sweeps, with ``drop_tol`` applied inside the pattern
   (``_ilu``), not SuperLU's ILUTP: comparable fill and preconditioning quality, not the

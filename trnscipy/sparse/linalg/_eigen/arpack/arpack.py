@@ -19,7 +19,7 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
 What differs on devices: shift-invert factorizes ``A - sigma M`` on the device as
-SciPy does (``splu``: block cyclic reduction, its substitutions inside the cycle graph;
+SciPy does (``splu``: the multifrontal LU, its substitutions inside the cycle graph;
 a dense LU for dense tensors); only an operator given as functions is inverted with
 ``trnscipy.sparse.linalg.minres`` (SciPy: gmres) to ``eps**0.75`` relative residual, and
 generalized mode 2 without ``Minv`` uses ``cg``; the iteration count

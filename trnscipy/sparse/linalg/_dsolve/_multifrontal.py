@@ -1,0 +1,529 @@
+"""Sparse LU on the device: multifrontal over a nested dissection, fronts batched by height.
+
+Symbolic analysis (host, once per sparsity pattern, kept in the container's plan): where
+the diagonal has structural zeros, a maximum bipartite matching of the pattern permutes
+rows so that it has none (static pivoting; a pattern without a perfect matching is
+exactly singular).  Then a nested dissection of the symmetrized pattern: a connected part
+is split by its middle breadth-first level from a pseudo-peripheral node (a vertex
+separator: the levels before and after it are not coupled), recursively, down to
+``LEAF`` unknowns.  Each tree node eliminates its pivots (its separator, or a whole
+leaf) after its children; its front holds the pivots and the later unknowns coupled to
+them or to its children's fronts (the update set).  Nodes are grouped by height (leaves
+0, a node one above its highest child), and every front of a group is padded to the
+group's largest pivot and update counts (identity pivots): one batched stack per group.
+
+Numeric factorization (device, one graph per group): all fronts live in one flat
+buffer, where ``A``'s entries are added first.  Group by group, bottom-up, the pivot
+blocks are inverted together (``checked_inverse``: without pivoting where the device has
+a cheaper inverse for that, each checked on two probe columns; where a check fails the
+whole factorization runs again with partial pivoting inside each block), and the update
+blocks' Schur complements ``F22 - F21 F11^-1 F12`` are added into their parents' fronts
+(extend-add: one ``index_add`` with an index map of the analysis).  About n^1.5 work in
+2-D and n^2 in 3-D, as the supernodal and multifrontal codes do (decision 0007).
+
+Solves (device): forward through the groups (gather the pivots' right-hand sides,
+subtract their coupling from the update unknowns'), back in reverse (gather the update
+unknowns' solution, apply the pivot block's inverse): ``bmm`` with gathers and
+scatters, batched over fronts and right-hand sides, plus ``REFINE`` steps of iterative
+refinement with the original entries (SuperLU_DIST's static pivoting plus refinement).
+"""
+
+import numpy as np
+import scipy.sparse as _sp
+from scipy.sparse import csgraph as _csgraph
+
+from trnscipy._kernels import _plan, backend, kernel, register
+from trnscipy._torch import torch
+
+__all__ = ["Symbolic", "symbolic", "factor", "solve", "export"]
+
+LEAF = 16  # unknowns below which a part is not dissected further
+REFINE = 1  # steps of iterative refinement in every solve
+
+
+# ---- symbolic analysis (host) ---------------------------------------------------------------
+
+class Symbolic:
+    """The pattern's nested dissection: ``groups`` of fronts (per height: their count,
+    padded pivot and update sizes ``p``, ``u``, offset in the flat buffer, pivot and
+    update unknowns padded with ``n``, the extend-add map into the parents' fronts) and
+    the map of the stored entries into the flat buffer (``value_index``)."""
+
+    def __init__(self, n, row, col):
+        self.n, self.row, self.col = n, row, col
+        self.singular = False
+        self.device_cache = {}
+        match = _row_matching(n, row, col)
+        if match is None:
+            self.singular = True
+            return
+        inv_match = np.empty(n, dtype=np.int64)
+        inv_match[match] = np.arange(n)
+        self.match, self.inv_match = match, inv_match
+        mrow = inv_match[row]  # equation r of A is equation inv_match[r] of B = P A
+        off = mrow != col
+        g = _sp.csr_array((np.ones(int(off.sum()), dtype=np.int8), (mrow[off], col[off])),
+                          shape=(n, n))
+        g = (g + g.T).tocsr()
+        self.nodes = nodes = _dissect(g, n)
+        pos = np.empty(n, dtype=np.int64)
+        pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
+        _update_sets(g, nodes, pos)
+        self._layout(nodes)
+        # entry (r, c) of B belongs to the front of the one of r, c eliminated first
+        first = np.where(pos[mrow] <= pos[col], mrow, col)
+        owner = np.empty(n, dtype=np.int64)
+        for i, nd in enumerate(nodes):
+            owner[nd["pivots"]] = i
+        node = owner[first]
+        f = self._front[node]
+        self.value_index = (self._base[node] + self._local(node, mrow) * f
+                            + self._local(node, col))
+
+    def _layout(self, nodes):
+        """Groups by height, each front's place in the flat buffer, the padding and the
+        extend-add maps."""
+        n = self.n
+        height = np.array([nd["height"] for nd in nodes], dtype=np.int64)
+        self.groups = []
+        self.where = np.zeros((len(nodes), 2), dtype=np.int64)  # node -> (group, index)
+        self._base = np.zeros(len(nodes), dtype=np.int64)  # node -> flat offset of front
+        self._front = np.zeros(len(nodes), dtype=np.int64)  # node -> padded front size
+        pads = np.zeros(len(nodes), dtype=np.int64)  # node -> its group's padded p
+        offset = 0
+        for h in range(int(height.max(initial=-1)) + 1):
+            members = np.flatnonzero(height == h)
+            p = max(len(nodes[i]["pivots"]) for i in members)
+            u = max(len(nodes[i]["update"]) for i in members)
+            f = p + u
+            piv = np.full((len(members), p), n, dtype=np.int64)
+            upd = np.full((len(members), u), n, dtype=np.int64)
+            for j, i in enumerate(members):
+                piv[j, :len(nodes[i]["pivots"])] = nodes[i]["pivots"]
+                upd[j, :len(nodes[i]["update"])] = nodes[i]["update"]
+            self.where[members] = np.stack([np.full(len(members), h), np.arange(len(members))], 1)
+            self._base[members] = offset + np.arange(len(members)) * f * f
+            self._front[members], pads[members] = f, p
+            j, k = np.nonzero(piv == n)  # padded pivots: a unit diagonal
+            self.groups.append({"count": len(members), "p": p, "u": u, "offset": offset,
+                                "members": members, "pivots": piv, "update": upd,
+                                "pad_index": offset + (j * f + k) * f + k,
+                                "probe": np.random.default_rng(0).uniform(-1, 1, (p, 2))})
+            offset += len(members) * f * f
+        self.size = offset  # the trash slot of the flat buffer: padded entries go there
+        # every (node, unknown of its front) with the unknown's padded local position
+        keys, local = [], []
+        for i, nd in enumerate(nodes):
+            npiv, nupd = len(nd["pivots"]), len(nd["update"])
+            keys.append(i * (n + 1) + np.concatenate([nd["pivots"], nd["update"]]))
+            local.append(np.concatenate([np.arange(npiv), pads[i] + np.arange(nupd)]))
+        keys = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+        order = np.argsort(keys)
+        self._keys = keys[order]
+        self._locals = (np.concatenate(local) if local else keys)[order]
+        for grp in self.groups:
+            ext = np.full((grp["count"], grp["u"], grp["u"]), self.size, dtype=np.int64)
+            for j, i in enumerate(grp["members"]):
+                par, upd = nodes[i]["parent"], nodes[i]["update"]
+                if par is None or not len(upd):
+                    continue
+                loc = self._local(np.full(len(upd), par), upd)
+                m = len(upd)
+                ext[j, :m, :m] = self._base[par] + loc[:, None] * self._front[par] + loc[None, :]
+            grp["extend"] = ext.reshape(-1)
+
+    def _local(self, node, unknowns):
+        """Padded local positions of ``unknowns`` in the fronts of ``node`` (arrays)."""
+        return self._locals[np.searchsorted(self._keys, node * (self.n + 1) + unknowns)]
+
+    def factor_bytes(self, itemsize):
+        """An upper estimate of a numeric factorization's peak memory in bytes: the flat
+        buffer, the stored factors (about as large) and one group's temporaries."""
+        big = max((g["count"] * (g["p"] + g["u"]) ** 2 for g in self.groups), default=0)
+        return (2 * self.size + 4 * big) * itemsize
+
+    def on_device(self, name, device, group=None):
+        """An index array of the analysis (of one group) as a tensor on ``device``
+        (cached)."""
+        key = (name, group, str(device))
+        if key not in self.device_cache:
+            value = getattr(self, name) if group is None else self.groups[group][name]
+            self.device_cache[key] = torch.from_numpy(np.ascontiguousarray(value)).to(device)
+        return self.device_cache[key]
+
+
+def symbolic(A):
+    """The analysis of ``A``'s pattern (a device CSR/CSC container), kept in ``A``'s plan
+    while it holds the same index tensors."""
+    sym = _plan.get(A, None, "lu_symbolic")
+    if sym is not None:
+        return sym
+    from trnscipy._transfer import to_host
+
+    a, b = A.indptr, A.indices
+
+    indptr = to_host(a).astype(np.int64)
+    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    minor = to_host(b).astype(np.int64)
+    row, col = (major, minor) if A.format == "csr" else (minor, major)
+    sym = Symbolic(A.shape[0], row, col)
+    return _plan.put(A, None, "lu_symbolic", sym, _plan.STRUCTURE)
+
+
+
+def _row_matching(n, row, col):
+    """match[c]: the row placed on column c's diagonal (the identity where the diagonal
+    is structurally full), or None when the pattern has no perfect matching."""
+    diag = np.zeros(n, dtype=bool)
+    diag[row[row == col]] = True
+    if diag.all():
+        return np.arange(n)
+    pattern = _sp.csr_array((np.ones(row.shape[0], dtype=np.int8), (row, col)), shape=(n, n))
+    match = _csgraph.maximum_bipartite_matching(pattern, perm_type="row")
+    if (match < 0).any():
+        return None
+    return match.astype(np.int64)
+
+
+def _dissect(g, n):
+    """Nested dissection of graph ``g``: a postorder list of nodes (dicts with
+    ``pivots``, ``children``, ``parent``, ``height``).  Level-synchronous: every part of
+    one depth is split at once (its connected components, then breadth-first searches of
+    the graph restricted to the parts, from one start per part: a few searches of the
+    whole graph per depth)."""
+    row = np.repeat(np.arange(n), np.diff(g.indptr))
+    col = g.indices
+    nodes = []
+    part = np.zeros(n, dtype=np.int64)  # part of each unknown (-1: in a node)
+    parents = [None]  # per part: the node its subtree hangs under
+    while (part >= 0).any():
+        same = (part[row] == part[col]) & (part[row] >= 0)
+        r, c = row[same], col[same]
+        # the parts' connected components are the parts from here on (same parents)
+        alive = np.flatnonzero(part >= 0)
+        graph = _sp.csr_array((np.ones(r.shape[0], dtype=np.int8), (r, c)), shape=(n, n))
+        comp = _csgraph.connected_components(graph, directed=False)[1][alive]
+        labels, first, comp = np.unique(comp, return_index=True, return_inverse=True)
+        parents = [parents[part[alive[i]]] for i in first]
+        part[alive] = comp
+        size = np.bincount(comp, minlength=labels.shape[0])
+        members = _members(part, labels.shape[0])
+        for p in np.flatnonzero(size <= LEAF):
+            nodes.append({"pivots": members[p], "parent": parents[p]})
+            part[members[p]] = -1
+        alive = np.flatnonzero(part >= 0)
+        if not alive.shape[0]:
+            break
+        degree = np.bincount(r, minlength=n)
+        levels = _distances(n, r, c, _best(part, alive, -degree[alive]))
+        for _ in range(2):  # a pseudo-peripheral start: twice the farthest node
+            levels = _distances(n, r, c, _best(part, alive, levels[alive]))
+        new_part = np.full(n, -1, dtype=np.int64)
+        new_parents = []
+        for p in np.unique(part[alive]):
+            mem = members[p]
+            lv = levels[mem]
+            k = int(np.searchsorted(np.cumsum(np.bincount(lv)), mem.shape[0] / 2))
+            left, sep = lv < k, lv == k
+            if not left.any() or (left | sep).all():
+                nodes.append({"pivots": mem, "parent": parents[p]})
+                continue
+            nodes.append({"pivots": mem[sep], "parent": parents[p]})
+            for half in (left, lv > k):
+                new_part[mem[half]] = len(new_parents)
+                new_parents.append(len(nodes) - 1)
+        part, parents = new_part, new_parents
+    return _postorder(nodes)
+
+
+def _members(part, count):
+    """The unknowns of each part (a list of arrays)."""
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(count + 1))
+    return [order[bounds[p]:bounds[p + 1]] for p in range(count)]
+
+
+def _best(part, nodes, score):
+    """Of ``nodes``, the one of largest ``score`` in each part."""
+    order = np.lexsort((-score, part[nodes]))
+    first = np.ones(order.shape[0], dtype=bool)
+    first[1:] = part[nodes][order[1:]] != part[nodes][order[:-1]]
+    return nodes[order[first]]
+
+
+def _distances(n, row, col, starts):
+    """Breadth-first distance of every node from the start of its part (the graph's edges
+    row-col stay inside parts; -1: not reached): one search from a virtual node joined
+    to all starts."""
+    k = starts.shape[0]
+    r = np.concatenate([row, np.full(k, n)])
+    c = np.concatenate([col, starts])
+    big = _sp.csr_array((np.ones(r.shape[0], dtype=np.int8), (r, c)), shape=(n + 1, n + 1))
+    dist = _csgraph.shortest_path(big, directed=False, unweighted=True, indices=n)[:n]
+    return np.where(np.isfinite(dist), dist - 1, -1).astype(np.int64)
+
+
+def _postorder(nodes):
+    """The nodes (each with ``parent``) in postorder, with ``children`` and ``height``."""
+    children = [[] for _ in nodes]
+    roots = []
+    for i, nd in enumerate(nodes):
+        (roots if nd["parent"] is None else children[nd["parent"]]).append(i)
+    order, stack = [], [(r, False) for r in reversed(roots)]
+    while stack:
+        i, done = stack.pop()
+        if done:
+            order.append(i)
+            continue
+        stack.append((i, True))
+        stack.extend((c, False) for c in reversed(children[i]))
+    new = {old: k for k, old in enumerate(order)}
+    out = []
+    for old in order:
+        kids = [new[c] for c in children[old]]
+        out.append({"pivots": nodes[old]["pivots"], "children": kids,
+                    "parent": None if nodes[old]["parent"] is None else new[nodes[old]["parent"]],
+                    "height": 1 + max((out[c]["height"] for c in kids), default=-1)})
+    return out
+
+
+def _update_sets(g, nodes, pos):
+    """Each node's update unknowns (later unknowns coupled to its pivots or to its
+    children's updates), in elimination order."""
+    for nd in nodes:
+        piv = nd["pivots"]
+        last = pos[piv].max() if len(piv) else -1
+        cand = [g.indices[g.indptr[v]:g.indptr[v + 1]] for v in piv.tolist()]
+        cand += [nodes[c]["update"] for c in nd["children"]]
+        cand = np.unique(np.concatenate(cand)) if cand else np.zeros(0, np.int64)
+        upd = cand[pos[cand] > last]
+        nd["update"] = upd[np.argsort(pos[upd])]
+
+
+# ---- numeric factorization and solves (device) -----------------------------------------------
+
+@register("sparse.linalg.block_inverse", "generic")
+def block_inverse(D, pivoting):
+    """(inverses, pivoted) of a batch of blocks: LU with partial pivoting inside each
+    block whatever ``pivoting`` says."""
+    return backend(D.device).pivoted_inverse(D), True
+
+
+@register("sparse.linalg.block_inverse", "xla")
+def block_inverse_xla(D, pivoting):
+    """Without ``pivoting``: Gauss-Jordan without pivoting in one device loop (the
+    ``unpivoted_inverse`` kernel: cheap to compile and to run), which the caller checks;
+    with it, Gauss-Jordan with partial pivoting in one device loop (``pivoted_inverse``;
+    torch's ``inv_ex`` is a QR custom call on XLA, slow to compile and to run, and finite
+    for an exactly singular block).
+    torch-xla 2.9's complex inverse is wrong (docs/design.md): a complex block A + iB
+    is inverted through its real form [[A, -B], [B, A]]."""
+    if D.is_complex():
+        w = D.shape[-1]
+        a, b = D.real, D.imag
+        big = torch.cat([torch.cat([a, -b], -1), torch.cat([b, a], -1)], -2)
+        inv, pivoted = block_inverse_xla(big, pivoting)
+        return torch.complex(inv[..., :w, :w], inv[..., w:, :w]), pivoted
+    if pivoting:
+        return backend(D.device).pivoted_inverse(D), True
+    return backend(D.device).unpivoted_inverse(D), False
+
+
+@register("sparse.linalg.solve_columns", "generic")
+def solve_columns(k):
+    """Right-hand sides the substitution works on for ``k`` given: ``k``."""
+    return k
+
+
+@register("sparse.linalg.solve_columns", "xla")
+def solve_columns_xla(k):
+    """At least 2: XLA CPU emits a batched matrix-vector product as LLVM loops, slow to
+    compile (10 s for the substitution of 10^4 unknowns), and a matrix product as a
+    library call (6 s with the zero column)."""
+    return max(k, 2)
+
+
+def checked_inverse(D, pivoting, probe):
+    """Inverses of the stack ``D`` and a 2-element count: [non-finite entries of pivoted
+    inverses (a singular factor), non-finite entries or failed checks of unpivoted ones
+    (factorize again with pivoting)].  An inverse computed without pivoting is checked
+    on the ``probe`` columns V: max |D X V - V| <= sqrt(eps) max |D| |X| |V| (a stable
+    inverse has a residual of about w eps |D| |X|, however ill-conditioned D is; a block
+    that needed pivoting, a tiny or zero pivot, or non-finite entries fail)."""
+    inv, pivoted = kernel("sparse.linalg.block_inverse", D.device)(D, pivoting)
+    parts = (inv.real, inv.imag) if inv.is_complex() else (inv,)
+    bad = sum((~torch.isfinite(p)).sum() for p in parts).reshape(1)
+    if pivoted:
+        return inv, torch.cat([bad, torch.zeros_like(bad)])
+    tol = float(np.sqrt(torch.finfo(D.dtype).eps))
+    v = probe.to(inv.dtype)
+    # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
+    r = (D @ (inv @ v) - v).abs().real.amax((1, 2))
+    scale = (D.abs().real @ (inv.abs().real @ probe.to(r.dtype).abs())).amax((1, 2))
+    failed = (~(r <= tol * scale)).sum().reshape(1)
+    return inv, torch.cat([torch.zeros_like(bad), bad + failed])
+
+
+def factor(sym, data, pivoting=True):
+    """Numeric factorization with values ``data`` (the pattern's storage order) on data's
+    device: (levels, flags); levels per group the Schur-updated pivot blocks, their
+    inverses and the coupling blocks (F11, Xinv, F12, F21); flags [nonzero when a pivot
+    block was singular, nonzero when an inverse computed without ``pivoting`` failed its
+    check (factorize again with pivoting)]."""
+    dev, dtype = data.device, data.dtype
+    materialize = backend(dev).materialize
+    idx = torch.cat([sym.on_device("value_index", dev)]
+                    + [sym.on_device("pad_index", dev, h) for h in range(len(sym.groups))])
+    pads = sum(g["pad_index"].shape[0] for g in sym.groups)
+    vals = torch.cat([data, torch.ones(pads, dtype=dtype, device=dev)])
+    flat = torch.zeros(sym.size + 1, dtype=dtype, device=dev).index_add(0, idx, vals)
+    levels, flags = [], []
+    for h, g in enumerate(sym.groups):
+        count, p, u, off = g["count"], g["p"], g["u"], g["offset"]
+        f = p + u
+        F = flat[off:off + count * f * f].reshape(count, f, f)
+        F11, F12, F21, F22 = F[:, :p, :p], F[:, :p, p:], F[:, p:, :p], F[:, p:, p:]
+        Xinv, flag = checked_inverse(F11, pivoting, sym.on_device("probe", dev, h))
+        F11, F12, F21 = F11.clone(), F12.clone(), F21.clone()
+        if u:  # extend-add: the update matrices into their parents' fronts
+            S = F22 - F21 @ (Xinv @ F12)
+            flat = flat.index_add(0, sym.on_device("extend", dev, h), S.reshape(-1))
+        flags.append(flag)
+        levels.append((F11, Xinv, F12, F21))
+        materialize([flat, F11, Xinv, F12, F21, flag])  # one graph per group
+    flags = sum(flags, torch.zeros(2, dtype=torch.int64, device=dev))
+    materialize([flags])
+    return levels, flags
+
+
+def _solve_permuted(sym, levels, z, trans):
+    """op(B) y = z for B = P A in unknown order; z (n, k), returns y (n, k)."""
+    dev = z.device
+    n, k = z.shape
+    pad = torch.zeros((2, k), dtype=z.dtype, device=dev)  # n: reads zero, n + 1: trash
+    z = torch.cat([z, pad])
+    ys = []
+    for h, (_, Xinv, F12, F21) in enumerate(levels):
+        g = sym.groups[h]
+        piv = sym.on_device("pivots", dev, h)
+        upd = sym.on_device("update", dev, h)
+        zp = z.index_select(0, piv.reshape(-1)).reshape(g["count"], g["p"], k)
+        ys.append(zp)
+        if g["u"]:
+            c = (F12.mT @ (Xinv.mT @ zp)) if trans else (F21 @ (Xinv @ zp))
+            dest = torch.where(upd == n, n + 1, upd).reshape(-1)
+            z = z.index_add(0, dest, -c.reshape(-1, k))
+    x = torch.zeros((n + 2, k), dtype=z.dtype, device=dev)
+    for h in reversed(range(len(levels))):
+        _, Xinv, F12, F21 = levels[h]
+        g = sym.groups[h]
+        piv = sym.on_device("pivots", dev, h)
+        upd = sym.on_device("update", dev, h)
+        rhs = ys[h]
+        if g["u"]:
+            xu = x.index_select(0, upd.reshape(-1)).reshape(g["count"], g["u"], k)
+            rhs = rhs - ((F21.mT @ xu) if trans else (F12 @ xu))
+        xp = (Xinv.mT @ rhs) if trans else (Xinv @ rhs)
+        dest = torch.where(piv == n, n + 1, piv).reshape(-1)
+        x = x.index_put((dest,), xp.reshape(-1, k))
+    return x[:n]
+
+
+def _product(sym, data, x, trans, device):
+    """op(A) x with the stored entries (duplicates summed), 2-D x."""
+    row, col = sym.on_device("row", device), sym.on_device("col", device)
+    if trans:
+        row, col = col, row
+    return torch.zeros_like(x).index_add(0, row, data.unsqueeze(1) * x.index_select(0, col))
+
+
+def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
+    """x with op(A) x = b for a 2-D b (n, k); ``trans`` in 'N', 'T', 'H'; ``refine``
+    steps of iterative refinement with the original entries."""
+    if trans == "H":
+        if data.is_complex():
+            return solve(sym, levels, data, b.conj(), "T", refine, cut).conj().resolve_conj()
+        trans = "T"
+    t = trans == "T"
+    dev = b.device
+    n, k = b.shape
+    width = kernel("sparse.linalg.solve_columns", dev)(k)
+    if width > k:
+        return solve(sym, levels, data, torch.cat(
+            [b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1), trans, refine,
+            cut)[:, :k]
+    materialize = backend(dev).materialize if cut else (lambda tensors: None)
+    match = sym.on_device("match", dev)
+    inv_match = sym.on_device("inv_match", dev)
+
+    def apply(r):
+        materialize([r])
+        if t:  # B^T (P x) = r: x = y[inv_match]
+            x = _solve_permuted(sym, levels, r, True).index_select(0, inv_match)
+        else:  # B x = P r, (P r)[c] = r[match[c]]
+            x = _solve_permuted(sym, levels, r.index_select(0, match), False)
+        materialize([x])
+        return x
+
+    x = apply(b)
+    for _ in range(refine):
+        x = x + apply(b - _product(sym, data, x, t, dev))
+    return x
+
+
+# ---- the factors as sparse matrices (SciPy SuperLU's L, U, perm_r, perm_c) ------------------
+
+def export(sym, levels):
+    """(L, U, perm_r, perm_c) as NumPy/SciPy objects: Pr A Pc = L U in this factorization's
+    elimination order (node after node, each node's rows permuted by the partial pivoting
+    of its pivot block's LU, padding removed).  Host work on the fronts."""
+    import scipy.linalg as _sla
+
+    n, nodes = sym.n, sym.nodes
+    host = [[to_numpy(t) for t in lvl] for lvl in levels]
+    pos = np.empty(n, dtype=np.int64)
+    start = np.cumsum([0] + [len(nd["pivots"]) for nd in nodes])
+    pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
+    row_final = np.empty(n, dtype=np.int64)
+    blocks = {"L": [], "U": []}
+    for i, nd in enumerate(nodes):  # postorder: a node's pivots get their final rows here
+        piv, upd = nd["pivots"], nd["update"]
+        ps, us = len(piv), len(upd)
+        if not ps:
+            continue
+        h, j = sym.where[i]
+        F11, _, F12, F21 = (x[j] for x in host[h])
+        perm, lower, upper = _sla.lu(F11[:ps, :ps])  # F11 = perm @ lower @ upper
+        order = np.argmax(perm, axis=0)  # row order[k] of F11 is row k of perm^T F11
+        row_final[piv[order]] = start[i] + np.arange(ps)
+        cols = start[i] + np.arange(ps)
+        blocks["L"].append((cols, cols, np.tril(lower), False))
+        blocks["U"].append((cols, cols, np.triu(upper), False))
+        if us:
+            blocks["U"].append((cols, pos[upd], _sla.solve_triangular(
+                lower, F12[:ps, :us][order], lower=True, unit_diagonal=True), False))
+            # rows of the update unknowns: their final rows are known once their own
+            # node is done (True: map them at assembly)
+            blocks["L"].append((upd, cols, _sla.solve_triangular(
+                upper.T, F21[:us, :ps].T, lower=True).T, True))
+
+    def assemble(kind):
+        rows, cols, vals = [], [], []
+        for r, c, v, unknowns in blocks[kind]:
+            rr, cc = np.meshgrid(row_final[r] if unknowns else r, c, indexing="ij")
+            rows.append(rr.ravel())
+            cols.append(cc.ravel())
+            vals.append(v.ravel())
+        cat = (np.concatenate(x) if x else np.zeros(0) for x in (rows, cols, vals))
+        r, c, v = cat
+        return _sp.csc_array((v, (r.astype(np.int64), c.astype(np.int64))), shape=(n, n))
+
+    perm_r = row_final[sym.inv_match]
+    perm_c = pos
+    return assemble("L"), assemble("U"), perm_r.astype(np.int32), perm_c.astype(np.int32)
+
+
+def to_numpy(t):
+    from trnscipy._transfer import to_host
+
+    return np.asarray(to_host(t))
