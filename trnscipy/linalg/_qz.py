@@ -266,12 +266,9 @@ def _qz_step(h, t, q, z, state, atol, btol):
     p00, p10, p01 = _flat_get(h, lo, lo), _flat_get(h, lo + 1, lo), _flat_get(h, lo, lo + 1)
     p11, p21 = _flat_get(h, lo + 1, lo + 1), _flat_get(h, lo + 2, lo + 1)
     q00, q01, q11 = _flat_get(t, lo, lo), _flat_get(t, lo, lo + 1), _flat_get(t, lo + 1, lo + 1)
-    s1 = p00.abs() + p10.abs() + p01.abs() + p11.abs() + p21.abs()
-    s2 = q00.abs() + q01.abs() + q11.abs()
-    s1 = torch.where(s1 == 0, torch.ones_like(s1), s1)
-    s2 = torch.where(s2 == 0, torch.ones_like(s2), s2)
-    p00, p10, p01, p11, p21 = p00 / s1, p10 / s1, p01 / s1, p11 / s1, p21 / s1
-    q00, q01, q11 = q00 / s2, q01 / s2, q11 / s2
+    # (the bottom's scales: the polynomial is in M's units)
+    p00, p10, p01, p11, p21 = p00 / sa, p10 / sa, p01 / sa, p11 / sa, p21 / sa
+    q00, q01, q11 = q00 / sb, q01 / sb, q11 / sb
     # b11^2 b22 M^2 e1 = a11 b22 A e1 + a21 (b11 A e2 - b12 A e1)
     m0 = p00 * q11 * p00 + p10 * (q00 * p01 - q01 * p00)
     m1 = p00 * q11 * p10 + p10 * (q00 * p11 - q01 * p10)
