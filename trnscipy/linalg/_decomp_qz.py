@@ -1,0 +1,73 @@
+"""qz on device tensors.
+
+Off the CPU, real pencils take the QZ iteration of trnscipy/linalg/_qz.py (plain torch ops:
+on XLA they lower, no aten CPU fallback).  What differs from SciPy there: complex input and
+output='complex' run SciPy's LAPACK on the host (announced); no balancing by permutation
+(dgges's dggbal 'P'), which changes Q and Z, not the form.  ordqz runs on the host.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import register
+from trnscipy._kernels import kernel
+from trnscipy._torch import torch
+from trnscipy.linalg import _qz
+from trnscipy.linalg._kernels import _on_host, _on_views
+from trnscipy.linalg._validate import as_tensor, device_of
+
+__all__ = ["qz"]
+
+
+def _floating(a):
+    return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
+
+
+@dispatch(_sl.qz, stacks=True)
+def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_b=False,
+       check_finite=True):
+    if sort is not None:
+        raise ValueError("The 'sort' input of qz() has to be None and will be removed in a "
+                         "future release. Use ordqz instead.")
+    if output not in ("real", "complex", "r", "c"):
+        raise ValueError("argument must be 'real', or 'complex'")
+    device = device_of(A, B)
+    a = _floating(as_tensor(A, device, check_finite))
+    b = _floating(as_tensor(B, device, check_finite))
+    if a.ndim < 2 or b.ndim < 2 or not (a.shape[-1] == a.shape[-2] == b.shape[-2]
+                                        == b.shape[-1]):
+        raise ValueError("Array dimensions must be square and agree")
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    return kernel("linalg.qz", device)(a.to(dtype), b.to(dtype), output=output)
+
+
+register("linalg.qz", "cpu")(_on_views(_sl.qz))
+
+
+def _host_qz(a, b, output, reason):
+    return _on_host("scipy.linalg.qz", reason, lambda x, y: tuple(
+        torch.from_numpy(np.asarray(r)) for r in _sl.qz(
+            x.numpy(), y.numpy(), output=output, check_finite=False)), a, b)
+
+
+def real_qz(a, b):
+    """(AA, BB, Q, Z) of real (a, b) on their device; SciPy's LinAlgWarning where the
+    iteration does not converge (the form is then not reached, as LAPACK's info > 0)."""
+    s, p, q, z, done = _qz.qz(a, b)
+    if not done:
+        warnings.warn("The QZ iteration failed. (a,b) are not in Schur form, but "
+                      "ALPHAR(j), ALPHAI(j), and BETA(j) should be correct for J=0,...,N",
+                      _sl.LinAlgWarning, stacklevel=5)
+    return s, p, q, z
+
+
+@register("linalg.qz", "generic")
+def _qz_generic(a, b, output="real"):
+    if a.is_complex() or b.is_complex() or output in ("complex", "c"):
+        return _host_qz(a, b, output, "the complex QZ form is not on the device")
+    if a.shape[-1] == 0:
+        return a.clone(), b.clone(), a.clone(), a.clone()
+    return real_qz(a, b)
