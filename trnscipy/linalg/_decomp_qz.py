@@ -12,12 +12,12 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
-from trnscipy._kernels import register
-from trnscipy._kernels import kernel
+from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _qz
 from trnscipy.linalg._kernels import _on_host, _on_views
 from trnscipy.linalg._validate import as_tensor, device_of
+from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["qz"]
 
@@ -35,8 +35,10 @@ def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")
     device = device_of(A, B)
-    a = _floating(as_tensor(A, device, check_finite))
-    b = _floating(as_tensor(B, device, check_finite))
+    a = _floating(as_tensor(A, device, False))
+    b = _floating(as_tensor(B, device, False))
+    if check_finite:
+        check_finite_(a, b)  # (one host read for both)
     if a.ndim < 2 or b.ndim < 2 or not (a.shape[-1] == a.shape[-2] == b.shape[-2]
                                         == b.shape[-1]):
         raise ValueError("Array dimensions must be square and agree")

@@ -14,7 +14,8 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
-from trnscipy.linalg import _francis
+from trnscipy.linalg import _francis, _qz
+from trnscipy.linalg._decomp_qz import real_qz
 from trnscipy.linalg._kernels import _on_host, _on_views
 from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
@@ -172,6 +173,9 @@ def _rsf2csf(t, z, dtype):
 
 @register("linalg.eig", "xla")
 def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
+    if b is not None and not (left or right or homogeneous_eigvals or a.is_complex()
+                              or b.is_complex()):
+        return _gen_eigvals(a, b)
     if a.ndim > 2 and (b is not None or homogeneous_eigvals or a.is_complex()):
         raise PerMatrix  # (each matrix to the host as its single call)
     if b is not None or homogeneous_eigvals or a.is_complex():
@@ -196,6 +200,23 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
         out.append(re.contiguous() if real else _complex(re, im, cdtype))
     return tuple(out)
 
+
+
+def _gen_eigvals(a, b):
+    """The generalized eigenvalues alpha / beta of a real pencil from its QZ form (SciPy's
+    values where beta = 0: inf, or nan where alpha = 0 too); order: the form's diagonal."""
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    s, p, _, _ = real_qz(a.to(dtype), b.to(dtype))
+    ar, ai, beta = _qz.eigvals_from_qz(s, p)
+    inf = beta == 0
+    safe = torch.where(inf, torch.ones_like(beta), beta)
+    zero = inf & (ar == 0) & (ai == 0)
+    nan = torch.full_like(ar, float("nan"))
+    wr = torch.where(zero, nan, torch.where(inf, torch.full_like(ar, float("inf")), ar / safe))
+    # SciPy: complex(nan, nan) where some eigenvalue is complex, else nan + 0j
+    cplx = (ai != 0).any(-1, keepdim=True)
+    wi = torch.where(zero & cplx, nan, torch.where(inf, torch.zeros_like(ai), ai / safe))
+    return _complex(wr, wi, _complex_dtype(dtype))
 
 
 @register("linalg._eig_pairs", "generic")
