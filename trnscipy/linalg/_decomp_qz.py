@@ -1,8 +1,9 @@
 """qz on device tensors.
 
 Off the CPU, real pencils take the QZ iteration of trnscipy/linalg/_qz.py (plain torch ops:
-on XLA they lower, no aten CPU fallback).  What differs from SciPy there: complex input and
-output='complex' run SciPy's LAPACK on the host (announced); no balancing by permutation
+on XLA they lower, no aten CPU fallback).  What differs from SciPy there: complex input runs
+SciPy's LAPACK on the host (announced); output='complex' of real input is the real form
+made complex (each 2x2 block's unitary pair), as zgges leaves it up to phases; no balancing by permutation
 (dgges's dggbal 'P'), which changes Q and Z, not the form.  ordqz runs on the host.
 """
 
@@ -68,8 +69,24 @@ def real_qz(a, b):
 
 @register("linalg.qz", "generic")
 def _qz_generic(a, b, output="real"):
-    if a.is_complex() or b.is_complex() or output in ("complex", "c"):
-        return _host_qz(a, b, output, "the complex QZ form is not on the device")
+    if a.is_complex() or b.is_complex():
+        return _host_qz(a, b, output, "the QZ form of complex input is not on the device")
+    cplx = output in ("complex", "c")
     if a.shape[-1] == 0:
-        return a.clone(), b.clone(), a.clone(), a.clone()
-    return real_qz(a, b)
+        out = a.clone(), b.clone(), a.clone(), a.clone()
+        return tuple(x.to(_CDTYPE[x.dtype]) for x in out) if cplx else out
+    out = real_qz(a, b)
+    if not cplx:
+        return out
+    # SciPy casts real input to complex: the complex form from the real one here
+    parts = _qz.to_complex(*out)
+    dtype = _CDTYPE[a.dtype]
+    return tuple(_complex(parts[i], parts[i + 1], dtype) for i in range(0, 8, 2))
+
+
+_CDTYPE = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _complex(re, im, dtype):
+    # (as _decomp_schur's: torch.complex has no XLA lowering)
+    return re.to(dtype) + 1j * im.to(dtype)

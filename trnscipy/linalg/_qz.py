@@ -458,3 +458,64 @@ def eigvals_from_qz(s, p):
     ar = torch.where(cplx, re * bt, a)
     ai = torch.where(first, im * bt, torch.where(second, -im * bt, torch.zeros_like(a)))
     return ar, ai, bt
+
+
+def to_complex(s, p, q, z):
+    """The complex generalized Schur form (both triangular, P's diagonal real and
+    non-negative, as LAPACK's zhgeqz leaves it) from the standardized real one: each 2x2
+    block's unitary pair at once (disjoint rows), as (real, imaginary) parts:
+    (Sr, Si, Pr, Pi, Qr, Qi, Zr, Zi)."""
+    if s.shape[-1] < 2:  # (no blocks; P's diagonal is non-negative already)
+        return tuple(x for m in (s, p, q, z) for x in (m, torch.zeros_like(m)))
+    ar, ai, bt = eigvals_from_qz(s, p)
+    a11, a22 = _diag(s)[..., :-1], _diag(s)[..., 1:]
+    a21 = _diag(s, -1)
+    b1, b2 = bt[..., :-1], bt[..., 1:]
+    blk = a21 != 0
+    one = torch.ones_like(a11)
+    safe = torch.where(blk, b1, one)
+    re, im = ar[..., :-1] / safe, ai[..., :-1] / safe  # the block's first eigenvalue
+    # Z's first column: the null vector (a22 - lambda b2, -a21) of A - lambda B's 2nd row;
+    # Q's: B times it
+    u, v, w = a22 - re * b2, -im * b2, -a21
+    nx = torch.where(blk, torch.sqrt(u * u + v * v + w * w), one)
+    ny = torch.where(blk, torch.sqrt(b1 * b1 * (u * u + v * v) + b2 * b2 * w * w), one)
+    zr, zi = _unitary(u / nx, v / nx, w / nx, blk)
+    qr, qi = _unitary(b1 * u / ny, b1 * v / ny, b2 * w / ny, blk)
+    # S <- Q^H S Z, P likewise (in parts), Q <- Q Qc, Z <- Z Zc
+    out = []
+    for m in (s, p):
+        mr, mi = qr.mT @ m @ zr + qi.mT @ m @ zi, qr.mT @ m @ zi - qi.mT @ m @ zr
+        out += [mr.triu(), mi.triu()]
+    sr, si, pr, pi = out
+    qcr, qci, zcr, zci = q @ qr, q @ qi, z @ zr, z @ zi
+    # P's diagonal real and non-negative: columns times conj(its phase)
+    dr, di = _diag(pr), _diag(pi)
+    mag = torch.sqrt(dr * dr + di * di)
+    nz = mag != 0
+    safe = torch.where(nz, mag, torch.ones_like(mag))
+    cr = torch.where(nz, dr / safe, torch.ones_like(dr)).unsqueeze(-2)
+    ci = torch.where(nz, -di / safe, torch.zeros_like(di)).unsqueeze(-2)
+    res = []
+    for xr, xi in ((sr, si), (pr, pi), (zcr, zci)):
+        res += [xr * cr - xi * ci, xr * ci + xi * cr]
+    sr, si, pr, pi, zcr, zci = res
+    n = s.shape[-1]
+    r = torch.arange(n, device=s.device)
+    pr = _flat_set(pr, r, r, mag)
+    pi = _flat_set(pi, r, r, torch.zeros_like(mag))
+    return sr, si, pr, pi, qcr, qci, zcr, zci
+
+
+def _unitary(u, v, w, blk):
+    """Real and imaginary parts of I with [[x1, -conj(x2)], [x2, conj(x1)]] at each block,
+    x1 = u + i v, x2 = w real (|x| = 1)."""
+    fal = torch.zeros_like(blk[..., :1])
+    first, second = torch.cat([blk, fal], -1), torch.cat([fal, blk], -1)
+    zero = torch.zeros_like(u[..., :1])
+    u, v, w = (torch.where(blk, x, 0 * x) for x in (u, v, w))
+    dr = torch.where(first, torch.cat([u, zero], -1), torch.where(
+        second, torch.cat([zero, u], -1), torch.ones_like(torch.cat([u, zero], -1))))
+    di = torch.cat([v, zero], -1) - torch.cat([zero, v], -1)
+    return (torch.diag_embed(dr) + torch.diag_embed(-w, 1) + torch.diag_embed(w, -1),
+            torch.diag_embed(di))
