@@ -173,9 +173,9 @@ def _rsf2csf(t, z, dtype):
 
 @register("linalg.eig", "xla")
 def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
-    if b is not None and not (left or right or homogeneous_eigvals or a.is_complex()
+    if b is not None and not (left or homogeneous_eigvals or a.is_complex()
                               or b.is_complex()):
-        return _gen_eigvals(a, b)
+        return _gen_eig(a, b, right)
     if a.ndim > 2 and (b is not None or homogeneous_eigvals or a.is_complex()):
         raise PerMatrix  # (each matrix to the host as its single call)
     if b is not None or homogeneous_eigvals or a.is_complex():
@@ -202,11 +202,12 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
 
 
 
-def _gen_eigvals(a, b):
+def _gen_eig(a, b, right):
     """The generalized eigenvalues alpha / beta of a real pencil from its QZ form (SciPy's
-    values where beta = 0: inf, or nan where alpha = 0 too); order: the form's diagonal."""
+    values where beta = 0: inf, or nan where alpha = 0 too; order: the form's diagonal),
+    and the right eigenvectors (unit 2-norm) where asked."""
     dtype = torch.promote_types(a.dtype, b.dtype)
-    s, p, _, _ = real_qz(a.to(dtype), b.to(dtype))
+    s, p, q, z = real_qz(a.to(dtype), b.to(dtype))
     ar, ai, beta = _qz.eigvals_from_qz(s, p)
     inf = beta == 0
     safe = torch.where(inf, torch.ones_like(beta), beta)
@@ -216,7 +217,14 @@ def _gen_eigvals(a, b):
     # SciPy: complex(nan, nan) where some eigenvalue is complex, else nan + 0j
     cplx = (ai != 0).any(-1, keepdim=True)
     wi = torch.where(zero & cplx, nan, torch.where(inf, torch.zeros_like(ai), ai / safe))
-    return _complex(wr, wi, _complex_dtype(dtype))
+    w = _complex(wr, wi, _complex_dtype(dtype))
+    if not right:
+        return w
+    vr, vi = _qz.eigvecs(s, p, q, z)
+    # SciPy: real vectors where every eigenvalue is real (their imaginary parts: rounding)
+    real = not bool(kernel("linalg._fetch", a.device)((wi != 0).any().reshape(1))[0])
+    return w, (vr.contiguous() if real else _complex(vr, torch.where(
+        ai.unsqueeze(-2) == 0, torch.zeros_like(vi), vi), _complex_dtype(dtype)))
 
 
 @register("linalg._eig_pairs", "generic")

@@ -519,3 +519,83 @@ def _unitary(u, v, w, blk):
     di = torch.cat([v, zero], -1) - torch.cat([zero, v], -1)
     return (torch.diag_embed(dr) + torch.diag_embed(-w, 1) + torch.diag_embed(w, -1),
             torch.diag_embed(di))
+
+
+def tgevc(sr, si, pr, pi):
+    """Unit upper triangular X with beta_j S x_j = alpha_j P x_j (alpha_j = S[j, j], beta_j
+    = P[j, j]: the complex triangular form, P's diagonal real), as (real, imaginary) parts:
+    back substitution one row per micro-step (dtgevc's right vectors)."""
+    n = sr.shape[-1]
+    dev = sr.device
+    eps = torch.finfo(sr.dtype).eps
+    tiny = torch.finfo(sr.dtype).tiny / eps
+    xr = torch.eye(n, dtype=sr.dtype, device=dev).expand(sr.shape).clone()
+    xi = torch.zeros_like(xr)
+    i = _counter(n - 1, dev)
+    _sync(xr, xi, i)
+    xr, xi, i = _loop(lambda c: _tgevc_step(sr, si, pr, pi, *c, eps, tiny), (xr, xi, i), n)
+    _sync(xr, xi, i)
+    return xr, xi
+
+
+def _cmul(ar, ai, br, bi):
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+def _tgevc_step(sr, si, pr, pi, xr, xi, i, eps, tiny):
+    n = sr.shape[-1]
+    cols = torch.arange(n, device=sr.device)
+    ic = i.clamp(min=0)
+    right = cols > i
+
+    def row(m):
+        return torch.where(right, torch.index_select(m, -2, ic).squeeze(-2), 0)
+
+    def vecmat(x, m):
+        return x @ m if x.ndim == 1 else (x.unsqueeze(-2) @ m).squeeze(-2)
+
+    s_r, s_i, p_r, p_i = (row(m) for m in (sr, si, pr, pi))
+    # row i of S X and P X (columns j > i)
+    ssr, ssi = vecmat(s_r, xr) - vecmat(s_i, xi), vecmat(s_r, xi) + vecmat(s_i, xr)
+    psr, psi = vecmat(p_r, xr) - vecmat(p_i, xi), vecmat(p_r, xi) + vecmat(p_i, xr)
+    al_r, al_i, be = _diag(sr), _diag(si), _diag(pr)  # per column j
+    # numerator beta_j (S X)_ij - alpha_j (P X)_ij; denominator beta_j S_ii - alpha_j P_ii
+    ar_, ai_ = _cmul(al_r, al_i, psr, psi)
+    nr, ni = be * ssr - ar_, be * ssi - ai_
+    sii_r, sii_i = torch.index_select(al_r, -1, ic), torch.index_select(al_i, -1, ic)
+    pii = torch.index_select(be, -1, ic)
+    dr, di = be * sii_r - al_r * pii, be * sii_i - al_i * pii
+    # a repeated eigenvalue: the denominator perturbed to a tiny size (as trevc)
+    smin = torch.clamp(eps * (be.abs() * (sii_r.abs() + sii_i.abs()) + (al_r.abs()
+                                                                        + al_i.abs()) * pii),
+                       min=tiny)
+    mag = dr.abs() + di.abs()
+    dr = torch.where(mag < smin, smin, dr)
+    di = torch.where(mag < smin, 0, di)
+    den = dr * dr + di * di
+    qr = -(nr * dr + ni * di) / den
+    qi = -(ni * dr - nr * di) / den
+    upd = right & (i >= 0)
+    newr = torch.where(upd, qr, torch.index_select(xr, -2, ic).squeeze(-2))
+    newi = torch.where(upd, qi, torch.index_select(xi, -2, ic).squeeze(-2))
+    at = (cols == i).unsqueeze(-1) & (i >= 0)
+    xr = torch.where(at, newr.unsqueeze(-2), xr)
+    xi = torch.where(at, newi.unsqueeze(-2), xi)
+    return xr, xi, i - 1
+
+
+def eigvecs(s, p, q, z):
+    """Right eigenvectors of the pencil from its standardized real form: unit 2-norm (as
+    SciPy), the second of a complex pair the first's conjugate, as (real, imaginary)."""
+    sr, si, pr, pi, _, _, zr, zi = to_complex(s, p, q, z)
+    xr, xi = tgevc(sr, si, pr, pi)
+    vr, vi = zr @ xr - zi @ xi, zr @ xi + zi @ xr
+    nrm = torch.sqrt((vr * vr + vi * vi).sum(-2, keepdim=True))
+    nrm = torch.where(nrm == 0, torch.ones_like(nrm), nrm)
+    vr, vi = vr / nrm, vi / nrm
+    _, ai, _ = eigvals_from_qz(s, p)
+    second = (ai < 0).unsqueeze(-2)
+    prev = lambda x: torch.cat([x[..., :1], x[..., :-1]], -1)  # noqa: E731
+    vr = torch.where(second, prev(vr), vr)
+    vi = torch.where(second, -prev(vi), vi)
+    return vr, vi
