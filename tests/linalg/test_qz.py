@@ -170,6 +170,34 @@ def test_eigvals(dlane):
         _same_eigs(w, sl.eigvals(a, b), np.float64)
 
 
+def _check_vectors(a, b, w, v, ref):
+    """SciPy's dtypes, unit columns, A v = w B v for the finite eigenvalues."""
+    assert w.dtype == ref[0].dtype and v.dtype == ref[1].dtype
+    np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1, rtol=1e-12)
+    fin = np.isfinite(w)
+    r = a @ v[:, fin] - b @ v[:, fin] * w[fin]
+    assert np.abs(r).max() <= 1e3 * eps(np.float64) * (np.linalg.norm(a) + np.abs(w[fin]).max()
+                                                       * np.linalg.norm(b))
+    _same_eigs(w, ref[0], np.float64)
+
+
+def test_eig_vectors(dlane):
+    """eig(a, b): right eigenvectors (the generic lane runs the XLA kernel on CPU tensors)."""
+    if dlane.type == "xla":
+        pytest.skip("XLA: test_qz_xla_device (compile budget)")
+    from trnscipy.linalg import _decomp_schur
+
+    eig = _decomp_schur._eig_xla if generic_kernels(dlane) else tl.eig
+    zoo = _zoo(5, np.random.default_rng(10))
+    for name in ("random", "singular", "eye", "diag0"):
+        a, b = zoo[name]
+        w, v = (to_np(x) for x in eig(tensor(a, dlane), tensor(b, dlane)))
+        _check_vectors(a, b, w, v, sl.eig(a, b))
+    s = zoo["random"][0] + zoo["random"][0].T  # a real spectrum: real vectors, as SciPy
+    w, v = (to_np(x) for x in eig(tensor(s, dlane), tensor(np.eye(5), dlane)))
+    _check_vectors(s, np.eye(5), w, v, sl.eig(s, np.eye(5)))
+
+
 def test_qz_xla_device(dlane):
     """qz and eigvals(a, b) on XLA: no aten fallback, a repeat call with new data compiles
     nothing."""
@@ -182,6 +210,8 @@ def test_qz_xla_device(dlane):
         with _on_device(dlane, compilations=0 if repeat else None) as counts:
             out = tl.qz(tensor(a, dlane), tensor(b, dlane))
             w = tl.eigvals(tensor(a, dlane), tensor(b, dlane))
+            w2, v = tl.eig(tensor(a, dlane), tensor(b, dlane))
+        _check_vectors(a, b, to_np(w2), to_np(v), sl.eig(a, b))
         aa, bb, q, z = (to_np(x) for x in out)
         _check_qz(a, b, aa, bb, q, z, np.float64)
         ref = sl.eigvals(a, b)

@@ -533,7 +533,11 @@ def tgevc(sr, si, pr, pi):
     xi = torch.zeros_like(xr)
     i = _counter(n - 1, dev)
     _sync(xr, xi, i)
-    xr, xi, i = _loop(lambda c: _tgevc_step(sr, si, pr, pi, *c, eps, tiny), (xr, xi, i), n)
+    # (the norms of S and P, for the perturbation of a singular denominator)
+    snorm = torch.sqrt((sr * sr + si * si).sum((-2, -1))).unsqueeze(-1)
+    pnorm = torch.sqrt((pr * pr + pi * pi).sum((-2, -1))).unsqueeze(-1)
+    xr, xi, i = _loop(lambda c: _tgevc_step(sr, si, pr, pi, *c, eps, tiny, snorm, pnorm),
+                      (xr, xi, i), n)
     _sync(xr, xi, i)
     return xr, xi
 
@@ -542,7 +546,7 @@ def _cmul(ar, ai, br, bi):
     return ar * br - ai * bi, ar * bi + ai * br
 
 
-def _tgevc_step(sr, si, pr, pi, xr, xi, i, eps, tiny):
+def _tgevc_step(sr, si, pr, pi, xr, xi, i, eps, tiny, snorm, pnorm):
     n = sr.shape[-1]
     cols = torch.arange(n, device=sr.device)
     ic = i.clamp(min=0)
@@ -565,14 +569,16 @@ def _tgevc_step(sr, si, pr, pi, xr, xi, i, eps, tiny):
     sii_r, sii_i = torch.index_select(al_r, -1, ic), torch.index_select(al_i, -1, ic)
     pii = torch.index_select(be, -1, ic)
     dr, di = be * sii_r - al_r * pii, be * sii_i - al_i * pii
-    # a repeated eigenvalue: the denominator perturbed to a tiny size (as trevc)
-    smin = torch.clamp(eps * (be.abs() * (sii_r.abs() + sii_i.abs()) + (al_r.abs()
-                                                                        + al_i.abs()) * pii),
-                       min=tiny)
+    # a repeated eigenvalue: the denominator perturbed to rounding's size relative to the
+    # norms (as dtgevc: two infinite ones give O(1) entries, not overflow)
+    smin = torch.clamp(eps * (be.abs() * snorm + (al_r.abs() + al_i.abs()) * pnorm), min=tiny)
     mag = dr.abs() + di.abs()
     dr = torch.where(mag < smin, smin, dr)
     di = torch.where(mag < smin, 0, di)
-    den = dr * dr + di * di
+    # -n / d with d scaled to about 1 first (|d|^2 of a tiny d underflows)
+    big = torch.maximum(dr.abs(), di.abs())
+    dr, di = dr / big, di / big
+    den = (dr * dr + di * di) * big
     qr = -(nr * dr + ni * di) / den
     qi = -(ni * dr - nr * di) / den
     upd = right & (i >= 0)
