@@ -3,8 +3,9 @@
 Off the CPU, real pencils take the QZ iteration of trnscipy/linalg/_qz.py (plain torch ops:
 on XLA they lower, no aten CPU fallback).  What differs from SciPy there: complex input runs
 SciPy's LAPACK on the host (announced); output='complex' of real input is the real form
-made complex (each 2x2 block's unitary pair), as zgges leaves it up to phases; no balancing by permutation
-(dgges's dggbal 'P'), which changes Q and Z, not the form.  ordqz runs on the host.
+made complex (each 2x2 block's unitary pair), zgges's form up to the order and phases; no
+balancing by permutation (dgges's dggbal 'P'): other Q and Z, the same form.  ordqz runs
+on the host.
 """
 
 import warnings

@@ -22,6 +22,8 @@ fixed-shape graph steps, written as the real Schur form of trnscipy/linalg/_fran
 from trnscipy._torch import torch
 from trnscipy.linalg._francis import (
     STEPS,
+    _back_row,
+    _back_start,
     _diag,
     _flat_get,
     _flat_set,
@@ -371,12 +373,12 @@ def _blocks(h, t, q, z):
     row1 = m11.abs() + m12.abs() >= m21.abs() + m22.abs()
     u0 = torch.where(row1, -m12, -m22)
     u1 = torch.where(row1, m11, m21)
-    cr, sr, rn = _unit(u0, u1)
+    cr, sr, rn = _givens(u0, u1)
     # the left rotation's first column: B v (or A v, the larger)
     wa0, wa1 = e11 * cr + e12 * sr, e21 * cr + e22 * sr
     wb0, wb1 = f11 * cr + f12 * sr, f22 * sr
     usea = wa0.abs() + wa1.abs() > wb0.abs() + wb1.abs()
-    cl, sl, _ = _unit(torch.where(usea, wa0, wb0), torch.where(usea, wa1, wb1))
+    cl, sl, _ = _givens(torch.where(usea, wa0, wb0), torch.where(usea, wa1, wb1))
     # complex eigenvalues: B's block diagonal by its SVD (the 2x2 closed form)
     ang1 = torch.atan2(0.5 * f12, 0.5 * (f11 - f22))
     ang2 = torch.atan2(-0.5 * f12, 0.5 * (f11 + f22))
@@ -399,14 +401,6 @@ def _blocks(h, t, q, z):
     h = _flat_set(h, r[:-1] + 1, r[:-1], torch.where(blk & ~real, _diag(h, -1), zero))
     t = _flat_set(t, r[:-1], r[:-1] + 1, torch.where(blk & ~real, zero, _diag(t, 1)))
     return h, t, q, z
-
-
-def _unit(x, y):
-    r = torch.sqrt(x * x + y * y)
-    zero = r == 0
-    safe = torch.where(zero, torch.ones_like(r), r)
-    return torch.where(zero, torch.ones_like(r), x / safe), torch.where(
-        zero, torch.zeros_like(r), y / safe), r
 
 
 def _block_rotations(c, s, blk):
@@ -526,13 +520,7 @@ def tgevc(sr, si, pr, pi):
     = P[j, j]: the complex triangular form, P's diagonal real), as (real, imaginary) parts:
     back substitution one row per micro-step (dtgevc's right vectors)."""
     n = sr.shape[-1]
-    dev = sr.device
-    eps = torch.finfo(sr.dtype).eps
-    tiny = torch.finfo(sr.dtype).tiny / eps
-    xr = torch.eye(n, dtype=sr.dtype, device=dev).expand(sr.shape).clone()
-    xi = torch.zeros_like(xr)
-    i = _counter(n - 1, dev)
-    _sync(xr, xi, i)
+    xr, xi, i, eps, tiny = _back_start(sr)
     # (the norms of S and P, for the perturbation of a singular denominator)
     snorm = torch.sqrt((sr * sr + si * si).sum((-2, -1))).unsqueeze(-1)
     pnorm = torch.sqrt((pr * pr + pi * pi).sum((-2, -1))).unsqueeze(-1)
@@ -572,22 +560,7 @@ def _tgevc_step(sr, si, pr, pi, xr, xi, i, eps, tiny, snorm, pnorm):
     # a repeated eigenvalue: the denominator perturbed to rounding's size relative to the
     # norms (as dtgevc: two infinite ones give O(1) entries, not overflow)
     smin = torch.clamp(eps * (be.abs() * snorm + (al_r.abs() + al_i.abs()) * pnorm), min=tiny)
-    mag = dr.abs() + di.abs()
-    dr = torch.where(mag < smin, smin, dr)
-    di = torch.where(mag < smin, 0, di)
-    # -n / d with d scaled to about 1 first (|d|^2 of a tiny d underflows)
-    big = torch.maximum(dr.abs(), di.abs())
-    dr, di = dr / big, di / big
-    den = (dr * dr + di * di) * big
-    qr = -(nr * dr + ni * di) / den
-    qi = -(ni * dr - nr * di) / den
-    upd = right & (i >= 0)
-    newr = torch.where(upd, qr, torch.index_select(xr, -2, ic).squeeze(-2))
-    newi = torch.where(upd, qi, torch.index_select(xi, -2, ic).squeeze(-2))
-    at = (cols == i).unsqueeze(-1) & (i >= 0)
-    xr = torch.where(at, newr.unsqueeze(-2), xr)
-    xi = torch.where(at, newi.unsqueeze(-2), xi)
-    return xr, xi, i - 1
+    return _back_row(nr, ni, dr, di, smin, xr, xi, i, ic, right)
 
 
 def eigvecs(s, p, q, z):
