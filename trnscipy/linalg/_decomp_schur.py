@@ -173,9 +173,8 @@ def _rsf2csf(t, z, dtype):
 
 @register("linalg.eig", "xla")
 def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
-    if b is not None and not (left or homogeneous_eigvals or a.is_complex()
-                              or b.is_complex()):
-        return _gen_eig(a, b, right)
+    if b is not None and not (left or a.is_complex() or b.is_complex()):
+        return _gen_eig(a, b, right, homogeneous_eigvals)
     if a.ndim > 2 and (b is not None or homogeneous_eigvals or a.is_complex()):
         raise PerMatrix  # (each matrix to the host as its single call)
     if b is not None or homogeneous_eigvals or a.is_complex():
@@ -202,22 +201,27 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
 
 
 
-def _gen_eig(a, b, right):
+def _gen_eig(a, b, right, homogeneous=False):
     """The generalized eigenvalues alpha / beta of a real pencil from its QZ form (SciPy's
-    values where beta = 0: inf, or nan where alpha = 0 too; order: the form's diagonal),
-    and the right eigenvectors (unit 2-norm) where asked."""
+    values where beta = 0: inf, or nan where alpha = 0 too; order: the form's diagonal;
+    ``homogeneous``: (alpha, beta) stacked, beta the form's diagonal of B), and the right
+    eigenvectors (unit 2-norm) where asked."""
     dtype = torch.promote_types(a.dtype, b.dtype)
     s, p, q, z = real_qz(a.to(dtype), b.to(dtype))
     ar, ai, beta = _qz.eigvals_from_qz(s, p)
     inf = beta == 0
     safe = torch.where(inf, torch.ones_like(beta), beta)
+    rec = 1 / safe  # (times the reciprocal: NumPy's complex / real, to the bit)
     zero = inf & (ar == 0) & (ai == 0)
     nan = torch.full_like(ar, float("nan"))
-    wr = torch.where(zero, nan, torch.where(inf, torch.full_like(ar, float("inf")), ar / safe))
+    wr = torch.where(zero, nan, torch.where(inf, torch.full_like(ar, float("inf")), ar * rec))
     # SciPy: complex(nan, nan) where some eigenvalue is complex, else nan + 0j
     cplx = (ai != 0).any(-1, keepdim=True)
-    wi = torch.where(zero & cplx, nan, torch.where(inf, torch.zeros_like(ai), ai / safe))
+    wi = torch.where(zero & cplx, nan, torch.where(inf, torch.zeros_like(ai), ai * rec))
     w = _complex(wr, wi, _complex_dtype(dtype))
+    if homogeneous:
+        w = _complex(torch.stack([ar, beta], -2), torch.stack([ai, torch.zeros_like(ai)], -2),
+                     _complex_dtype(dtype))
     if not right:
         return w
     vr, vi = _qz.eigvecs(s, p, q, z)
