@@ -193,6 +193,17 @@ def test_eig_vectors(dlane):
         a, b = zoo[name]
         w, v = (to_np(x) for x in eig(tensor(a, dlane), tensor(b, dlane)))
         _check_vectors(a, b, w, v, sl.eig(a, b))
+    # homogeneous: (alpha, beta) rows, beta A v = alpha B v, alpha / beta the eigenvalues
+    a, b = zoo["singular"]
+    (al, be), v = (to_np(x) for x in eig(tensor(a, dlane), tensor(b, dlane),
+                                          homogeneous_eigvals=True))
+    ref = sl.eig(a, b, homogeneous_eigvals=True)
+    assert al.dtype == ref[0].dtype and v.dtype == ref[1].dtype
+    r = a @ v * be - b @ v * al
+    assert np.abs(r).max() <= 1e3 * eps(np.float64) * (np.linalg.norm(a) + np.linalg.norm(b))
+    with np.errstate(all="ignore"):
+        w = to_np(eig(tensor(a, dlane), tensor(b, dlane), right=False))
+        np.testing.assert_array_equal(np.where(be == 0, np.inf, al / be), w)
     s = zoo["random"][0] + zoo["random"][0].T  # a real spectrum: real vectors, as SciPy
     w, v = (to_np(x) for x in eig(tensor(s, dlane), tensor(np.eye(5), dlane)))
     _check_vectors(s, np.eye(5), w, v, sl.eig(s, np.eye(5)))
