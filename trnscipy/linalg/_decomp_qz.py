@@ -76,13 +76,13 @@ def _qz_generic(a, b, output="real"):
     if a.shape[-1] == 0:
         out = a.clone(), b.clone(), a.clone(), a.clone()
         return tuple(x.to(_CDTYPE[x.dtype]) for x in out) if cplx else out
-    out = real_qz(a, b)
-    if not cplx:
-        return out
-    # SciPy casts real input to complex: the complex form from the real one here
-    parts = _qz.to_complex(*out)
-    dtype = _CDTYPE[a.dtype]
-    return tuple(_complex(parts[i], parts[i + 1], dtype) for i in range(0, 8, 2))
+    stack, n = a.shape[:-2], a.shape[-1]
+    # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
+    out = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))
+    if cplx:  # SciPy casts real input to complex: the complex form from the real one here
+        parts = _qz.to_complex(*out)
+        out = tuple(_complex(parts[i], parts[i + 1], _CDTYPE[a.dtype]) for i in range(0, 8, 2))
+    return tuple(x.reshape(*stack, n, n) for x in out)
 
 
 _CDTYPE = {torch.float32: torch.complex64, torch.float64: torch.complex128}

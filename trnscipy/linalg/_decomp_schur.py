@@ -207,7 +207,9 @@ def _gen_eig(a, b, right, homogeneous=False):
     ``homogeneous``: (alpha, beta) stacked, beta the form's diagonal of B), and the right
     eigenvectors (unit 2-norm) where asked."""
     dtype = torch.promote_types(a.dtype, b.dtype)
-    s, p, q, z = real_qz(a.to(dtype), b.to(dtype))
+    stack, n = a.shape[:-2], a.shape[-1]
+    # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
+    s, p, q, z = real_qz(a.to(dtype).reshape(-1, n, n), b.to(dtype).reshape(-1, n, n))
     ar, ai, beta = _qz.eigvals_from_qz(s, p)
     inf = beta == 0
     safe = torch.where(inf, torch.ones_like(beta), beta)
@@ -222,13 +224,15 @@ def _gen_eig(a, b, right, homogeneous=False):
     if homogeneous:
         w = _complex(torch.stack([ar, beta], -2), torch.stack([ai, torch.zeros_like(ai)], -2),
                      _complex_dtype(dtype))
+    w = w.reshape(*stack, *w.shape[1:])
     if not right:
         return w
     vr, vi = _qz.eigvecs(s, p, q, z)
     # SciPy: real vectors where every eigenvalue is real (their imaginary parts: rounding)
     real = not bool(kernel("linalg._fetch", a.device)((wi != 0).any().reshape(1))[0])
-    return w, (vr.contiguous() if real else _complex(vr, torch.where(
-        ai.unsqueeze(-2) == 0, torch.zeros_like(vi), vi), _complex_dtype(dtype)))
+    v = vr.contiguous() if real else _complex(vr, torch.where(
+        ai.unsqueeze(-2) == 0, torch.zeros_like(vi), vi), _complex_dtype(dtype))
+    return w, v.reshape(*stack, n, n)
 
 
 @register("linalg._eig_pairs", "generic")
