@@ -17,7 +17,7 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _qz
-from trnscipy.linalg._kernels import _on_host, _on_views
+from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_stack
 from trnscipy.linalg._validate import as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
@@ -76,6 +76,12 @@ def _qz_generic(a, b, output="real"):
     if a.shape[-1] == 0:
         out = a.clone(), b.clone(), a.clone(), a.clone()
         return tuple(x.to(_CDTYPE[x.dtype]) for x in out) if cplx else out
+    if a.device.type == "xla":  # (a batch rounds as its single calls: as_stack)
+        return as_stack(lambda x, y: _qz_stack(x, y, cplx), a, b, at_least=_XLA_BATCH_SWITCH)
+    return _qz_stack(a, b, cplx)
+
+
+def _qz_stack(a, b, cplx):
     stack, n = a.shape[:-2], a.shape[-1]
     # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
     out = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))

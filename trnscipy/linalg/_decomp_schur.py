@@ -16,7 +16,7 @@ from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _francis, _qz
 from trnscipy.linalg._decomp_qz import real_qz
-from trnscipy.linalg._kernels import _on_host, _on_views
+from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_stack
 from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
 __all__ = ["schur", "rsf2csf", "hessenberg"]
@@ -207,9 +207,18 @@ def _gen_eig(a, b, right, homogeneous=False):
     ``homogeneous``: (alpha, beta) stacked, beta the form's diagonal of B), and the right
     eigenvectors (unit 2-norm) where asked."""
     dtype = torch.promote_types(a.dtype, b.dtype)
+    a, b = a.to(dtype), b.to(dtype)
+    if a.device.type == "xla":  # (a batch rounds as its single calls: as_stack)
+        return as_stack(lambda x, y: _gen_eig_stack(x, y, right, homogeneous), a, b,
+                        at_least=_XLA_BATCH_SWITCH)
+    return _gen_eig_stack(a, b, right, homogeneous)
+
+
+def _gen_eig_stack(a, b, right, homogeneous):
+    dtype = a.dtype
     stack, n = a.shape[:-2], a.shape[-1]
     # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
-    s, p, q, z = real_qz(a.to(dtype).reshape(-1, n, n), b.to(dtype).reshape(-1, n, n))
+    s, p, q, z = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))
     ar, ai, beta = _qz.eigvals_from_qz(s, p)
     inf = beta == 0
     safe = torch.where(inf, torch.ones_like(beta), beta)
