@@ -69,7 +69,8 @@ def backend(device):
 PROVIDERS = {
     "linalg": tuple(f"trnscipy.linalg.{m}" for m in (
         "_kernels", "_kernels_struct", "_basic", "_decomp_ldl", "_decomp_polar", "_procrustes",
-        "_decomp_schur", "_decomp_svd", "_matfuncs", "_solvers", "_xla_dense", "_xla_svd",
+        "_decomp_schur", "_decomp_qz", "_decomp_svd", "_matfuncs", "_solvers", "_xla_dense",
+        "_xla_svd",
         "_refine", "_refine_band", "_refine_funcs", "_refine_lsq", "_refine_orth",
         "_refine_struct", "_refine_decomp", "_refine_schur", "_refine_matfuncs")),
     "sparse.linalg": tuple(f"trnscipy.sparse.linalg.{m}" for m in (

@@ -14,8 +14,9 @@ from trnscipy._dispatch import dispatch
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
-from trnscipy.linalg import _francis
-from trnscipy.linalg._kernels import _on_host, _on_views
+from trnscipy.linalg import _francis, _qz
+from trnscipy.linalg._decomp_qz import real_qz
+from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_stack
 from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
 
 __all__ = ["schur", "rsf2csf", "hessenberg"]
@@ -172,6 +173,8 @@ def _rsf2csf(t, z, dtype):
 
 @register("linalg.eig", "xla")
 def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
+    if b is not None and not (left or a.is_complex() or b.is_complex()):
+        return _gen_eig(a, b, right, homogeneous_eigvals)
     if a.ndim > 2 and (b is not None or homogeneous_eigvals or a.is_complex()):
         raise PerMatrix  # (each matrix to the host as its single call)
     if b is not None or homogeneous_eigvals or a.is_complex():
@@ -196,6 +199,49 @@ def _eig_xla(a, b=None, left=False, right=True, homogeneous_eigvals=False):
         out.append(re.contiguous() if real else _complex(re, im, cdtype))
     return tuple(out)
 
+
+
+def _gen_eig(a, b, right, homogeneous=False):
+    """The generalized eigenvalues alpha / beta of a real pencil from its QZ form (SciPy's
+    values where beta = 0: inf, or nan where alpha = 0 too; order: the form's diagonal;
+    ``homogeneous``: (alpha, beta) stacked, beta the form's diagonal of B), and the right
+    eigenvectors (unit 2-norm) where asked."""
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    a, b = a.to(dtype), b.to(dtype)
+    if a.device.type == "xla":  # (a batch rounds as its single calls: as_stack)
+        return as_stack(lambda x, y: _gen_eig_stack(x, y, right, homogeneous), a, b,
+                        at_least=_XLA_BATCH_SWITCH)
+    return _gen_eig_stack(a, b, right, homogeneous)
+
+
+def _gen_eig_stack(a, b, right, homogeneous):
+    dtype = a.dtype
+    stack, n = a.shape[:-2], a.shape[-1]
+    # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
+    s, p, q, z = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))
+    ar, ai, beta = _qz.eigvals_from_qz(s, p)
+    inf = beta == 0
+    safe = torch.where(inf, torch.ones_like(beta), beta)
+    rec = 1 / safe  # (times the reciprocal: NumPy's complex / real, to the bit)
+    zero = inf & (ar == 0) & (ai == 0)
+    nan = torch.full_like(ar, float("nan"))
+    wr = torch.where(zero, nan, torch.where(inf, torch.full_like(ar, float("inf")), ar * rec))
+    # SciPy: complex(nan, nan) where some eigenvalue is complex, else nan + 0j
+    cplx = (ai != 0).any(-1, keepdim=True)
+    wi = torch.where(zero & cplx, nan, torch.where(inf, torch.zeros_like(ai), ai * rec))
+    w = _complex(wr, wi, _complex_dtype(dtype))
+    if homogeneous:
+        w = _complex(torch.stack([ar, beta], -2), torch.stack([ai, torch.zeros_like(ai)], -2),
+                     _complex_dtype(dtype))
+    w = w.reshape(*stack, *w.shape[1:])
+    if not right:
+        return w
+    vr, vi = _qz.eigvecs(s, p, q, z)
+    # SciPy: real vectors where every eigenvalue is real (their imaginary parts: rounding)
+    real = not bool(kernel("linalg._fetch", a.device)((wi != 0).any().reshape(1))[0])
+    v = vr.contiguous() if real else _complex(vr, torch.where(
+        ai.unsqueeze(-2) == 0, torch.zeros_like(vi), vi), _complex_dtype(dtype))
+    return w, v.reshape(*stack, n, n)
 
 
 @register("linalg._eig_pairs", "generic")

@@ -353,17 +353,23 @@ def rsf2csf(t, z):
 def trevc(tr, ti):
     """Unit upper triangular X with T X = X diag(T) (T = tr + i ti upper triangular), as
     (real, imaginary) parts: back substitution one row per micro-step."""
+    xr, xi, i, eps, tiny = _back_start(tr)
     n = tr.shape[-1]
-    dev = tr.device
-    eps = torch.finfo(tr.dtype).eps
-    tiny = torch.finfo(tr.dtype).tiny / eps
-    xr = torch.eye(n, dtype=tr.dtype, device=dev).expand(tr.shape).clone()
-    xi = torch.zeros_like(xr)
-    i = _counter(n - 1, dev)
-    _sync(xr, xi, i)
     xr, xi, i = _loop(lambda c: _trevc_step(tr, ti, *c, eps, tiny), (xr, xi, i), n)
     _sync(xr, xi, i)
     return xr, xi
+
+
+def _back_start(t):
+    """(X = I in parts, the row counter at n - 1, eps, the smallest denominator) to start
+    a back substitution on triangular ``t``."""
+    n = t.shape[-1]
+    eps = torch.finfo(t.dtype).eps
+    xr = torch.eye(n, dtype=t.dtype, device=t.device).expand(t.shape).clone()
+    xi = torch.zeros_like(xr)
+    i = _counter(n - 1, t.device)
+    _sync(xr, xi, i)
+    return xr, xi, i, eps, torch.finfo(t.dtype).tiny / eps
 
 
 def _trevc_step(tr, ti, xr, xi, i, eps, tiny):
@@ -380,10 +386,20 @@ def _trevc_step(tr, ti, xr, xi, i, eps, tiny):
     dr = torch.index_select(lr, -1, ic) - lr
     di = torch.index_select(li, -1, ic) - li
     smin = torch.clamp(eps * (lr.abs() + li.abs()), min=tiny)
+    return _back_row(sr, si, dr, di, smin, xr, xi, i, ic, right)
+
+
+def _back_row(sr, si, dr, di, smin, xr, xi, i, ic, right):
+    """Row i of X <- -(sr + i si) / (dr + i di) in the columns ``right`` (a denominator
+    below ``smin`` raised to it): back substitution's step, in (real, imaginary) parts."""
+    cols = torch.arange(xr.shape[-1], device=xr.device)
     mag = dr.abs() + di.abs()
     dr = torch.where(mag < smin, smin, dr)
     di = torch.where(mag < smin, 0, di)
-    den = dr * dr + di * di
+    # d scaled to about 1 first (|d|^2 of a tiny d underflows)
+    big = torch.maximum(dr.abs(), di.abs())
+    dr, di = dr / big, di / big
+    den = (dr * dr + di * di) * big
     qr = -(sr * dr + si * di) / den
     qi = -(si * dr - sr * di) / den
     upd = right & (i >= 0)

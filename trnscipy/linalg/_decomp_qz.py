@@ -1,0 +1,99 @@
+"""qz on device tensors.
+
+Off the CPU, real pencils take the QZ iteration of trnscipy/linalg/_qz.py (plain torch ops:
+on XLA they lower, no aten CPU fallback).  What differs from SciPy there: complex input runs
+SciPy's LAPACK on the host (announced); output='complex' of real input is the real form
+made complex (each 2x2 block's unitary pair), zgges's form up to the order and phases; no
+balancing by permutation (dgges's dggbal 'P'): other Q and Z, the same form.  ordqz runs
+on the host.
+"""
+
+import warnings
+
+import numpy as np
+import scipy.linalg as _sl
+
+from trnscipy._dispatch import dispatch
+from trnscipy._kernels import kernel, register
+from trnscipy._torch import torch
+from trnscipy.linalg import _qz
+from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_stack
+from trnscipy.linalg._validate import as_tensor, device_of
+from trnscipy.linalg._validate import check_finite as check_finite_
+
+__all__ = ["qz"]
+
+
+def _floating(a):
+    return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
+
+
+@dispatch(_sl.qz, stacks=True)
+def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_b=False,
+       check_finite=True):
+    if sort is not None:
+        raise ValueError("The 'sort' input of qz() has to be None and will be removed in a "
+                         "future release. Use ordqz instead.")
+    if output not in ("real", "complex", "r", "c"):
+        raise ValueError("argument must be 'real', or 'complex'")
+    device = device_of(A, B)
+    a = _floating(as_tensor(A, device, False))
+    b = _floating(as_tensor(B, device, False))
+    if check_finite:
+        check_finite_(a, b)  # (one host read for both)
+    if a.ndim < 2 or b.ndim < 2 or not (a.shape[-1] == a.shape[-2] == b.shape[-2]
+                                        == b.shape[-1]):
+        raise ValueError("Array dimensions must be square and agree")
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    return kernel("linalg.qz", device)(a.to(dtype), b.to(dtype), output=output)
+
+
+register("linalg.qz", "cpu")(_on_views(_sl.qz))
+
+
+def _host_qz(a, b, output, reason):
+    return _on_host("scipy.linalg.qz", reason, lambda x, y: tuple(
+        torch.from_numpy(np.asarray(r)) for r in _sl.qz(
+            x.numpy(), y.numpy(), output=output, check_finite=False)), a, b)
+
+
+def real_qz(a, b):
+    """(AA, BB, Q, Z) of real (a, b) on their device; SciPy's LinAlgWarning where the
+    iteration does not converge (the form is then not reached, as LAPACK's info > 0)."""
+    s, p, q, z, done = _qz.qz(a, b)
+    if not done:
+        warnings.warn("The QZ iteration failed. (a,b) are not in Schur form, but "
+                      "ALPHAR(j), ALPHAI(j), and BETA(j) should be correct for J=0,...,N",
+                      _sl.LinAlgWarning, stacklevel=5)
+    return s, p, q, z
+
+
+@register("linalg.qz", "generic")
+def _qz_generic(a, b, output="real"):
+    if a.is_complex() or b.is_complex():
+        return _host_qz(a, b, output, "the QZ form of complex input is not on the device")
+    cplx = output in ("complex", "c")
+    if a.shape[-1] == 0:
+        out = a.clone(), b.clone(), a.clone(), a.clone()
+        return tuple(x.to(_CDTYPE[x.dtype]) for x in out) if cplx else out
+    if a.device.type == "xla":  # (a batch rounds as its single calls: as_stack)
+        return as_stack(lambda x, y: _qz_stack(x, y, cplx), a, b, at_least=_XLA_BATCH_SWITCH)
+    return _qz_stack(a, b, cplx)
+
+
+def _qz_stack(a, b, cplx):
+    stack, n = a.shape[:-2], a.shape[-1]
+    # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
+    out = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))
+    if cplx:  # SciPy casts real input to complex: the complex form from the real one here
+        parts = _qz.to_complex(*out)
+        out = tuple(_complex(parts[i], parts[i + 1], _CDTYPE[a.dtype]) for i in range(0, 8, 2))
+    return tuple(x.reshape(*stack, n, n) for x in out)
+
+
+_CDTYPE = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+
+
+def _complex(re, im, dtype):
+    # (as _decomp_schur's: torch.complex has no XLA lowering)
+    return re.to(dtype) + 1j * im.to(dtype)
