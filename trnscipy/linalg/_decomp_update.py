@@ -11,6 +11,7 @@ economic column insertion and the full block column insertion run on the host, a
 CPU tensors run SciPy itself on zero-copy views.
 """
 
+import contextlib
 import math
 
 import numpy as np
@@ -47,8 +48,9 @@ def _name(t):
     return str(t.dtype).removeprefix("torch.")
 
 
-def _validate_qr(Q, R, device, finite):
-    """(Q, R, economic) as SciPy's validate_qr checks them (stacks: the last two axes)."""
+def _validate_qr(Q, R, device):
+    """(Q, R, economic) as SciPy's validate_qr checks them (stacks: the last two axes); the
+    finiteness check is the caller's (``_checked_after``)."""
     Q, R = _tensor(Q, device), _tensor(R, device)
     if Q.ndim < 2 or R.ndim < 2:
         raise ValueError("Q and R must be 2-D")
@@ -65,9 +67,20 @@ def _validate_qr(Q, R, device, finite):
     if qs[0] != qs[1] and not economic:
         raise ValueError(f"Expected (M,M) (M,N) or (M,N) (N,N) but found {qs} {rs} for Q "
                          "and R respectively")
-    if finite:
-        _check_finite(Q, R)
     return Q, R, economic
+
+
+@contextlib.contextmanager
+def _checked_after(finite, Q, R):
+    """SciPy checks Q and R for inf and NaN before the other arguments: where one of those
+    checks fails, Q and R are checked first (one host read, as the call's single check of
+    all its operands otherwise)."""
+    try:
+        yield
+    except ValueError:
+        if finite:
+            _check_finite(Q, R)
+        raise
 
 
 def _stack(Q, R, *others):
@@ -80,15 +93,16 @@ def _stack(Q, R, *others):
     return Q, R, others, batch
 
 
-def _index(k, bound, batch):
+def _index(k, bound, batch, inclusive=False):
     """``k`` (an int, or a stack's integers: read once) as a NumPy int array of the batch
-    shape, negative values counted from ``bound``; SciPy's error when out of range."""
+    shape, negative values counted from ``bound``; SciPy's error when out of range
+    (``inclusive``: k = bound allowed, an insertion after the last row or column)."""
     if is_torch_array(k):
         k = k.cpu().numpy()  # (an index: metadata, read once for the stack)
     k = np.asarray(k)
     if k.dtype.kind not in "iub":
         k = k.astype(np.int64)  # (SciPy: its int conversion)
-    if np.any(k < -bound) or np.any(k >= bound):
+    if np.any(k < -bound) or np.any(k > bound if inclusive else k >= bound):
         raise ValueError("'k' is out of bounds")
     return np.broadcast_to(np.where(k < 0, k + bound, k), batch).astype(np.int64)
 
@@ -104,28 +118,29 @@ def _batch_of(x):
 @dispatch(_sl.qr_update, stacks=True)
 def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     device = device_of(Q, R, u, v)
-    Q, R, economic = _validate_qr(Q, R, device, check_finite)
-    u, v = _tensor(u, device), _tensor(v, device)
-    if u.dtype != Q.dtype or v.dtype != Q.dtype:
-        raise ValueError("u and v must have the same type as Q and R")
-    cu = 2 if u.ndim >= 2 else 1  # SciPy's batch rule: '1|2' core dimensions
-    cv = 2 if v.ndim >= 2 else 1
-    m, n = Q.shape[-2], R.shape[-1]
-    if u.ndim == 0 or u.shape[u.ndim - cu] != m:
-        raise ValueError("u.shape[0] must equal Q.shape[0]")
-    if v.ndim == 0 or v.shape[v.ndim - cv] != n:
-        raise ValueError("v.shape[0] must equal R.shape[1]")
-    if cu != cv:
-        raise ValueError("u and v must have the same number of dimensions")
-    if cu == 2 and u.shape[-1] != v.shape[-1]:
-        raise ValueError("Second dimension of u and v must be the same")
-    p = 1 if cu == 1 else u.shape[-1]
-    if p > n or p > m:
-        raise ValueError("Update rank larger than np.dot(Q, R).")
+    Q, R, economic = _validate_qr(Q, R, device)
+    with _checked_after(check_finite, Q, R):
+        u, v = _tensor(u, device), _tensor(v, device)
+        if u.dtype != Q.dtype or v.dtype != Q.dtype:
+            raise ValueError("u and v must have the same type as Q and R")
+        cu = 2 if u.ndim >= 2 else 1  # SciPy's batch rule: '1|2' core dimensions
+        cv = 2 if v.ndim >= 2 else 1
+        m, n = Q.shape[-2], R.shape[-1]
+        if u.ndim == 0 or u.shape[u.ndim - cu] != m:
+            raise ValueError("u.shape[0] must equal Q.shape[0]")
+        if v.ndim == 0 or v.shape[v.ndim - cv] != n:
+            raise ValueError("v.shape[0] must equal R.shape[1]")
+        if cu != cv:
+            raise ValueError("u and v must have the same number of dimensions")
+        if cu == 2 and u.shape[-1] != v.shape[-1]:
+            raise ValueError("Second dimension of u and v must be the same")
+        p = 1 if cu == 1 else u.shape[-1]
+        if p > n or p > m:
+            raise ValueError("Update rank larger than np.dot(Q, R).")
+        if not economic and m > n and 1 < p and m - n < p:  # (SciPy's ormqr: k = p)
+            raise ValueError("The 5th argument to ?ormqr/?unmqr was invalid")
     if check_finite:
-        _check_finite(u, v)
-    if not economic and m - n < p and m > n and p > 1:  # (SciPy's ormqr of k = p reflectors)
-        raise ValueError("The 5th argument to ?ormqr/?unmqr was invalid")
+        _check_finite(Q, R, u, v)
     return kernel("linalg.qr_update", device)(Q, R, u, v, economic=economic, core=cu)
 
 
@@ -137,42 +152,46 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     elif which != "col":
         raise ValueError("'which' must be either 'row' or 'col'")
     device = device_of(Q, R, u)
-    Q, R, economic = _validate_qr(Q, R, device, check_finite)
-    u = _tensor(u, device)
-    m, n = Q.shape[-2], R.shape[-1]
-    if u.dtype != Q.dtype:
-        raise ValueError("'u' must have the same type as 'Q' and 'R'" if which == "row"
-                         else "'u' must have the same type as Q and R")
-    core = 2 if u.ndim >= 2 else 1
-    shape = tuple(u.shape[u.ndim - core:])
-    batch = torch.broadcast_shapes(Q.shape[:-2], R.shape[:-2], u.shape[:u.ndim - core],
-                                   _batch_of(k))
-    kk = _index(k, m if which == "row" else n, batch)
-    if u.ndim == 0 or shape[-1 if which == "row" else 0] != (n if which == "row" else m):
-        raise ValueError(("'u' should be either (N,) or (p,N) when inserting rows. "
-                          if which == "row" else "'u' should be either (M,) or (M,p) when "
-                          "inserting columns. ") + f"Found {shape}.")
-    if which == "col" and rcond is not None and not economic:
-        raise ValueError("'rcond' is not used when updating full, (M,M) (M,N) "
-                         "decompositions and must be None.")
+    Q, R, economic = _validate_qr(Q, R, device)
+    with _checked_after(check_finite, Q, R):
+        u = _tensor(u, device)
+        m, n = Q.shape[-2], R.shape[-1]
+        if u.dtype != Q.dtype:
+            raise ValueError("'u' must have the same type as 'Q' and 'R'" if which == "row"
+                             else "'u' must have the same type as Q and R")
+        core = 2 if u.ndim >= 2 else 1
+        shape = tuple(u.shape[u.ndim - core:])
+        batch = torch.broadcast_shapes(Q.shape[:-2], R.shape[:-2], u.shape[:u.ndim - core],
+                                       _batch_of(k))
+        kk = _index(k, m if which == "row" else n, batch, inclusive=True)
+        if u.ndim == 0 or shape[-1 if which == "row" else 0] != (n if which == "row" else m):
+            raise ValueError(("'u' should be either (N,) or (p,N) when inserting rows. "
+                              if which == "row" else "'u' should be either (M,) or (M,p) when "
+                              "inserting columns. ") + f"Found {shape}.")
+        if which == "col" and rcond is not None and not economic:
+            raise ValueError("'rcond' is not used when updating full, (M,M) (M,N) "
+                             "decompositions and must be None.")
     if check_finite:
-        _check_finite(u)
+        _check_finite(Q, R, u)
     return kernel("linalg.qr_insert", device)(Q, R, u, k, kk, which=which, rcond=rcond,
                                                economic=economic, core=core, batch=batch)
 
 
 @dispatch(_sl.qr_delete, stacks=True)
 def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
-    device = device_of(Q, R)
-    Q, R, economic = _validate_qr(Q, R, device, check_finite)
     if which not in ("row", "col"):
         raise ValueError("'which' must be either 'row' or 'col'")
-    m, n = Q.shape[-2], R.shape[-1]
-    bound = m if which == "row" else n
-    batch = torch.broadcast_shapes(Q.shape[:-2], R.shape[:-2], _batch_of(k))
-    kk = _index(k, bound, batch)
-    if np.any(kk + p > bound) or p <= 0:
-        raise ValueError("'p' is out of range")
+    device = device_of(Q, R)
+    Q, R, economic = _validate_qr(Q, R, device)
+    with _checked_after(check_finite, Q, R):
+        m, n = Q.shape[-2], R.shape[-1]
+        bound = m if which == "row" else n
+        batch = torch.broadcast_shapes(Q.shape[:-2], R.shape[:-2], _batch_of(k))
+        kk = _index(k, bound, batch)
+        if np.any(kk + p > bound) or p <= 0:
+            raise ValueError("'p' is out of range")
+    if check_finite:
+        _check_finite(Q, R)
     return kernel("linalg.qr_delete", device)(Q, R, k, kk, p=p, which=which,
                                                economic=economic, batch=batch)
 
@@ -303,9 +322,9 @@ def _lartg(f, g):
         s = g.conj() * (f / (safe_af * safe_h))
         s0 = g.conj() / safe_ag
     else:
-        r = torch.copysign(h, f)
+        r = torch.where(f < 0, -h, h)  # (copysign does not lower: torch-xla 2.9)
         s = g / torch.where(r != 0, r, torch.ones_like(r))
-        s0 = torch.sign(g)
+        s0 = torch.where(g < 0, -torch.ones_like(g), torch.ones_like(g))
     g0, f0 = ag == 0, af == 0
     one = torch.ones_like(c)
     c = torch.where(g0, one, torch.where(f0, torch.zeros_like(c), c))

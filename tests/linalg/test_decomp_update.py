@@ -1,0 +1,230 @@
+"""qr_update, qr_insert, qr_delete paired with SciPy: the device methods (SciPy's rotation
+and reflector sequences, run on CPU tensors through the generic kernels and on XLA) give
+SciPy's Q and R to rounding, signs and a full Q's free columns included; bad arguments
+raise SciPy's exceptions with its messages."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import trnscipy
+import trnscipy.linalg as tl
+from tests.linalg._fallbacks import aten_fallbacks
+
+torch = pytest.importorskip("torch")
+
+
+def _rand(rng, *shape, dtype=np.float64):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _case(name, dtype=np.float64, seed=0):
+    """(call, operands) of one variant: a 5x3 A (full and economic factors), a 4x4 one."""
+    rng = np.random.default_rng(seed)
+    a = _rand(rng, 5, 3, dtype=dtype)
+    q, r = sl.qr(a)
+    qe, re = sl.qr(a, mode="economic")
+    qs, rs = sl.qr(_rand(rng, 4, 4, dtype=dtype))
+    ops = {
+        "update_rank1_full": (lambda m, *x: m.qr_update(*x), (q, r, _rand(rng, 5, dtype=dtype),
+                                                              _rand(rng, 3, dtype=dtype))),
+        "update_rank2_full": (lambda m, *x: m.qr_update(*x),
+                              (q, r, _rand(rng, 5, 2, dtype=dtype), _rand(rng, 3, 2, dtype=dtype))),
+        "update_rank3_square": (lambda m, *x: m.qr_update(*x),
+                                (qs, rs, _rand(rng, 4, 3, dtype=dtype),
+                                 _rand(rng, 4, 3, dtype=dtype))),
+        "update_rank1_economic": (lambda m, *x: m.qr_update(*x),
+                                  (qe, re, _rand(rng, 5, dtype=dtype), _rand(rng, 3, dtype=dtype))),
+        "update_rank2_economic": (lambda m, *x: m.qr_update(*x),
+                                  (qe, re, _rand(rng, 5, 2, dtype=dtype),
+                                   _rand(rng, 3, 2, dtype=dtype))),
+        "insert_row": (lambda m, *x: m.qr_insert(*x, 2), (q, r, _rand(rng, 3, dtype=dtype))),
+        "insert_rows": (lambda m, *x: m.qr_insert(*x, 1), (q, r, _rand(rng, 2, 3, dtype=dtype))),
+        "insert_row_economic": (lambda m, *x: m.qr_insert(*x, 0),
+                                (qe, re, _rand(rng, 3, dtype=dtype))),
+        "insert_rows_economic": (lambda m, *x: m.qr_insert(*x, 4),
+                                 (qe, re, _rand(rng, 3, 3, dtype=dtype))),
+        "insert_col": (lambda m, *x: m.qr_insert(*x, 1, which="col"),
+                       (q, r, _rand(rng, 5, dtype=dtype))),
+        "insert_col_last": (lambda m, *x: m.qr_insert(*x, -3, which="col"),
+                            (q, r, _rand(rng, 5, dtype=dtype))),
+        "insert_rows_after": (lambda m, *x: m.qr_insert(*x, 5),
+                              (q, r, _rand(rng, 2, 3, dtype=dtype))),
+        "delete_row": (lambda m, *x: m.qr_delete(*x, 3), (q, r)),
+        "delete_rows": (lambda m, *x: m.qr_delete(*x, 1, 3), (q, r)),
+        "delete_col": (lambda m, *x: m.qr_delete(*x, 0, which="col"), (q, r)),
+        "delete_col_economic": (lambda m, *x: m.qr_delete(*x, 1, which="col"), (qe, re)),
+        "delete_cols": (lambda m, *x: m.qr_delete(*x, 1, 2, which="col"), (q, r)),
+        "delete_cols_square": (lambda m, *x: m.qr_delete(*x, -3, 2, which="col"), (qs, rs)),
+    }
+    return ops[name]
+
+
+NAMES = ["update_rank1_full", "update_rank2_full", "update_rank3_square",
+         "update_rank1_economic", "update_rank2_economic", "insert_row", "insert_rows",
+         "insert_row_economic", "insert_rows_economic", "insert_col", "insert_col_last",
+         "insert_rows_after", "delete_row", "delete_rows", "delete_col", "delete_col_economic",
+         "delete_cols", "delete_cols_square"]
+
+
+@pytest.fixture
+def generic_kernels(monkeypatch):
+    """CPU tensors through the device methods (the generic kernels), not SciPy on views."""
+    import trnscipy._kernels as seam
+
+    seam.kernel("linalg.qr_update", torch.device("cpu"))  # (the family's modules loaded)
+    for key in [k for k in seam._IMPLS if k[1] == "cpu" and k[0].startswith("linalg.qr_")]:
+        monkeypatch.delitem(seam._IMPLS, key)
+
+
+def _check(name, dtype, device, rtol):
+    call, operands = _case(name, dtype)
+    ref = call(sl, *operands)
+    out = call(tl, *(trnscipy.to_device(x, device) for x in operands))
+    assert len(out) == len(ref) == 2
+    for o, r in zip(out, ref, strict=True):
+        o = trnscipy.to_host(o)
+        assert o.shape == r.shape and o.dtype == r.dtype
+        np.testing.assert_allclose(o, r, rtol=rtol, atol=rtol * np.abs(r).max())
+    return operands, out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+@pytest.mark.parametrize("name", NAMES)
+def test_device_methods_equal_scipy(name, dtype, generic_kernels):
+    """Q and R as SciPy's to rounding, signs and the free columns of a full Q included."""
+    _check(name, dtype, torch.device("cpu"), 1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_device_methods_float32_backward_error(name, generic_kernels):
+    """float32: SciPy's Q and R to 2e-5; Q orthonormal and Q R SciPy's product to 1e-6."""
+    call, operands = _case(name, np.float32)
+    _, (q, r) = _check(name, np.float32, torch.device("cpu"), 2e-5)
+    qs, rs = (x.astype(np.float64) for x in call(sl, *operands))
+    q, r = q.numpy().astype(np.float64), r.numpy().astype(np.float64)
+    assert np.abs(q.T @ q - np.eye(q.shape[1])).max() < 1e-6
+    assert np.abs(q @ r - qs @ rs).max() < 1e-6 * np.abs(rs).max()
+
+
+def test_stacks_with_a_k_per_matrix(generic_kernels):
+    """SciPy's batch rule: a k per matrix (masks in one sweep), u of the stack or shared."""
+    rng = np.random.default_rng(5)
+    q, r = sl.qr(_rand(rng, 4, 5, 5))
+    k = np.array([0, 4, 2, 1])
+    for call, ops in ((lambda m, q, r, u: m.qr_insert(q, r, u, k), (q, r, _rand(rng, 4, 3, 5))),
+                      (lambda m, q, r, u: m.qr_insert(q, r, u, k, which="col"),
+                       (q, r, _rand(rng, 5))),
+                      (lambda m, q, r: m.qr_delete(q, r, k[:, None] % 3), (q, r[None])),
+                      (lambda m, q, r: m.qr_delete(q, r, k % 3, 2, "col"), (q, r))):
+        ref = call(sl, *ops)
+        out = call(tl, *(torch.from_numpy(x) for x in ops))
+        for o, s in zip(out, ref, strict=True):
+            assert o.shape == s.shape
+            np.testing.assert_allclose(o.numpy(), s, rtol=1e-12, atol=1e-12)
+
+
+def test_host_variants_announced(generic_kernels):
+    """Economic row deletion and economic or block column insertion: SciPy on the host,
+    with a DeviceFallbackWarning."""
+    from trnscipy import DeviceFallbackWarning
+
+    rng = np.random.default_rng(6)
+    qe, re = sl.qr(_rand(rng, 6, 3), mode="economic")
+    q, r = sl.qr(_rand(rng, 6, 3))
+    for call, ops in ((lambda m, q, r: m.qr_delete(q, r, 2), (qe, re)),
+                      (lambda m, q, r, u: m.qr_insert(q, r, u, 1, "col"), (qe, re, _rand(rng, 6))),
+                      (lambda m, q, r, u: m.qr_insert(q, r, u, 1, "col"),
+                       (q, r, _rand(rng, 6, 2)))):
+        with pytest.warns(DeviceFallbackWarning):
+            out = call(tl, *(torch.from_numpy(x) for x in ops))
+        for o, s in zip(out, call(sl, *ops), strict=True):
+            np.testing.assert_allclose(o.numpy(), s, rtol=1e-13, atol=1e-13)
+
+
+def _errors():
+    rng = np.random.default_rng(7)
+    q, r = sl.qr(rng.standard_normal((5, 3)))
+    qe, re = sl.qr(rng.standard_normal((5, 3)), mode="economic")
+    u, v = rng.standard_normal(5), rng.standard_normal(3)
+    nan = r.copy()
+    nan[0, 0] = np.nan
+    return [
+        lambda m: m.qr_update(q, r[:2], u, v),
+        lambda m: m.qr_update(q[:, :4], r[:4], u, v),
+        lambda m: m.qr_update(q, r.astype(np.float32), u, v),
+        lambda m: m.qr_update(q.astype(int), r.astype(int), u, v),
+        lambda m: m.qr_update(q, r, u[:4], v),
+        lambda m: m.qr_update(q, r, u, v[:2]),
+        lambda m: m.qr_update(q, r, u.astype(np.float32), v),
+        lambda m: m.qr_update(q, r, u[:, None], v),
+        lambda m: m.qr_update(q, r, np.ones((5, 2)), np.ones((3, 3))),
+        lambda m: m.qr_update(q, r, np.ones((5, 4)), np.ones((3, 4))),
+        lambda m: m.qr_update(q, r, np.ones((5, 3)), np.ones((3, 3))),
+        lambda m: m.qr_update(q, nan, u, v),
+        lambda m: m.qr_update(q, nan, u[:4], v),  # (Q and R checked first)
+        lambda m: m.qr_update(q, r, u * np.inf, v),
+        lambda m: m.qr_insert(q, r, v, 6),
+        lambda m: m.qr_insert(q, r, v, -6),
+        lambda m: m.qr_insert(q, r, u, 1),
+        lambda m: m.qr_insert(q, r, np.ones((2, 4)), 1),
+        lambda m: m.qr_insert(q, r, v, 1, rcond=1e-3),
+        lambda m: m.qr_insert(q, r, v, 1, which="x"),
+        lambda m: m.qr_insert(q, r, v, 1, which="col"),
+        lambda m: m.qr_insert(q, r, u, 4, which="col"),
+        lambda m: m.qr_insert(q, r, u, 1, which="col", rcond=1e-3),
+        lambda m: m.qr_insert(q, r, u.astype(np.complex128), 1, which="col"),
+        lambda m: m.qr_insert(q, r, v * np.nan, 1),
+        lambda m: m.qr_insert(qe, re, u, 1),
+        lambda m: m.qr_delete(q, r, 5),
+        lambda m: m.qr_delete(q, r, 4, 2),
+        lambda m: m.qr_delete(q, r, 0, 0),
+        lambda m: m.qr_delete(q, r, 3, which="col"),
+        lambda m: m.qr_delete(q, r, 2, 2, which="col"),
+        lambda m: m.qr_delete(q, r, 0, which="x"),
+        lambda m: m.qr_delete(q, nan, 0, which="col"),
+        lambda m: m.qr_delete(qe, re[:2], 0),
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_errors())))
+def test_errors_as_scipy(index):
+    """SciPy's exception type and message for each bad call (CPU tensors)."""
+    call = _errors()[index]
+    with pytest.raises(Exception) as expected:
+        call(sl)
+    to = trnscipy.to_device
+
+    def torch_module(m):
+        class Wrapped:
+            def __getattr__(self, name):
+                func = getattr(tl, name)
+                return lambda *a, **k: func(*(to(x, "cpu") if isinstance(x, np.ndarray)
+                                              else x for x in a), **k)
+        return Wrapped()
+
+    with pytest.raises(expected.type) as got:
+        call(torch_module(tl))
+    assert str(got.value) == str(expected.value)
+
+
+XLA_NAMES = ["update_rank1_full", "insert_row", "delete_rows", "delete_col_economic"]
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name", XLA_NAMES + [
+    pytest.param(n, marks=pytest.mark.slow) for n in NAMES if n not in XLA_NAMES])
+def test_xla_strict_no_host_ops(name, xla_device, monkeypatch):
+    """On XLA under TRNSCIPY_STRICT=1 (a host fallback raises), no aten op on the host:
+    SciPy's Q and R, float64 to 1e-12, float32 to 2e-5."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+        with aten_fallbacks(xla_device) as host, warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _check(name, dtype, xla_device, rtol)
+        assert not host
