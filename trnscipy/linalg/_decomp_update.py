@@ -426,8 +426,13 @@ def _thin_rank1(q, r, u, v):
     return qa[..., :n], ra[..., :n, :]
 
 
-def _norm(x):
-    return torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+def _norm(x, dim=-1):
+    """The 2-norm along ``dim``, scaled by the largest modulus (torch-xla 2.9's
+    vector_norm takes no complex input, nor the modulus of one in a loop body)."""
+    sq = x.real * x.real + x.imag * x.imag if x.is_complex() else x * x
+    big = sq.amax(dim=dim, keepdim=True)
+    big = torch.where(big > 0, big, torch.ones_like(big))
+    return torch.sqrt(big) * torch.sqrt((sq / big).sum(dim=dim, keepdim=True))
 
 
 def _reorth(q, u):
@@ -510,7 +515,7 @@ def _reflect(q, r, rows, j, col, active):
     x = win.gather(-1, col.expand(-1, win.shape[-2], 1))  # (b, L, 1)
     alpha = x[..., :1, :]
     tail = x[..., 1:, :]
-    xnorm = torch.linalg.vector_norm(tail, dim=-2, keepdim=True)
+    xnorm = _norm(tail, dim=-2)
     beta, tau, scale = _larfg(alpha, xnorm)
     tau = torch.where(active, tau, torch.zeros_like(tau))
     vec = torch.cat([torch.ones_like(alpha), tail * scale], dim=-2)  # (b, L, 1)
