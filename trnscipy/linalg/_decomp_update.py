@@ -251,16 +251,16 @@ def _qr_insert(Q, R, u, k, kk, which, rcond, economic, core, batch):
     Q, R, (u,), _ = _stack(Q, R, (u, core))
     Q, R = Q.expand(batch + Q.shape[-2:]), R.expand(batch + R.shape[-2:])
     u = u.expand(batch + u.shape[u.ndim - core:])
-    if which == "col" and (economic or p > 1):
-        fallback("scipy.linalg.qr_insert", "economic or block column insertion has no "
-                 "device method", stacklevel=5)
+    if which == "col" and economic:
+        fallback("scipy.linalg.qr_insert", "economic column insertion (SciPy's "
+                 "reorthogonalization) has no device method", stacklevel=5)
         return _per_matrix_on_host(_sl.qr_insert, Q, R, u, kk, batch, which=which,
                                    rcond=rcond)
     q, r, kf = _flat(Q), _flat(R), kk.reshape(-1)
     if which == "row":
         q, r = _insert_rows(q, r, u.reshape(-1, p, n), kf, economic)
     else:
-        q, r = _insert_col(q, r, u.reshape(-1, m), kf)
+        q, r = _insert_cols(q, r, u.reshape(-1, m, p), kf)
     return _unflat(q, batch), _unflat(r, batch)
 
 
@@ -588,25 +588,43 @@ def _insert_rows(q, r, u, kf, economic):
     return qn, rn
 
 
-def _insert_col(q, r, u, kf):
-    """Column u inserted before column k (full Q): Q^H u placed in R at k, reduced from
-    the bottom by rotations of rows (j, j+1), j >= k."""
+def _insert_cols(q, r, u, kf):
+    """Columns u (M, p) inserted before column k (full Q): W = Q^H u placed in R at k.
+    One column: W reduced from the bottom by rotations of rows (j, j+1), j >= k (SciPy's
+    qr_col_insert).  p columns (SciPy's qr_block_col_insert): where M >= N + p a QR of W's
+    rows below R's first N (applied to Q's columns there) first, then the rotations of
+    each new column i from row N + i - 1 (or M - 2) up to k + i."""
     b, m, _ = q.shape
     n = r.shape[-1]
+    p = u.shape[-1]
+    w = q.mH @ u
+    top = m - 2
+    if p > 1 and m >= n + p:
+        from trnscipy.linalg._decomp_qr import qr as _qr
+
+        hq, hr = _qr(w[..., n:, :], mode="full", check_finite=False)
+        q = torch.cat([q[..., :n], q[..., n:] @ hq], dim=-1)
+        w = torch.cat([w[..., :n, :], hr], dim=-2)
+        top = n - 1
     kt = torch.as_tensor(kf, device=q.device).reshape(-1, 1)
-    c = torch.arange(n + 1, device=q.device).reshape(1, -1)
-    src = torch.where(c < kt, c, c - 1).clamp(min=0)
-    rn = r.gather(-1, src.unsqueeze(-2).expand(b, m, n + 1))
-    w = (q.mH @ u.unsqueeze(-1))
-    rn = torch.where((c == kt).unsqueeze(-2), w, rn)
+    c = torch.arange(n + p, device=q.device).reshape(1, -1)
+    inside = (c >= kt) & (c < kt + p)
+    src = torch.where(c < kt, c, c - p).clamp(min=0)
+    rn = r.gather(-1, src.unsqueeze(-2).expand(b, m, n + p))
+    new = w.gather(-1, (c - kt).clamp(0, p - 1).unsqueeze(-2).expand(b, m, n + p))
+    rn = torch.where(inside.unsqueeze(-2), new, rn)
     k3 = kt.reshape(-1, 1, 1)
+    length = top + 1  # (rows top + i down to k + i for column i: at most top + 1 steps)
 
     def step(carry, t):
         q, r = carry
-        j = (m - 2) - t
-        return _rotate(q, r, j.clamp(min=0), j.clamp(min=0) + 1, k3, j >= k3)
+        i = torch.div(t, length, rounding_mode="floor")
+        j = (top + (i if top == n - 1 else 0)) - (t - i * length)
+        j = j.clamp(max=m - 2)
+        col = k3 + i.reshape(1, 1, 1)
+        return _rotate(q, r, j.clamp(min=0), j.clamp(min=0) + 1, col, j >= col)
 
-    return _loop(step, (q, rn), m - 1)
+    return _loop(step, (q, rn), p * length)
 
 
 def _delete_rows(q, r, kf, p):
