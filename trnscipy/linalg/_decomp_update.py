@@ -267,13 +267,9 @@ def _qr_insert(Q, R, u, k, kk, which, rcond, economic, core, batch):
 @register("linalg.qr_delete", "generic")
 def _qr_delete(Q, R, k, kk, p, which, economic, batch):
     Q, R = Q.expand(batch + Q.shape[-2:]), R.expand(batch + R.shape[-2:])
-    if which == "row" and economic:
-        fallback("scipy.linalg.qr_delete", "economic row deletion (SciPy's "
-                 "reorthogonalization) has no device method", stacklevel=5)
-        return _per_matrix_on_host(_sl.qr_delete, Q, R, None, kk, batch, p=p, which=which)
     q, r, kf = _flat(Q), _flat(R), kk.reshape(-1)
     if which == "row":
-        q, r = _delete_rows(q, r, kf, p)
+        q, r = (_thin_delete_rows if economic else _delete_rows)(q, r, kf, p)
     else:
         q, r = _delete_cols(q, r, kf, p, economic)
     return _unflat(q, batch), _unflat(r, batch)
@@ -653,6 +649,65 @@ def _delete_rows(q, r, kf, p):
 
     q, ra = _loop(step, (q, ra), p * length)
     return q[..., p:, p:], ra[..., p:, :n]
+
+
+def _reorth_row(q, j):
+    """SciPy's reorthx: e_j minus its projection on Q's span, once reorthogonalized:
+    (s = conj(Q[j]) with s[n] the remainder's norm, the unit remainder, success).  Where
+    e_j lies in the span: s[n] = 0, a zero vector, False.  ``j``: (b,) row per matrix."""
+    b, m, n = q.shape
+    e = (torch.arange(m, device=q.device) == j.reshape(-1, 1)).to(q.dtype)
+    s = (e.unsqueeze(-2) @ q).squeeze(-2).conj()
+    w = e - (q @ s.unsqueeze(-1)).squeeze(-1)
+    wnorm = _norm(w)
+    w2 = w - (q @ (q.mH @ w.unsqueeze(-1))).squeeze(-1)
+    wpnorm = _norm(w2)
+    first = wnorm > math.sqrt(2)  # (never, for a unit vector: SciPy's constant)
+    # (a zero remainder fails too: SciPy's 1/0 raises inside reorthx, which returns False)
+    ok = first | ((wpnorm >= wnorm / math.sqrt(2)) & (wpnorm > 0))
+    last = torch.where(first, wnorm, torch.where(ok, wpnorm, 0))
+    w_out = torch.where(first, w / wnorm, torch.where(ok, w2 / wpnorm, 0))
+    return torch.cat([s, last.to(s.dtype)], dim=-1), w_out, ok.reshape(-1)
+
+
+def _thin_delete_rows(q, r, kf, p):
+    """Rows k .. k+p-1 deleted from an economic factorization (SciPy's thin_qr_row_delete):
+    for each row, it moves to the bottom, e_last split into conj(Q[last]) and a unit vector
+    u orthogonal to Q (Daniel et al.; from Q's row of least norm where e_last lies in the
+    span), rotations (n, j), j = n-1 .. 0, fold s into an extra row of R and u into Q,
+    and the last row of Q goes; rows past M - N: the full method.  SciPy's ValueError
+    where no reorthogonalization succeeds (one host read)."""
+    b, m, n = q.shape
+    p_eco = p if m - p >= n else m - n
+    kt = torch.as_tensor(kf, device=q.device).reshape(-1, 1)
+    failed = torch.zeros(b, dtype=torch.bool, device=q.device)
+    colt = torch.full((b, 1, 1), n, dtype=torch.int64, device=q.device)
+    row_n = torch.tensor([n], device=q.device)
+    for _ in range(p_eco):
+        i = torch.arange(m, device=q.device).reshape(1, -1)
+        src = torch.where(i < kt, i, torch.where(i < m - 1, i + 1, kt))
+        q = q.gather(-2, src.unsqueeze(-1).expand(b, m, n))
+        last = torch.full((b,), m - 1, dtype=torch.int64, device=q.device)
+        s, w, ok = _reorth_row(q, last)
+        least = _norm(q).squeeze(-1).argmin(-1)  # (SciPy's first minimum)
+        _, w_least, ok_least = _reorth_row(q, least)
+        s = torch.where(ok.reshape(-1, 1), s, torch.cat([s[..., :n], s.new_zeros(b, 1)], -1))
+        w = torch.where(ok.reshape(-1, 1), w, w_least)
+        failed = failed | (~ok & ~ok_least)
+        qa = torch.cat([q, w.unsqueeze(-1)], dim=-1)
+        ra = torch.cat([torch.cat([r, r.new_zeros(b, 1, n)], dim=-2), s.unsqueeze(-1)], dim=-1)
+
+        def step(carry, t):
+            qa, ra = carry
+            return _rotate(qa, ra, row_n, (n - 1) - t, colt)
+
+        qa, ra = _loop(step, (qa, ra), n)
+        q, r, m = qa[..., :m - 1, :n], ra[..., :n, :n], m - 1
+    if bool(failed.any()):
+        raise ValueError("Reorthogonalization Failed, unable to perform row deletion.")
+    if p > p_eco:
+        return _delete_rows(q, r, kf, p - p_eco)
+    return q, r
 
 
 def _delete_cols(q, r, kf, p, economic):
