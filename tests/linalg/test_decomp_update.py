@@ -3,6 +3,7 @@ and reflector sequences, run on CPU tensors through the generic kernels and on X
 SciPy's Q and R to rounding, signs and a full Q's free columns included; bad arguments
 raise SciPy's exceptions with its messages."""
 
+import re as re_
 import warnings
 
 import numpy as np
@@ -57,6 +58,10 @@ def _case(name, dtype=np.float64, seed=0):
                         (q, r, _rand(rng, 5, 2, dtype=dtype))),
         "insert_cols_wide": (lambda m, *x: m.qr_insert(*x, 3, which="col"),
                              (qs, rs, _rand(rng, 4, 2, dtype=dtype))),
+        "insert_col_economic": (lambda m, *x: m.qr_insert(*x, 3, "col"),
+                                (qe, re, _rand(rng, 5, dtype=dtype))),
+        "insert_cols_economic": (lambda m, *x: m.qr_insert(*x, 1, "col"),
+                                 (qe, re, _rand(rng, 5, 3, dtype=dtype))),
         "insert_rows_after": (lambda m, *x: m.qr_insert(*x, 5),
                               (q, r, _rand(rng, 2, 3, dtype=dtype))),
         "delete_row": (lambda m, *x: m.qr_delete(*x, 3), (q, r)),
@@ -74,7 +79,8 @@ def _case(name, dtype=np.float64, seed=0):
 NAMES = ["update_rank1_full", "update_rank2_full", "update_rank3_square",
          "update_rank1_economic", "update_rank2_economic", "insert_row", "insert_rows",
          "insert_row_economic", "insert_rows_economic", "insert_col", "insert_col_last",
-         "insert_cols", "insert_cols_wide", "insert_rows_after", "delete_row", "delete_rows",
+         "insert_cols", "insert_cols_wide", "insert_col_economic", "insert_cols_economic",
+         "insert_rows_after", "delete_row", "delete_rows",
          "delete_row_economic", "delete_rows_economic",
          "delete_col", "delete_col_economic", "delete_cols", "delete_cols_square"]
 
@@ -136,18 +142,23 @@ def test_stacks_with_a_k_per_matrix(generic_kernels):
             np.testing.assert_allclose(o.numpy(), s, rtol=1e-12, atol=1e-12)
 
 
-def test_economic_column_insertion_announced(generic_kernels):
-    """Economic column insertion: SciPy on the host, with a DeviceFallbackWarning."""
-    from trnscipy import DeviceFallbackWarning
-
-    rng = np.random.default_rng(6)
-    qe, re = sl.qr(_rand(rng, 6, 3), mode="economic")
-    u = _rand(rng, 6)
-    with pytest.warns(DeviceFallbackWarning):
-        out = tl.qr_insert(torch.from_numpy(qe), torch.from_numpy(re), torch.from_numpy(u), 1,
-                           "col")
-    for o, s in zip(out, sl.qr_insert(qe, re, u, 1, "col"), strict=True):
-        np.testing.assert_allclose(o.numpy(), s, rtol=1e-13, atol=1e-13)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_column_in_span_raises_as_scipy(dtype, generic_kernels):
+    """Economic column insertion of a column in Q's span: SciPy's LinAlgError, its message
+    (but for the estimate it prints for float64: a rounding-level remainder's)."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 3)).astype(dtype)
+    qe, re = sl.qr(a, mode="economic")
+    for u, rcond in ((a[:, 1] * 3, None), (a[:, :2] @ [1, 2.0], 1e-3)):
+        u = u.astype(dtype)
+        with pytest.raises(np.linalg.LinAlgError) as expected:
+            sl.qr_insert(qe, re, u, 1, "col", rcond=rcond)
+        with pytest.raises(np.linalg.LinAlgError) as got:
+            tl.qr_insert(*(torch.from_numpy(x) for x in (qe, re, u)), 1, "col", rcond=rcond)
+        texts = [str(e.value) for e in (got, expected)]
+        if dtype == np.float64:  # (the estimate of a rounding-level remainder)
+            texts = [re_.sub(r"number of \S+ for", "number of X for", t) for t in texts]
+        assert texts[0] == texts[1]
 
 
 def _errors():

@@ -6,9 +6,8 @@ included, also the trailing columns of a full Q that the factorization leaves fr
 sweep is one ``device_loop`` of fixed-shape steps over the whole stack: a step gathers the
 two rows it rotates (or the rows a reflector spans), updates them and writes them back
 with ``index_copy``.  What varies per matrix (the index ``k`` of a stack) enters as masks:
-a step outside a matrix's range rotates by the identity.  The economic row deletion, the
-economic column insertion and the full block column insertion run on the host, announced.
-CPU tensors run SciPy itself on zero-copy views.
+a step outside a matrix's range rotates by the identity.  CPU tensors run SciPy itself on
+zero-copy views.
 """
 
 import contextlib
@@ -19,12 +18,11 @@ import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
 from trnscipy._dispatch import dispatch
-from trnscipy._errors import fallback
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
+from trnscipy.linalg._validate import LinAlgError, device_of
 from trnscipy.linalg._validate import check_finite as _check_finite
-from trnscipy.linalg._validate import device_of
 
 __all__ = ["qr_update", "qr_insert", "qr_delete"]
 
@@ -251,16 +249,13 @@ def _qr_insert(Q, R, u, k, kk, which, rcond, economic, core, batch):
     Q, R, (u,), _ = _stack(Q, R, (u, core))
     Q, R = Q.expand(batch + Q.shape[-2:]), R.expand(batch + R.shape[-2:])
     u = u.expand(batch + u.shape[u.ndim - core:])
-    if which == "col" and economic:
-        fallback("scipy.linalg.qr_insert", "economic column insertion (SciPy's "
-                 "reorthogonalization) has no device method", stacklevel=5)
-        return _per_matrix_on_host(_sl.qr_insert, Q, R, u, kk, batch, which=which,
-                                   rcond=rcond)
     q, r, kf = _flat(Q), _flat(R), kk.reshape(-1)
     if which == "row":
         q, r = _insert_rows(q, r, u.reshape(-1, p, n), kf, economic)
     else:
-        q, r = _insert_cols(q, r, u.reshape(-1, m, p), kf)
+        u = u.reshape(-1, m, p)
+        q, r = (_thin_insert_cols(q, r, u, kf, rcond) if economic else
+                _insert_cols(q, r, u, kf))
     return _unflat(q, batch), _unflat(r, batch)
 
 
@@ -273,22 +268,6 @@ def _qr_delete(Q, R, k, kk, p, which, economic, batch):
     else:
         q, r = _delete_cols(q, r, kf, p, economic)
     return _unflat(q, batch), _unflat(r, batch)
-
-
-def _per_matrix_on_host(func, Q, R, u, kk, batch, **kwargs):
-    """SciPy on host copies, matrix by matrix (per-matrix k), results back on the device."""
-    from trnscipy._transfer import _tensor_to, _tensor_to_host
-
-    device = Q.device
-    qh, rh = (np.asarray(_tensor_to_host(t)) for t in (Q, R))
-    uh = None if u is None else np.asarray(_tensor_to_host(u))
-    outs = []
-    for idx in np.ndindex(*batch) if batch else [()]:
-        args = (qh[idx], rh[idx]) + (() if uh is None else (uh[idx],))
-        outs.append(func(*args, int(kk[idx]), check_finite=False, **kwargs))
-    q = np.stack([o[0] for o in outs]).reshape(tuple(batch) + outs[0][0].shape)
-    r = np.stack([o[1] for o in outs]).reshape(tuple(batch) + outs[0][1].shape)
-    return _tensor_to(torch.from_numpy(q), device), _tensor_to(torch.from_numpy(r), device)
 
 
 def _flat(x):
@@ -431,14 +410,16 @@ def _norm(x, dim=-1):
     return torch.sqrt(big) * torch.sqrt((sq / big).sum(dim=dim, keepdim=True))
 
 
-def _reorth(q, u):
+def _reorth(q, u, rc=False):
     """SciPy's reorth (Daniel et al.): (s of length n + 1, w) with u = Q s[:n] + s[n] w,
-    w of unit length orthogonal to Q (zero, s[n] = 0, where u lies in Q's span)."""
+    w of unit length orthogonal to Q (zero, s[n] = 0, where u lies in Q's span); with
+    ``rc`` also SciPy's reciprocal condition estimate of [Q, u/||u||] (b, 1)."""
     unorm = _norm(u)
     u = u / unorm
     s = (q.mH @ u.unsqueeze(-1)).squeeze(-1)
     w = u - (q @ s.unsqueeze(-1)).squeeze(-1)
     wnorm = _norm(w)
+    cond = wnorm / (1 + _norm(s))  # (SciPy's sigma_min / sigma_max: sqrt(1 + ||s||) each)
     # SciPy's first test compares with sqrt(2) (its constant is named inv_root2): a unit
     # u never passes it, so one reorthogonalization always follows
     s2 = (q.mH @ w.unsqueeze(-1)).squeeze(-1)
@@ -449,7 +430,8 @@ def _reorth(q, u):
     s_out = torch.where(first, s, s + s2) * unorm
     last = torch.where(first, unorm * wnorm, torch.where(span, 0, wpnorm * unorm))
     w_out = torch.where(first, w / wnorm, torch.where(span, 0, w2 / wpnorm))
-    return torch.cat([s_out, last.to(s_out.dtype)], dim=-1), w_out
+    out = torch.cat([s_out, last.to(s_out.dtype)], dim=-1), w_out
+    return out + (cond,) if rc else out
 
 
 def _rank_p(q, r, u, v):
@@ -621,6 +603,61 @@ def _insert_cols(q, r, u, kf):
         return _rotate(q, r, j.clamp(min=0), j.clamp(min=0) + 1, col, j >= col)
 
     return _loop(step, (q, rn), p * length)
+
+
+def _thin_insert_cols(q, r, u, kf, rcond):
+    """Columns u (M, p) inserted before column k of an economic factorization (SciPy's
+    thin_qr_col_insert): each column split by reorth into Q's span and a new unit column
+    of Q (its R column s), s reduced by rotations of rows (i+j, i+j+1), i = n-1 .. k;
+    columns past M - N: the full method.  SciPy's LinAlgError where [Q, u/||u||] is
+    conditioned below ``rcond`` (one host read for all columns and matrices)."""
+    b, m, n = q.shape
+    p = u.shape[-1]
+    p_eco = p if n + p <= m else m - n
+    given, rcond = rcond, torch.finfo(q.dtype).eps if rcond is None else rcond
+    kt = torch.as_tensor(kf, device=q.device).reshape(-1, 1)
+    c = torch.arange(n + p, device=q.device).reshape(1, -1)
+    src = torch.where(c < kt, c, c - p).clamp(min=0)
+    inside = ((c >= kt) & (c < kt + p)).unsqueeze(-2)
+    rn = torch.where(inside, 0, r.gather(-1, src.unsqueeze(-2).expand(b, n, n + p)))
+    rn = torch.cat([rn, rn.new_zeros(b, p_eco, n + p)], dim=-2)
+    k3 = kt.reshape(-1, 1, 1)
+    conds = []
+    rows = torch.arange(n + p_eco, device=q.device).reshape(1, -1, 1)
+    for j in range(p_eco):
+        s, w, cond = _reorth(q, u[..., j], rc=True)
+        conds.append(cond)
+        q = torch.cat([q, w.unsqueeze(-1)], dim=-1)
+        scol = torch.cat([s, s.new_zeros(b, p_eco - j - 1)], dim=-1).unsqueeze(-1)
+        rn = torch.where((c == kt + j).unsqueeze(-2) & (rows < n + j + 1), scol, rn)
+        qa = torch.cat([q, q.new_zeros(b, m, p_eco - j - 1)], dim=-1)
+
+        def step(carry, t, j=j):
+            qa, r = carry
+            i = (n - 1) - t
+            a = (i + j).clamp(min=0)
+            return _rotate(qa, r, a, a + 1, k3 + j, i >= k3)
+
+        qa, rn = _loop(step, (qa, rn), n)
+        q = qa[..., :n + j + 1]
+    cond = torch.cat(conds, dim=-1)  # (b, p_eco)
+    bad = cond < rcond
+    if bool(bad.any()):
+        bad, cond = bad.cpu().numpy(), cond.cpu().numpy()
+        first = np.argwhere(bad)[0]  # (SciPy's loop: the first matrix, its first column)
+        # (what SciPy prints: the estimate for float64, its float64 threshold for
+        # complex128, float64's machine epsilon for the single precisions)
+        dbl = float(np.finfo(np.float64).eps)
+        shown = {torch.float64: float(cond[tuple(first)]),
+                 torch.complex128: dbl if given is None else float(given)}.get(q.dtype, dbl)
+        raise LinAlgError("One of the columns of u lies in the span of Q. Found reciprocal "
+                          f"condition number of {shown} for Q augmented with u/||u||.")
+    if p > p_eco:  # (Q is square now: the rest as into a full factorization)
+        keep = (c < kt + p_eco) | (c >= kt + p)
+        idx = torch.where(keep, c, c.new_tensor(n + p)).sort(-1).values[..., :n + p_eco]
+        rest = rn.gather(-1, idx.unsqueeze(-2).expand(b, m, n + p_eco))
+        return _insert_cols(q, rest, u[..., p_eco:], kf + p_eco)
+    return q, rn
 
 
 def _delete_rows(q, r, kf, p):
