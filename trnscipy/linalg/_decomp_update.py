@@ -181,6 +181,7 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
         raise ValueError("'which' must be either 'row' or 'col'")
     device = device_of(Q, R)
     Q, R, economic = _validate_qr(Q, R, device)
+    p = int(p)  # (SciPy's C int: a float truncated)
     with _checked_after(check_finite, Q, R):
         m, n = Q.shape[-2], R.shape[-1]
         bound = m if which == "row" else n
