@@ -17,7 +17,8 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
-from trnscipy._dispatch import dispatch
+from trnscipy._dispatch import contiguity, dispatch
+from trnscipy._double_float import is_exact
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
@@ -139,7 +140,9 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
             raise ValueError("The 5th argument to ?ormqr/?unmqr was invalid")
     if check_finite:
         _check_finite(Q, R, u, v)
-    return kernel("linalg.qr_update", device)(Q, R, u, v, economic=economic, core=cu)
+    q1, r1 = kernel("linalg.qr_update", device)(Q, R, u, v, economic=economic, core=cu)
+    return (_in_place(overwrite_qruv, Q, q1, order="contiguous" if economic else "any"),
+            _in_place(overwrite_qruv, R, r1))
 
 
 @dispatch(_sl.qr_insert, stacks=True)
@@ -171,8 +174,11 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
                              "decompositions and must be None.")
     if check_finite:
         _check_finite(Q, R, u)
-    return kernel("linalg.qr_insert", device)(Q, R, u, k, kk, which=which, rcond=rcond,
-                                               economic=economic, core=core, batch=batch)
+    q1, r1 = kernel("linalg.qr_insert", device)(Q, R, u, k, kk, which=which, rcond=rcond,
+                                                 economic=economic, core=core, batch=batch)
+    if which == "col" and not economic:  # (the one insertion SciPy computes in Q itself)
+        q1 = _in_place(overwrite_qru, Q, q1, order="F" if core == 2 else "contiguous")
+    return q1, r1
 
 
 @dispatch(_sl.qr_delete, stacks=True)
@@ -191,8 +197,37 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
             raise ValueError("'p' is out of range")
     if check_finite:
         _check_finite(Q, R)
-    return kernel("linalg.qr_delete", device)(Q, R, k, kk, p=p, which=which,
-                                               economic=economic, batch=batch)
+    q1, r1 = kernel("linalg.qr_delete", device)(Q, R, k, kk, p=p, which=which,
+                                                 economic=economic, batch=batch)
+    if which == "row":
+        at_q, at_r = (slice(p, None), slice(p, None)), (slice(p, None), slice(None))
+    elif economic:
+        at_q, at_r = (slice(None), slice(None, -p)), (slice(None, -p), slice(None, -p))
+    else:
+        at_q, at_r = (slice(None), slice(None)), (slice(None), slice(None, -p))
+    # (SciPy's layouts it computes in: contiguous Q for an economic row deletion,
+    # column-major for a block of columns, else any)
+    order = "F" if which == "col" and p > 1 else "any"
+    return (_in_place(overwrite_qr, Q, q1, at_q, "contiguous" if which == "row" and economic
+                      else order), _in_place(overwrite_qr, R, r1, at_r, order))
+
+
+def _in_place(overwrite, given, value, at=(), order="any"):
+    """``value``, written into ``given[at]`` where SciPy's overwrite_* computes in the
+    caller's array (a plain matrix of the dtype, in a layout ``order`` SciPy takes as it
+    is: 'any' positively strided, 'contiguous', 'F'); offload writes the host array."""
+    if not (overwrite and torch.is_tensor(given) and given.ndim == 2 and not is_exact(given)
+            and given.dtype == value.dtype and not given.requires_grad):
+        return value
+    layout = contiguity(given)
+    if (order == "F" and not layout[1]) or (order == "contiguous" and not any(layout)):
+        return value
+    view = given[at]
+    if view.shape != value.shape:
+        return value
+    with torch.no_grad():
+        view.copy_(value)
+    return view
 
 
 # ----------------------------------------------------------------------------------------
@@ -269,6 +304,26 @@ def _qr_delete(Q, R, k, kk, p, which, economic, batch):
     else:
         q, r = _delete_cols(q, r, kf, p, economic)
     return _unflat(q, batch), _unflat(r, batch)
+
+
+def _mm(a, b):
+    """a @ b as products and additions in a fixed order (``_chain_sum``; up to 64 terms):
+    a batch then equals its single calls bit for bit, which SciPy's test_batch asks in
+    single precision (XLA's dot and reductions add in another order for a stack)."""
+    prod = a.unsqueeze(-1) * b.unsqueeze(-3)
+    return (_chain_sum(prod, -2) if a.shape[-1] <= 64 else prod.sum(-2, keepdim=True)
+            ).squeeze(-2)
+
+
+def _chain_sum(x, dim):
+    """The sum along ``dim`` (a short axis) as a chain of additions, first to last: in a
+    loop body XLA lays a stack out otherwise than a matrix and its reductions then add in
+    another order (an ulp apart); additions in sequence keep one order."""
+    parts = x.unbind(dim)
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total.unsqueeze(dim)
 
 
 def _flat(x):
@@ -374,7 +429,7 @@ def _rank1(q, r, u, v):
     """Full rank-1 update: w = Q^H u reduced to a multiple of e_1 from the bottom (rows of
     R rotated along), v added to R's first row, the Hessenberg R back to triangular."""
     m, n = r.shape[-2:]
-    w = (q.mH @ u.unsqueeze(-1))
+    w = _mm(q.mH, u.unsqueeze(-1))
     return _rank1_from(q, r, w, v, m, n)
 
 
@@ -402,13 +457,15 @@ def _thin_rank1(q, r, u, v):
     return qa[..., :n], ra[..., :n, :]
 
 
-def _norm(x, dim=-1):
+def _norm(x, dim=-1, chain=False):
     """The 2-norm along ``dim``, scaled by the largest modulus (torch-xla 2.9's
-    vector_norm takes no complex input, nor the modulus of one in a loop body)."""
+    vector_norm takes no complex input, nor the modulus of one in a loop body); ``chain``:
+    summed by ``_chain_sum`` (a short axis in a loop body)."""
     sq = x.real * x.real + x.imag * x.imag if x.is_complex() else x * x
     big = sq.amax(dim=dim, keepdim=True)
     big = torch.where(big > 0, big, torch.ones_like(big))
-    return torch.sqrt(big) * torch.sqrt((sq / big).sum(dim=dim, keepdim=True))
+    total = _chain_sum(sq / big, dim) if chain else (sq / big).sum(dim=dim, keepdim=True)
+    return torch.sqrt(big) * torch.sqrt(total)
 
 
 def _reorth(q, u, rc=False):
@@ -417,14 +474,14 @@ def _reorth(q, u, rc=False):
     ``rc`` also SciPy's reciprocal condition estimate of [Q, u/||u||] (b, 1)."""
     unorm = _norm(u)
     u = u / unorm
-    s = (q.mH @ u.unsqueeze(-1)).squeeze(-1)
-    w = u - (q @ s.unsqueeze(-1)).squeeze(-1)
+    s = _mm(q.mH, u.unsqueeze(-1)).squeeze(-1)
+    w = u - _mm(q, s.unsqueeze(-1)).squeeze(-1)
     wnorm = _norm(w)
     cond = wnorm / (1 + _norm(s))  # (SciPy's sigma_min / sigma_max: sqrt(1 + ||s||) each)
     # SciPy's first test compares with sqrt(2) (its constant is named inv_root2): a unit
     # u never passes it, so one reorthogonalization always follows
-    s2 = (q.mH @ w.unsqueeze(-1)).squeeze(-1)
-    w2 = w - (q @ s2.unsqueeze(-1)).squeeze(-1)
+    s2 = _mm(q.mH, w.unsqueeze(-1)).squeeze(-1)
+    w2 = w - _mm(q, s2.unsqueeze(-1)).squeeze(-1)
     wpnorm = _norm(w2)
     first = wnorm > math.sqrt(2)
     span = wpnorm < wnorm / math.sqrt(2)
@@ -441,14 +498,10 @@ def _rank_p(q, r, u, v):
     rows along); R += triu(W) V^H; R's p subdiagonals removed with reflectors."""
     m, n = r.shape[-2:]
     p = u.shape[-1]
-    w = q.mH @ u
+    w = _mm(q.mH, u)
     if m > n:
-        from trnscipy.linalg._decomp_qr import qr as _qr
-
-        hq, hr = _qr(w[..., n:, :], mode="full", check_finite=False)
-        q = torch.cat([q[..., :n], q[..., n:] @ hq], dim=-1)
+        q, w = _lower_qr(q, w, n)
         top = [n + i - 1 for i in range(p)]
-        w = torch.cat([w[..., :n, :], hr], dim=-2)
     else:
         top = [m - 2] * p
     top = [min(t, m - 2) for t in top]
@@ -467,23 +520,44 @@ def _rank_p(q, r, u, v):
 
     q, ra = _loop(step, (q, ra), p * length)
     r, w = ra[..., :n], ra[..., n:]
-    upd = torch.triu(w[..., :p, :p]) @ v.mH
+    upd = _mm(torch.triu(w[..., :p, :p]), v.mH)
     r = torch.cat([r[..., :p, :] + upd, r[..., p:, :]], dim=-2)
     return _p_subdiag(q, r, 0, min(m - 1, n), p)
 
 
+def _lower_qr(q, w, n):
+    """SciPy's geqrf of W's rows n.. and ormqr of its reflectors into Q's columns n..:
+    LAPACK's unblocked Householder QR (larfg, larf: geqrf's method at these sizes)."""
+    m, p = w.shape[-2:]
+    ql, wl = _p_subdiag(q[..., n:], w[..., n:, :], 0, min(m - n, p), m - n - 1)
+    return torch.cat([q[..., :n], ql], dim=-1), torch.cat([w[..., :n, :], wl], dim=-2)
+
+
 def _larfg(alpha, xnorm):
     """LAPACK's larfg for (alpha, x) with ||x|| = xnorm: (beta, tau, 1 / (alpha - beta))
-    (tau = 0: the identity)."""
-    ar = alpha.real if alpha.is_complex() else alpha
-    ai = alpha.imag if alpha.is_complex() else torch.zeros_like(alpha)
+    (tau = 0: the identity).  Complex values from real operations: XLA's complex division
+    rounds a stack otherwise than a matrix."""
+    cplx = alpha.is_complex()
+    ar = alpha.real if cplx else alpha
+    ai = alpha.imag if cplx else torch.zeros_like(alpha)
     keep = (xnorm == 0) & (ai == 0)
     norm = torch.sqrt(ar * ar + ai * ai + xnorm * xnorm)
     beta = torch.where(ar >= 0, -norm, norm)
     safe = torch.where(keep, torch.ones_like(beta), beta)
-    tau = torch.where(keep, torch.zeros_like(alpha), (safe.to(alpha.dtype) - alpha) / safe)
-    denom = torch.where(keep, torch.ones_like(alpha), alpha - beta.to(alpha.dtype))
-    return torch.where(keep, ar, beta), tau, 1 / denom
+    tr = torch.where(keep, torch.zeros_like(ar), (safe - ar) / safe)
+    dr = torch.where(keep, torch.ones_like(ar), ar - beta)
+    if not cplx:
+        return torch.where(keep, ar, beta), tr, 1 / dr
+    ti = torch.where(keep, torch.zeros_like(ai), -ai / safe)
+    di = torch.where(keep, torch.zeros_like(ai), ai)
+    mod = dr * dr + di * di
+    return (torch.where(keep, ar, beta), _complex(tr, ti, alpha.dtype),
+            _complex(dr / mod, -di / mod, alpha.dtype))
+
+
+def _complex(re, im, dtype):
+    # (torch.complex does not lower in a loop body: torch-xla 2.9; these products are exact)
+    return re.to(dtype) + im.to(dtype) * 1j
 
 
 def _reflect(q, r, rows, j, col, active):
@@ -494,18 +568,18 @@ def _reflect(q, r, rows, j, col, active):
     x = win.gather(-1, col.expand(-1, win.shape[-2], 1))  # (b, L, 1)
     alpha = x[..., :1, :]
     tail = x[..., 1:, :]
-    xnorm = _norm(tail, dim=-2)
+    xnorm = _norm(tail, dim=-2, chain=True)
     beta, tau, scale = _larfg(alpha, xnorm)
     tau = torch.where(active, tau, torch.zeros_like(tau))
     vec = torch.cat([torch.ones_like(alpha), tail * scale], dim=-2)  # (b, L, 1)
-    win = win - tau.conj() * vec * (vec.mH @ win)
+    win = win - tau.conj() * vec * _chain_sum(vec.conj() * win, -2)
     at = torch.arange(r.shape[-1], device=r.device) == col
     lead = torch.arange(win.shape[-2], device=r.device).reshape(-1, 1) == 0
     fixed = torch.where(lead, beta.to(win.dtype), torch.zeros_like(win))
     win = torch.where(at & active, fixed, win)
     r = r.index_copy(-2, rows, win)
     qw = q.index_select(-1, rows)  # (b, M, L)
-    qw = qw - tau * (qw @ vec) @ vec.mH
+    qw = qw - tau * _chain_sum(qw * vec.mT, -1) * vec.mH
     return q.index_copy(-1, rows, qw), r
 
 
@@ -576,14 +650,10 @@ def _insert_cols(q, r, u, kf):
     b, m, _ = q.shape
     n = r.shape[-1]
     p = u.shape[-1]
-    w = q.mH @ u
+    w = _mm(q.mH, u)
     top = m - 2
     if p > 1 and m >= n + p:
-        from trnscipy.linalg._decomp_qr import qr as _qr
-
-        hq, hr = _qr(w[..., n:, :], mode="full", check_finite=False)
-        q = torch.cat([q[..., :n], q[..., n:] @ hq], dim=-1)
-        w = torch.cat([w[..., :n, :], hr], dim=-2)
+        q, w = _lower_qr(q, w, n)
         top = n - 1
     kt = torch.as_tensor(kf, device=q.device).reshape(-1, 1)
     c = torch.arange(n + p, device=q.device).reshape(1, -1)
@@ -695,10 +765,10 @@ def _reorth_row(q, j):
     e_j lies in the span: s[n] = 0, a zero vector, False.  ``j``: (b,) row per matrix."""
     b, m, n = q.shape
     e = (torch.arange(m, device=q.device) == j.reshape(-1, 1)).to(q.dtype)
-    s = (e.unsqueeze(-2) @ q).squeeze(-2).conj()
-    w = e - (q @ s.unsqueeze(-1)).squeeze(-1)
+    s = _mm(e.unsqueeze(-2), q).squeeze(-2).conj()
+    w = e - _mm(q, s.unsqueeze(-1)).squeeze(-1)
     wnorm = _norm(w)
-    w2 = w - (q @ (q.mH @ w.unsqueeze(-1))).squeeze(-1)
+    w2 = w - _mm(q, _mm(q.mH, w.unsqueeze(-1))).squeeze(-1)
     wpnorm = _norm(w2)
     first = wnorm > math.sqrt(2)  # (never, for a unit vector: SciPy's constant)
     # (a zero remainder fails too: SciPy's 1/0 raises inside reorthx, which returns False)
