@@ -242,3 +242,29 @@ def test_xla_strict_no_host_ops(name, xla_device, monkeypatch):
             warnings.simplefilter("error")
             _check(name, dtype, xla_device, rtol)
         assert not host
+
+
+@pytest.mark.parametrize("kernels", ["scipy", "device"])
+def test_overwrite_writes_the_callers_tensor(kernels, request):
+    """overwrite_qr / overwrite_qruv: the results are written into the given tensors where
+    SciPy computes in the caller's arrays (what SciPy's test_decomp_update checks);
+    without the flag the operands stay as they were."""
+    if kernels == "device":
+        request.getfixturevalue("generic_kernels")
+    rng = np.random.default_rng(9)
+    q0, r0 = sl.qr(rng.standard_normal((6, 4)))
+    u, v = rng.standard_normal(6), rng.standard_normal(4)
+    for call, at_q, at_r in (
+            (lambda q, r, w: tl.qr_delete(q, r, 2, 2, overwrite_qr=w),
+             (slice(2, None), slice(2, None)), (slice(2, None), slice(None))),
+            (lambda q, r, w: tl.qr_delete(q, r, 1, which="col", overwrite_qr=w),
+             (slice(None), slice(None)), (slice(None), slice(None, -1))),
+            (lambda q, r, w: tl.qr_update(q, r, torch.from_numpy(u), torch.from_numpy(v),
+                                          overwrite_qruv=w),
+             (slice(None), slice(None)), (slice(None), slice(None)))):
+        q, r = torch.from_numpy(q0.copy()), torch.from_numpy(r0.copy())
+        call(q, r, False)
+        assert np.array_equal(q.numpy(), q0) and np.array_equal(r.numpy(), r0)
+        q1, r1 = call(q, r, True)
+        np.testing.assert_array_equal(q[at_q].numpy(), q1.numpy())
+        np.testing.assert_array_equal(r[at_r].numpy(), r1.numpy())
