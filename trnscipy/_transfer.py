@@ -84,7 +84,8 @@ def is_device_object(x):
 
 
 def _array_to_device(a, device):
-    if not a.dtype.isnative or not a.flags.writeable or min(a.strides, default=0) < 0:
+    if (not a.dtype.isnative or not a.flags.writeable or min(a.strides, default=0) < 0
+            or any(s % a.itemsize for s in a.strides)):  # (torch takes whole-item strides)
         a = np.array(a, dtype=a.dtype.newbyteorder("="))
     if a.dtype in _WIDE and stores_float32(device):
         return _df.from_host(a, device)

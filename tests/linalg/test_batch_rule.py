@@ -261,6 +261,7 @@ SIGN = A - 5 * np.eye(4)
 SIGN[0, 1] = np.triu(np.full((4, 4), 0.5)) + np.diag([2, 2, -3, -3])  # defective: Newton
 LOG = A.copy()
 LOG[0, 2] *= -1  # negative eigenvalues: a complex logarithm, the others' real
+QA, RA = np.linalg.qr(A, mode="complete")  # (factors to update: any orthogonal Q, any R)
 STACKS = {
     "tanm": (lambda m, a: m.tanm(a / 8), (A,), (2,)),
     "coshm": (lambda m, a: m.coshm(a / 8), (A,), (2,)),
@@ -316,6 +317,10 @@ STACKS = {
                         (2, 2)),
     "solve_sylvester": (lambda m, a, c: m.solve_sylvester(a, c, a @ c), (A, C), (2, 2)),
     "expm_cond": (lambda m, a: m.expm_cond(a / 8), (A,), (2,)),
+    "qr_update": (lambda m, q, r, u: m.qr_update(q, r, u, 2 * u), (QA, RA, B), (2, 2, 2)),
+    "qr_insert": (lambda m, q, r, s: m.qr_insert(q, r, s, 2), (QA, RA, S[..., None, :]),
+                  (2, 2, 2)),
+    "qr_delete": (lambda m, q, r: m.qr_delete(q, r, 1, 2, "col"), (QA, RA), (2, 2)),
     "solve_continuous_lyapunov": (lambda m, a, c: m.solve_continuous_lyapunov(-a, c), (A, C),
                                   (2, 2)),
     "solve_discrete_lyapunov_bilinear": (
@@ -475,7 +480,7 @@ def test_maybe_real_decides_per_matrix():
 @pytest.mark.xla
 @pytest.mark.parametrize("name", ["issymmetric", "pinvh", "khatri_rao", "solve_banded",
                                   "hessenberg", "subspace_angles", "solve_discrete_lyapunov",
-                                  "expm_cond"])
+                                  "expm_cond", "qr_update"])
 def test_xla_stacks_one_execution(name, xla_device):
     """A batch of 6 matrices costs the device executions of one single call (a loop
     costs one single call's per matrix), with SciPy's batched result (float32)."""

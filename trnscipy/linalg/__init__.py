@@ -51,6 +51,7 @@ from trnscipy.linalg._decomp_svd import (  # noqa: F401
     svd,
     svdvals,
 )
+from trnscipy.linalg._decomp_update import qr_delete, qr_insert, qr_update  # noqa: F401
 from trnscipy.linalg._matfuncs import (  # noqa: F401
     coshm,
     cosm,
