@@ -120,7 +120,7 @@ def _table():
         ("qr_multiply", lambda I: ((I["gen"], I["vec"]), {}), None, False),
         ("qr_update", lambda I: ((*_qr(I["gen"]), I["vec"], I["vec"][::-1].copy()), {}), None,
          False),
-        ("qz", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("qz", lambda I: ((I["gen"], I["gen2"]), {}), qz_judge, False),
         ("rq", lambda I: ((I["gen"],), {}), None, False),
         ("rsf2csf", lambda I: (sl.schur(I["gen"]), {}), None, False),
         ("schur", lambda I: ((I["gen"],), {}), schur_judge, False),
@@ -384,6 +384,28 @@ def eig_judge(case, expected, actual):
     res = float(np.linalg.norm(a @ v - v * w))
     bound = 1e3 * N * float(np.finfo(case.dtype).eps) * max(np.linalg.norm(a), 1.0)
     return f"eig residual {res:.3g} > {bound:.3g}" if res > bound else None
+
+
+def qz_judge(case, expected, actual):
+    """qz: Q AA Z^H = A and Q BB Z^H = B, Q and Z orthonormal, AA quasi upper triangular,
+    BB upper triangular, the pencil's eigenvalues SciPy's as a set (the form is unique
+    only up to their order and signs, as the Schur form)."""
+    aa, bb, q, z = (np.asarray(x) for x in actual)
+    if aa.dtype != np.asarray(expected[0]).dtype:
+        return f"dtype {aa.dtype} vs SciPy's {np.asarray(expected[0]).dtype}"
+    for m, given, what in ((aa, case.args[0], "Q AA Z^H"), (bb, case.args[1], "Q BB Z^H")):
+        given = np.asarray(given, dtype=np.complex128)
+        reason = judges._recon(case, q @ m @ z.conj().T, given, what)
+        if reason:
+            return reason
+    reason = judges._orth(q, case, "Q") or judges._orth(z, case, "Z")
+    if reason:
+        return reason
+    if np.any(np.tril(aa, -2)) or np.any(np.diagonal(aa, -1)[:-1] * np.diagonal(aa, -1)[1:]):
+        return "AA is not quasi upper triangular"
+    if np.any(np.tril(bb, -1)):
+        return "BB is not upper triangular"
+    return _spectrum_diff(case, sl.eigvals(aa, bb), sl.eigvals(*expected[:2]))
 
 
 def schur_judge(case, expected, actual):
