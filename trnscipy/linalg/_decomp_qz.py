@@ -75,7 +75,7 @@ def _qz_generic(a, b, output="real"):
     cplx = output in ("complex", "c")
     if a.shape[-1] == 0:
         out = a.clone(), b.clone(), a.clone(), a.clone()
-        return tuple(x.to(_CDTYPE[x.dtype]) for x in out) if cplx else out
+        return tuple(x.to(_cdtype(x.dtype)) for x in out) if cplx else out
     if a.device.type == "xla":  # (a batch rounds as its single calls: as_stack)
         return as_stack(lambda x, y: _qz_stack(x, y, cplx), a, b, at_least=_XLA_BATCH_SWITCH)
     return _qz_stack(a, b, cplx)
@@ -87,11 +87,12 @@ def _qz_stack(a, b, cplx):
     out = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))
     if cplx:  # SciPy casts real input to complex: the complex form from the real one here
         parts = _qz.to_complex(*out)
-        out = tuple(_complex(parts[i], parts[i + 1], _CDTYPE[a.dtype]) for i in range(0, 8, 2))
+        out = tuple(_complex(parts[i], parts[i + 1], _cdtype(a.dtype)) for i in range(0, 8, 2))
     return tuple(x.reshape(*stack, n, n) for x in out)
 
 
-_CDTYPE = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+def _cdtype(dtype):
+    return torch.promote_types(dtype, torch.complex64)  # float32 -> complex64, float64 -> 128
 
 
 def _complex(re, im, dtype):
