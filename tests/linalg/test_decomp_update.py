@@ -268,3 +268,34 @@ def test_overwrite_writes_the_callers_tensor(kernels, request):
         q1, r1 = call(q, r, True)
         np.testing.assert_array_equal(q[at_q].numpy(), q1.numpy())
         np.testing.assert_array_equal(r[at_r].numpy(), r1.numpy())
+
+
+NEURON_NAMES = ["update_rank3_square", "delete_rows_economic"]
+
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name", NEURON_NAMES + [
+    pytest.param(n, marks=pytest.mark.slow) for n in NAMES if n not in NEURON_NAMES])
+def test_neuron_float64_refined(name, emulate_neuron):
+    """float64 on an emulated Neuron device: the float32 update refined in double-float, no
+    float64 op and no aten fallback on the device, no host fallback.  R and Q's first
+    min(m, n) columns are SciPy's to float64 rounding (signs included); the free trailing
+    columns of a full Q are an orthonormal complement (float32-close to SciPy's)."""
+    from tests.linalg.test_double_float_lu import EPS, _on_neuron
+
+    call, operands = _case(name, np.float64)
+    ref = call(sl, *operands)
+
+    def run():
+        with trnscipy.offload("xla"):
+            return call(tl, *operands)
+
+    (q, r), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    assert q.shape == ref[0].shape and r.shape == ref[1].shape
+    k = min(r.shape)
+    # (SciPy's own sequence of updates rounds: 1e-13, as qr's float64 test)
+    np.testing.assert_allclose(r, ref[1], rtol=0, atol=1e-13 * np.abs(ref[1]).max())
+    np.testing.assert_allclose(q[:, :k], ref[0][:, :k], rtol=0, atol=1e-13)
+    np.testing.assert_allclose(q[:, k:], ref[0][:, k:], rtol=0, atol=1e-6)
+    assert np.abs(q.T @ q - np.eye(q.shape[1])).max() <= 20 * EPS

@@ -193,14 +193,18 @@ def _step_until(step, carry, more, done, apart=None):
     return carry, values
 
 
-def _qr_refined(A, c):
+def _qr_refined(A, c, start=None):
     """Q (m x c) and the square R (k x k, k = min(m, n)) pairs of A's first k columns by
     the refined QR, or None where the refinement does not converge (in a stack: for any
-    of its matrices)."""
+    of its matrices).  ``start``: float32 (Q, R) to refine (their signs kept), else the
+    float32 Householder QR of A's high part."""
     m, n = A[0].shape[-2:]
     k = min(m, n)
-    h, tau = _xla_dense.geqrf(A[0])
-    Q0, R0 = _xla_dense.orgqr(h, tau, c), h.triu()[..., :k, :k]
+    if start is None:
+        h, tau = _xla_dense.geqrf(A[0])
+        Q0, R0 = _xla_dense.orgqr(h, tau, c), h.triu()[..., :k, :k]
+    else:
+        Q0, R0 = start[0], start[1][..., :k, :k].triu()
     eye = torch.eye(c, dtype=Q0.dtype, device=Q0.device)
     step = _qr_step((A[0][..., :k], A[1][..., :k]), k, eye)
     loop = backend(Q0.device).device_loop
@@ -212,6 +216,25 @@ def _qr_refined(A, c):
     if not (size <= _QR_DONE).all():
         return None
     return (carry[0], carry[1]), (carry[2], carry[3])
+
+
+def qr_factors(A, c, start=None):
+    """A = Q R in double-float pairs, Q with c orthonormal columns and R with c rows (its
+    rows past min(m, n) zero), by the refined QR (``_qr_refined``); None where that does
+    not converge."""
+    QR = _qr_refined(A, c, start)
+    if QR is None:
+        return None
+    Q, R = QR
+    m, n = A[0].shape[-2:]
+    k = min(m, n)
+    if n > k:  # the columns past the square: R2 = Q^T A2 (Q orthogonal to double-float)
+        R2 = _df.gemm(_r._t((Q[0][..., :k], Q[1][..., :k])), (A[0][..., k:], A[1][..., k:]))
+        R = (torch.cat([R[0], R2[0]], -1), torch.cat([R[1], R2[1]], -1))
+    if c > k:  # R has Q's c rows
+        pad = torch.zeros(A[0].shape[:-2] + (c - k, n), dtype=R[0].dtype, device=R[0].device)
+        R = (torch.cat([R[0], pad], -2), torch.cat([R[1], pad], -2))
+    return Q, R
 
 
 @register("linalg.qr", "neuron")
@@ -230,20 +253,12 @@ def qr(a, mode="full", pivoting=False):
                     "double-float method")
     A = _r._parts(a)  # (a stack: one refinement for the batch)
     m, n = a.shape[-2:]
-    k = min(m, n)
-    QR = _qr_refined(A, m if mode == "full" else k)
+    QR = qr_factors(A, m if mode == "full" else min(m, n))
     if QR is None:
         if a.ndim > 2:
             raise PerMatrix  # (each matrix decides alone, as its single call)
         return host(_QR_HOST)
-    Q, R1 = QR
-    R = R1
-    if n > k:  # the columns past the square: R2 = Q^T A2 (Q orthogonal to double-float)
-        R2 = _df.gemm(_r._t(Q), (A[0][..., k:], A[1][..., k:]))
-        R = (torch.cat([R1[0], R2[0]], -1), torch.cat([R1[1], R2[1]], -1))
-    if mode != "economic" and m > n:  # R has Q's m rows
-        pad = torch.zeros(a.shape[:-2] + (m - n, n), dtype=R[0].dtype, device=R[0].device)
-        R = (torch.cat([R[0], pad], -2), torch.cat([R[1], pad], -2))
+    Q, R = QR
     R = _transfer.df_tensor(*R)
     if mode == "r":
         return (R,)
