@@ -627,8 +627,12 @@ def reorder(s, p, q, z, swaps, starts):
         sp, pp, qp, zp = (torch.nn.functional.pad(x, pad) for x in (s, p, q, z))
         k = _counter(0, dev)
         _sync(sp, pp, qp, zp, k, bad, table)
-        sp, pp, qp, zp, k, bad = _loop(lambda c: _swap_step(*c, table), (sp, pp, qp, zp, k,
-                                                                          bad), len(swaps))
+        from trnscipy._kernels import backend
+
+        # (the bounds uploaded: a count made on the device would be a graph constant)
+        sp, pp, qp, zp, k, bad = backend(dev).device_loop(
+            lambda c, _: _swap_step(*c, table), (sp, pp, qp, zp, k, bad),
+            torch.tensor([0]).to(dev), torch.tensor([len(swaps)]).to(dev))
         s, p, q, z = (x[:n, :n] for x in (sp, pp, qp, zp))
     s, p, q, z = _tidy(s, p, q, z, torch.tensor(starts, dtype=torch.bool).to(dev))
     return s, p, q, z, bad[0] != 0
