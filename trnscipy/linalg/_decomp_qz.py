@@ -20,6 +20,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
+from trnscipy._double_float import complex_of
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _qz
@@ -121,14 +122,15 @@ def _ordqz_generic(a, b, select, output="real"):
     s, p, q, z, failed = _qz.reorder(s, p, q, z, swaps, starts)
     if swaps and kernel("linalg._fetch", a.device)(failed):
         raise ValueError(_REORDER_FAILED)
-    cdt = _cdtype(a.dtype)
+    # complex results by data movement (complex_of): no complex arithmetic on Neuron
     if cplx:
         sr, si, pr, pi, qr, qi, zr, zi = _qz.to_complex(s, p, q, z)
-        ss, pp = _complex(sr, si, cdt), _complex(pr, pi, cdt)
-        return (ss, pp, _qz._diag(ss), _qz._diag(pp), _complex(qr, qi, cdt),
-                _complex(zr, zi, cdt))
+        ss, pp = complex_of(sr, si), complex_of(pr, pi)
+        return (ss, pp, complex_of(_qz._diag(sr), _qz._diag(si)),
+                complex_of(_qz._diag(pr), _qz._diag(pi)), complex_of(qr, qi),
+                complex_of(zr, zi))
     ar, ai, bt = _qz.eigvals_from_qz(s, p)
-    return s, p, _complex(ar, ai, cdt), bt, q, z
+    return s, p, complex_of(ar, ai), bt, q, z
 
 
 def _host_qz(a, b, output, reason):
