@@ -41,6 +41,12 @@ def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_
     if sort is not None:
         raise ValueError("The 'sort' input of qz() has to be None and will be removed in a "
                          "future release. Use ordqz instead.")
+    a, b = _pencil(A, B, output, check_finite)
+    return kernel("linalg.qz", a.device)(a, b, output=output)
+
+
+def _pencil(A, B, output, check_finite):
+    """(a, b) on their device in one floating dtype, SciPy's checks."""
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")
     device = device_of(A, B)
@@ -52,7 +58,7 @@ def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_
                                         == b.shape[-1]):
         raise ValueError("Array dimensions must be square and agree")
     dtype = torch.promote_types(a.dtype, b.dtype)
-    return kernel("linalg.qz", device)(a.to(dtype), b.to(dtype), output=output)
+    return a.to(dtype), b.to(dtype)
 
 
 register("linalg.qz", "cpu")(_on_views(_sl.qz))
@@ -61,20 +67,10 @@ register("linalg.qz", "cpu")(_on_views(_sl.qz))
 @dispatch(_sl.ordqz)
 def ordqz(A, B, sort="lhp", output="real", overwrite_a=False, overwrite_b=False,
           check_finite=True):
-    if output not in ("real", "complex", "r", "c"):
-        raise ValueError("argument must be 'real', or 'complex'")
-    device = device_of(A, B)
-    a = _floating(as_tensor(A, device, False))
-    b = _floating(as_tensor(B, device, False))
-    if check_finite:
-        check_finite_(a, b)
-    if a.ndim != 2 or b.ndim != 2 or not (a.shape[-1] == a.shape[-2] == b.shape[-2]
-                                          == b.shape[-1]):
-        raise ValueError("Array dimensions must be square and agree")
+    """A batch runs one matrix at a time (SciPy's loop: ``sort`` sees one matrix's)."""
+    a, b = _pencil(A, B, output, check_finite)
     select = _sl._decomp_qz._select_function(sort)  # (SciPy's: its errors, its predicates)
-    dtype = torch.promote_types(a.dtype, b.dtype)
-    return kernel("linalg.ordqz", device)(a.to(dtype), b.to(dtype), select=select,
-                                          output=output)
+    return kernel("linalg.ordqz", a.device)(a, b, select=select, output=output)
 
 
 register("linalg.ordqz", "cpu")(_on_views(lambda a, b, select, output, check_finite: _sl.ordqz(
