@@ -121,7 +121,7 @@ def test_explicit(dlane):
     cases = [(np.eye(2), np.diag([-2, 0.5])), (np.eye(2), np.diag([2.0, 0])),
              (np.diag([0.0, 1]), np.diag([0, 0.5])), (np.eye(3), np.diag([3.0, -1, 0.25]))]
     for a, b in cases:
-        for sort in SORTS:
+        for sort in ("lhp", "ouc"):  # (every sort: SciPy's test_sort_explicit, conformance)
             ref = sl.ordqz(a, b, sort=sort)
             out = [to_np(x) for x in ordqz(tensor(a, dlane), tensor(b, dlane), sort)]
             with np.errstate(all="ignore"):
