@@ -56,30 +56,31 @@ def test_host_operand_moves_to_device_operand():
     assert all(isinstance(m, torch.Tensor) and m.device == device for m in moved)
 
 
+_ROT = np.array([[0.6, -0.8], [0.8, 0.6]])  # (orthogonal: cossin's input)
+
+
 def test_host_only_function_warns_and_returns_to_device():
-    t = torch.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=torch.float64)
-    b = torch.eye(2, dtype=torch.float64)
+    t = torch.tensor(_ROT, dtype=torch.float64)
     with pytest.warns(trnscipy.DeviceFallbackWarning, match="has no device implementation"):
-        r = trnscipy.linalg.ordqz(t, b)
+        r = trnscipy.linalg.cossin(t, p=1, q=1)
     assert all(isinstance(x, torch.Tensor) for x in r)
-    for x, ref in zip(r, scipy.linalg.ordqz(t.numpy(), b.numpy()), strict=True):
+    for x, ref in zip(r, scipy.linalg.cossin(_ROT, p=1, q=1), strict=True):
         np.testing.assert_allclose(x.numpy(), ref)
 
 
 def test_strict_mode_turns_fallback_into_error(monkeypatch):
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
-    t = torch.eye(2, dtype=torch.float64)
-    with pytest.raises(trnscipy.DeviceUnsupportedError, match="ordqz"):
-        trnscipy.linalg.ordqz(t, t)
+    t = torch.tensor(_ROT, dtype=torch.float64)
+    with pytest.raises(trnscipy.DeviceUnsupportedError, match="cossin"):
+        trnscipy.linalg.cossin(t, p=1, q=1)
 
 
 def test_offload_host_only_function_warns_and_returns_numpy():
-    a = np.array([[4.0, 1.0], [1.0, 3.0]])
     with trnscipy.offload("cpu"):
         with pytest.warns(trnscipy.DeviceFallbackWarning):
-            r = trnscipy.linalg.ordqz(a, np.eye(2))
+            r = trnscipy.linalg.cossin(_ROT, p=1, q=1)
     assert all(type(x) is np.ndarray for x in r)
-    for x, ref in zip(r, scipy.linalg.ordqz(a, np.eye(2)), strict=True):
+    for x, ref in zip(r, scipy.linalg.cossin(_ROT, p=1, q=1), strict=True):
         np.testing.assert_array_equal(x, ref)
 
 

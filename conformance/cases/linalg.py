@@ -106,7 +106,7 @@ def _table():
         ("norm", lambda I: ((I["gen"], 2), {}), None, False),
         ("norm", lambda I: ((I["vec"],), {}), None, False),
         ("null_space", lambda I: ((I["rect"].T,), {}), subspace_judge, False),
-        ("ordqz", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
+        ("ordqz", lambda I: ((I["gen"], I["gen2"]), {}), ordqz_judge, False),
         ("orth", lambda I: ((I["rect"],), {}), subspace_judge, False),
         ("orthogonal_procrustes", lambda I: ((I["gen"], I["gen2"]), {}), None, False),
         ("pinv", lambda I: ((I["rect"],), {}), None, False),
@@ -406,6 +406,25 @@ def qz_judge(case, expected, actual):
     if np.any(np.tril(bb, -1)):
         return "BB is not upper triangular"
     return _spectrum_diff(case, sl.eigvals(aa, bb), sl.eigvals(*expected[:2]))
+
+
+def ordqz_judge(case, expected, actual):
+    """ordqz: qz_judge's checks on (AA, BB, Q, Z), alpha and beta in SciPy's dtypes, the
+    leading eigenvalues (as many as SciPy's sort selects) SciPy's as a set (the order
+    within the selected and the other eigenvalues is not unique)."""
+    for e, x in zip(expected, actual, strict=True):
+        if np.asarray(e).dtype != np.asarray(x).dtype:
+            return f"dtype {np.asarray(x).dtype} vs SciPy's {np.asarray(e).dtype}"
+    aa, bb, alpha, beta, q, z = (np.asarray(x) for x in actual)
+    reason = qz_judge(case, (expected[0], expected[1], expected[4], expected[5]),
+                      (aa, bb, q, z))
+    if reason:
+        return reason
+    sort = sl._decomp_qz._select_function(case.kwargs.get("sort", "lhp"))
+    ea, eb = np.asarray(expected[2]), np.asarray(expected[3])
+    with np.errstate(all="ignore"):
+        k = int(np.sum(sort(ea, eb)))
+        return _spectrum_diff(case, alpha[:k] / beta[:k], ea[:k] / eb[:k])
 
 
 def schur_judge(case, expected, actual):

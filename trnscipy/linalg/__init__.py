@@ -41,7 +41,7 @@ from trnscipy.linalg._decomp_ldl import ldl  # noqa: F401
 from trnscipy.linalg._decomp_lu import lu, lu_factor, lu_solve  # noqa: F401
 from trnscipy.linalg._decomp_polar import polar  # noqa: F401
 from trnscipy.linalg._decomp_qr import qr, qr_multiply, rq  # noqa: F401
-from trnscipy.linalg._decomp_qz import qz  # noqa: F401
+from trnscipy.linalg._decomp_qz import ordqz, qz  # noqa: F401
 from trnscipy.linalg._decomp_schur import hessenberg, rsf2csf, schur  # noqa: F401
 from trnscipy.linalg._decomp_svd import (  # noqa: F401
     diagsvd,

@@ -4,8 +4,14 @@ Off the CPU, real pencils take the QZ iteration of trnscipy/linalg/_qz.py (plain
 on XLA they lower, no aten CPU fallback).  What differs from SciPy there: complex input runs
 SciPy's LAPACK on the host (announced); output='complex' of real input is the real form
 made complex (each 2x2 block's unitary pair), zgges's form up to the order and phases; no
-balancing by permutation (dgges's dggbal 'P'): other Q and Z, the same form.  ordqz runs
-on the host.
+balancing by permutation (dgges's dggbal 'P'): other Q and Z, the same form.
+
+ordqz: the device QZ, one host read of the eigenvalues for ``sort`` (user Python, called
+as SciPy calls it), then the selected blocks moved up by adjacent swaps in one device loop
+(trnscipy/linalg/_qz.py ``reorder``), a batch one matrix at a time.  output='complex' of
+real input reorders the real form when ``sort`` selects both eigenvalues of each complex
+pair (it always does for the named sorts), else runs on the host (announced), as complex
+input does.
 """
 
 import warnings
@@ -14,6 +20,7 @@ import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy._dispatch import dispatch
+from trnscipy._double_float import complex_of
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _qz
@@ -21,7 +28,7 @@ from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_
 from trnscipy.linalg._validate import as_tensor, device_of
 from trnscipy.linalg._validate import check_finite as check_finite_
 
-__all__ = ["qz"]
+__all__ = ["qz", "ordqz"]
 
 
 def _floating(a):
@@ -34,6 +41,12 @@ def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_
     if sort is not None:
         raise ValueError("The 'sort' input of qz() has to be None and will be removed in a "
                          "future release. Use ordqz instead.")
+    a, b = _pencil(A, B, output, check_finite)
+    return kernel("linalg.qz", a.device)(a, b, output=output)
+
+
+def _pencil(A, B, output, check_finite):
+    """(a, b) on their device in one floating dtype, SciPy's checks."""
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")
     device = device_of(A, B)
@@ -45,10 +58,75 @@ def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_
                                         == b.shape[-1]):
         raise ValueError("Array dimensions must be square and agree")
     dtype = torch.promote_types(a.dtype, b.dtype)
-    return kernel("linalg.qz", device)(a.to(dtype), b.to(dtype), output=output)
+    return a.to(dtype), b.to(dtype)
 
 
 register("linalg.qz", "cpu")(_on_views(_sl.qz))
+
+
+@dispatch(_sl.ordqz)
+def ordqz(A, B, sort="lhp", output="real", overwrite_a=False, overwrite_b=False,
+          check_finite=True):
+    """A batch runs one matrix at a time (SciPy's loop: ``sort`` sees one matrix's)."""
+    a, b = _pencil(A, B, output, check_finite)
+    select = _sl._decomp_qz._select_function(sort)  # (SciPy's: its errors, its predicates)
+    return kernel("linalg.ordqz", a.device)(a, b, select=select, output=output)
+
+
+register("linalg.ordqz", "cpu")(_on_views(lambda a, b, select, output, check_finite: _sl.ordqz(
+    a, b, sort=select, output=output, check_finite=check_finite)))
+
+_REORDER_FAILED = ("Reordering of (A, B) failed because the transformed matrix pair (A, B) "
+                   "would be too far from generalized Schur form; the problem is very "
+                   "ill-conditioned. (A, B) may have been partially reordered.")
+
+
+def _host_ordqz(a, b, select, output, reason):
+    return _on_host("scipy.linalg.ordqz", reason, lambda x, y: tuple(
+        torch.from_numpy(np.asarray(r)) for r in _sl.ordqz(
+            x.numpy(), y.numpy(), sort=select, output=output, check_finite=False)), a, b)
+
+
+@register("linalg.ordqz", "generic")
+def _ordqz_generic(a, b, select, output="real"):
+    if a.is_complex() or b.is_complex():
+        return _host_ordqz(a, b, select, output, "the QZ form of complex input is not on "
+                           "the device")
+    n = a.shape[-1]
+    if n == 0:
+        return _host_ordqz(a, b, select, output, "an empty pencil (LAPACK's error)")
+    cplx = output in ("complex", "c")
+    s, p, q, z = (x[0] for x in real_qz(a[None], b[None]))
+    ar, ai, bt = _qz.eigvals_from_qz(s, p)
+    rows = [ar, ai, bt, torch.cat([_qz._diag(s, -1), ar[:1] * 0]).ne(0).to(ar.dtype)]
+    if cplx:  # SciPy sorts the complex form's diagonals
+        parts = _qz.to_complex(s, p, q, z)
+        rows += [_qz._diag(parts[i]) for i in range(4)]
+    host = np.asarray(kernel("linalg._fetch", a.device)(torch.stack(rows)),
+                      dtype=np.float32 if a.dtype == torch.float32 else np.float64)
+    cd = np.complex64 if a.dtype == torch.float32 else np.complex128
+    if cplx:
+        alpha, beta = host[4] + host[5] * cd(1j), host[6] + host[7] * cd(1j)
+    else:
+        alpha, beta = host[0] + host[1] * cd(1j), host[2]
+    chosen = np.asarray(select(alpha, beta)).astype(bool).reshape(n)
+    firsts = host[3, :-1] != 0
+    if cplx and np.any(firsts & (chosen[:-1] != chosen[1:])):
+        return _host_ordqz(a, b, select, output, "sort selects one eigenvalue of a complex "
+                           "pair: the real form cannot order it")
+    swaps, starts = _qz.plan_swaps(firsts.tolist(), chosen.tolist())
+    s, p, q, z, failed = _qz.reorder(s, p, q, z, swaps, starts)
+    if swaps and kernel("linalg._fetch", a.device)(failed):
+        raise ValueError(_REORDER_FAILED)
+    # complex results by data movement (complex_of): no complex arithmetic on Neuron
+    if cplx:
+        sr, si, pr, pi, qr, qi, zr, zi = _qz.to_complex(s, p, q, z)
+        ss, pp = complex_of(sr, si), complex_of(pr, pi)
+        return (ss, pp, complex_of(_qz._diag(sr), _qz._diag(si)),
+                complex_of(_qz._diag(pr), _qz._diag(pi)), complex_of(qr, qi),
+                complex_of(zr, zi))
+    ar, ai, bt = _qz.eigvals_from_qz(s, p)
+    return s, p, complex_of(ar, ai), bt, q, z
 
 
 def _host_qz(a, b, output, reason):

@@ -32,7 +32,7 @@ from trnscipy.linalg._francis import (
 )
 from trnscipy.linalg._xla_dense import _counter, _sync
 
-__all__ = ["hgr", "hgeqz", "qz", "eigvals_from_qz"]
+__all__ = ["hgr", "hgeqz", "qz", "eigvals_from_qz", "plan_swaps", "reorder"]
 
 
 # ----------------------------------------------------------------------------------------
@@ -578,3 +578,199 @@ def eigvecs(s, p, q, z):
     vr = torch.where(second, prev(vr), vr)
     vi = torch.where(second, -prev(vi), vi)
     return vr, vi
+
+
+# ----------------------------------------------------------------------------------------
+# reordering (ordqz): adjacent block swaps, as LAPACK's dtgsen / dtgexc / dtgex2 do
+
+
+def plan_swaps(firsts, select):
+    """The adjacent swaps (j, n1, n2) that move the selected blocks of a real generalized
+    Schur form to the top, keeping both groups' order (dtgsen: a 2x2 block is selected
+    when either of its eigenvalues is), and the block starts after them.  ``firsts[i]``:
+    a 2x2 block starts at i (host lists)."""
+    n, blocks, i = len(select), [], 0
+    while i < n:
+        size = 2 if i + 1 < n and firsts[i] else 1
+        blocks.append([size, bool(select[i] or (size == 2 and select[i + 1]))])
+        i += size
+    swaps, top = [], 0  # top: the selected blocks' count so far
+    for b in range(len(blocks)):
+        if not blocks[b][1]:
+            continue
+        for c in range(b, top, -1):  # bubble block c up past the unselected block c - 1
+            j = sum(x[0] for x in blocks[:c - 1])
+            swaps.append((j, blocks[c - 1][0], blocks[c][0]))
+            blocks[c - 1], blocks[c] = blocks[c], blocks[c - 1]
+        top += 1
+    starts, j = [False] * max(n - 1, 0), 0
+    for size, _ in blocks:
+        if size == 2:
+            starts[j] = True
+        j += size
+    return swaps, starts
+
+
+def reorder(s, p, q, z, swaps, starts):
+    """(S, P, Q, Z, failed): the swaps of ``plan_swaps`` applied to one standardized real
+    form (n x n) in one device loop whose body is one swap (the table of swaps is data),
+    then the form restandardized; ``failed``: a 0-d tensor, True where a swap would leave
+    the form too far from generalized Schur form (dtgex2's weak test)."""
+    n, dev = s.shape[-1], s.device
+    bad = torch.zeros((1,), dtype=s.dtype, device=dev)
+    if swaps:
+        # a table of fixed size per n (at most n^2 / 4 swaps): the graph is one per n
+        size = n * n // 4 + 1
+        table = torch.tensor(swaps + [(0, 1, 1)] * (size - len(swaps)), dtype=torch.int64)
+        table = table.to(dev)
+        pad = (0, 3, 0, 3)  # a window of 4 at the bottom reaches 3 rows past the end
+        sp, pp, qp, zp = (torch.nn.functional.pad(x, pad) for x in (s, p, q, z))
+        k = _counter(0, dev)
+        _sync(sp, pp, qp, zp, k, bad, table)
+        from trnscipy._kernels import backend
+
+        # (the bounds uploaded: a count made on the device would be a graph constant)
+        sp, pp, qp, zp, k, bad = backend(dev).device_loop(
+            lambda c, _: _swap_step(*c, table), (sp, pp, qp, zp, k, bad),
+            torch.tensor([0]).to(dev), torch.tensor([len(swaps)]).to(dev))
+        s, p, q, z = (x[:n, :n] for x in (sp, pp, qp, zp))
+    s, p, q, z = _tidy(s, p, q, z, torch.tensor(starts, dtype=torch.bool).to(dev))
+    return s, p, q, z, bad[0] != 0
+
+
+def _kron(x, y):
+    """kron of 2x2 matrices (4x4)."""
+    return (x[:, None, :, None] * y[None, :, None, :]).reshape(4, 4)
+
+
+def _solve8(m, rhs):
+    """m x = rhs (8x8) by Gaussian elimination with partial pivoting, tiny pivots raised
+    to eps * max|m| (as dgetc2: a singular equation gives a bounded solution)."""
+    dev, dtype = m.device, m.dtype
+    rows, cols = torch.arange(8, device=dev), torch.arange(9, device=dev)
+    smin = (torch.finfo(dtype).eps * m.abs().max()).clamp(min=torch.finfo(dtype).tiny)
+    aug = torch.cat([m, rhs[:, None]], 1)
+    for c in range(8):
+        col = torch.where(rows >= c, aug[:, c].abs(), -torch.ones_like(aug[:, c]))
+        piv = col.argmax().reshape(1)
+        prow, crow = aug.index_select(0, piv), aug[c:c + 1]
+        aug = torch.where((rows == piv)[:, None], crow, aug)
+        aug = torch.where((rows == c)[:, None], prow, aug)
+        d = aug[c, c]
+        d = torch.where(d.abs() < smin, torch.where(d < 0, -smin, smin), d)
+        f = torch.where(rows > c, aug[:, c] / d, torch.zeros_like(aug[:, c]))
+        aug = aug - f[:, None] * aug[c:c + 1]
+        aug = torch.where((rows == c)[:, None] & (cols == c), d, aug)
+    x = torch.zeros(8, dtype=dtype, device=dev)
+    for c in range(7, -1, -1):
+        x = torch.where(rows == c, (aug[c, 8] - (aug[c, :8] * x).sum()) / aug[c, c], x)
+    return x
+
+
+def _span_basis(y, n2):
+    """Orthogonal 4x4 U, identity past the swapped window, whose first ``n2`` columns span
+    those of ``y`` (4x4, zero columns past n2): two Householder steps."""
+    dev = y.device
+    rows = torch.arange(4, device=dev)
+    u = torch.eye(4, dtype=y.dtype, device=dev)
+    for c in range(2):
+        x = y[:, c]
+        tail = torch.where(rows > c, x, torch.zeros_like(x))
+        _, tau, scale = _reflector(x[c], (tail * tail).sum())
+        tau = torch.where(n2[0] > c, tau, torch.zeros_like(tau))
+        v = torch.where(rows == c, torch.ones_like(x), tail * scale)
+        y = y - tau * v[:, None] * (v[None, :] @ y)
+        u = u - tau * (u @ v[:, None]) * v[None, :]
+    return u
+
+
+def _swap_step(s, p, q, z, k, bad, table):
+    """Swap the adjacent diagonal blocks (sizes n1 above n2) at row j of (s, p): the
+    generalized Sylvester equation A11 R - L A22 = -A12, B11 R - L B22 = -B12 gives the
+    deflating subspaces [R; I] (right) and [L; I] (left); orthonormal bases of them from
+    the left and right swap the blocks; the entries under the new blocks are dropped."""
+    dev, dtype = s.device, s.dtype
+    eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
+    row = table.index_select(0, k.clamp(max=table.shape[0] - 1)).reshape(3)
+    j, n1, n2 = row[0:1], row[1:2], row[2:3]
+    r4, r2 = torch.arange(4, device=dev), torch.arange(2, device=dev)
+    idx = j + r4
+    ws = s.index_select(0, idx).index_select(1, idx)
+    wp = p.index_select(0, idx).index_select(1, idx)
+    m = n1 + n2
+    inwin = (r4[:, None] < m) & (r4[None, :] < m)
+    ws, wp = torch.where(inwin, ws, 0 * ws), torch.where(inwin, wp, 0 * wp)
+    dnorm = torch.sqrt((ws * ws).sum() + (wp * wp).sum())
+    # each equation scaled by its matrix's norm (the solution does not change)
+    na = torch.sqrt((ws * ws).sum())
+    nb = torch.sqrt((wp * wp).sum())
+    sa = ws / torch.where(na == 0, torch.ones_like(na), na)
+    sb = wp / torch.where(nb == 0, torch.ones_like(nb), nb)
+    v1, v2 = r2 < n1, r2 < n2
+    i1, i2 = r2, (n1 + r2).clamp(max=3)
+
+    def part(w, ri, ci, rv, cv):
+        b = w.index_select(0, ri).index_select(1, ci)
+        return torch.where(rv[:, None] & cv[None, :], b, 0 * b)
+
+    a11, a22, a12 = part(sa, i1, i1, v1, v1), part(sa, i2, i2, v2, v2), part(sa, i1, i2, v1, v2)
+    b11, b22, b12 = part(sb, i1, i1, v1, v1), part(sb, i2, i2, v2, v2), part(sb, i1, i2, v1, v2)
+    eye2 = torch.eye(2, dtype=dtype, device=dev)
+    mat = torch.cat([torch.cat([_kron(a11, eye2), -_kron(eye2, a22.T)], 1),
+                     torch.cat([_kron(b11, eye2), -_kron(eye2, b22.T)], 1)], 0)
+    # unknowns (R, L) and equations indexed (i, k), i < n1, k < n2; the rest: identity
+    r8 = torch.arange(8, device=dev) % 4
+    live = (r8 // 2 < n1) & (r8 % 2 < n2)
+    mat = torch.where(live[:, None] & live[None, :], mat,
+                      torch.eye(8, dtype=dtype, device=dev))
+    rhs = torch.where(live, -torch.cat([a12.reshape(4), b12.reshape(4)]), torch.zeros(
+        8, dtype=dtype, device=dev))
+    x = _solve8(mat, rhs)
+    rr, ll = x[:4].reshape(2, 2), x[4:].reshape(2, 2)
+
+    def stacked(top):  # [top; I_n2] in the window's first n1 + n2 rows, n2 columns
+        t4 = torch.nn.functional.pad(top, (0, 2, 0, 2))
+        t4 = torch.where((r4[:, None] < n1) & (r4[None, :] < n2), t4, 0 * t4)
+        return t4 + ((r4[:, None] == n1 + r4[None, :]) & (r4[None, :] < n2)).to(dtype)
+
+    zw, qw = _span_basis(stacked(rr), n2), _span_basis(stacked(ll), n2)
+    s, p = (_rows(x, idx, qw.T @ x.index_select(0, idx)) for x in (s, p))
+    s, p, q, z = (_cols(x, idx, x.index_select(1, idx) @ w) for x, w in (
+        (s, zw), (p, zw), (q, qw), (z, zw)))
+    # the blocks' new order: n2 rows above n1; what lies under the first is rounding
+    low = (r4[:, None] >= n2) & (r4[:, None] < m) & (r4[None, :] < n2)
+    ri, ci = idx[:, None].expand(4, 4).reshape(16), idx[None, :].expand(4, 4).reshape(16)
+    ws, wp = _flat_get(s, ri, ci), _flat_get(p, ri, ci)
+    lowf = low.reshape(16)
+    drop = torch.sqrt((torch.where(lowf, ws, 0 * ws) ** 2).sum() + (torch.where(
+        lowf, wp, 0 * wp) ** 2).sum())
+    failed = drop > (20 * eps * dnorm).clamp(min=tiny)
+    s = _flat_set(s, ri, ci, torch.where(lowf, 0 * ws, ws))
+    p = _flat_set(p, ri, ci, torch.where(lowf, 0 * wp, wp))
+    return s, p, q, z, k + 1, torch.where(failed, torch.ones_like(bad), bad)
+
+
+def _rows(m, idx, new):
+    return m.scatter(0, idx[:, None].expand(4, m.shape[1]), new)
+
+
+def _cols(m, idx, new):
+    return m.scatter(1, idx[None, :].expand(m.shape[0], 4), new)
+
+
+def _tidy(s, p, q, z, starts):
+    """The form's exact structure for the block starts ``starts`` (n - 1 bools): S's
+    entries under it zero, each 2x2 block's P made triangular by one rotation from the
+    left, then ``standardize``."""
+    n = s.shape[-1]
+    if n < 2:
+        return standardize(s, p, q, z)
+    r = torch.arange(n, device=s.device)
+    zero = torch.zeros(n - 1, dtype=s.dtype, device=s.device)
+    c, sn, _ = _givens(_diag(p)[:-1], _diag(p, -1))
+    c, sn = torch.where(starts, c, zero + 1), torch.where(starts, sn, zero)
+    gl = _block_rotations(c, sn, starts)
+    s, p, q = gl.mT @ s, gl.mT @ p, q @ gl
+    s = s.triu(-1)
+    s = _flat_set(s, r[:-1] + 1, r[:-1], torch.where(starts, _diag(s, -1), zero))
+    return standardize(s, p.triu(), q, z)
