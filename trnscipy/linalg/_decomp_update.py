@@ -8,7 +8,8 @@ two rows it rotates (or the rows a reflector spans), updates them and writes the
 with ``index_copy``.  What varies per matrix (the index ``k`` of a stack) enters as masks:
 a step outside a matrix's range rotates by the identity.  CPU tensors run SciPy itself on
 zero-copy views.  float64 on Neuron (no float64 arithmetic): the float32 sequence on the
-high parts, refined by the double-float QR refinement of the updated matrix (below).
+high parts, refined by the double-float QR refinement of the updated matrix
+(``_refine_orth``).
 """
 
 import contextlib
@@ -18,14 +19,11 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
-from trnscipy import _transfer
-from trnscipy._batch import PerMatrix
 from trnscipy._dispatch import contiguity, dispatch
 from trnscipy._double_float import is_exact
-from trnscipy._kernels import _df, backend, kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import tensor_on
-from trnscipy.linalg import _refine, _refine_orth
 from trnscipy.linalg._validate import LinAlgError, device_of
 from trnscipy.linalg._validate import check_finite as _check_finite
 
@@ -308,88 +306,6 @@ def _qr_delete(Q, R, k, kk, p, which, economic, batch):
     else:
         q, r = _delete_cols(q, r, kf, p, economic)
     return _unflat(q, batch), _unflat(r, batch)
-
-
-# ----------------------------------------------------------------------------------------
-# float64 on a device without it (Neuron): the float32 method's factors, refined to the
-# double-float QR of the updated matrix (``_refine_orth.qr_factors``: Newton steps that keep
-# the start's signs, so Q and R are SciPy's to float64 accuracy; the free trailing
-# columns of a full Q are an orthonormal complement near SciPy's, float32-close)
-
-_UPDATE_HOST = ("the double-float refinement of the updated QR did not converge "
-                "(rank-deficient or ill-conditioned result): SciPy's update on the exact values")
-
-
-def _hi(*tensors):
-    return tuple(_refine._parts(t)[0] for t in tensors)
-
-
-def _product(Q, R, batch):
-    """Q R in double-float pairs, broadcast to the batch."""
-    A = _df.gemm(_refine._parts(Q), _refine._parts(R))
-    return tuple(a.expand(tuple(batch) + a.shape[-2:]) for a in A)
-
-
-def _refined(name, start, A, host):
-    QR = _refine_orth.qr_factors(A, start[0].shape[-1], start)
-    if QR is None:
-        if A[0].ndim > 2:
-            raise PerMatrix  # (each matrix decides alone, as its single call)
-        return _refine._on_host(f"scipy.linalg.{name}", _UPDATE_HOST, *host)
-    return tuple(_transfer.df_tensor(*p) for p in QR)
-
-
-def _reorder(A, kk, dim, insert, p):
-    """A's rows (dim -2) or columns (-1) with p inserted at each matrix's kk (the p
-    appended last in ``A``) or the p from kk deleted: a gather, exact on the pairs."""
-    size = A[0].shape[dim] - p if insert else A[0].shape[dim]
-    j = np.arange(size + p if insert else size - p)
-    k = kk[..., None]
-    order = (np.where(j < k, j, np.where(j < k + p, size + j - k, j - p)) if insert
-             else np.where(j < k, j, j + p))
-    index = torch.as_tensor(order, device=A[0].device)
-    index = index.unsqueeze(-1) if dim == -2 else index.unsqueeze(-2)
-    shape = list(A[0].shape)
-    shape[dim] = order.shape[-1]
-    return tuple(torch.take_along_dim(a, index.expand(shape), dim) for a in A)
-
-
-@register("linalg.qr_update", "neuron")
-def _qr_update_neuron(Q, R, u, v, economic, core):
-    if not _refine._df64(Q):
-        return _qr_update(Q, R, u, v, economic, core)
-    start = _qr_update(*_hi(Q, R, u, v), economic, core)
-    U, V = _refine._parts(u), _refine._parts(v)
-    if core == 1:
-        U, V = (tuple(x.unsqueeze(-1) for x in P) for P in (U, V))
-    A = _df.add(_product(Q, R, start[0].shape[:-2]), _df.gemm(U, _refine._t(V)))
-    return _refined("qr_update", start, A, (lambda *a: _sl.qr_update(
-        *a, check_finite=False), Q, R, u, v))
-
-
-@register("linalg.qr_insert", "neuron")
-def _qr_insert_neuron(Q, R, u, k, kk, which, rcond, economic, core, batch):
-    if not _refine._df64(Q):
-        return _qr_insert(Q, R, u, k, kk, which, rcond, economic, core, batch)
-    start = _qr_insert(*_hi(Q, R, u), k, kk, which, rcond, economic, core, batch)
-    dim = -2 if which == "row" else -1
-    U = tuple(x.unsqueeze(dim) if core == 1 else x for x in _refine._parts(u))
-    U = tuple(x.expand(tuple(batch) + x.shape[-2:]) for x in U)
-    A = _product(Q, R, batch)
-    A = _reorder(tuple(torch.cat([a, x], dim) for a, x in zip(A, U, strict=True)), kk, dim,
-                 True, U[0].shape[dim])
-    return _refined("qr_insert", start, A, (lambda *a: _sl.qr_insert(
-        *a, int(kk), which=which, rcond=rcond, check_finite=False), Q, R, u))
-
-
-@register("linalg.qr_delete", "neuron")
-def _qr_delete_neuron(Q, R, k, kk, p, which, economic, batch):
-    if not _refine._df64(Q):
-        return _qr_delete(Q, R, k, kk, p, which, economic, batch)
-    start = _qr_delete(*_hi(Q, R), k, kk, p, which, economic, batch)
-    A = _reorder(_product(Q, R, batch), kk, -2 if which == "row" else -1, False, p)
-    return _refined("qr_delete", start, A, (lambda *a: _sl.qr_delete(
-        *a, int(kk), p=p, which=which, check_finite=False), Q, R))
 
 
 def _mm(a, b):

@@ -13,6 +13,9 @@ device plus double-float refinement.
   (what makes Q^T A upper triangular), G's diagonal halved and G - M^T above, so that
   X + X^T = G; then Q += Q0 X + Y - Q0 M, R += (M - X) R0.  Quadratic: float32 errors,
   then their squares (two steps reach double-float rounding for cond(A) up to ~1e4).
+- ``qr_update``, ``qr_insert``, ``qr_delete``: the float32 rotation sequence (the generic
+  kernel) on the high parts as the start of the QR refinement of the updated matrix,
+  formed exactly (Q R + U V^T by Ozaki GEMMs; insertions and deletions as gathers).
 - ``svd``, ``svdvals``: a rectangular A (A^T when wide) is first A = Q R by the refined
   QR (not converging: rank-deficient or ill-conditioned, SciPy on the exact values,
   announced), then the square R's float32 SVD from the float32 eigh of [[0, R], [R^T, 0]]
@@ -263,6 +266,91 @@ def qr(a, mode="full", pivoting=False):
     if mode == "r":
         return (R,)
     return _transfer.df_tensor(*Q), R
+
+
+# ----------------------------------------------------------------------------------------
+# qr_update, qr_insert, qr_delete (``_decomp_update``): the float32 method's factors, refined to the
+# double-float QR of the updated matrix (``qr_factors``: Newton steps that keep
+# the start's signs, so Q and R are SciPy's to float64 accuracy; the free trailing
+# columns of a full Q are an orthonormal complement near SciPy's, float32-close)
+
+_UPDATE_HOST = ("the double-float refinement of the updated QR did not converge "
+                "(rank-deficient or ill-conditioned result): SciPy's update on the exact values")
+
+
+def _hi(*tensors):
+    return tuple(_r._parts(t)[0] for t in tensors)
+
+
+def _product(Q, R, batch):
+    """Q R in double-float pairs, broadcast to the batch."""
+    A = _df.gemm(_r._parts(Q), _r._parts(R))
+    return tuple(a.expand(tuple(batch) + a.shape[-2:]) for a in A)
+
+
+def _refined(name, start, A, host):
+    QR = qr_factors(A, start[0].shape[-1], start)
+    if QR is None:
+        if A[0].ndim > 2:
+            raise PerMatrix  # (each matrix decides alone, as its single call)
+        return _r._on_host(f"scipy.linalg.{name}", _UPDATE_HOST, *host)
+    return tuple(_transfer.df_tensor(*p) for p in QR)
+
+
+def _reorder(A, kk, dim, insert, p):
+    """A's rows (dim -2) or columns (-1) with p inserted at each matrix's kk (the p
+    appended last in ``A``) or the p from kk deleted: a gather, exact on the pairs."""
+    size = A[0].shape[dim] - p if insert else A[0].shape[dim]
+    j = np.arange(size + p if insert else size - p)
+    k = kk[..., None]
+    order = (np.where(j < k, j, np.where(j < k + p, size + j - k, j - p)) if insert
+             else np.where(j < k, j, j + p))
+    index = torch.as_tensor(order, device=A[0].device)
+    index = index.unsqueeze(-1) if dim == -2 else index.unsqueeze(-2)
+    shape = list(A[0].shape)
+    shape[dim] = order.shape[-1]
+    return tuple(torch.take_along_dim(a, index.expand(shape), dim) for a in A)
+
+
+@register("linalg.qr_update", "neuron")
+def qr_update(Q, R, u, v, economic, core):
+    generic = kind_kernel("linalg.qr_update", "generic")
+    if not _r._df64(Q):
+        return generic(Q, R, u, v, economic, core)
+    start = generic(*_hi(Q, R, u, v), economic, core)
+    U, V = _r._parts(u), _r._parts(v)
+    if core == 1:
+        U, V = (tuple(x.unsqueeze(-1) for x in P) for P in (U, V))
+    A = _df.add(_product(Q, R, start[0].shape[:-2]), _df.gemm(U, _r._t(V)))
+    return _refined("qr_update", start, A, (lambda *a: _k._sl.qr_update(
+        *a, check_finite=False), Q, R, u, v))
+
+
+@register("linalg.qr_insert", "neuron")
+def qr_insert(Q, R, u, k, kk, which, rcond, economic, core, batch):
+    generic = kind_kernel("linalg.qr_insert", "generic")
+    if not _r._df64(Q):
+        return generic(Q, R, u, k, kk, which, rcond, economic, core, batch)
+    start = generic(*_hi(Q, R, u), k, kk, which, rcond, economic, core, batch)
+    dim = -2 if which == "row" else -1
+    U = tuple(x.unsqueeze(dim) if core == 1 else x for x in _r._parts(u))
+    U = tuple(x.expand(tuple(batch) + x.shape[-2:]) for x in U)
+    A = _product(Q, R, batch)
+    A = _reorder(tuple(torch.cat([a, x], dim) for a, x in zip(A, U, strict=True)), kk, dim,
+                 True, U[0].shape[dim])
+    return _refined("qr_insert", start, A, (lambda *a: _k._sl.qr_insert(
+        *a, int(kk), which=which, rcond=rcond, check_finite=False), Q, R, u))
+
+
+@register("linalg.qr_delete", "neuron")
+def qr_delete(Q, R, k, kk, p, which, economic, batch):
+    generic = kind_kernel("linalg.qr_delete", "generic")
+    if not _r._df64(Q):
+        return generic(Q, R, k, kk, p, which, economic, batch)
+    start = generic(*_hi(Q, R), k, kk, p, which, economic, batch)
+    A = _reorder(_product(Q, R, batch), kk, -2 if which == "row" else -1, False, p)
+    return _refined("qr_delete", start, A, (lambda *a: _k._sl.qr_delete(
+        *a, int(kk), p=p, which=which, check_finite=False), Q, R))
 
 
 _SVD_STEPS = 2  # Ogita-Aishima steps in the graph of the float32 start, before its host read
