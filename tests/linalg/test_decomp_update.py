@@ -299,3 +299,19 @@ def test_neuron_float64_refined(name, emulate_neuron):
     np.testing.assert_allclose(q[:, :k], ref[0][:, :k], rtol=0, atol=1e-13)
     np.testing.assert_allclose(q[:, k:], ref[0][:, k:], rtol=0, atol=1e-6)
     assert np.abs(q.T @ q - np.eye(q.shape[1])).max() <= 20 * EPS
+
+
+@pytest.mark.xla
+def test_neuron_float64_delete_every_row(emulate_neuron):
+    """Deleting every row leaves empty factors (SciPy's shapes), nothing to refine."""
+    from tests.linalg.test_double_float_lu import _on_neuron
+
+    q, r = sl.qr(np.random.default_rng(0).random((1, 8)))
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.qr_delete(q, r, 0, 1, "row")
+
+    (q1, r1), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    assert q1.shape == (0, 0) and r1.shape == (0, 8) and q1.dtype == r1.dtype == np.float64
