@@ -1,0 +1,98 @@
+"""float64 qz on an emulated Neuron device (issue 27): the float32 device QZ refined by
+double-float Newton steps (trnscipy/linalg/_refine_qz.py), paired against SciPy under
+TRNSCIPY_STRICT=1 with no float64 op and no aten fallback on the device.  The form is
+unique up to the order of the eigenvalues and signs (T's diagonal positive: one sign per
+column of Q and Z together): where the device QZ deflates in SciPy's order, S, T, Q, Z
+are SciPy's to 1e-12 after the signs; always by residuals, structure and eigenvalues."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from tests.linalg.test_double_float_lu import _on_neuron
+from tests.linalg.test_qz import _match, _spectrum
+
+torch = pytest.importorskip("torch")
+
+
+def _qz_plain(a, b, **kw):
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    with trnscipy.offload("xla"):
+        return tl.qz(a, b, **kw)
+
+
+def _qz(monkeypatch, a, b):
+    """trnscipy.linalg.qz offloaded to the emulated Neuron device, strict: (S, T, Q, Z),
+    XLA counts; no float64 op, no aten fallback and no host fallback there."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    out, ops, aten, counts = _on_neuron(lambda: _qz_plain(a, b))
+    assert ops == [] and aten == 0, (ops, aten)
+    return out, counts
+
+
+def _check(a, b, s, t, q, z, same_order):
+    """Backward errors and orthogonality near 1e-15, dlagv2's block form; SciPy's S, T,
+    Q, Z to 1e-12 after the signs where ``same_order``, else its eigenvalues."""
+    n = a.shape[0]
+    assert all(x.dtype == np.float64 for x in (s, t, q, z))
+    assert np.linalg.norm(a - q @ s @ z.T) <= 1e-14 * np.linalg.norm(a)
+    assert np.linalg.norm(b - q @ t @ z.T) <= 1e-14 * np.linalg.norm(b)
+    for u in (q, z):
+        assert np.linalg.norm(u.T @ u - np.eye(n)) <= 1e-14
+    assert np.all(np.tril(s, -2) == 0) and np.all(np.tril(t, -1) == 0)
+    sub = np.diagonal(s, -1)
+    assert not np.any((sub[:-1] != 0) & (sub[1:] != 0))
+    assert np.all(t[np.flatnonzero(sub), np.flatnonzero(sub) + 1] == 0)
+    assert np.all(np.diagonal(t) > 0)
+    S, T, Q, Z = sl.qz(a, b)
+    assert np.count_nonzero(sub) == np.count_nonzero(np.diagonal(S, -1))
+    if same_order:
+        d = np.sign(np.sum(q * Q, 0))  # (one sign per column pair)
+        for x, y in ((d[:, None] * s * d, S), (d[:, None] * t * d, T), (q * d, Q), (z * d, Z)):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * np.abs(y).max())
+    w, w0 = _spectrum(s, t), _spectrum(S, T)
+    assert _match(w, w0) <= 1e-12 * max(1.0, np.abs(w0).max()), (w, w0)
+
+
+@pytest.mark.xla
+def test_qz_float64(emulate_neuron, monkeypatch):
+    """Order 4 (complex pairs and real eigenvalues; seeds whose device QZ deflates as
+    LAPACK's: 0 in SciPy's order, 7 in another), scaled far from 1; a repeat of the order
+    compiles nothing."""
+    for seed, same in ((0, True), (1, True), (7, False)):
+        rng = np.random.default_rng(seed)
+        a, b = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+        (s, t, q, z), _ = _qz(monkeypatch, a, b)
+        _check(a, b, s, t, q, z, same)
+    a, b = a * 1e20, b * 1e-20
+    (s, t, q, z), counts = _qz(monkeypatch, a, b)
+    _check(a, b, s, t, q, z, False)
+
+
+@pytest.mark.xla
+def test_qz_float64_on_host(emulate_neuron, monkeypatch):
+    """A singular pencil (infinite eigenvalues), B = I (T's 2x2 blocks multiples of I:
+    their rotation undetermined) and complex output: SciPy on the exact values, announced;
+    strict mode raises."""
+    import trnscipy
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4))
+    sing = rng.standard_normal((4, 4))
+    sing[:, 1] = 0
+    cases = [((a, sing), {}, "did not converge"), ((a, np.eye(4)), {}, "did not converge"),
+             ((a, sing), {"output": "complex"}, "no double-float")]
+    for (x, y), kw, match in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", trnscipy.DeviceFallbackWarning)
+            with pytest.warns(trnscipy.DeviceFallbackWarning, match=match):
+                got = _qz_plain(x, y, **kw)
+        for u, v in zip(got, sl.qz(x, y, **kw), strict=True):
+            np.testing.assert_array_equal(u, v)
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with pytest.raises(trnscipy.DeviceUnsupportedError, match="did not converge"):
+        _qz_plain(a, sing)
