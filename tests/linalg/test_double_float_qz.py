@@ -25,11 +25,11 @@ def _qz_plain(a, b, **kw):
         return tl.qz(a, b, **kw)
 
 
-def _qz(monkeypatch, a, b):
+def _qz(monkeypatch, a, b, **kw):
     """trnscipy.linalg.qz offloaded to the emulated Neuron device, strict: (S, T, Q, Z),
     XLA counts; no float64 op, no aten fallback and no host fallback there."""
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
-    out, ops, aten, counts = _on_neuron(lambda: _qz_plain(a, b))
+    out, ops, aten, counts = _on_neuron(lambda: _qz_plain(a, b, **kw))
     assert ops == [] and aten == 0, (ops, aten)
     return out, counts
 
@@ -58,10 +58,27 @@ def _check(a, b, s, t, q, z, same_order):
     assert _match(w, w0) <= 1e-12 * max(1.0, np.abs(w0).max()), (w, w0)
 
 
+def _check_complex(a, b, s, t, q, z):
+    """Backward errors and unitarity near 1e-14, zgges's structure (both triangular, T's
+    diagonal real and positive), SciPy's eigenvalues to 1e-12."""
+    n = a.shape[0]
+    assert all(x.dtype == np.complex128 for x in (s, t, q, z))
+    assert np.linalg.norm(a - q @ s @ z.conj().T) <= 5e-14 * np.linalg.norm(a)
+    assert np.linalg.norm(b - q @ t @ z.conj().T) <= 5e-14 * np.linalg.norm(b)
+    for u in (q, z):
+        assert np.linalg.norm(u.conj().T @ u - np.eye(n)) <= 5e-14
+    assert np.all(np.tril(s, -1) == 0) and np.all(np.tril(t, -1) == 0)
+    assert np.all(np.diagonal(t).imag == 0) and np.all(np.diagonal(t).real > 0)
+    S, T, _, _ = sl.qz(a, b, output="complex")
+    w0 = np.diagonal(S) / np.diagonal(T)
+    assert _match(np.diagonal(s) / np.diagonal(t), w0) <= 1e-12 * max(1.0, np.abs(w0).max())
+
+
 @pytest.mark.xla
+@pytest.mark.slow  # about 15 s of XLA compiles (the float32 QZ and the Newton step's graph)
 def test_qz_float64(emulate_neuron, monkeypatch):
-    """Order 4 (complex pairs and real eigenvalues; seeds whose device QZ deflates as
-    LAPACK's: 0 in SciPy's order, 7 in another), scaled far from 1; a repeat of the order
+    """Order 4 (complex pairs and real eigenvalues; the device QZ deflates in LAPACK's
+    order for seeds 0 and 1, in another for 7), scaled far from 1; a repeat of the order
     compiles nothing."""
     for seed, same in ((0, True), (1, True), (7, False)):
         rng = np.random.default_rng(seed)
@@ -71,25 +88,38 @@ def test_qz_float64(emulate_neuron, monkeypatch):
     a, b = a * 1e20, b * 1e-20
     (s, t, q, z), counts = _qz(monkeypatch, a, b)
     _check(a, b, s, t, q, z, False)
+    assert counts.compilations == 0, counts
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 40 s of XLA compiles (the real form's, then the complex one's)
+def test_qz_float64_complex(emulate_neuron, monkeypatch):
+    """output='complex': the refined real form's 2x2 blocks made triangular in
+    double-float (each block's unitary pair), T's diagonal made real."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    assert np.count_nonzero(np.diagonal(sl.qz(a, b)[0], -1)) == 2  # (two complex pairs)
+    (s, t, q, z), _ = _qz(monkeypatch, a, b, output="complex")
+    _check_complex(a, b, s, t, q, z)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # about 15 s of XLA compiles (as test_qz_float64's)
 def test_qz_float64_on_host(emulate_neuron, monkeypatch):
-    """A singular pencil (infinite eigenvalues), B = I (T's 2x2 blocks multiples of I:
-    their rotation undetermined) and complex output: SciPy on the exact values, announced;
-    strict mode raises."""
+    """A singular pencil (infinite eigenvalues) and B = I (T's 2x2 blocks multiples of I:
+    their rotation undetermined), also with complex output: SciPy on the exact values,
+    announced; strict mode raises."""
     import trnscipy
 
     rng = np.random.default_rng(3)
     a = rng.standard_normal((4, 4))
     sing = rng.standard_normal((4, 4))
     sing[:, 1] = 0
-    cases = [((a, sing), {}, "did not converge"), ((a, np.eye(4)), {}, "did not converge"),
-             ((a, sing), {"output": "complex"}, "no double-float")]
-    for (x, y), kw, match in cases:
+    cases = [((a, sing), {}), ((a, np.eye(4)), {}), ((a, sing), {"output": "complex"})]
+    for (x, y), kw in cases:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", trnscipy.DeviceFallbackWarning)
-            with pytest.warns(trnscipy.DeviceFallbackWarning, match=match):
+            with pytest.warns(trnscipy.DeviceFallbackWarning, match="did not converge"):
                 got = _qz_plain(x, y, **kw)
         for u, v in zip(got, sl.qz(x, y, **kw), strict=True):
             np.testing.assert_array_equal(u, v)

@@ -35,8 +35,15 @@ from trnscipy._kernels import _df, backend, kind_kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _qz
 from trnscipy.linalg import _refine as _r
-from trnscipy.linalg._refine_schur import _DONE, _FLOOR, _MORE, _ORTHO, _STEPS, \
-    _orthogonalize, _pattern
+from trnscipy.linalg._refine_schur import (
+    _DONE,
+    _FLOOR,
+    _MORE,
+    _ORTHO,
+    _STEPS,
+    _orthogonalize,
+    _pattern,
+)
 
 _GAP = 2.0 ** -12  # least relative gap of a 2x2 block's T diagonal entries (its rotation)
 _FINITE = 2.0 ** -20  # least T diagonal entry relative to T's largest (the T^-1 S reduction)
@@ -184,8 +191,8 @@ def _step_graph(device):
 
 
 def _finish(S, T, pattern, sa, sb):
-    """(S, T) as float64 tensors: S zero below the pattern, T below its diagonal and in
-    its 2x2 blocks' upper corner, scaled back."""
+    """(S, T) pairs: S zero below the pattern, T below its diagonal and in its 2x2
+    blocks' upper corner, scaled back."""
     first, second, partner, block = pattern
     n = S[0].shape[-1]
     r = torch.arange(n, device=S[0].device)
@@ -193,12 +200,12 @@ def _finish(S, T, pattern, sa, sb):
     tlow = (r[:, None] > r[None, :]) | ((r[None, :] == r[:, None] + 1) & first[:, None])
     S = tuple(torch.where(below, 0, x) * sa for x in S)
     T = tuple(torch.where(tlow, 0, x) * sb for x in T)
-    return _transfer.df_tensor(*S), _transfer.df_tensor(*T)
+    return S, T
 
 
 def refined_qz(a, b):
-    """(S, T, Q, Z) float64 of one real float64 pencil, or None where the refinement does
-    not reach the form (the caller runs SciPy)."""
+    """(S, T, Q, Z) double-float pairs of one real float64 pencil and the block pattern,
+    or None where the refinement does not reach the form (the caller runs SciPy)."""
     A, B = _r._parts(a), _r._parts(b)
     n = A[0].shape[-1]
     tiny = torch.finfo(torch.float32).tiny
@@ -226,11 +233,95 @@ def refined_qz(a, b):
         stalled = prev is not None and resid > 0.5 * prev
         if ortho <= _ORTHO and (resid <= _DONE or stalled and resid <= _FLOOR):
             S, T = _finish((sh, sl), (th, tl), pattern, sa, sb)
-            return S, T, _transfer.df_tensor(qoh, qol), _transfer.df_tensor(zoh, zol)
+            return S, T, (qoh, qol), (zoh, zol), pattern
         if stalled:
             return None
         prev = resid
     return None
+
+
+def _to_complex(S, T, Q, Z, first):
+    """``_qz.to_complex`` in double-float: each 2x2 block's unitary pair U = [[x1, -x2],
+    [x2, conj(x1)]] (x2 real) acts on its two rows or columns only, so the products are
+    elementwise with the partner row or column gathered; then T's diagonal made real and
+    non-negative by column phases.  (S, T, Q, Z) as (real, imaginary) pairs."""
+    n = S[0].shape[-1]
+    dev = S[0].device
+    r = torch.arange(n, device=dev)
+    nxt = (r + 1).clamp(max=n - 1)
+    second = torch.cat([torch.zeros(1, dtype=torch.bool, device=dev), first[:-1]])
+    partner = torch.where(first, r + 1, torch.where(second, r - 1, r))
+
+    def at(x, i, j):  # per row starting a block (1 elsewhere: no division by zero)
+        return tuple(torch.where(first, p.reshape(-1).gather(0, i * n + j), 1.0 - k)
+                     for k, p in enumerate(x))
+
+    a11, a22, a12, a21 = (at(S, i, j) for i, j in ((r, r), (nxt, nxt), (r, nxt), (nxt, r)))
+    b1, b2 = at(T, r, r), at(T, nxt, nxt)
+    bb = _df.mul(b1, b2)
+    re = tuple(0.5 * x for x in _df.div(_df.add(_df.mul(a11, b2), _df.mul(a22, b1)), bb))
+    det = _df.div(_df.sub(_df.mul(a11, a22), _df.mul(a12, a21)), bb)
+    im = _df.sub(det, _df.mul(re, re))
+    im = _df.sqrt(tuple(torch.where(im[0] > 0, x, 0) for x in im))
+    # Z's first column: the null vector (a22 - lambda b2, -a21) of A - lambda B's second
+    # row; Q's: B times it
+    u, v, w = _df.sub(a22, _df.mul(re, b2)), _df.mul(im, b2), a21
+    v, w = tuple(-x for x in v), tuple(-x for x in w)
+
+    def unitary(u, v, w):
+        """Per row: U's diagonal entry (complex) and U[partner(c), c] (real), pairs."""
+        nrm = _df.sqrt(_df.add(_df.add(_df.mul(u, u), _df.mul(v, v)), _df.mul(w, w)))
+        x1r, x1i, x2 = (_df.div(x, nrm) for x in (u, v, w))
+        prev = lambda x: tuple(torch.cat([p[:1], p[:-1]]) for p in x)  # noqa: E731
+        dr = tuple(torch.where(first, p, torch.where(second, q, 1.0 - k))
+                   for k, (p, q) in enumerate(zip(x1r, prev(x1r), strict=True)))
+        di = tuple(torch.where(first, p, torch.where(second, -q, 0))
+                   for p, q in zip(x1i, prev(x1i), strict=True))
+        off = tuple(torch.where(first, p, torch.where(second, -q, 0))
+                    for p, q in zip(x2, prev(x2), strict=True))
+        return dr, di, off
+
+    zr, zi, zo = unitary(u, v, w)
+    qr, qi, qo = unitary(_df.mul(b1, u), _df.mul(b1, v), _df.mul(b2, w))
+    row = lambda g: tuple(x[:, None] for x in g)  # noqa: E731
+    col = lambda g: tuple(x[None, :] for x in g)  # noqa: E731
+    rows = lambda x: tuple(p[partner] for p in x)  # noqa: E731
+    cols = lambda x: tuple(p[:, partner] for p in x)  # noqa: E731
+
+    def right(xr, xi, gr, gi, go):  # X U, X complex (xi None: real)
+        yr = _df.add(_df.mul(xr, col(gr)), _df.mul(cols(xr), col(go)))
+        yi = _df.mul(xr, col(gi))
+        if xi is not None:
+            yr = _df.sub(yr, _df.mul(xi, col(gi)))
+            yi = _df.add(_df.add(yi, _df.mul(xi, col(gr))), _df.mul(cols(xi), col(go)))
+        return yr, yi
+
+    out = []
+    for M in (S, T):
+        # U^H M (M real): row i is conj(U[i, i]) M_i + U[partner(i), i] M_partner(i)
+        xr = _df.add(_df.mul(row(qr), M), _df.mul(row(qo), rows(M)))
+        xi = tuple(-x for x in _df.mul(row(qi), M))
+        out.append(right(xr, xi, zr, zi, zo))
+    (sr, si), (tr, ti) = out
+    qcr, qci = right(Q, None, qr, qi, qo)
+    zcr, zci = right(Z, None, zr, zi, zo)
+    # T's diagonal real and non-negative: columns times conj(its phase) / its modulus
+    dr, di = tuple(x.diagonal() for x in tr), tuple(x.diagonal() for x in ti)
+    mag = _df.sqrt(_df.add(_df.mul(dr, dr), _df.mul(di, di)))
+    nz = mag[0] != 0
+    safe = tuple(torch.where(nz, x, 1.0 - k) for k, x in enumerate(mag))
+    cr = tuple(torch.where(nz, x, 1.0 - k) for k, x in enumerate(_df.div(dr, safe)))
+    ci = tuple(torch.where(nz, -x, 0) for x in _df.div(di, safe))
+    res = []
+    for xr, xi in ((sr, si), (tr, ti), (zcr, zci)):
+        res += [_df.sub(_df.mul(xr, col(cr)), _df.mul(xi, col(ci))),
+                _df.add(_df.mul(xr, col(ci)), _df.mul(xi, col(cr)))]
+    sr, si, tr, ti, zcr, zci = res
+    eye = r[:, None] == r[None, :]
+    tr = tuple(torch.where(eye, m[None, :], x) for m, x in zip(mag, tr, strict=True))
+    ti = tuple(torch.where(eye, 0, x) for x in ti)
+    tri = lambda x: tuple(p.triu() for p in x)  # noqa: E731
+    return (tri(sr), tri(si)), (tri(tr), tri(ti)), (qcr, qci), (zcr, zci)
 
 
 @register("linalg.qz", "neuron")
@@ -243,10 +334,10 @@ def qz(a, b, output="real"):
     def host(x, y):
         return _sl.qz(x, y, output=output, check_finite=False)
 
-    if output in ("complex", "c"):
-        return _r._on_host("scipy.linalg.qz", "complex output has no double-float method",
-                           host, a, b)
     out = refined_qz(a, b)
     if out is None:
         return _r._on_host("scipy.linalg.qz", _UNREFINED, host, a, b)
-    return out
+    *out, pattern = out
+    if output in ("complex", "c"):  # the refined real form's blocks made triangular
+        return tuple(_transfer.df_complex(*x) for x in _to_complex(*out, pattern[0]))
+    return tuple(_transfer.df_tensor(*x) for x in out)
