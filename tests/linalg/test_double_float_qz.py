@@ -89,6 +89,14 @@ def test_qz_float64(emulate_neuron, monkeypatch):
     (s, t, q, z), counts = _qz(monkeypatch, a, b)
     _check(a, b, s, t, q, z, False)
     assert counts.compilations == 0, counts
+    # a stack: each matrix refined alone (PerMatrix), as its single call
+    rng = np.random.default_rng(1)
+    ab = rng.standard_normal((2, 2, 4, 4))
+    got, _ = _qz(monkeypatch, ab[0], ab[1])
+    for k in range(2):
+        want, _ = _qz(monkeypatch, ab[0, k], ab[1, k])
+        for x, y in zip(got, want, strict=True):
+            np.testing.assert_array_equal(x[k], y)
 
 
 @pytest.mark.xla
@@ -126,3 +134,20 @@ def test_qz_float64_on_host(emulate_neuron, monkeypatch):
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     with pytest.raises(trnscipy.DeviceUnsupportedError, match="did not converge"):
         _qz_plain(a, sing)
+
+
+@pytest.mark.xla
+def test_qz_float64_complex_input_on_host(emulate_neuron, monkeypatch):
+    """complex128 input (no complex arithmetic on Neuron): SciPy on the exact values,
+    announced (nothing compiled); strict mode raises."""
+    import trnscipy
+
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3)) for _ in range(2))
+    with pytest.warns(trnscipy.DeviceFallbackWarning, match="complex"):
+        got = _qz_plain(a, b)
+    for u, v in zip(got, sl.qz(a, b), strict=True):
+        np.testing.assert_array_equal(u, v)
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with pytest.raises(trnscipy.DeviceUnsupportedError, match="complex"):
+        _qz_plain(a, b)
