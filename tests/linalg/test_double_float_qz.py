@@ -114,8 +114,9 @@ def test_qz_float64_complex(emulate_neuron, monkeypatch):
 @pytest.mark.xla
 @pytest.mark.slow  # about 15 s of XLA compiles (as test_qz_float64's)
 def test_qz_float64_on_host(emulate_neuron, monkeypatch):
-    """A singular pencil (infinite eigenvalues) and B = I (T's 2x2 blocks multiples of I:
-    their rotation undetermined), also with complex output: SciPy on the exact values,
+    """A singular pencil (infinite eigenvalues), B = I (T's 2x2 blocks multiples of I:
+    their rotation undetermined), a defective eigenvalue (a Jordan block in random bases:
+    the Newton steps stall), also with complex output: SciPy on the exact values,
     announced; strict mode raises."""
     import trnscipy
 
@@ -123,7 +124,11 @@ def test_qz_float64_on_host(emulate_neuron, monkeypatch):
     a = rng.standard_normal((4, 4))
     sing = rng.standard_normal((4, 4))
     sing[:, 1] = 0
-    cases = [((a, sing), {}), ((a, np.eye(4)), {}), ((a, sing), {"output": "complex"})]
+    u, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    v, _ = np.linalg.qr(rng.standard_normal((4, 4)))
+    jordan = (u @ (2 * np.eye(4) + np.eye(4, k=1)) @ v.T, u @ v.T)
+    cases = [((a, sing), {}), ((a, np.eye(4)), {}), (jordan, {}),
+             ((a, sing), {"output": "complex"})]
     for (x, y), kw in cases:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", trnscipy.DeviceFallbackWarning)
