@@ -75,7 +75,7 @@ def _check_complex(a, b, s, t, q, z):
 
 
 @pytest.mark.xla
-@pytest.mark.slow  # about 15 s of XLA compiles (the float32 QZ and the Newton step's graph)
+@pytest.mark.slow  # 15-30 s of XLA compiles (the float32 QZ and the Newton step's graph)
 def test_qz_float64(emulate_neuron, monkeypatch):
     """Order 4 (complex pairs and real eigenvalues; the device QZ deflates in LAPACK's
     order for seeds 0 and 1, in another for 7), scaled far from 1; a repeat of the order
@@ -100,7 +100,7 @@ def test_qz_float64(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
-@pytest.mark.slow  # about 40 s of XLA compiles (the real form's, then the complex one's)
+@pytest.mark.slow  # 40-60 s of XLA compiles (the real form's, then the complex one's)
 def test_qz_float64_complex(emulate_neuron, monkeypatch):
     """output='complex': the refined real form's 2x2 blocks made triangular in
     double-float (each block's unitary pair), T's diagonal made real."""
