@@ -72,7 +72,7 @@ PROVIDERS = {
         "_decomp_schur", "_decomp_qz", "_decomp_svd", "_matfuncs", "_solvers", "_xla_dense",
         "_xla_svd",
         "_refine", "_refine_band", "_refine_funcs", "_refine_lsq", "_refine_orth",
-        "_refine_struct", "_refine_decomp", "_refine_schur", "_refine_matfuncs",
+        "_refine_struct", "_refine_decomp", "_refine_schur", "_refine_qz", "_refine_matfuncs",
         "_decomp_update")),
     "sparse.linalg": tuple(f"trnscipy.sparse.linalg.{m}" for m in (
         "_dsolve.linsolve", "_dsolve._superlu", "_dsolve._triangular", "_dsolve._multifrontal",

@@ -35,7 +35,7 @@ def _floating(a):
     return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
 
 
-@dispatch(_sl.qz, stacks=True)
+@dispatch(_sl.qz, stacks=True, double_float=("neuron",))
 def qz(A, B, output="real", lwork=None, sort=None, overwrite_a=False, overwrite_b=False,
        check_finite=True):
     if sort is not None:
