@@ -25,14 +25,10 @@ from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy.linalg import _qz
 from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_stack
-from trnscipy.linalg._validate import as_tensor, device_of
+from trnscipy.linalg._validate import as_tensor, device_of, floating
 from trnscipy.linalg._validate import check_finite as check_finite_
 
 __all__ = ["qz", "ordqz"]
-
-
-def _floating(a):
-    return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
 
 
 @dispatch(_sl.qz, stacks=True, double_float=("neuron",))
@@ -50,8 +46,8 @@ def _pencil(A, B, output, check_finite):
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")
     device = device_of(A, B)
-    a = _floating(as_tensor(A, device, False))
-    b = _floating(as_tensor(B, device, False))
+    a = floating(as_tensor(A, device, False))
+    b = floating(as_tensor(B, device, False))
     if check_finite:
         check_finite_(a, b)  # (one host read for both)
     if a.ndim < 2 or b.ndim < 2 or not (a.shape[-1] == a.shape[-2] == b.shape[-2]
@@ -164,15 +160,11 @@ def _qz_stack(a, b, cplx):
     # always a stack: a matrix alone computes as in a stack, to the bit (SciPy's loop)
     out = real_qz(a.reshape(-1, n, n), b.reshape(-1, n, n))
     if cplx:  # SciPy casts real input to complex: the complex form from the real one here
-        parts = _qz.to_complex(*out)
-        out = tuple(_complex(parts[i], parts[i + 1], _cdtype(a.dtype)) for i in range(0, 8, 2))
+        parts = _qz.to_complex(*out)  # (by data movement: no complex arithmetic on Neuron)
+        out = tuple(complex_of(parts[i], parts[i + 1]) for i in range(0, 8, 2))
     return tuple(x.reshape(*stack, n, n) for x in out)
 
 
 def _cdtype(dtype):
     return torch.promote_types(dtype, torch.complex64)  # float32 -> complex64, float64 -> 128
 
-
-def _complex(re, im, dtype):
-    # (as _decomp_schur's: torch.complex has no XLA lowering)
-    return re.to(dtype) + 1j * im.to(dtype)

@@ -17,7 +17,7 @@ from trnscipy._transfer import tensor_on
 from trnscipy.linalg import _francis, _qz
 from trnscipy.linalg._decomp_qz import real_qz
 from trnscipy.linalg._kernels import _XLA_BATCH_SWITCH, _on_host, _on_views, as_stack
-from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of
+from trnscipy.linalg._validate import LinAlgError, as_tensor, device_of, floating
 
 __all__ = ["schur", "rsf2csf", "hessenberg"]
 
@@ -32,14 +32,10 @@ def _square(a, name=None):
                          "expected square matrix")
 
 
-def _floating(a):
-    return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
-
-
 @dispatch(_sl.hessenberg, stacks=True, double_float=("neuron",))
 def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
     """A stack (the dispatcher's broadcast batch) is one reduction on XLA."""
-    a = _floating(as_tensor(a, device_of(a), check_finite))
+    a = floating(as_tensor(a, device_of(a), check_finite))
     _square(a)
     if a.numel() == 0:
         return (a.clone(), a.clone()) if calc_q else a.clone()
@@ -54,7 +50,7 @@ def hessenberg(a, calc_q=False, overwrite_a=False, check_finite=True):
 def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
     if output not in ("real", "complex", "r", "c"):
         raise ValueError("argument must be 'real', or 'complex'")
-    a = _floating(as_tensor(a, device_of(a), check_finite))
+    a = floating(as_tensor(a, device_of(a), check_finite))
     _square(a)
     if a.ndim != 2 and (sort is not None or a.numel() == 0):
         raise PerMatrix  # (SciPy's loop: its checks and shapes per matrix)

@@ -349,6 +349,14 @@ def qr_delete(Q, R, k, kk, p, which, economic, batch):
     generic = kind_kernel("linalg.qr_delete", "generic")
     if not _r._df64(Q):
         return generic(Q, R, k, kk, p, which, economic, batch)
+    if which == "col" and p == R.shape[-1]:  # every column: no rotation, Q as given
+        c = Q.shape[-1] - (p if economic else 0)  # (economic: Q's first n - p columns)
+
+        def part(t, rows, cols):
+            return _transfer.df_tensor(*(x.expand(tuple(batch) + x.shape[-2:])[..., :rows, :cols]
+                                         for x in _r._parts(t)))
+
+        return part(Q, None, c), part(R, c, 0)
     start = generic(*_hi(Q, R), k, kk, p, which, economic, batch)
     A = _reorder(_product(Q, R, batch), kk, -2 if which == "row" else -1, False, p)
     return _refined("qr_delete", start, A, (lambda *a: _k._sl.qr_delete(

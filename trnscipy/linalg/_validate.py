@@ -75,6 +75,11 @@ def as_tensor(x, device, finite=True, dtype=None, small_ints=None):
     return x
 
 
+def floating(a):
+    """A tensor of an integer or bool dtype as float64 (SciPy's LAPACK cast), else ``a``."""
+    return a if a.is_floating_point() or a.is_complex() else a.to(torch.float64)
+
+
 def as_matrix(x, device, finite=True, dtype=None, name="a", small_ints=None):
     """A tensor of shape (..., M, N) (ValueError for fewer than 2 dimensions)."""
     x = as_tensor(x, device, finite, dtype, small_ints)
