@@ -156,3 +156,40 @@ def test_qz_float64_complex_input_on_host(emulate_neuron, monkeypatch):
     monkeypatch.setenv("TRNSCIPY_STRICT", "1")
     with pytest.raises(trnscipy.DeviceUnsupportedError, match="complex"):
         _qz_plain(a, b)
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # the QZ, swap and refinement graphs (about 20-40 s on XLA CPU)
+@pytest.mark.parametrize("output", ["real", "complex"])
+def test_ordqz_float64(output, emulate_neuron, monkeypatch):
+    """ordqz: the float32 form reordered on the device, then refined in double-float; the
+    selected eigenvalues lead (SciPy's set to 1e-12), backward errors near 1e-15, and
+    alpha / beta are the form's eigenvalues."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((6, 6)), rng.standard_normal((6, 6))
+
+    def run():
+        with trnscipy.offload("xla"):
+            return tl.ordqz(a, b, sort="lhp", output=output)
+
+    (s, t, alpha, beta, q, z), ops, aten, _ = _on_neuron(run)
+    assert ops == [] and aten == 0
+    ref = sl.ordqz(a, b, sort="lhp", output=output)
+    for x, y in zip((s, t, alpha, beta, q, z), ref, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+    for m, mm in ((a, s), (b, t)):
+        assert np.linalg.norm(m - q @ mm @ z.conj().T) <= 1e-14 * np.linalg.norm(m)
+    for u in (q, z):
+        assert np.linalg.norm(u.conj().T @ u - np.eye(6)) <= 1e-14
+    lam, lam0 = alpha / beta, ref[2] / ref[3]
+    k = int(np.sum(lam0.real < 0))
+    assert np.all(lam[:k].real < 0) and np.all(lam[k:].real >= 0)
+    assert _match(lam[:k], lam0[:k]) <= 1e-12 * np.abs(lam0).max()
+    if output == "real":
+        assert _match(lam, _spectrum(s, t)) <= 1e-12 * np.abs(lam0).max()
+    else:
+        np.testing.assert_allclose(alpha, np.diagonal(s), rtol=1e-14)

@@ -60,7 +60,7 @@ def _pencil(A, B, output, check_finite):
 register("linalg.qz", "cpu")(_on_views(_sl.qz))
 
 
-@dispatch(_sl.ordqz)
+@dispatch(_sl.ordqz, double_float=("neuron",))
 def ordqz(A, B, sort="lhp", output="real", overwrite_a=False, overwrite_b=False,
           check_finite=True):
     """A batch runs one matrix at a time (SciPy's loop: ``sort`` sees one matrix's)."""
@@ -71,10 +71,6 @@ def ordqz(A, B, sort="lhp", output="real", overwrite_a=False, overwrite_b=False,
 
 register("linalg.ordqz", "cpu")(_on_views(lambda a, b, select, output, check_finite: _sl.ordqz(
     a, b, sort=select, output=output, check_finite=check_finite)))
-
-_REORDER_FAILED = ("Reordering of (A, B) failed because the transformed matrix pair (A, B) "
-                   "would be too far from generalized Schur form; the problem is very "
-                   "ill-conditioned. (A, B) may have been partially reordered.")
 
 
 def _host_ordqz(a, b, select, output, reason):
@@ -93,27 +89,11 @@ def _ordqz_generic(a, b, select, output="real"):
         return _host_ordqz(a, b, select, output, "an empty pencil (LAPACK's error)")
     cplx = output in ("complex", "c")
     s, p, q, z = (x[0] for x in real_qz(a[None], b[None]))
-    ar, ai, bt = _qz.eigvals_from_qz(s, p)
-    rows = [ar, ai, bt, torch.cat([_qz._diag(s, -1), ar[:1] * 0]).ne(0).to(ar.dtype)]
-    if cplx:  # SciPy sorts the complex form's diagonals
-        parts = _qz.to_complex(s, p, q, z)
-        rows += [_qz._diag(parts[i]) for i in range(4)]
-    host = np.asarray(kernel("linalg._fetch", a.device)(torch.stack(rows)),
-                      dtype=np.float32 if a.dtype == torch.float32 else np.float64)
-    cd = np.complex64 if a.dtype == torch.float32 else np.complex128
-    if cplx:
-        alpha, beta = host[4] + host[5] * cd(1j), host[6] + host[7] * cd(1j)
-    else:
-        alpha, beta = host[0] + host[1] * cd(1j), host[2]
-    chosen = np.asarray(select(alpha, beta)).astype(bool).reshape(n)
-    firsts = host[3, :-1] != 0
-    if cplx and np.any(firsts & (chosen[:-1] != chosen[1:])):
-        return _host_ordqz(a, b, select, output, "sort selects one eigenvalue of a complex "
-                           "pair: the real form cannot order it")
-    swaps, starts = _qz.plan_swaps(firsts.tolist(), chosen.tolist())
-    s, p, q, z, failed = _qz.reorder(s, p, q, z, swaps, starts)
-    if swaps and kernel("linalg._fetch", a.device)(failed):
-        raise ValueError(_REORDER_FAILED)
+    out = _qz.ordered(s, p, q, z, select, cplx, np.float32 if a.dtype == torch.float32
+                      else np.float64)
+    if isinstance(out, str):
+        return _host_ordqz(a, b, select, output, out)
+    s, p, q, z = out
     # complex results by data movement (complex_of): no complex arithmetic on Neuron
     if cplx:
         sr, si, pr, pi, qr, qi, zr, zi = _qz.to_complex(s, p, q, z)

@@ -19,6 +19,9 @@ fixed-shape graph steps, written as the real Schur form of trnscipy/linalg/_fran
   complex pairs with B's block diagonal; then B's diagonal made non-negative.
 """
 
+import numpy as np
+
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg._francis import (
     STEPS,
@@ -774,3 +777,39 @@ def _tidy(s, p, q, z, starts):
     s = s.triu(-1)
     s = _flat_set(s, r[:-1] + 1, r[:-1], torch.where(starts, _diag(s, -1), zero))
     return standardize(s, p.triu(), q, z)
+
+
+_REORDER_FAILED = ("Reordering of (A, B) failed because the transformed matrix pair (A, B) "
+                   "would be too far from generalized Schur form; the problem is very "
+                   "ill-conditioned. (A, B) may have been partially reordered.")
+
+
+def ordered(s, p, q, z, select, cplx, dtype, scale=(1, 1)):
+    """The standardized real form (s, p, q, z) of one pencil reordered so that the
+    eigenvalues ``select`` picks lead (SciPy's ordqz).  ``select`` sees alpha and beta as
+    SciPy's does (NumPy, real ``dtype``; ``cplx``: the complex form's), of the pencil
+    scaled back by ``scale`` (A's, B's factor), read from the device once.  A str where the
+    real form cannot give the order (the caller runs SciPy); SciPy's ValueError where a
+    swap would leave the form too far from generalized Schur form."""
+    n = s.shape[-1]
+    ar, ai, bt = eigvals_from_qz(s, p)
+    rows = [ar * scale[0], ai * scale[0], bt * scale[1],
+            torch.cat([_diag(s, -1), ar[:1] * 0]).ne(0).to(ar.dtype)]
+    if cplx:  # SciPy sorts the complex form's diagonals
+        parts = to_complex(s, p, q, z)
+        rows += [_diag(parts[i]) * scale[i // 2] for i in range(4)]
+    host = np.asarray(kernel("linalg._fetch", s.device)(torch.stack(rows)), dtype=dtype)
+    cd = np.complex64 if dtype == np.float32 else np.complex128
+    if cplx:
+        alpha, beta = host[4] + host[5] * cd(1j), host[6] + host[7] * cd(1j)
+    else:
+        alpha, beta = host[0] + host[1] * cd(1j), host[2]
+    chosen = np.asarray(select(alpha, beta)).astype(bool).reshape(n)
+    firsts = host[3, :-1] != 0
+    if cplx and np.any(firsts & (chosen[:-1] != chosen[1:])):
+        return "sort selects one eigenvalue of a complex pair: the real form cannot order it"
+    swaps, starts = plan_swaps(firsts.tolist(), chosen.tolist())
+    s, p, q, z, failed = reorder(s, p, q, z, swaps, starts)
+    if swaps and kernel("linalg._fetch", s.device)(failed):
+        raise ValueError(_REORDER_FAILED)
+    return s, p, q, z

@@ -23,9 +23,11 @@ after the third step and after each further one.  Close eigenvalues (an ill-cond
 Sylvester equation), a 2x2 block of T with nearly equal diagonal entries (its rotation
 undetermined), nearly infinite eigenvalues (T's diagonal near zero, a singular pencil
 among them), or a 2x2 block whose eigenvalues are real run SciPy on the exact values,
-announced, rather than returning a wrong form.
+announced, rather than returning a wrong form.  ``ordqz``: the float32 form reordered
+(``_qz.ordered``) before the refinement, alpha and beta from the refined blocks.
 """
 
+import numpy as np
 import scipy.linalg as _sl
 
 from trnscipy import _transfer
@@ -203,9 +205,11 @@ def _finish(S, T, pattern, sa, sb):
     return S, T
 
 
-def refined_qz(a, b):
+def refined_qz(a, b, order=None):
     """(S, T, Q, Z) double-float pairs of one real float64 pencil and the block pattern,
-    or None where the refinement does not reach the form (the caller runs SciPy)."""
+    or None where the refinement does not reach the form (the caller runs SciPy).
+    ``order(s, t, q, z, scale)``: the float32 form reordered before the refinement (ordqz;
+    ``scale``: the pencil's factors), or a str (the caller runs SciPy)."""
     A, B = _r._parts(a), _r._parts(b)
     n = A[0].shape[-1]
     tiny = torch.finfo(torch.float32).tiny
@@ -216,6 +220,11 @@ def refined_qz(a, b):
     s0, t0, q0, z0, done = _qz.qz(A[0][None], B[0][None])
     if not done:
         return None
+    if order is not None:
+        out = order(s0[0], t0[0], q0[0], z0[0], (sa, sb))
+        if isinstance(out, str):
+            return out
+        s0, t0, q0, z0 = (x[None] for x in out)
     dev = backend(a.device)
     pattern = _pattern(s0[0])
     eye = torch.eye(n, dtype=torch.float32, device=a.device)
@@ -341,3 +350,59 @@ def qz(a, b, output="real"):
     if output in ("complex", "c"):  # the refined real form's blocks made triangular
         return tuple(_transfer.df_complex(*x) for x in _to_complex(*out, pattern[0]))
     return tuple(_transfer.df_tensor(*x) for x in out)
+
+
+@register("linalg.ordqz", "neuron")
+def ordqz(a, b, select, output="real"):
+    if not _r._df64(a, b) or a.is_complex() or b.is_complex() or a.shape[-1] == 0:
+        return kind_kernel("linalg.ordqz", "generic")(a, b, select, output=output)
+    cplx = output in ("complex", "c")
+
+    def host(x, y):
+        return _sl.ordqz(x, y, sort=select, output=output, check_finite=False)
+
+    def order(s, t, q, z, scale):  # the float32 form reordered (select sees float64 values)
+        return _qz.ordered(s, t, q, z, select, cplx, np.float64, scale)
+
+    out = refined_qz(a, b, order)
+    if out is None or isinstance(out, str):
+        return _r._on_host("scipy.linalg.ordqz", out or _UNREFINED, host, a, b)
+    S, T, Q, Z, pattern = out
+    diag = lambda x: tuple(p.diagonal() for p in x)  # noqa: E731
+    if cplx:
+        Sc, Tc, Qc, Zc = _to_complex(S, T, Q, Z, pattern[0])
+        return (_transfer.df_complex(*Sc), _transfer.df_complex(*Tc),
+                _transfer.df_complex(*(diag(x) for x in Sc)),
+                _transfer.df_complex(*(diag(x) for x in Tc)), _transfer.df_complex(*Qc),
+                _transfer.df_complex(*Zc))
+    ar, ai, beta = _eigvals(S, T, pattern[0])
+    return (_transfer.df_tensor(*S), _transfer.df_tensor(*T), _transfer.df_complex(ar, ai),
+            _transfer.df_tensor(*beta), _transfer.df_tensor(*Q), _transfer.df_tensor(*Z))
+
+
+def _eigvals(S, T, first):
+    """``_qz.eigvals_from_qz`` in double-float: (alpha re, alpha im, beta) pairs, beta T's
+    diagonal and alpha its multiple by the eigenvalue (positive imaginary part first)."""
+    n = S[0].shape[-1]
+    r = torch.arange(n, device=S[0].device)
+    second = torch.cat([torch.zeros(1, dtype=torch.bool, device=r.device), first[:-1]])
+    top = torch.where(second, r - 1, r)  # the row of each row's block start
+    nxt = (top + 1).clamp(max=n - 1)
+    pair = first | second
+
+    def at(x, i, j):  # the block's entry (1 outside pairs: no division by zero)
+        return tuple(torch.where(pair, p[i, j], 1.0 - k) for k, p in enumerate(x))
+
+    a11, a22, a12, a21 = (at(S, i, j) for i, j in ((top, top), (nxt, nxt), (top, nxt),
+                                                    (nxt, top)))
+    b1, b2 = at(T, top, top), at(T, nxt, nxt)
+    bb = _df.mul(b1, b2)
+    re = tuple(0.5 * x for x in _df.div(_df.add(_df.mul(a11, b2), _df.mul(a22, b1)), bb))
+    det = _df.div(_df.sub(_df.mul(a11, a22), _df.mul(a12, a21)), bb)
+    im = _df.sub(det, _df.mul(re, re))
+    im = _df.sqrt(tuple(torch.where(im[0] > 0, x, 0) for x in im))
+    bt, a = tuple(p.diagonal() for p in T), tuple(p.diagonal() for p in S)
+    ar = tuple(torch.where(pair, x, y) for x, y in zip(_df.mul(re, bt), a, strict=True))
+    sign = torch.where(first, 1.0, torch.where(second, -1.0, 0.0))
+    ai = tuple(x * sign for x in _df.mul(im, bt))
+    return ar, ai, bt
