@@ -249,6 +249,26 @@ def refined_qz(a, b, order=None):
     return None
 
 
+def _block_eigs(S, T, top, on):
+    """Per row, the entries (a11, a22, a12, a21, b1, b2) of the 2x2 block whose first row
+    is ``top`` (1 where ``on`` is False: no division by zero) and the block's eigenvalue
+    re + i im (im >= 0), double-float pairs; T's block diagonal."""
+    nxt = (top + 1).clamp(max=S[0].shape[-1] - 1)
+
+    def at(x, i, j):
+        return tuple(torch.where(on, p[i, j], 1.0 - k) for k, p in enumerate(x))
+
+    a11, a22, a12, a21 = (at(S, i, j) for i, j in ((top, top), (nxt, nxt), (top, nxt),
+                                                    (nxt, top)))
+    b1, b2 = at(T, top, top), at(T, nxt, nxt)
+    bb = _df.mul(b1, b2)
+    re = tuple(0.5 * x for x in _df.div(_df.add(_df.mul(a11, b2), _df.mul(a22, b1)), bb))
+    det = _df.div(_df.sub(_df.mul(a11, a22), _df.mul(a12, a21)), bb)
+    im = _df.sub(det, _df.mul(re, re))
+    im = _df.sqrt(tuple(torch.where(im[0] > 0, x, 0) for x in im))
+    return (a11, a22, a12, a21, b1, b2), re, im
+
+
 def _to_complex(S, T, Q, Z, first):
     """``_qz.to_complex`` in double-float: each 2x2 block's unitary pair U = [[x1, -x2],
     [x2, conj(x1)]] (x2 real) acts on its two rows or columns only, so the products are
@@ -257,21 +277,10 @@ def _to_complex(S, T, Q, Z, first):
     n = S[0].shape[-1]
     dev = S[0].device
     r = torch.arange(n, device=dev)
-    nxt = (r + 1).clamp(max=n - 1)
     second = torch.cat([torch.zeros(1, dtype=torch.bool, device=dev), first[:-1]])
     partner = torch.where(first, r + 1, torch.where(second, r - 1, r))
 
-    def at(x, i, j):  # per row starting a block (1 elsewhere: no division by zero)
-        return tuple(torch.where(first, p.reshape(-1).gather(0, i * n + j), 1.0 - k)
-                     for k, p in enumerate(x))
-
-    a11, a22, a12, a21 = (at(S, i, j) for i, j in ((r, r), (nxt, nxt), (r, nxt), (nxt, r)))
-    b1, b2 = at(T, r, r), at(T, nxt, nxt)
-    bb = _df.mul(b1, b2)
-    re = tuple(0.5 * x for x in _df.div(_df.add(_df.mul(a11, b2), _df.mul(a22, b1)), bb))
-    det = _df.div(_df.sub(_df.mul(a11, a22), _df.mul(a12, a21)), bb)
-    im = _df.sub(det, _df.mul(re, re))
-    im = _df.sqrt(tuple(torch.where(im[0] > 0, x, 0) for x in im))
+    (a11, a22, a12, a21, b1, b2), re, im = _block_eigs(S, T, r, first)
     # Z's first column: the null vector (a22 - lambda b2, -a21) of A - lambda B's second
     # row; Q's: B times it
     u, v, w = _df.sub(a22, _df.mul(re, b2)), _df.mul(im, b2), a21
@@ -387,20 +396,8 @@ def _eigvals(S, T, first):
     r = torch.arange(n, device=S[0].device)
     second = torch.cat([torch.zeros(1, dtype=torch.bool, device=r.device), first[:-1]])
     top = torch.where(second, r - 1, r)  # the row of each row's block start
-    nxt = (top + 1).clamp(max=n - 1)
     pair = first | second
-
-    def at(x, i, j):  # the block's entry (1 outside pairs: no division by zero)
-        return tuple(torch.where(pair, p[i, j], 1.0 - k) for k, p in enumerate(x))
-
-    a11, a22, a12, a21 = (at(S, i, j) for i, j in ((top, top), (nxt, nxt), (top, nxt),
-                                                    (nxt, top)))
-    b1, b2 = at(T, top, top), at(T, nxt, nxt)
-    bb = _df.mul(b1, b2)
-    re = tuple(0.5 * x for x in _df.div(_df.add(_df.mul(a11, b2), _df.mul(a22, b1)), bb))
-    det = _df.div(_df.sub(_df.mul(a11, a22), _df.mul(a12, a21)), bb)
-    im = _df.sub(det, _df.mul(re, re))
-    im = _df.sqrt(tuple(torch.where(im[0] > 0, x, 0) for x in im))
+    _, re, im = _block_eigs(S, T, top, pair)
     bt, a = tuple(p.diagonal() for p in T), tuple(p.diagonal() for p in S)
     ar = tuple(torch.where(pair, x, y) for x, y in zip(_df.mul(re, bt), a, strict=True))
     sign = torch.where(first, 1.0, torch.where(second, -1.0, 0.0))
