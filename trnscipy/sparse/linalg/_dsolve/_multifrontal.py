@@ -391,25 +391,27 @@ def checked_inverse(D, pivoting, probe):
 
 
 @register("sparse.linalg.front_graph", "generic")
-def front_graph(fn, device):
+def front_graph(fn, device, fresh):
     """``fn`` (tensors -> tuple of tensors) as the factorization's and solve's steps run
     it: eagerly, op by op."""
     return fn
 
 
 @register("sparse.linalg.front_graph", "xla")
-def front_graph_xla(fn, device):
+def front_graph_xla(fn, device, fresh):
     """``fn`` traced once and replayed (``graph_function``): tracing the groups op by op
     in Python each call cost as much as running them (warm spsolve at 10^4 unknowns)."""
-    return backend(device).graph_function(fn)
+    return backend(device).graph_function(fn, fresh=fresh)
 
 
-def _graph(sym, key, device, make):
+def _graph(sym, key, device, make, fresh=False):
     """The step ``make()`` as ``front_graph`` runs it, kept in the analysis per ``key``
-    and device: the index tensors it reads are the analysis's, bound at its first trace."""
+    and device: the index tensors it reads are the analysis's, bound at its first trace.
+    ``fresh``: its arguments are never tensors of the analysis (``graph_function``)."""
     key = ("graph", key, str(device))
     if key not in sym.device_cache:
-        sym.device_cache[key] = kernel("sparse.linalg.front_graph", device)(make(), device)
+        sym.device_cache[key] = kernel("sparse.linalg.front_graph", device)(
+            make(), device, fresh)
     return sym.device_cache[key]
 
 
@@ -454,9 +456,10 @@ def factor(sym, data, pivoting=True):
     dev = data.device
     materialize = backend(dev).materialize
     levels, state = [], (data,)
+    flags = torch.zeros(2, dtype=torch.int64, device=dev)  # (no groups: an empty matrix)
     for h in range(len(sym.groups)):
         step = _graph(sym, ("factor", h, pivoting), dev,
-                      lambda h=h: _group_step(sym, h, pivoting, dev))
+                      lambda h=h: _group_step(sym, h, pivoting, dev), fresh=True)
         flat, F11, Xinv, F12, F21, flags = step(*state)
         materialize([flat, F11, Xinv, F12, F21, flags])
         levels.append((F11, Xinv, F12, F21))
