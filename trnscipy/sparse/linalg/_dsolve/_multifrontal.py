@@ -415,18 +415,15 @@ def _graph(sym, key, device, make, fresh=False):
     return sym.device_cache[key]
 
 
-def _group_step(sym, h, pivoting, dev):
-    """Group ``h``'s step of the factorization: (live, flags) -> (live, F11, Xinv, F12,
-    F21, flags), ``live`` the flat buffer from this group's fronts on (the next
-    group's after the step: each step copies the buffer it writes, so it carries only
-    the fronts still to come); group 0's takes the values instead and builds it."""
-    g = sym.groups[h]
-    count, p, u = g["count"], g["p"], g["u"]
-    f = p + u
-    size = count * f * f
+def _segment_step(sym, groups, pivoting, dev):
+    """The factorization's step over the consecutive ``groups`` (a range): (live, flags)
+    -> (live, flags, then F11, Xinv, F12, F21 of each group), ``live`` the flat buffer
+    from the first group's fronts on (the next segment's after the step: a step copies
+    the buffer it writes, so it carries only the fronts still to come); the first
+    segment's takes the values instead and builds it."""
 
     def step(live, flags=None):
-        if h == 0:
+        if groups.start == 0:
             data = live
             idx = torch.cat([sym.on_device("value_index", dev)]
                             + [sym.on_device("pad_index", dev, j) for j in range(len(sym.groups))])
@@ -434,17 +431,26 @@ def _group_step(sym, h, pivoting, dev):
             vals = torch.cat([data, torch.ones(pads, dtype=data.dtype, device=dev)])
             live = torch.zeros(sym.size + 1, dtype=data.dtype, device=dev).index_add(0, idx, vals)
             flags = torch.zeros(2, dtype=torch.int64, device=dev)
-        F = live[:size].reshape(count, f, f)
-        F11, F12, F21, F22 = F[:, :p, :p], F[:, :p, p:], F[:, p:, :p], F[:, p:, p:]
-        Xinv, flag = checked_inverse(F11, pivoting, sym.on_device("probe", dev, h))
-        F11, F12, F21 = F11.clone(), F12.clone(), F21.clone()
-        live = live[size:]
-        if u:  # extend-add: the update matrices into their parents' fronts
-            S = F22 - _mm(F21, _mm(Xinv, F12))
-            live = live.index_add(0, sym.on_device("extend", dev, h), S.reshape(-1))
-        return live, F11, Xinv, F12, F21, flags + flag
+        blocks = []
+        for h in groups:
+            g = sym.groups[h]
+            count, p, u = g["count"], g["p"], g["u"]
+            f = p + u
+            F = live[:count * f * f].reshape(count, f, f)
+            F11, F12, F21, F22 = F[:, :p, :p], F[:, :p, p:], F[:, p:, :p], F[:, p:, p:]
+            Xinv, flag = checked_inverse(F11, pivoting, sym.on_device("probe", dev, h))
+            blocks += [F11.clone(), Xinv, F12.clone(), F21.clone()]
+            live = live[count * f * f:]
+            if u:  # extend-add: the update matrices into their parents' fronts
+                S = F22 - _mm(F21, _mm(Xinv, F12))
+                live = live.index_add(0, sym.on_device("extend", dev, h), S.reshape(-1))
+            flags = flags + flag
+        return (live, flags, *blocks)
 
     return step
+
+
+SEGMENT = 4  # groups factorized by one graph (a bound on its size whatever the depth)
 
 
 def factor(sym, data, pivoting=True):
@@ -452,18 +458,20 @@ def factor(sym, data, pivoting=True):
     device: (levels, flags); levels per group the Schur-updated pivot blocks, their
     inverses and the coupling blocks (F11, Xinv, F12, F21); flags [nonzero when a pivot
     block was singular, nonzero when an inverse computed without ``pivoting`` failed its
-    check (factorize again with pivoting)].  One graph per group."""
+    check (factorize again with pivoting)].  One graph per ``SEGMENT`` groups."""
     dev = data.device
     materialize = backend(dev).materialize
     levels, state = [], (data,)
     flags = torch.zeros(2, dtype=torch.int64, device=dev)  # (no groups: an empty matrix)
-    for h in range(len(sym.groups)):
-        step = _graph(sym, ("factor", h, pivoting), dev,
-                      lambda h=h: _group_step(sym, h, pivoting, dev), fresh=True)
-        flat, F11, Xinv, F12, F21, flags = step(*state)
-        materialize([flat, F11, Xinv, F12, F21, flags])
-        levels.append((F11, Xinv, F12, F21))
-        state = (flat, flags)
+    for h0 in range(0, len(sym.groups), SEGMENT):
+        groups = range(h0, min(h0 + SEGMENT, len(sym.groups)))
+        step = _graph(sym, ("factor", h0, pivoting), dev,
+                      lambda groups=groups: _segment_step(sym, groups, pivoting, dev),
+                      fresh=True)
+        live, flags, *blocks = step(*state)
+        materialize([live, flags, *blocks])
+        levels += _unflat(blocks)
+        state = (live, flags)
     return levels, flags
 
 
@@ -530,6 +538,11 @@ def _unflat(blocks):
 def _solve(sym, levels, data, b, t, refine):
     """The substitutions and refinement of ``solve`` as tensor code (no graph cuts)."""
     dev = b.device
+    n, k = b.shape
+    width = kernel("sparse.linalg.solve_columns", dev)(k)
+    if width > k:
+        b = torch.cat([b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1)
+        return _solve(sym, levels, data, b, t, refine)[:, :k]
     match = sym.on_device("match", dev)
     inv_match = sym.on_device("inv_match", dev)
 
