@@ -12,8 +12,9 @@ them or to its children's fronts (the update set).  Nodes are grouped by height 
 0, a node one above its highest child), and every front of a group is padded to the
 group's largest pivot and update counts (identity pivots): one batched stack per group.
 
-Numeric factorization (device, one graph per group): all fronts live in one flat
-buffer, where ``A``'s entries are added first.  Group by group, bottom-up, the pivot
+Numeric factorization (device, one graph per ``SEGMENT`` groups, replayed on XLA): all
+fronts live in one flat buffer, where ``A``'s entries are added first, and each graph
+passes on the part of it still to come.  Group by group, bottom-up, the pivot
 blocks are inverted together (``checked_inverse``: without pivoting where the device has
 a cheaper inverse for that, each checked on two probe columns; where a check fails the
 whole factorization runs again with partial pivoting inside each block), and the update
@@ -25,7 +26,8 @@ Solves (device): forward through the groups (gather the pivots' right-hand sides
 subtract their coupling from the update unknowns'), back in reverse (gather the update
 unknowns' solution, apply the pivot block's inverse): ``bmm`` with gathers and
 scatters, batched over fronts and right-hand sides, plus ``REFINE`` steps of iterative
-refinement with the original entries (SuperLU_DIST's static pivoting plus refinement).
+refinement with the original entries (SuperLU_DIST's static pivoting plus refinement),
+one graph (replayed on XLA).
 """
 
 import numpy as np
