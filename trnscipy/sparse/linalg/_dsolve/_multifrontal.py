@@ -30,6 +30,8 @@ refinement with the original entries (SuperLU_DIST's static pivoting plus refine
 one graph (replayed on XLA).
 """
 
+import math
+
 import numpy as np
 import scipy.sparse as _sp
 from scipy.sparse import csgraph as _csgraph
@@ -519,8 +521,8 @@ def _product(sym, data, x, trans, device):
 
 
 def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
-    """x with op(A) x = b for a 2-D b (n, k); ``trans`` in 'N', 'T', 'H'; ``refine``
-    steps of iterative refinement with the original entries."""
+    """x with op(A) x = b for a 2-D b (n, k) (``cut``: or a 1-D b); ``trans`` in 'N',
+    'T', 'H'; ``refine`` steps of iterative refinement with the original entries."""
     if trans == "H":
         if data.is_complex():
             return solve(sym, levels, data, b.conj(), "T", refine, cut).conj().resolve_conj()
@@ -528,7 +530,8 @@ def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
     t = trans == "T"
     if cut:  # one graph for the whole solve, replayed
         graph = _graph(sym, ("solve", t, refine), b.device, lambda: (
-            lambda b, data, *blocks: (_solve(sym, _unflat(blocks), data, b, t, refine),)))
+            lambda b, data, *blocks: (_solve(sym, _unflat(blocks), data, b.reshape(
+                b.shape[0], math.prod(b.shape[1:])), t, refine).reshape(b.shape),)))
         return graph(b, data, *[x for level in levels for x in level])[0]
     return _solve(sym, levels, data, b, t, refine)
 
