@@ -173,10 +173,12 @@ def inner(a, b):
     return (a.conj() * b).sum(-1)
 
 
-def graph_function(fn):
+def graph_function(fn, fresh=False):
     """``fn`` (tensors -> tuple of tensors, no in-place writes to its arguments) traced
-    once and replayed: see ``_Replay``."""
-    return _Replay(fn)
+    once and replayed: see ``_Replay``.  ``fresh``: no argument ever shares its buffer
+    with a tensor ``fn`` reads from its closure (the first call traces the arguments as
+    they are, without copying them: no copy graph to compile per signature)."""
+    return _Replay(fn, fresh)
 
 
 class _Replay:
@@ -193,8 +195,9 @@ class _Replay:
     compilation cache (an LRU of ``XLA_COMPILATION_CACHE_SIZE`` graphs) has dropped.
     """
 
-    def __init__(self, fn):
+    def __init__(self, fn, fresh=False):
         self.fn = fn
+        self.fresh = fresh
         self.plans = {}
 
     def __call__(self, *args):
@@ -238,7 +241,8 @@ class _Replay:
         import torch_xla.core.xla_model as xm
 
         given = list(args)
-        args = tuple(a.clone() for a in args)
+        if not self.fresh:
+            args = tuple(a.clone() for a in args)
         xlac._xla_sync_multi(given + list(args), devices=[], wait=True, sync_xla_data=True)
         out = self.fn(*args)
         if any(xlac._check_tensor_need_materialization(list(args))):

@@ -890,3 +890,35 @@ def test_xla_many_right_hand_sides_one_solve(xla_device):
     x = trnscipy.to_host(tsl.spsolve(trnscipy.to_device(a, xla_device), bd))
     assert x.shape == b.shape
     np.testing.assert_allclose(x, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.xla
+def test_xla_multifrontal_replayed_graphs(xla_device):
+    """spsolve with new values of a pattern compiles nothing, and a repeated one runs
+    one graph per 4 groups of fronts plus one for the solve; a factorization's solve is one graph
+    execution, 1-D or 2-D; both match SciPy's."""
+    from trnscipy._metrics import xla_counts
+    from trnscipy.sparse.linalg._dsolve import _multifrontal
+
+    a = convdiff(12)
+    b, B = _rhs(144, np.float64), _rhs(144, np.float64, 3)
+    da, db = trnscipy.to_device(a, xla_device), trnscipy.to_device(b, xla_device)
+    tsl.spsolve(da, db)
+    da2 = trnscipy.to_device(2 * a, xla_device)
+    da2.indices, da2.indptr = da.indices, da.indptr  # the pattern's analysis is kept
+    with xla_counts() as second:
+        tsl.spsolve(da2, db)
+    with xla_counts() as again:
+        x = trnscipy.to_host(tsl.spsolve(da2, db))
+    groups = len(_multifrontal.symbolic(da).groups)
+    assert second.compilations == 0 and again.compilations == 0
+    assert again.executions <= -(-groups // 4) + 1
+    np.testing.assert_allclose(x, spla.spsolve(2 * a, b), rtol=1e-12)
+    lu = tsl.splu(da)
+    dB = trnscipy.to_device(B, xla_device)
+    for rhs, host in ((db, b), (dB, B)):
+        lu.solve(rhs)
+        with xla_counts() as s:
+            y = lu.solve(rhs)
+        assert s.compilations == 0 and s.executions == 1
+        np.testing.assert_allclose(trnscipy.to_host(y), spla.spsolve(a, host), rtol=1e-12)

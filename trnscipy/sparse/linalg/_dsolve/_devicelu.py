@@ -123,7 +123,11 @@ class DeviceLU:
         if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
             raise ValueError("b is of incompatible size")
         b = self._cast(rhs)
+        if self._vectors:  # (a reshape here would be one more graph execution)
+            return self._solve(b, trans)
         return self._solve(b.reshape(b.shape[0], math.prod(b.shape[1:])), trans).reshape(rhs.shape)
+
+    _vectors = True  # ``_solve`` takes 1-D and 2-D right-hand sides
 
     def _cast(self, rhs):
         """``rhs`` as ``_solve`` takes it: in the factors' dtype (SciPy's cast)."""
@@ -193,6 +197,8 @@ class DeviceILU(DeviceLU):
     identity, ``perm_r`` the static row pivoting, L with a unit diagonal); assembled on
     the host on first access (warned off the CPU kind).  ``nnz`` is ``L.nnz + U.nnz``,
     counted on the device.  ``solve`` applies the factors (no refinement)."""
+
+    _vectors = False  # ``_solve`` takes 2-D right-hand sides
 
     def __init__(self, sym, values, scale, tables=None):
         self._sym, self._values, self._scale = sym, values, scale

@@ -12,8 +12,9 @@ them or to its children's fronts (the update set).  Nodes are grouped by height 
 0, a node one above its highest child), and every front of a group is padded to the
 group's largest pivot and update counts (identity pivots): one batched stack per group.
 
-Numeric factorization (device, one graph per group): all fronts live in one flat
-buffer, where ``A``'s entries are added first.  Group by group, bottom-up, the pivot
+Numeric factorization (device, one graph per ``SEGMENT`` groups, replayed on XLA): all
+fronts live in one flat buffer, where ``A``'s entries are added first, and each graph
+passes on the part of it still to come.  Group by group, bottom-up, the pivot
 blocks are inverted together (``checked_inverse``: without pivoting where the device has
 a cheaper inverse for that, each checked on two probe columns; where a check fails the
 whole factorization runs again with partial pivoting inside each block), and the update
@@ -25,8 +26,11 @@ Solves (device): forward through the groups (gather the pivots' right-hand sides
 subtract their coupling from the update unknowns'), back in reverse (gather the update
 unknowns' solution, apply the pivot block's inverse): ``bmm`` with gathers and
 scatters, batched over fronts and right-hand sides, plus ``REFINE`` steps of iterative
-refinement with the original entries (SuperLU_DIST's static pivoting plus refinement).
+refinement with the original entries (SuperLU_DIST's static pivoting plus refinement),
+one graph (replayed on XLA).
 """
+
+import math
 
 import numpy as np
 import scipy.sparse as _sp
@@ -130,7 +134,9 @@ class Symbolic:
                 loc = self._local(np.full(len(upd), par), upd)
                 m = len(upd)
                 ext[j, :m, :m] = self._base[par] + loc[:, None] * self._front[par] + loc[None, :]
-            grp["extend"] = ext.reshape(-1)
+            # relative to the next group's offset: the steps carry the live fronts only
+            nxt = grp["offset"] + grp["count"] * (grp["p"] + grp["u"]) ** 2
+            grp["extend"] = ext.reshape(-1) - nxt
 
     def _local(self, node, unknowns):
         """Padded local positions of ``unknowns`` in the fronts of ``node`` (arrays)."""
@@ -343,6 +349,30 @@ def solve_columns_xla(k):
     return max(k, 2)
 
 
+@register("sparse.linalg.front_matmul", "generic")
+def front_matmul(a, b):
+    """Batched ``a @ b`` of the fronts' blocks."""
+    return a @ b
+
+
+@register("sparse.linalg.front_matmul", "xla")
+def front_matmul_xla(a, b):
+    """Batched ``a @ b``; for a short inner dimension a product and a sum: XLA CPU runs a
+    batched ``dot`` of many small blocks block by block (745 products of 20x16 by 16x2:
+    0.55 ms, the product and sum 0.15 ms)."""
+    m, w, k = a.shape[-2], a.shape[-1], b.shape[-1]
+    if w > MATMUL_SUM or a[..., 0, 0].numel() * m * w * k > 1 << 22:
+        return a @ b
+    return (a.unsqueeze(-1) * b.unsqueeze(-3)).sum(-2)
+
+
+MATMUL_SUM = 32  # inner dimensions up to which front_matmul_xla multiplies and sums
+
+
+def _mm(a, b):
+    return kernel("sparse.linalg.front_matmul", a.device)(a, b)
+
+
 def checked_inverse(D, pivoting, probe):
     """Inverses of the stack ``D`` and a 2-element count: [non-finite entries of pivoted
     inverses (a singular factor), non-finite entries or failed checks of unpivoted ones
@@ -358,10 +388,73 @@ def checked_inverse(D, pivoting, probe):
     tol = float(np.sqrt(torch.finfo(D.dtype).eps))
     v = probe.to(inv.dtype)
     # (.real: torch-xla 2.9's abs of a complex tensor keeps the complex dtype)
-    r = (D @ (inv @ v) - v).abs().real.amax((1, 2))
-    scale = (D.abs().real @ (inv.abs().real @ probe.to(r.dtype).abs())).amax((1, 2))
+    r = (_mm(D, _mm(inv, v)) - v).abs().real.amax((1, 2))
+    scale = _mm(D.abs().real, _mm(inv.abs().real, probe.to(r.dtype).abs())).amax((1, 2))
     failed = (~(r <= tol * scale)).sum().reshape(1)
     return inv, torch.cat([torch.zeros_like(bad), bad + failed])
+
+
+@register("sparse.linalg.front_graph", "generic")
+def front_graph(fn, device, fresh):
+    """``fn`` (tensors -> tuple of tensors) as the factorization's and solve's steps run
+    it: eagerly, op by op."""
+    return fn
+
+
+@register("sparse.linalg.front_graph", "xla")
+def front_graph_xla(fn, device, fresh):
+    """``fn`` traced once and replayed (``graph_function``): tracing the groups op by op
+    in Python each call cost as much as running them (warm spsolve at 10^4 unknowns)."""
+    return backend(device).graph_function(fn, fresh=fresh)
+
+
+def _graph(sym, key, device, make, fresh=False):
+    """The step ``make()`` as ``front_graph`` runs it, kept in the analysis per ``key``
+    and device: the index tensors it reads are the analysis's, bound at its first trace.
+    ``fresh``: its arguments are never tensors of the analysis (``graph_function``)."""
+    key = ("graph", key, str(device))
+    if key not in sym.device_cache:
+        sym.device_cache[key] = kernel("sparse.linalg.front_graph", device)(
+            make(), device, fresh)
+    return sym.device_cache[key]
+
+
+def _segment_step(sym, groups, pivoting, dev):
+    """The factorization's step over the consecutive ``groups`` (a range): (live, flags)
+    -> (live, flags, then F11, Xinv, F12, F21 of each group), ``live`` the flat buffer
+    from the first group's fronts on (the next segment's after the step: a step copies
+    the buffer it writes, so it carries only the fronts still to come); the first
+    segment's takes the values instead and builds it."""
+
+    def step(live, flags=None):
+        if groups.start == 0:
+            data = live
+            idx = torch.cat([sym.on_device("value_index", dev)]
+                            + [sym.on_device("pad_index", dev, j) for j in range(len(sym.groups))])
+            pads = sum(gr["pad_index"].shape[0] for gr in sym.groups)
+            vals = torch.cat([data, torch.ones(pads, dtype=data.dtype, device=dev)])
+            live = torch.zeros(sym.size + 1, dtype=data.dtype, device=dev).index_add(0, idx, vals)
+            flags = torch.zeros(2, dtype=torch.int64, device=dev)
+        blocks = []
+        for h in groups:
+            g = sym.groups[h]
+            count, p, u = g["count"], g["p"], g["u"]
+            f = p + u
+            F = live[:count * f * f].reshape(count, f, f)
+            F11, F12, F21, F22 = F[:, :p, :p], F[:, :p, p:], F[:, p:, :p], F[:, p:, p:]
+            Xinv, flag = checked_inverse(F11, pivoting, sym.on_device("probe", dev, h))
+            blocks += [F11.clone(), Xinv, F12.clone(), F21.clone()]
+            live = live[count * f * f:]
+            if u:  # extend-add: the update matrices into their parents' fronts
+                S = F22 - _mm(F21, _mm(Xinv, F12))
+                live = live.index_add(0, sym.on_device("extend", dev, h), S.reshape(-1))
+            flags = flags + flag
+        return (live, flags, *blocks)
+
+    return step
+
+
+SEGMENT = 4  # groups factorized by one graph (a bound on its size whatever the depth)
 
 
 def factor(sym, data, pivoting=True):
@@ -369,30 +462,20 @@ def factor(sym, data, pivoting=True):
     device: (levels, flags); levels per group the Schur-updated pivot blocks, their
     inverses and the coupling blocks (F11, Xinv, F12, F21); flags [nonzero when a pivot
     block was singular, nonzero when an inverse computed without ``pivoting`` failed its
-    check (factorize again with pivoting)]."""
-    dev, dtype = data.device, data.dtype
+    check (factorize again with pivoting)].  One graph per ``SEGMENT`` groups."""
+    dev = data.device
     materialize = backend(dev).materialize
-    idx = torch.cat([sym.on_device("value_index", dev)]
-                    + [sym.on_device("pad_index", dev, h) for h in range(len(sym.groups))])
-    pads = sum(g["pad_index"].shape[0] for g in sym.groups)
-    vals = torch.cat([data, torch.ones(pads, dtype=dtype, device=dev)])
-    flat = torch.zeros(sym.size + 1, dtype=dtype, device=dev).index_add(0, idx, vals)
-    levels, flags = [], []
-    for h, g in enumerate(sym.groups):
-        count, p, u, off = g["count"], g["p"], g["u"], g["offset"]
-        f = p + u
-        F = flat[off:off + count * f * f].reshape(count, f, f)
-        F11, F12, F21, F22 = F[:, :p, :p], F[:, :p, p:], F[:, p:, :p], F[:, p:, p:]
-        Xinv, flag = checked_inverse(F11, pivoting, sym.on_device("probe", dev, h))
-        F11, F12, F21 = F11.clone(), F12.clone(), F21.clone()
-        if u:  # extend-add: the update matrices into their parents' fronts
-            S = F22 - F21 @ (Xinv @ F12)
-            flat = flat.index_add(0, sym.on_device("extend", dev, h), S.reshape(-1))
-        flags.append(flag)
-        levels.append((F11, Xinv, F12, F21))
-        materialize([flat, F11, Xinv, F12, F21, flag])  # one graph per group
-    flags = sum(flags, torch.zeros(2, dtype=torch.int64, device=dev))
-    materialize([flags])
+    levels, state = [], (data,)
+    flags = torch.zeros(2, dtype=torch.int64, device=dev)  # (no groups: an empty matrix)
+    for h0 in range(0, len(sym.groups), SEGMENT):
+        groups = range(h0, min(h0 + SEGMENT, len(sym.groups)))
+        step = _graph(sym, ("factor", h0, pivoting), dev,
+                      lambda groups=groups: _segment_step(sym, groups, pivoting, dev),
+                      fresh=True)
+        live, flags, *blocks = step(*state)
+        materialize([live, flags, *blocks])
+        levels += _unflat(blocks)
+        state = (live, flags)
     return levels, flags
 
 
@@ -410,7 +493,7 @@ def _solve_permuted(sym, levels, z, trans):
         zp = z.index_select(0, piv.reshape(-1)).reshape(g["count"], g["p"], k)
         ys.append(zp)
         if g["u"]:
-            c = (F12.mT @ (Xinv.mT @ zp)) if trans else (F21 @ (Xinv @ zp))
+            c = _mm(F12.mT, _mm(Xinv.mT, zp)) if trans else _mm(F21, _mm(Xinv, zp))
             dest = torch.where(upd == n, n + 1, upd).reshape(-1)
             z = z.index_add(0, dest, -c.reshape(-1, k))
     x = torch.zeros((n + 2, k), dtype=z.dtype, device=dev)
@@ -422,8 +505,8 @@ def _solve_permuted(sym, levels, z, trans):
         rhs = ys[h]
         if g["u"]:
             xu = x.index_select(0, upd.reshape(-1)).reshape(g["count"], g["u"], k)
-            rhs = rhs - ((F21.mT @ xu) if trans else (F12 @ xu))
-        xp = (Xinv.mT @ rhs) if trans else (Xinv @ rhs)
+            rhs = rhs - _mm(F21.mT if trans else F12, xu)
+        xp = _mm(Xinv.mT if trans else Xinv, rhs)
         dest = torch.where(piv == n, n + 1, piv).reshape(-1)
         x = x.index_put((dest,), xp.reshape(-1, k))
     return x[:n]
@@ -438,32 +521,41 @@ def _product(sym, data, x, trans, device):
 
 
 def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
-    """x with op(A) x = b for a 2-D b (n, k); ``trans`` in 'N', 'T', 'H'; ``refine``
-    steps of iterative refinement with the original entries."""
+    """x with op(A) x = b for a 2-D b (n, k) (``cut``: or a 1-D b); ``trans`` in 'N',
+    'T', 'H'; ``refine`` steps of iterative refinement with the original entries."""
     if trans == "H":
         if data.is_complex():
             return solve(sym, levels, data, b.conj(), "T", refine, cut).conj().resolve_conj()
         trans = "T"
     t = trans == "T"
+    if cut:  # one graph for the whole solve, replayed
+        graph = _graph(sym, ("solve", t, refine), b.device, lambda: (
+            lambda b, data, *blocks: (_solve(sym, _unflat(blocks), data, b.reshape(
+                b.shape[0], math.prod(b.shape[1:])), t, refine).reshape(b.shape),)))
+        return graph(b, data, *[x for level in levels for x in level])[0]
+    return _solve(sym, levels, data, b, t, refine)
+
+
+def _unflat(blocks):
+    return [tuple(blocks[i:i + 4]) for i in range(0, len(blocks), 4)]
+
+
+def _solve(sym, levels, data, b, t, refine):
+    """The substitutions and refinement of ``solve`` as tensor code (no graph cuts)."""
     dev = b.device
     n, k = b.shape
     width = kernel("sparse.linalg.solve_columns", dev)(k)
     if width > k:
-        return solve(sym, levels, data, torch.cat(
-            [b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1), trans, refine,
-            cut)[:, :k]
-    materialize = backend(dev).materialize if cut else (lambda tensors: None)
+        b = torch.cat([b, torch.zeros((n, width - k), dtype=b.dtype, device=dev)], 1)
+        return _solve(sym, levels, data, b, t, refine)[:, :k]
     match = sym.on_device("match", dev)
     inv_match = sym.on_device("inv_match", dev)
 
     def apply(r):
-        materialize([r])
         if t:  # B^T (P x) = r: x = y[inv_match]
-            x = _solve_permuted(sym, levels, r, True).index_select(0, inv_match)
-        else:  # B x = P r, (P r)[c] = r[match[c]]
-            x = _solve_permuted(sym, levels, r.index_select(0, match), False)
-        materialize([x])
-        return x
+            return _solve_permuted(sym, levels, r, True).index_select(0, inv_match)
+        # B x = P r, (P r)[c] = r[match[c]]
+        return _solve_permuted(sym, levels, r.index_select(0, match), False)
 
     x = apply(b)
     for _ in range(refine):

@@ -91,6 +91,8 @@ class RefinedLU(DeviceLU):
     """A float64 device CSR/CSC container's LU on Neuron: float32 factors, solves refined
     to double-float accuracy with A's exact double-float products."""
 
+    _vectors = False  # ``_solve`` takes 2-D right-hand sides
+
     def __init__(self, A):
         self._A = A
         self._ops = {"N": _df_operator(A)}  # A's double-float product and float32 copy

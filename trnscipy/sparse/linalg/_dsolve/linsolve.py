@@ -160,7 +160,7 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
         x = torch.full(b.shape, float("nan"), dtype=b.dtype, device=b.device)
     else:
         x = lu.solve(b)
-    if b_vector:
+    if b_vector and x.ndim > 1:
         return x.reshape(-1)
     if b_sparse:
         return type(A)(x)

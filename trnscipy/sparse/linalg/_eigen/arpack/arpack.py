@@ -37,7 +37,7 @@ from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import to_numpy_dtype
-from trnscipy._kernels import backend
+from trnscipy._kernels import _plan, backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._eigen._common import (
@@ -155,24 +155,43 @@ def _shifted_csc(A, M, sigma):
         major = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
         return (major, ind) if X.format == "csr" else (ind, major)
 
-    rows, cols = entries(A)
-    if M is None:
-        mrows = mcols = np.arange(n)
-        mdata = torch.ones(n, dtype=A.data.dtype, device=device)
-    else:
-        (mrows, mcols), mdata = entries(M), M.data
-    keys = np.concatenate([cols * n + rows, mcols * n + mrows])  # column-major: CSC order
-    unique, position = np.unique(keys, return_inverse=True)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(unique // n, minlength=n), out=indptr[1:])
+    mdata = torch.ones(n, dtype=A.data.dtype, device=device) if M is None else M.data
+    # the pattern (and, through the last container, its LU analysis) is kept in A's plan
+    # for later shifts of the same A and M
+    mkey = None if M is None else (M.format, M.indptr, M.indices)
+    kept = _plan.get(A, None, "shifted_pattern")
+    if kept is not None and not _same(kept[0], mkey):
+        kept = None
+    if kept is None:
+        rows, cols = entries(A)
+        mrows, mcols = (np.arange(n), np.arange(n)) if M is None else entries(M)
+        keys = np.concatenate([cols * n + rows, mcols * n + mrows])  # column-major: CSC order
+        unique, position = np.unique(keys, return_inverse=True)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(unique // n, minlength=n), out=indptr[1:])
+        kept = [mkey, torch.from_numpy(position).to(device),
+                torch.from_numpy(unique % n).to(device), torch.from_numpy(indptr).to(device),
+                None]  # the last shifted container: its plan holds the LU analysis
+        _plan.put(A, None, "shifted_pattern", kept, _plan.STRUCTURE)
+    _, position, indices, indptr, last = kept
     dtype = torch.promote_types(A.data.dtype, mdata.dtype)
-    position = torch.from_numpy(position).to(device)
     values = torch.cat([A.data.to(dtype), (-sigma) * mdata.to(dtype)])
-    data = torch.zeros(unique.shape[0], dtype=dtype, device=device).index_add(
+    data = torch.zeros(indices.shape[0], dtype=dtype, device=device).index_add(
         0, position, values)
     backend(device).materialize([data])  # (else each later graph that reads it computes it)
-    return csc_array((data, torch.from_numpy(unique % n).to(device),
-                      torch.from_numpy(indptr).to(device)), shape=(n, n))
+    if last is None:
+        shifted = kept[4] = csc_array((data, indices, indptr), shape=(n, n))
+        return shifted
+    shifted = last._with_data(data, copy=False)  # the same index tensors: no checks
+    _plan.carry(last, shifted, "lu_symbolic")
+    return shifted
+
+
+def _same(key, other):
+    """Whether two (format, indptr, indices) keys (or None) name the same tensors."""
+    if key is None or other is None:
+        return key is other
+    return key[0] == other[0] and key[1] is other[1] and key[2] is other[2]
 
 
 def _shifted(A, M, sigma):
