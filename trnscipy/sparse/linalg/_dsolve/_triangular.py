@@ -18,6 +18,7 @@ ignored).
 import numpy as np
 from numpy.linalg import LinAlgError
 
+from trnscipy._dtypes import divide
 from trnscipy._kernels import _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
@@ -166,10 +167,10 @@ def tables(sched, data, diag):
 
 
 def loop(t):
-    """The ``device_loop`` kernel for a carry like ``t``: complex carries run as a Python
-    loop (torch-xla 2.9 lowered complex loop bodies with real parameters: "Call parameter
-    must match argument", as ``_isolve.utils.run`` notes), unrolled into the graph."""
-    return backend(torch.device("cpu") if t.is_complex() else t.device).device_loop
+    """The ``device_loop`` kernel for a carry like ``t``, complex ones too: the step's
+    division goes through ``divide``, lest torch-xla label its complex result float32
+    and the While's parameters stop matching the carry ("Call parameter must match")."""
+    return backend(t.device).device_loop
 
 
 def solve(sched, data, diag, b, prepared=None):
@@ -193,7 +194,7 @@ def solve(sched, data, diag, b, prepared=None):
         y = x.index_select(0, r) - torch.zeros((w, k), dtype=x.dtype, device=x.device).index_add(
             0, slot.index_select(0, at).reshape(e), prod)
         if len(carry) == 3:
-            y = y / carry[2].index_select(0, at).reshape(w, 1)
+            y = divide(y, carry[2].index_select(0, at).reshape(w, 1))
         return (x.index_copy(0, r, y),) + tuple(carry[1:])
 
     # x starts as b (a row's right-hand side is read before its value is written) with

@@ -26,6 +26,7 @@ generalized mode 2 without ``Minv`` uses ``cg``; the iteration count
 (``ArpackNoConvergence``'s) counts restart cycles.
 """
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -160,31 +161,39 @@ def _shifted_csc(A, M, sigma):
     # for later shifts of the same A and M
     mkey = None if M is None else (M.format, M.indptr, M.indices)
     kept = _plan.get(A, None, "shifted_pattern")
-    if kept is not None and not _same(kept[0], mkey):
-        kept = None
-    if kept is None:
+    if kept is None or not _same(kept.mkey, mkey):
         rows, cols = entries(A)
         mrows, mcols = (np.arange(n), np.arange(n)) if M is None else entries(M)
         keys = np.concatenate([cols * n + rows, mcols * n + mrows])  # column-major: CSC order
         unique, position = np.unique(keys, return_inverse=True)
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(unique // n, minlength=n), out=indptr[1:])
-        kept = [mkey, torch.from_numpy(position).to(device),
-                torch.from_numpy(unique % n).to(device), torch.from_numpy(indptr).to(device),
-                None]  # the last shifted container: its plan holds the LU analysis
+        kept = _ShiftedPattern(mkey, *(torch.from_numpy(a).to(device)
+                                       for a in (position, unique % n, indptr)))
         _plan.put(A, None, "shifted_pattern", kept, _plan.STRUCTURE)
-    _, position, indices, indptr, last = kept
     dtype = torch.promote_types(A.data.dtype, mdata.dtype)
     values = torch.cat([A.data.to(dtype), (-sigma) * mdata.to(dtype)])
-    data = torch.zeros(indices.shape[0], dtype=dtype, device=device).index_add(
-        0, position, values)
+    data = torch.zeros(kept.indices.shape[0], dtype=dtype, device=device).index_add(
+        0, kept.position, values)
     backend(device).materialize([data])  # (else each later graph that reads it computes it)
-    if last is None:
-        shifted = kept[4] = csc_array((data, indices, indptr), shape=(n, n))
-        return shifted
-    shifted = last._with_data(data, copy=False)  # the same index tensors: no checks
-    _plan.carry(last, shifted, "lu_symbolic")
+    if kept.last is None:
+        kept.last = csc_array((data, kept.indices, kept.indptr), shape=(n, n))
+        return kept.last
+    shifted = kept.last._with_data(data, copy=False)  # the same index tensors: no checks
+    _plan.carry(kept.last, shifted, "lu_symbolic")
     return shifted
+
+
+@dataclasses.dataclass
+class _ShiftedPattern:
+    """The pattern of A - sigma M for one M (``mkey``): where each stored entry of A and
+    then M lands (``position``), the sum's CSC index arrays, and the last shifted
+    container, whose plan holds the LU analysis."""
+    mkey: tuple | None
+    position: torch.Tensor
+    indices: torch.Tensor
+    indptr: torch.Tensor
+    last: object = None
 
 
 def _same(key, other):
