@@ -461,10 +461,8 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     replayable = (not host_effects and callback is None and maxiter - bool(peel) > block
                   and all(isinstance(leaf, torch.Tensor) for leaf in leaves))
 
-    # (complex real-valued scalars of some solvers' state broke torch-xla's loop body
-    # lowering: "Call parameter must match argument", bicgstab complex64; unrolled then)
-    loop = loop and not any(isinstance(leaf, torch.Tensor) and leaf.is_complex()
-                            for leaf in leaves)
+    # complex state loops too: its divisions go through ``_dtypes.divide``, which keeps
+    # torch-xla from labelling complex quotients float32 (the While's carry then matched)
     one_while = replayable and loop and capability(device_kind(device)).device_while
     if one_while:
         block = maxiter - bool(peel)  # one While to the stop flag: one execution
