@@ -36,8 +36,9 @@ import numpy as np
 import scipy.sparse as _sp
 from scipy.sparse import csgraph as _csgraph
 
-from trnscipy._kernels import _plan, backend, kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._dsolve import _triangular
 
 __all__ = ["Symbolic", "symbolic", "factor", "solve", "export"]
 
@@ -53,7 +54,7 @@ class Symbolic:
     update unknowns padded with ``n``, the extend-add map into the parents' fronts) and
     the map of the stored entries into the flat buffer (``value_index``)."""
 
-    def __init__(self, n, row, col):
+    def __init__(self, n, row, col, natural=False):
         self.n, self.row, self.col = n, row, col
         self.singular = False
         self.device_cache = {}
@@ -69,7 +70,7 @@ class Symbolic:
         g = _sp.csr_array((np.ones(int(off.sum()), dtype=np.int8), (mrow[off], col[off])),
                           shape=(n, n))
         g = (g + g.T).tocsr()
-        self.nodes = nodes = _dissect(g, n)
+        self.nodes = nodes = _natural_tree(g, n) if natural else _dissect(g, n)
         pos = np.empty(n, dtype=np.int64)
         pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
         _update_sets(g, nodes, pos)
@@ -158,23 +159,13 @@ class Symbolic:
         return self.device_cache[key]
 
 
-def symbolic(A):
+def symbolic(A, natural=False):
     """The analysis of ``A``'s pattern (a device CSR/CSC container), kept in ``A``'s plan
-    while it holds the same index tensors."""
-    sym = _plan.get(A, None, "lu_symbolic")
-    if sym is not None:
-        return sym
-    from trnscipy._transfer import to_host
-
-    a, b = A.indptr, A.indices
-
-    indptr = to_host(a).astype(np.int64)
-    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-    minor = to_host(b).astype(np.int64)
-    row, col = (major, minor) if A.format == "csr" else (minor, major)
-    sym = Symbolic(A.shape[0], row, col)
-    return _plan.put(A, None, "lu_symbolic", sym, _plan.STRUCTURE)
-
+    per ordering (``natural``: the columns in their own order, SciPy's
+    ``permc_spec="NATURAL"``; else a nested dissection) while it holds the same index
+    tensors."""
+    return _triangular.pattern_analysis(A, "lu_symbolic", natural,
+                                        lambda n, row, col: Symbolic(n, row, col, natural))
 
 
 def _row_matching(n, row, col):
@@ -240,6 +231,51 @@ def _dissect(g, n):
                 new_parents.append(len(nodes) - 1)
         part, parents = new_part, new_parents
     return _postorder(nodes)
+
+
+def _natural_tree(g, n):
+    """The elimination tree of the natural order of the symmetric graph ``g`` as nodes
+    (``pivots``, ``children``, ``parent``, ``height``) in that order: the unknowns are
+    eliminated as they come (the analysis' perm_c is the identity), each node's pivots a
+    run of consecutive unknowns, a column joined to its parent, the next column, where
+    that adds no zero to the front (a fundamental supernode) or keeps the run under
+    ``LEAF`` unknowns (a banded matrix's chain as fronts of ``LEAF`` pivots, not one
+    group per unknown).  The tree, not one dense front over all unknowns: a sparse
+    matrix's natural order then costs its fill, and fronts stay batched by height."""
+    parent = np.full(n, -1, dtype=np.int64)
+    ancestor = np.full(n, -1, dtype=np.int64)
+    for j in range(n):  # Liu's algorithm, with path compression
+        for i in g.indices[g.indptr[j]:g.indptr[j + 1]].tolist():
+            while 0 <= i < j:
+                up = ancestor[i]
+                ancestor[i] = j
+                if up < 0:
+                    parent[i] = j
+                i = up
+    # the columns' structures (pos: the identity), to tell fundamental supernodes
+    single = [{"pivots": np.array([j]), "children": []} for j in range(n)]
+    for j in np.flatnonzero(parent >= 0):
+        single[parent[j]]["children"].append(j)
+    _update_sets(g, single, np.arange(n))
+    count = np.array([len(nd["update"]) for nd in single], dtype=np.int64)
+    start = [0]  # the runs' first unknowns
+    for j in range(1, n):
+        joins = parent[j - 1] == j and (count[j - 1] == count[j] + 1 or j - start[-1] < LEAF)
+        if not joins:
+            start.append(j)
+    bounds = np.append(np.array(start[:n], dtype=np.int64), n)
+    node_of = np.repeat(np.arange(bounds.shape[0] - 1), np.diff(bounds))
+    nodes = []
+    for k in range(bounds.shape[0] - 1):
+        last = parent[bounds[k + 1] - 1]
+        nodes.append({"pivots": np.arange(bounds[k], bounds[k + 1]), "children": [],
+                      "parent": None if last < 0 else int(node_of[last]), "height": 0})
+    for k, nd in enumerate(nodes):  # children come first: heights are final in order
+        if nd["parent"] is not None:
+            up = nodes[nd["parent"]]
+            up["children"].append(k)
+            up["height"] = max(up["height"], nd["height"] + 1)
+    return nodes
 
 
 def _members(part, count):
