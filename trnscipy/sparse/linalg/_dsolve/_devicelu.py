@@ -168,7 +168,7 @@ class DeviceLU:
         return self._factors
 
     def _export(self):
-        return _multifrontal.export(self._sym, self._levels)
+        return _multifrontal.export(self._sym, self._data)
 
     @property
     def perm_r(self):

@@ -601,39 +601,49 @@ def _solve(sym, levels, data, b, t, refine):
 
 # ---- the factors as sparse matrices (SciPy SuperLU's L, U, perm_r, perm_c) ------------------
 
-def export(sym, levels):
+def export(sym, data):
     """(L, U, perm_r, perm_c) as NumPy/SciPy objects: Pr A Pc = L U in this factorization's
     elimination order (node after node, each node's rows permuted by the partial pivoting
-    of its pivot block's LU, padding removed).  Host work on the fronts."""
+    of its pivot block's LU, padding removed).  Host work: the fronts are factorized
+    again from ``data`` with the factors' own Schur complements, so that L U reproduces
+    A to the rounding of one LU (the device's complements, made with explicit inverses,
+    differ from the host blocks' L21 U12 by more than that)."""
     import scipy.linalg as _sla
 
     n, nodes = sym.n, sym.nodes
-    host = [[to_numpy(t) for t in lvl] for lvl in levels]
+    values = to_numpy(data)
+    live = np.zeros(sym.size + 1, dtype=values.dtype)
+    np.add.at(live, sym.value_index, values)
     pos = np.empty(n, dtype=np.int64)
     start = np.cumsum([0] + [len(nd["pivots"]) for nd in nodes])
     pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
     row_final = np.empty(n, dtype=np.int64)
     blocks = {"L": [], "U": []}
-    for i, nd in enumerate(nodes):  # postorder: a node's pivots get their final rows here
+    for i, nd in enumerate(nodes):  # children first: a node's front is complete here
         piv, upd = nd["pivots"], nd["update"]
         ps, us = len(piv), len(upd)
         if not ps:
             continue
-        h, j = sym.where[i]
-        F11, _, F12, F21 = (x[j] for x in host[h])
-        perm, lower, upper = _sla.lu(F11[:ps, :ps])  # F11 = perm @ lower @ upper
+        p, f = sym.groups[sym.where[i][0]]["p"], sym._front[i]
+        F = live[sym._base[i]:sym._base[i] + f * f].reshape(f, f)
+        perm, lower, upper = _sla.lu(F[:ps, :ps])  # F11 = perm @ lower @ upper
         order = np.argmax(perm, axis=0)  # row order[k] of F11 is row k of perm^T F11
         row_final[piv[order]] = start[i] + np.arange(ps)
         cols = start[i] + np.arange(ps)
         blocks["L"].append((cols, cols, np.tril(lower), False))
         blocks["U"].append((cols, cols, np.triu(upper), False))
         if us:
-            blocks["U"].append((cols, pos[upd], _sla.solve_triangular(
-                lower, F12[:ps, :us][order], lower=True, unit_diagonal=True), False))
+            u12 = _sla.solve_triangular(lower, F[:ps, p:p + us][order], lower=True,
+                                        unit_diagonal=True)
+            l21 = _sla.solve_triangular(upper.T, F[p:p + us, :ps].T, lower=True).T
+            blocks["U"].append((cols, pos[upd], u12, False))
             # rows of the update unknowns: their final rows are known once their own
             # node is done (True: map them at assembly)
-            blocks["L"].append((upd, cols, _sla.solve_triangular(
-                upper.T, F21[:us, :ps].T, lower=True).T, True))
+            blocks["L"].append((upd, cols, l21, True))
+            par = nd["parent"]  # extend-add of the Schur complement
+            loc = sym._local(np.full(us, par), upd)
+            live[sym._base[par] + loc[:, None] * sym._front[par] + loc[None, :]] += (
+                F[p:p + us, p:p + us] - l21 @ u12)
 
     def assemble(kind):
         rows, cols, vals = [], [], []
