@@ -521,6 +521,24 @@ def test_xla_natural_permc(xla_device):
 
 
 @pytest.mark.xla
+def test_xla_neuron_float64_factors_without_subnormals(xla_device, emulate_neuron):
+    """On Neuron a float64 LU exports its float32 factors, whose subnormal entries
+    (here L's 1e-20 / 1e20) float32 parts cannot hold: flushed to zero, not a ValueError
+    when L moves to the device; Pr A Pc = L U to float32 accuracy."""
+    a = sp.csc_array(np.array([[1e20, 0.0], [1e-20, 1.0]]))
+    lu = tsl.splu(trnscipy.to_device(a, xla_device), permc_spec="NATURAL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeviceFallbackWarning)
+        L, U = trnscipy.to_host(lu.L), trnscipy.to_host(lu.U)
+        pr, pc = trnscipy.to_host(lu.perm_r), trnscipy.to_host(lu.perm_c)
+    np.testing.assert_array_equal(pc, spla.splu(a, permc_spec="NATURAL").perm_c)
+    Pr = sp.csc_array((np.ones(2), (pr, np.arange(2))), shape=(2, 2))
+    Pc = sp.csc_array((np.ones(2), (np.arange(2), pc)), shape=(2, 2))
+    eps = np.finfo(np.float32).eps
+    assert abs(Pr @ a @ Pc - L @ U).max() <= 10 * eps * (abs(L) @ abs(U)).max()
+
+
+@pytest.mark.xla
 def test_xla_block_inverses_without_pivoting_are_checked(xla_device, monkeypatch):
     """XLA inverts the blocks by Gauss-Jordan without pivoting (one device loop), checked:
     a diagonally dominant matrix factorizes once that way, one that needs pivoting inside

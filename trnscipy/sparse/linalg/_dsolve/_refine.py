@@ -121,7 +121,12 @@ class RefinedLU(DeviceLU):
         return RefinedLU(self._A.to(device))
 
     def _export(self):
-        return self._lu32._export()
+        L, U, perm_r, perm_c = self._lu32._export()
+        # float32 subnormals flushed to zero: float64 data on the device is float32
+        # parts, which hold no subnormal (their change is below the factors' accuracy)
+        for F in (L, U):
+            F.data[np.abs(F.data) < np.finfo(np.float32).tiny] = 0
+        return L, U, perm_r, perm_c
 
 
 @register("sparse.linalg.triangular", "neuron")
