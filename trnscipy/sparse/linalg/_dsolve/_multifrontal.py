@@ -8,9 +8,12 @@ is split by its middle breadth-first level from a pseudo-peripheral node (a vert
 separator: the levels before and after it are not coupled), recursively, down to
 ``LEAF`` unknowns.  Each tree node eliminates its pivots (its separator, or a whole
 leaf) after its children; its front holds the pivots and the later unknowns coupled to
-them or to its children's fronts (the update set).  Nodes are grouped by height (leaves
-0, a node one above its highest child), and every front of a group is padded to the
-group's largest pivot and update counts (identity pivots): one batched stack per group.
+them or to its children's fronts (the update set).  With ``natural`` (SciPy's
+``permc_spec="NATURAL"``) the tree is the natural order's elimination tree instead
+(``_natural_tree``: runs of consecutive unknowns as nodes, perm_c the identity).
+Nodes are grouped by height (leaves 0, a node one above its highest child), and every
+front of a group is padded to the group's largest pivot and update counts (identity
+pivots): one batched stack per group.
 
 Numeric factorization (device, one graph per ``SEGMENT`` groups, replayed on XLA): all
 fronts live in one flat buffer, where ``A``'s entries are added first, and each graph
