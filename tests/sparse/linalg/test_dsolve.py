@@ -227,6 +227,66 @@ def test_near_singular_matches_scipy(route):
     np.testing.assert_allclose(x, ref, rtol=1e-5)
 
 
+def random_dominant(n, seed=42):
+    """SciPy's test_natural_permc matrix, smaller: random, 1 % dense, n + 1 added to the
+    diagonal (nonsymmetric pattern, a tall elimination tree in the natural order)."""
+    a = sp.random_array((n, n), density=max(0.01, 4 / n), rng=np.random.default_rng(seed))
+    return sp.csc_array(a + (n + 1) * sp.eye_array(n))
+
+
+def _check_natural(a, device):
+    """splu/spsolve with permc_spec="NATURAL" on ``a`` against SciPy's: perm_c the
+    identity (SciPy's), Pr A Pc = L U, solves close to SciPy's in float64."""
+    n = a.shape[0]
+    da = trnscipy.to_device(a, device)
+    lu, ref = tsl.splu(da, permc_spec="NATURAL"), spla.splu(a, permc_spec="NATURAL")
+    with warnings.catch_warnings():  # the factors are assembled on the host off the CPU
+        warnings.simplefilter("ignore", DeviceFallbackWarning)
+        L, U = trnscipy.to_host(lu.L), trnscipy.to_host(lu.U)
+        pr, pc = trnscipy.to_host(lu.perm_r), trnscipy.to_host(lu.perm_c)
+    np.testing.assert_array_equal(ref.perm_c, np.arange(n))
+    np.testing.assert_array_equal(pc, ref.perm_c)
+    assert sorted(pr) == list(range(n))
+    Pr = sp.csc_array((np.ones(n), (pr, np.arange(n))), shape=(n, n))
+    Pc = sp.csc_array((np.ones(n), (np.arange(n), pc)), shape=(n, n))
+    # (relative to |L||U|: static pivoting in the natural order may grow the factors;
+    # a refined float64 LU on Neuron exports its float32 factors)
+    from trnscipy.sparse.linalg._dsolve._refine import RefinedLU
+
+    eps = np.finfo(np.float32 if isinstance(lu, RefinedLU) else a.dtype).eps
+    assert abs(Pr @ a @ Pc - L @ U).max() <= 100 * n * eps * (abs(L) @ abs(U)).max()
+    b = _rhs(n, a.dtype, 2)
+    for trans in "NT":
+        _check(lu.solve(trnscipy.to_device(b, device), trans), ref.solve(b, trans), a, b,
+               device, trans)
+    _check(tsl.spsolve(da, trnscipy.to_device(b[:, 0], device), permc_spec="NATURAL"),
+           spla.spsolve(a, b[:, 0], permc_spec="NATURAL"), a, b[:, 0], device)
+
+
+def test_natural_permc_keeps_the_columns(route):
+    """permc_spec="NATURAL" (SciPy's test_natural_permc): the columns in their order,
+    the rows permuted by pivoting only; the device algorithm's elimination tree of the
+    natural order (a row matching first where the diagonal has zeros; a tridiagonal
+    matrix's chain; supernodes), its analysis kept apart from the default's."""
+    device = torch.device("cpu")
+    for a in (random_dominant(60), needs_pivoting(), sp.csc_array(_tridiag(40, -1.0, 2.0, -1.0)),
+              saddle()):
+        _check_natural(a, device)
+    a = random_dominant(60)
+    da = trnscipy.to_device(a, device)
+    for spec, natural in ((None, False), ("NATURAL", True), ("COLAMD", False)):
+        pc = trnscipy.to_host(tsl.splu(da, permc_spec=spec).perm_c)  # the same container
+        assert (pc == np.arange(60)).all() == natural, spec
+    b = np.ones(60)
+    for ours, scipys in ((lambda: tsl.splu(da, permc_spec="bogus"),
+                          lambda: spla.splu(a, permc_spec="bogus")),
+                         (lambda: tsl.spsolve(da, torch.from_numpy(b), permc_spec="bogus"),
+                          lambda: spla.spsolve(a, b, permc_spec="bogus"))):
+        exc, msg = _scipy_error(scipys)
+        with pytest.raises(exc, match=msg):
+            ours()
+
+
 @pytest.mark.parametrize("lower", [True, False])
 @pytest.mark.parametrize("unit", [False, True])
 @pytest.mark.parametrize("fmt", ["csr", "csc"])
@@ -452,6 +512,30 @@ def test_xla_spsolve_and_triangular(xla_device):
     x = tsl.spsolve_triangular(trnscipy.to_device(t, xla_device),
                                trnscipy.to_device(b, xla_device))
     np.testing.assert_allclose(trnscipy.to_host(x), spla.spsolve_triangular(t, b), rtol=1e-13)
+
+
+@pytest.mark.xla
+def test_xla_natural_permc(xla_device):
+    """permc_spec="NATURAL" on XLA: perm_c the identity, factors and solves as SciPy's."""
+    _check_natural(random_dominant(40), xla_device)
+
+
+@pytest.mark.xla
+def test_xla_neuron_float64_factors_without_subnormals(xla_device, emulate_neuron):
+    """On Neuron a float64 LU exports its float32 factors, whose subnormal entries
+    (here L's 1e-20 / 1e20) float32 parts cannot hold: flushed to zero, not a ValueError
+    when L moves to the device; Pr A Pc = L U to float32 accuracy."""
+    a = sp.csc_array(np.array([[1e20, 0.0], [1e-20, 1.0]]))
+    lu = tsl.splu(trnscipy.to_device(a, xla_device), permc_spec="NATURAL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeviceFallbackWarning)
+        L, U = trnscipy.to_host(lu.L), trnscipy.to_host(lu.U)
+        pr, pc = trnscipy.to_host(lu.perm_r), trnscipy.to_host(lu.perm_c)
+    np.testing.assert_array_equal(pc, spla.splu(a, permc_spec="NATURAL").perm_c)
+    Pr = sp.csc_array((np.ones(2), (pr, np.arange(2))), shape=(2, 2))
+    Pc = sp.csc_array((np.ones(2), (np.arange(2), pc)), shape=(2, 2))
+    eps = np.finfo(np.float32).eps
+    assert abs(Pr @ a @ Pc - L @ U).max() <= 10 * eps * (abs(L) @ abs(U)).max()
 
 
 @pytest.mark.xla

@@ -32,10 +32,11 @@ declare(FACTORS, host=("cuda", "xla", "neuron"),
         why="L, U, perm_r and perm_c are assembled from the blocks on the host")
 
 
-def device_factor(A):
-    """Factorize the device CSR/CSC container ``A`` (square, floating dtype) on its device.
+def device_factor(A, natural=False):
+    """Factorize the device CSR/CSC container ``A`` (square, floating dtype) on its device
+    (``natural``: in the columns' own order, SciPy's ``permc_spec="NATURAL"``).
     RuntimeError("Factor is exactly singular") as SciPy's."""
-    sym = _multifrontal.symbolic(A)
+    sym = _multifrontal.symbolic(A, natural)
     if sym.singular:
         raise RuntimeError("Factor is exactly singular")
     data = A.data
@@ -61,7 +62,7 @@ def _check_memory(sym, data):
         gib = 2.0 ** 30
         raise MemoryError(
             f"the sparse LU of this {sym.n}x{sym.n} matrix on {data.device} needs about "
-            f"{need / gib:.1f} GiB (the dense fronts of its nested dissection) and "
+            f"{need / gib:.1f} GiB (the dense fronts of its elimination order) and "
             f"{have / gib:.1f} GiB is free there; SciPy's splu on "
             "the host (NumPy/SciPy inputs) or an iterative solver needs less")
 
@@ -167,7 +168,7 @@ class DeviceLU:
         return self._factors
 
     def _export(self):
-        return _multifrontal.export(self._sym, self._levels)
+        return _multifrontal.export(self._sym, self._data)
 
     @property
     def perm_r(self):

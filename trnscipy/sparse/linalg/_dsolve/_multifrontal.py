@@ -8,9 +8,12 @@ is split by its middle breadth-first level from a pseudo-peripheral node (a vert
 separator: the levels before and after it are not coupled), recursively, down to
 ``LEAF`` unknowns.  Each tree node eliminates its pivots (its separator, or a whole
 leaf) after its children; its front holds the pivots and the later unknowns coupled to
-them or to its children's fronts (the update set).  Nodes are grouped by height (leaves
-0, a node one above its highest child), and every front of a group is padded to the
-group's largest pivot and update counts (identity pivots): one batched stack per group.
+them or to its children's fronts (the update set).  With ``natural`` (SciPy's
+``permc_spec="NATURAL"``) the tree is the natural order's elimination tree instead
+(``_natural_tree``: runs of consecutive unknowns as nodes, perm_c the identity).
+Nodes are grouped by height (leaves 0, a node one above its highest child), and every
+front of a group is padded to the group's largest pivot and update counts (identity
+pivots): one batched stack per group.
 
 Numeric factorization (device, one graph per ``SEGMENT`` groups, replayed on XLA): all
 fronts live in one flat buffer, where ``A``'s entries are added first, and each graph
@@ -36,8 +39,9 @@ import numpy as np
 import scipy.sparse as _sp
 from scipy.sparse import csgraph as _csgraph
 
-from trnscipy._kernels import _plan, backend, kernel, register
+from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
+from trnscipy.sparse.linalg._dsolve import _triangular
 
 __all__ = ["Symbolic", "symbolic", "factor", "solve", "export"]
 
@@ -53,7 +57,7 @@ class Symbolic:
     update unknowns padded with ``n``, the extend-add map into the parents' fronts) and
     the map of the stored entries into the flat buffer (``value_index``)."""
 
-    def __init__(self, n, row, col):
+    def __init__(self, n, row, col, natural=False):
         self.n, self.row, self.col = n, row, col
         self.singular = False
         self.device_cache = {}
@@ -69,7 +73,7 @@ class Symbolic:
         g = _sp.csr_array((np.ones(int(off.sum()), dtype=np.int8), (mrow[off], col[off])),
                           shape=(n, n))
         g = (g + g.T).tocsr()
-        self.nodes = nodes = _dissect(g, n)
+        self.nodes = nodes = _natural_tree(g, n) if natural else _dissect(g, n)
         pos = np.empty(n, dtype=np.int64)
         pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
         _update_sets(g, nodes, pos)
@@ -158,23 +162,13 @@ class Symbolic:
         return self.device_cache[key]
 
 
-def symbolic(A):
+def symbolic(A, natural=False):
     """The analysis of ``A``'s pattern (a device CSR/CSC container), kept in ``A``'s plan
-    while it holds the same index tensors."""
-    sym = _plan.get(A, None, "lu_symbolic")
-    if sym is not None:
-        return sym
-    from trnscipy._transfer import to_host
-
-    a, b = A.indptr, A.indices
-
-    indptr = to_host(a).astype(np.int64)
-    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-    minor = to_host(b).astype(np.int64)
-    row, col = (major, minor) if A.format == "csr" else (minor, major)
-    sym = Symbolic(A.shape[0], row, col)
-    return _plan.put(A, None, "lu_symbolic", sym, _plan.STRUCTURE)
-
+    per ordering (``natural``: the columns in their own order, SciPy's
+    ``permc_spec="NATURAL"``; else a nested dissection) while it holds the same index
+    tensors."""
+    return _triangular.pattern_analysis(A, "lu_symbolic", natural,
+                                        lambda n, row, col: Symbolic(n, row, col, natural))
 
 
 def _row_matching(n, row, col):
@@ -240,6 +234,54 @@ def _dissect(g, n):
                 new_parents.append(len(nodes) - 1)
         part, parents = new_part, new_parents
     return _postorder(nodes)
+
+
+def _natural_tree(g, n):
+    """The elimination tree of the natural order of the symmetric graph ``g`` as nodes
+    (``pivots``, ``children``, ``parent``, ``height``) in that order: the unknowns are
+    eliminated as they come (the analysis' perm_c is the identity), each node's pivots a
+    run of consecutive unknowns, a column joined to its parent, the next column, where
+    that adds no zero to the front (a fundamental supernode) or keeps the run shorter
+    than ``LEAF`` and than the column's update set (a banded matrix's chain as fronts of
+    about twice its bandwidth, at most 8 times a band LU's work, not one group, one
+    more graph step, per unknown).  The tree, not one dense front over all unknowns: a
+    sparse matrix's natural order then costs its fill, and fronts stay batched by
+    height."""
+    parent = np.full(n, -1, dtype=np.int64)
+    ancestor = np.full(n, -1, dtype=np.int64)
+    for j in range(n):  # Liu's algorithm, with path compression
+        for i in g.indices[g.indptr[j]:g.indptr[j + 1]].tolist():
+            while 0 <= i < j:
+                up = ancestor[i]
+                ancestor[i] = j
+                if up < 0:
+                    parent[i] = j
+                i = up
+    # the columns' structures (pos: the identity), to tell fundamental supernodes
+    single = [{"pivots": np.array([j]), "children": []} for j in range(n)]
+    for j in np.flatnonzero(parent >= 0):
+        single[parent[j]]["children"].append(j)
+    _update_sets(g, single, np.arange(n))
+    count = np.array([len(nd["update"]) for nd in single], dtype=np.int64)
+    start = [0]  # the runs' first unknowns
+    for j in range(1, n):
+        joins = parent[j - 1] == j and (count[j - 1] == count[j] + 1
+                                        or j - start[-1] < max(LEAF, count[j]))
+        if not joins:
+            start.append(j)
+    bounds = np.append(np.array(start[:n], dtype=np.int64), n)
+    node_of = np.repeat(np.arange(bounds.shape[0] - 1), np.diff(bounds))
+    nodes = []
+    for k in range(bounds.shape[0] - 1):
+        last = parent[bounds[k + 1] - 1]
+        nodes.append({"pivots": np.arange(bounds[k], bounds[k + 1]), "children": [],
+                      "parent": None if last < 0 else int(node_of[last]), "height": 0})
+    for k, nd in enumerate(nodes):  # children come first: heights are final in order
+        if nd["parent"] is not None:
+            up = nodes[nd["parent"]]
+            up["children"].append(k)
+            up["height"] = max(up["height"], nd["height"] + 1)
+    return nodes
 
 
 def _members(part, count):
@@ -565,39 +607,49 @@ def _solve(sym, levels, data, b, t, refine):
 
 # ---- the factors as sparse matrices (SciPy SuperLU's L, U, perm_r, perm_c) ------------------
 
-def export(sym, levels):
+def export(sym, data):
     """(L, U, perm_r, perm_c) as NumPy/SciPy objects: Pr A Pc = L U in this factorization's
     elimination order (node after node, each node's rows permuted by the partial pivoting
-    of its pivot block's LU, padding removed).  Host work on the fronts."""
+    of its pivot block's LU, padding removed).  Host work: the fronts are factorized
+    again from ``data`` with the factors' own Schur complements, so that L U reproduces
+    A to the rounding of one LU (the device's complements, made with explicit inverses,
+    differ from the host blocks' L21 U12 by more than that)."""
     import scipy.linalg as _sla
 
     n, nodes = sym.n, sym.nodes
-    host = [[to_numpy(t) for t in lvl] for lvl in levels]
+    values = to_numpy(data)
+    live = np.zeros(sym.size + 1, dtype=values.dtype)
+    np.add.at(live, sym.value_index, values)
     pos = np.empty(n, dtype=np.int64)
     start = np.cumsum([0] + [len(nd["pivots"]) for nd in nodes])
     pos[np.concatenate([nd["pivots"] for nd in nodes] or [pos])] = np.arange(n)
     row_final = np.empty(n, dtype=np.int64)
     blocks = {"L": [], "U": []}
-    for i, nd in enumerate(nodes):  # postorder: a node's pivots get their final rows here
+    for i, nd in enumerate(nodes):  # children first: a node's front is complete here
         piv, upd = nd["pivots"], nd["update"]
         ps, us = len(piv), len(upd)
         if not ps:
             continue
-        h, j = sym.where[i]
-        F11, _, F12, F21 = (x[j] for x in host[h])
-        perm, lower, upper = _sla.lu(F11[:ps, :ps])  # F11 = perm @ lower @ upper
+        p, f = sym.groups[sym.where[i][0]]["p"], sym._front[i]
+        F = live[sym._base[i]:sym._base[i] + f * f].reshape(f, f)
+        perm, lower, upper = _sla.lu(F[:ps, :ps])  # F11 = perm @ lower @ upper
         order = np.argmax(perm, axis=0)  # row order[k] of F11 is row k of perm^T F11
         row_final[piv[order]] = start[i] + np.arange(ps)
         cols = start[i] + np.arange(ps)
         blocks["L"].append((cols, cols, np.tril(lower), False))
         blocks["U"].append((cols, cols, np.triu(upper), False))
         if us:
-            blocks["U"].append((cols, pos[upd], _sla.solve_triangular(
-                lower, F12[:ps, :us][order], lower=True, unit_diagonal=True), False))
+            u12 = _sla.solve_triangular(lower, F[:ps, p:p + us][order], lower=True,
+                                        unit_diagonal=True)
+            l21 = _sla.solve_triangular(upper.T, F[p:p + us, :ps].T, lower=True).T
+            blocks["U"].append((cols, pos[upd], u12, False))
             # rows of the update unknowns: their final rows are known once their own
             # node is done (True: map them at assembly)
-            blocks["L"].append((upd, cols, _sla.solve_triangular(
-                upper.T, F21[:us, :ps].T, lower=True).T, True))
+            blocks["L"].append((upd, cols, l21, True))
+            par = nd["parent"]  # extend-add of the Schur complement
+            loc = sym._local(np.full(us, par), upd)
+            live[sym._base[par] + loc[:, None] * sym._front[par] + loc[None, :]] += (
+                F[p:p + us, p:p + us] - l21 @ u12)
 
     def assemble(kind):
         rows, cols, vals = [], [], []

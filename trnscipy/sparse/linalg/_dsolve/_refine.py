@@ -60,15 +60,15 @@ __all__ = ["Float64ILU", "RefinedLU", "triangular"]
 
 
 @register("sparse.linalg.factor", "neuron")
-def factor(A):
+def factor(A, natural=False):
     """``device_factor`` for float32 data; the refined float64 factorization for float64.
     A float32 factorization that meets a zero or non-finite pivot cannot tell a singular
     matrix from one beyond float32's range (entries near 1e20 overflow its products):
     SciPy's SuperLU decides on the host, announced."""
     if A.data.dtype != torch.float64:
-        return device_factor(A)
+        return device_factor(A, natural)
     try:
-        return RefinedLU(A)
+        return RefinedLU(A, natural)
     except RuntimeError:
         fallback("scipy.sparse.linalg.splu", "the float32 factorization met a zero or "
                  "non-finite pivot (a singular matrix, or one beyond float32's range)",
@@ -93,10 +93,10 @@ class RefinedLU(DeviceLU):
 
     _vectors = False  # ``_solve`` takes 2-D right-hand sides
 
-    def __init__(self, A):
+    def __init__(self, A, natural=False):
         self._A = A
         self._ops = {"N": _df_operator(A)}  # A's double-float product and float32 copy
-        self._lu32 = device_factor(self._ops["N"].float32)
+        self._lu32 = device_factor(self._ops["N"].float32, natural)
         self.device = A.device
         self.dtype = np.dtype(np.float64)
         self.shape = tuple(A.shape)
@@ -121,7 +121,12 @@ class RefinedLU(DeviceLU):
         return RefinedLU(self._A.to(device))
 
     def _export(self):
-        return self._lu32._export()
+        L, U, perm_r, perm_c = self._lu32._export()
+        # float32 subnormals flushed to zero: float64 data on the device is float32
+        # parts, which hold no subnormal (their change is below the factors' accuracy)
+        for F in (L, U):
+            F.data[np.abs(F.data) < np.finfo(np.float32).tiny] = 0
+        return L, U, perm_r, perm_c
 
 
 @register("sparse.linalg.triangular", "neuron")

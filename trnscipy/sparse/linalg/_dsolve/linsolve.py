@@ -8,9 +8,11 @@ triangular solves level-scheduled, ``_triangular``).  What differs from SciPy th
 
 * ``splu``/``spilu`` return a ``DeviceLU``/``DeviceILU``: its factors and permutations
   are this factorization's (see ``_devicelu``); all options are validated as SciPy does
-  (SciPy's own check on a 1x1 matrix); ``permc_spec``, ``diag_pivot_thresh``, ``relax``,
-  ``panel_size``, ``drop_rule`` and ``options`` do not change the result (the ordering is
-  a nested dissection for splu, the matrix's own for spilu; pivoting is static).
+  (SciPy's own check on a 1x1 matrix); ``diag_pivot_thresh``, ``relax``,
+  ``panel_size``, ``drop_rule`` and ``options`` do not change the result (pivoting is
+  static).  splu's and spsolve's ``permc_spec="NATURAL"`` keeps the columns' order
+  (perm_c the identity, as SciPy's); every other spec is a nested dissection; spilu
+  keeps the matrix's own order whatever the spec.
 * ``spilu`` is an ILU(k) on a level-of-fill pattern sized by ``fill_factor``, computed by
   fine-grained parallel sweeps, with ``drop_tol`` applied inside the pattern
   (``_ilu``), not SuperLU's ILUTP: comparable fill and preconditioning quality, not the
@@ -78,7 +80,7 @@ def _splu_device(scipy_func, A, **options):
         drop_tol = 1e-4 if options["drop_tol"] is None else float(options["drop_tol"])
         fill_factor = 10.0 if options["fill_factor"] is None else float(options["fill_factor"])
         return kernel("sparse.linalg.ilu", A.device)(A, drop_tol, fill_factor)
-    return kernel("sparse.linalg.factor", A.device)(A)
+    return kernel("sparse.linalg.factor", A.device)(A, options["permc_spec"] == "NATURAL")
 
 
 @register("sparse.linalg.ilu", "generic")
@@ -88,9 +90,10 @@ def _ilu(A, drop_tol, fill_factor):
 
 
 @register("sparse.linalg.factor", "generic")
-def _factor(A):
-    """The device LU of ``A`` (float64 on Neuron: ``_refine``'s refined float32 factors)."""
-    return device_factor(A)
+def _factor(A, natural=False):
+    """The device LU of ``A`` (float64 on Neuron: ``_refine``'s refined float32 factors);
+    ``natural``: the columns in their own order (``permc_spec="NATURAL"``)."""
+    return device_factor(A, natural)
 
 
 @dispatch(_spla.splu, double_float=("neuron",))
@@ -153,8 +156,10 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
                           "format", SparseEfficiencyWarning, stacklevel=4)
         b = b.toarray()
     b = b.to(to_torch_dtype(dtype))
+    # SciPy's ValueError for a bad permc_spec (its own check on a 1x1 matrix)
+    _spla.spsolve(_sp.csc_array(np.ones((1, 1))), np.ones(1), permc_spec=permc_spec)
     try:
-        lu = kernel("sparse.linalg.factor", A.device)(A)
+        lu = kernel("sparse.linalg.factor", A.device)(A, permc_spec == "NATURAL")
     except RuntimeError:
         warnings.warn("Matrix is exactly singular", MatrixRankWarning, stacklevel=4)
         x = torch.full(b.shape, float("nan"), dtype=b.dtype, device=b.device)

@@ -180,7 +180,7 @@ def _shifted_csc(A, M, sigma):
         kept.last = csc_array((data, kept.indices, kept.indptr), shape=(n, n))
         return kept.last
     shifted = kept.last._with_data(data, copy=False)  # the same index tensors: no checks
-    _plan.carry(kept.last, shifted, "lu_symbolic")
+    _plan.carry(kept.last, shifted, ("lu_symbolic", False))
     return shifted
 
 
