@@ -241,6 +241,9 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
         fallback(name, problem, stacklevel=5 if offloaded else 4)
         result = _on_host(scipy_func, args, kwargs)
         return result if offloaded else _to_device(result, device, strict=False)
+    # (an offloaded call SciPy must run gets the caller's own arrays: its overwrite_*
+    # then writes where SciPy's does)
+    caller = (args, kwargs)
     with device_storage(device):
         given = (*args, *kwargs.values())
         args = tuple(_move(x, device) for x in args)
@@ -255,7 +258,8 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
             argdefs, stacks = batch or (None, False)
             plan = _batch.plan(scipy_func, argdefs, args, kwargs) if argdefs else None
             token = _CALL_DEVICE.set(device)
-            layouts = _LAYOUTS.set({id(m): (x.flags.c_contiguous, x.flags.f_contiguous)
+            layouts = _LAYOUTS.set({id(m): (x.flags.c_contiguous, x.flags.f_contiguous,
+                                            _behaved(x))
                                     for x, m, _ in copies}) if offloaded else None
             try:
                 if plan is None:
@@ -277,8 +281,9 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
                     _LAYOUTS.reset(layouts)
         if device_impl is None:  # (the capability table announced its own refusal)
             fallback(name, "it has no device implementation", stacklevel=4)
-        result = _on_host(scipy_func, args, kwargs)
-        return result if offloaded else _to_device(result, device, strict=False)
+        if offloaded:
+            return scipy_func(*caller[0], **caller[1])
+        return _to_device(_on_host(scipy_func, args, kwargs), device, strict=False)
 
 
 # The host arrays' layouts of the device copies an offloaded call works on (an XLA
@@ -291,8 +296,21 @@ def contiguity(t):
     that offload made, the host array's."""
     flags = (_LAYOUTS.get() or {}).get(id(t))
     if flags is not None:
-        return flags
+        return flags[:2]
     return t.is_contiguous(), t.mT.is_contiguous() if t.ndim == 2 else t.is_contiguous()
+
+
+def behaved(t):
+    """Whether tensor ``t`` (for offload's device copy: the host array) is what SciPy's
+    Cython updates compute in as it is: native byte order, aligned, strides positive
+    multiples of the item size (a tensor's always are)."""
+    flags = (_LAYOUTS.get() or {}).get(id(t))
+    return True if flags is None else flags[2]
+
+
+def _behaved(x):
+    return (x.dtype.isnative and x.flags.aligned
+            and all(s > 0 and s % x.itemsize == 0 for s in x.strides))
 
 
 def _copies(given, moved):

@@ -125,6 +125,18 @@ def test_device_methods_float32_backward_error(name, generic_kernels):
     assert np.abs(q @ r - qs @ rs).max() < 1e-6 * np.abs(rs).max()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_update_u_exactly_in_the_span_of_q(dtype, generic_kernels):
+    """u in Q's span leaves a zero remainder: SciPy's factors (scipy/scipy#9733), not NaN."""
+    q = np.array([[0, 0], [0, 0], [1, 0], [0, 1]], dtype)
+    operands = (q, np.eye(2, dtype=dtype), np.array([0, 0, 0, -1], dtype),
+                np.array([1, 2], dtype))
+    ref = sl.qr_update(*operands)
+    out = tl.qr_update(*(torch.from_numpy(x) for x in operands))
+    for o, r in zip(out, ref, strict=True):
+        np.testing.assert_allclose(o.numpy(), r, rtol=0, atol=4 * np.finfo(dtype).eps)
+
+
 def test_stacks_with_a_k_per_matrix(generic_kernels):
     """SciPy's batch rule: a k per matrix (masks in one sweep), u of the stack or shared."""
     rng = np.random.default_rng(5)

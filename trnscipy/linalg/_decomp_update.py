@@ -19,7 +19,7 @@ import numpy as np
 import scipy.linalg as _sl
 from array_api_compat import is_torch_array
 
-from trnscipy._dispatch import contiguity, dispatch
+from trnscipy._dispatch import behaved, contiguity, dispatch
 from trnscipy._double_float import is_exact
 from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
@@ -143,8 +143,16 @@ def qr_update(Q, R, u, v, overwrite_qruv=False, check_finite=True):
     if check_finite:
         _check_finite(Q, R, u, v)
     q1, r1 = kernel("linalg.qr_update", device)(Q, R, u, v, economic=economic, core=cu)
-    return (_in_place(overwrite_qruv, Q, q1, order="contiguous" if economic else "any"),
-            _in_place(overwrite_qruv, R, r1))
+    # (SciPy's layouts it computes in: a full rank-p update column-major Q and R, else a
+    # contiguous Q and any R)
+    block = not economic and p > 1
+    if u.is_complex() and not block:  # (SciPy's rotations read conj(v), conjugated in v;
+        # a full rank-1 update forms Q^H u of a C-ordered Q from conj(u), in u)
+        if not economic and _computes_in(overwrite_qruv, Q, order="C"):
+            _in_place(overwrite_qruv, u, u.conj().resolve_conj())
+        _in_place(overwrite_qruv, v, v.conj().resolve_conj())
+    return (_in_place(overwrite_qruv, Q, q1, order="F" if block else "contiguous"),
+            _in_place(overwrite_qruv, R, r1, order="F" if block else "any"))
 
 
 @dispatch(_sl.qr_insert, stacks=True, double_float=("neuron",))
@@ -179,7 +187,12 @@ def qr_insert(Q, R, u, k, which="row", rcond=None, overwrite_qru=False, check_fi
     q1, r1 = kernel("linalg.qr_insert", device)(Q, R, u, k, kk, which=which, rcond=rcond,
                                                  economic=economic, core=core, batch=batch)
     if which == "col" and not economic:  # (the one insertion SciPy computes in Q itself)
+        if core == 1 and u.is_complex() and _computes_in(overwrite_qru, Q, order="C"):
+            # (SciPy forms Q^H u of a C-ordered Q from conj(u), conjugated in u itself)
+            _in_place(overwrite_qru, u, u.conj().resolve_conj())
         q1 = _in_place(overwrite_qru, Q, q1, order="F" if core == 2 else "contiguous")
+    elif which == "row" and economic:  # (SciPy's economic row insertion computes in R)
+        r1 = _in_place(overwrite_qru, R, r1, order="any" if core == 1 else "F")
     return q1, r1
 
 
@@ -201,7 +214,11 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
         _check_finite(Q, R)
     q1, r1 = kernel("linalg.qr_delete", device)(Q, R, k, kk, p=p, which=which,
                                                  economic=economic, batch=batch)
-    if which == "row":
+    if which == "row" and economic:  # (SciPy's p_eco rows moved last, p_full from the top)
+        eco = min(p, Q.shape[-2] - Q.shape[-1])
+        at_q = (slice(p - eco, Q.shape[-2] - eco), slice(p - eco, None))
+        at_r = (slice(p - eco, None), slice(None))
+    elif which == "row":
         at_q, at_r = (slice(p, None), slice(p, None)), (slice(p, None), slice(None))
     elif economic:
         at_q, at_r = (slice(None), slice(None, -p)), (slice(None, -p), slice(None, -p))
@@ -216,13 +233,9 @@ def qr_delete(Q, R, k, p=1, which="row", overwrite_qr=False, check_finite=True):
 
 def _in_place(overwrite, given, value, at=(), order="any"):
     """``value``, written into ``given[at]`` where SciPy's overwrite_* computes in the
-    caller's array (a plain matrix of the dtype, in a layout ``order`` SciPy takes as it
-    is: 'any' positively strided, 'contiguous', 'F'); offload writes the host array."""
-    if not (overwrite and torch.is_tensor(given) and given.ndim == 2 and not is_exact(given)
-            and given.dtype == value.dtype and not given.requires_grad):
-        return value
-    layout = contiguity(given)
-    if (order == "F" and not layout[1]) or (order == "contiguous" and not any(layout)):
+    caller's array (``_computes_in``); offload writes the host array."""
+    if not (_computes_in(overwrite, given, order) and is_exact(given) == is_exact(value)
+            and given.dtype == value.dtype):
         return value
     view = given[at]
     if view.shape != value.shape:
@@ -230,6 +243,18 @@ def _in_place(overwrite, given, value, at=(), order="any"):
     with torch.no_grad():
         view.copy_(value)
     return view
+
+
+def _computes_in(overwrite, given, order="any"):
+    """Whether SciPy's update computes in the caller's ``given`` itself: overwrite asked,
+    a plain matrix or vector (float64 held as exact parts on Neuron too: their copy is
+    exact) in a layout SciPy takes as it is (``behaved``; ``order``: 'any' positively
+    strided, 'contiguous', 'F', 'C': C and not F)."""
+    if not (overwrite and torch.is_tensor(given) and given.ndim in (1, 2)
+            and not given.requires_grad and behaved(given)):
+        return False
+    c, f = contiguity(given)
+    return {"any": True, "contiguous": c or f, "F": f, "C": c and not f}[order]
 
 
 # ----------------------------------------------------------------------------------------
@@ -486,7 +511,9 @@ def _reorth(q, u, rc=False):
     w2 = w - _mm(q, s2.unsqueeze(-1)).squeeze(-1)
     wpnorm = _norm(w2)
     first = wnorm > math.sqrt(2)
-    span = wpnorm < wnorm / math.sqrt(2)
+    # (u exactly in Q's span leaves a zero remainder: in the span too, as SciPy's result
+    # for it (scipy/scipy#9733), not a 0/0)
+    span = (wpnorm < wnorm / math.sqrt(2)) | (wpnorm == 0)
     s_out = torch.where(first, s, s + s2) * unorm
     last = torch.where(first, unorm * wnorm, torch.where(span, 0, wpnorm * unorm))
     w_out = torch.where(first, w / wnorm, torch.where(span, 0, w2 / wpnorm))
