@@ -94,7 +94,7 @@ class RefinedLU(DeviceLU):
     _vectors = False  # ``_solve`` takes 2-D right-hand sides
 
     def __init__(self, A, natural=False):
-        self._A = A
+        self._A, self._natural = A, natural
         self._ops = {"N": _df_operator(A)}  # A's double-float product and float32 copy
         self._lu32 = device_factor(self._ops["N"].float32, natural)
         self.device = A.device
@@ -118,7 +118,7 @@ class RefinedLU(DeviceLU):
         return _float_parts(rhs)
 
     def to(self, device):
-        return RefinedLU(self._A.to(device))
+        return RefinedLU(self._A.to(device), self._natural)
 
     def _export(self):
         L, U, perm_r, perm_c = self._lu32._export()
