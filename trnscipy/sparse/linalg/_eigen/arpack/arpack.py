@@ -190,9 +190,9 @@ class _ShiftedPattern:
     then M lands (``position``), the sum's CSC index arrays, and the last shifted
     container, whose plan holds the LU analysis."""
     mkey: tuple | None
-    position: torch.Tensor
-    indices: torch.Tensor
-    indptr: torch.Tensor
+    position: "torch.Tensor"  # (strings: torch is imported on first device use, not here)
+    indices: "torch.Tensor"
+    indptr: "torch.Tensor"
     last: object = None
 
 
