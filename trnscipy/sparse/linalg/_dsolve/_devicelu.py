@@ -145,6 +145,13 @@ class DeviceLU:
     def _traced(self, b):
         return _multifrontal.solve(self._sym, self._levels, self._data, b, "N", cut=False)
 
+    def traced_operator(self):
+        """(tensors, apply, cache): ``traced_solve`` as ``apply(tensors, b)``, pure in the
+        factors ``tensors``; a caller's graph taking them as arguments serves every
+        factorization of this pattern, kept in ``cache`` (the analysis')."""
+        return (*_multifrontal.solve_operator(self._sym, self._levels, self._data),
+                self._sym.device_cache)
+
     def to(self, device):
         return DeviceLU(self._sym, [tuple(t.to(device) for t in lvl) for lvl in self._levels],
                         self._data.to(device))
@@ -200,6 +207,7 @@ class DeviceILU(DeviceLU):
     counted on the device.  ``solve`` applies the factors (no refinement)."""
 
     _vectors = False  # ``_solve`` takes 2-D right-hand sides
+    traced_operator = None  # (its solve reads tables kept on the object)
 
     def __init__(self, sym, values, scale, tables=None):
         self._sym, self._values, self._scale = sym, values, scale

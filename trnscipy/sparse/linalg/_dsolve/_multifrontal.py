@@ -43,7 +43,7 @@ from trnscipy._kernels import backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._dsolve import _triangular
 
-__all__ = ["Symbolic", "symbolic", "factor", "solve", "export"]
+__all__ = ["Symbolic", "symbolic", "factor", "solve", "solve_operator", "export"]
 
 LEAF = 16  # unknowns below which a part is not dissected further
 REFINE = 1  # steps of iterative refinement in every solve
@@ -576,6 +576,18 @@ def solve(sym, levels, data, b, trans, refine=REFINE, cut=True):
                 b.shape[0], math.prod(b.shape[1:])), t, refine).reshape(b.shape),)))
         return graph(b, data, *[x for level in levels for x in level])[0]
     return _solve(sym, levels, data, b, t, refine)
+
+
+def solve_operator(sym, levels, data):
+    """(tensors, apply): ``solve`` of one vector without graph cuts as ``apply(tensors,
+    b)``, pure tensor code of the factors ``tensors`` (the values and the blocks): a
+    caller's replayed graph taking them as arguments serves every factorization of the
+    analysis ``sym``, whose index tensors it binds."""
+    def apply(tensors, b):
+        return _solve(sym, _unflat(tensors[1:]), tensors[0], b.reshape(-1, 1), False,
+                      REFINE).reshape(-1)
+
+    return [data, *[x for level in levels for x in level]], apply
 
 
 def _unflat(blocks):

@@ -107,26 +107,28 @@ def _inner_solver(solver, op, rtol, what, **kw):
 
 
 def _shift_invert(A, M, Aop, Mop, sigma, rtol):
-    """(x -> (A - sigma M)^-1 x, pure), as SciPy's get_OPinv_matvec: a sparse LU (``splu``,
-    on the device) when A and M are sparse containers, a dense LU when one is a dense
-    tensor, else ``minres`` on the shifted operator (SciPy: gmres) to ``rtol``.  ``pure``:
-    the solve is tensor code without graph cuts or host reads (the device LU's
-    substitutions), so it runs inside the Lanczos loop's graph."""
+    """(x -> (A - sigma M)^-1 x, pure, factors), as SciPy's get_OPinv_matvec: a sparse LU
+    (``splu``, on the device) when A and M are sparse containers, a dense LU when one is a
+    dense tensor, else ``minres`` on the shifted operator (SciPy: gmres) to ``rtol``.
+    ``pure``: the solve is tensor code without graph cuts or host reads (the device LU's
+    substitutions), so it runs inside the Lanczos loop's graph.  ``factors``: the device
+    LU's ``traced_operator`` (the solve as a function of its factors), else None."""
     from trnscipy.sparse.linalg import minres
 
     matrices = all(x is None or _is_sparse(x) or is_torch_array(x) for x in (A, M))
     if not matrices:
         op = Aop if M is None else _shifted(Aop, Mop, sigma)
         return _inner_solver(minres, op, rtol, "M",
-                             **({"shift": sigma} if M is None else {})), False
+                             **({"shift": sigma} if M is None else {})), False, None
     if _is_sparse(A) and (M is None or _is_sparse(M)):
         from trnscipy.sparse.linalg import splu
 
         lu = splu(_shifted_csc(A, M, sigma))
         traced = getattr(lu, "traced_solve", None)  # the device LU (SciPy's SuperLU: none)
         if traced is not None:
-            return traced, True
-        return lu.solve, False
+            operator_ = getattr(lu, "traced_operator", None)
+            return traced, True, operator_() if operator_ is not None else None
+        return lu.solve, False, None
     from trnscipy.linalg import lu_factor, lu_solve
 
     dense = [x.toarray() if _is_sparse(x) else x for x in (A, M)]
@@ -134,7 +136,7 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
                             else torch.eye(A.shape[0], dtype=dense[0].dtype,
                                            device=dense[0].device))
     factors = lu_factor(S, check_finite=False)
-    return (lambda x: lu_solve(factors, x, check_finite=False)), False
+    return (lambda x: lu_solve(factors, x, check_finite=False)), False, None
 
 
 def _shifted_csc(A, M, sigma):
@@ -254,7 +256,7 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     inner_rtol = eps ** 0.75
     from trnscipy.sparse.linalg import cg
 
-    shift = sigma
+    shift, factors = sigma, None
     if sigma is None:
         if OPinv is not None:
             raise ValueError("OPinv should not be specified with sigma = None.")
@@ -275,18 +277,19 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
         if OPinv is not None:
             opinv, pure = operator(OPinv, device).matvec, _is_matrix(OPinv)
         else:
-            opinv, pure = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol)
+            opinv, pure, factors = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol)
         if mode == "normal":
             arpack_mode = 3
             if Mop is None:
                 op, B = opinv, None
             else:
+                factors = None  # (OP is not the solve alone)
                 op, B = (lambda x: opinv(Mop.matvec(x))), Mop.matvec
         elif mode == "buckling":
-            arpack_mode = 4
+            arpack_mode, factors = 4, None
             op, B = (lambda x: opinv(Aop.matvec(x))), Aop.matvec
         else:
-            arpack_mode = 5
+            arpack_mode, factors = 5, None
             if Mop is None:
                 op, B = (lambda x: opinv(Aop.matvec(x) + sigma * x)), None
             else:
@@ -305,13 +308,14 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
         host = np.random.default_rng(rng).uniform(low=-1.0, high=1.0, size=[n])
         v0 = torch.as_tensor(host).to(device=device, dtype=dtype)
     else:
-        v0 = torch.as_tensor(v0, device=device).to(dtype).reshape(-1).clone()
+        v0 = torch.as_tensor(v0, device=device).to(dtype)
+        v0 = v0 if v0.ndim == 1 else v0.reshape(-1)  # (read only: no copy, no graph)
     which_ = {"LR": "LA", "SR": "SA"}.get(which, which)
     # OP as pure tensor code (matrices, the device LU's substitutions, no inner Krylov
     # solve) runs its steps in a device loop
     traceable = all(_is_matrix(x) for x in (A, M, Minv)) and (
         pure if sigma is not None else M is None or Minv is not None)
-    def in_order(theta, X):
+    def in_order(theta, X, shift=shift):
         """The results in SciPy's order as tensors (the device loop computes them in the
         solve's graph, ordered by ranks: no sort, no read)."""
         lam = _transform(theta, arpack_mode, shift)
@@ -324,7 +328,9 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
 
     theta, X, nconv, cycles, ordered = _lanczos(
         op, B, n, k, ncv, which_, v0, int(maxiter), tol, arpack_mode != 1 and B is not None,
-        traceable, in_order)
+        traceable, in_order,
+        factors if np.imag(shift or 0) == 0 else None, (arpack_mode, return_eigenvectors),
+        np.real(shift or 0))
     if ordered is not None and nconv >= k:
         return tuple(ordered) if return_eigenvectors else ordered[0]
     lam = _transform(theta, arpack_mode, shift)
@@ -391,7 +397,8 @@ def _wanted_order(theta, which):
     return np.argsort(-key, kind="stable")
 
 
-def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, finish):
+def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, finish,
+             factors=None, finish_key=None, shift=None):
     """Thick-restart Lanczos for the k wanted eigenpairs of OP (self-adjoint in <.,.>_B).
 
     Returns (theta, X, nconv, cycles, finished): the k wanted Ritz values (most wanted
@@ -412,7 +419,10 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
     SciPy's SuperLU, dense LU solves, user operators) runs the steps as a Python loop;
     the device LU's substitutions (shift-invert of sparse containers) are traceable.
     Real traceable problems on ``device_while`` devices run all cycles as one device loop
-    instead (``_cycles_on_device``).
+    instead (``_cycles_on_device``); where OP is the device LU's solve alone (``factors``:
+    its ``traced_operator``; ``finish_key`` names ``finish(theta, X, shift)``, ``shift``
+    its last argument here), that loop is a graph of the
+    factors, replayed for every later factorization of the pattern (``_replayed_cycles``).
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
@@ -424,36 +434,43 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
     def bnorm(w, Bw):
         return dot(w, Bw).real.abs().sqrt()
 
-    def step(state, j):
-        """Lanczos step ``j``: row j + 1 of the basis, column j of T (masked writes)."""
-        V, T, beta, *BV = state
-        rows = torch.arange(ncv + 1, device=device)
-        w = op(V.index_select(0, j.reshape(1))[0])
-        Q = BV[0] if BV else V
-        upto = (rows <= j).to(dtype)
-        w0 = bnorm(w, w)
-        h1 = (Q.conj() @ w) * upto
-        w = w - h1 @ V
-        tiny = bnorm(w, w) <= 10 * eps * w0
-        w = torch.where(tiny, pseudo_random(n, j, dtype, device), w)
-        h2 = (Q.conj() @ w) * upto
-        w = w - h2 @ V
-        h = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
-        Bw = B(w) if B is not None else w
-        beta = bnorm(w, Bw)
-        safe = torch.where(beta > 0, beta, torch.ones_like(beta))
-        at = (rows == j + 1)[:, None]
-        V = torch.where(at, (w / safe)[None, :], V)
-        BV = [torch.where(at, (Bw / safe)[None, :], X) for X in BV]
-        beta = torch.where(tiny, torch.zeros_like(beta), beta)
-        # T is tridiagonal plus the restart's arrow, as ARPACK's H: the other
-        # reorthogonalization coefficients are rounding and stay out of T
-        r, c = rows[:ncv, None], rows[None, :ncv]
-        hj = (h * (rows == j).to(dtype)).sum().real.to(dtype)
-        T = torch.where((r == j) & (c == j), hj, T)
-        T = torch.where(((r == j + 1) & (c == j)) | ((r == j) & (c == j + 1)),
-                        beta.to(dtype), T)
-        return (V, T, beta, *BV)
+    def stepper(op):
+        """The Lanczos step of ``op``."""
+
+        def step(state, j):
+            """Lanczos step ``j``: row j + 1 of the basis, column j of T (masked writes)."""
+            V, T, beta, *BV = state
+            rows = torch.arange(ncv + 1, device=device)
+            w = op(V.index_select(0, j.reshape(1))[0])
+            Q = BV[0] if BV else V
+            upto = (rows <= j).to(dtype)
+            w0 = bnorm(w, w)
+            h1 = (Q.conj() @ w) * upto
+            w = w - h1 @ V
+            tiny = bnorm(w, w) <= 10 * eps * w0
+            w = torch.where(tiny, pseudo_random(n, j, dtype, device), w)
+            h2 = (Q.conj() @ w) * upto
+            w = w - h2 @ V
+            h = h1 + torch.where(tiny, torch.zeros_like(h2), h2)
+            Bw = B(w) if B is not None else w
+            beta = bnorm(w, Bw)
+            safe = torch.where(beta > 0, beta, torch.ones_like(beta))
+            at = (rows == j + 1)[:, None]
+            V = torch.where(at, (w / safe)[None, :], V)
+            BV = [torch.where(at, (Bw / safe)[None, :], X) for X in BV]
+            beta = torch.where(tiny, torch.zeros_like(beta), beta)
+            # T is tridiagonal plus the restart's arrow, as ARPACK's H: the other
+            # reorthogonalization coefficients are rounding and stay out of T
+            r, c = rows[:ncv, None], rows[None, :ncv]
+            hj = (h * (rows == j).to(dtype)).sum().real.to(dtype)
+            T = torch.where((r == j) & (c == j), hj, T)
+            T = torch.where(((r == j + 1) & (c == j)) | ((r == j) & (c == j + 1)),
+                            beta.to(dtype), T)
+            return (V, T, beta, *BV)
+
+        return step
+
+    step = stepper(op)
 
     def cycle(V, packed, *rest):
         """One restart cycle: the previous restart (``packed``: the host's (ncv + 1) x
@@ -467,6 +484,11 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
         V, T, beta, *BV = loop(step, (V, T, beta, *BV), start, stop)
         return (V, *BV, torch.cat([T.reshape(-1), beta.to(dtype).reshape(1)]))
 
+    on_device = (traceable and not dtype.is_complex
+                 and capability(device_kind(device)).device_while)
+    if on_device and factors is not None and B is None and not getv0_op:
+        return _replayed_cycles(stepper, factors, v0, k, p, ncv, which, maxiter, tol, eps,
+                                finish, finish_key, shift)
     v = op(v0) if getv0_op else v0
     Bv = B(v) if B is not None else v
     nrm = bnorm(v, Bv)
@@ -477,7 +499,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
         BV = [torch.zeros_like(V)]
         BV[0][0] = Bv / nrm
     materialize = backend(device).materialize
-    if traceable and not dtype.is_complex and capability(device_kind(device)).device_while:
+    if on_device:
         return _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish)
     # one graph for every cycle: the first starts at step 0, the later ones at p.  The
     # step bounds are device data where device_loop takes them without a host read (XLA:
@@ -537,11 +559,56 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
 
 def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish):
     """The restart cycles as one ``device_loop`` (an XLA While leaving on the convergence
-    flag): a solve is one graph execution and one read.  The body is a cycle: the previous
+    flag): a solve is one graph execution and one read (``_cycles``)."""
+    device = V.device
+    theta, X, counts, finished = _cycles(
+        step, V, BV, k, p, ncv, which,
+        torch.tensor([maxiter], dtype=torch.int64, device=device), tol, eps, finish)
+    backend(device).materialize([X, theta, *finished, counts])
+    nconv, cycles = (int(c) for c in to_host(counts))
+    return theta, X, nconv, cycles, finished
+
+
+def _replayed_cycles(stepper, factors, v0, k, p, ncv, which, maxiter, tol, eps, finish,
+                     finish_key, shift):
+    """``_cycles_on_device`` for OP the device LU's solve (``factors``: its
+    ``traced_operator``: the factor tensors, the solve as their function, the analysis'
+    cache) as a replayed graph of the start vector, ``maxiter``, the shift and the
+    factors, kept in the analysis' cache: tracing the cycle and building its While each
+    call cost as much as running it (shift-invert at 10^4 unknowns on XLA)."""
+    tensors, apply, cache = factors
+    device, dtype = v0.device, v0.dtype
+    rdtype = real_dtype(dtype)
+    key = ("eigsh cycles", str(device), dtype, v0.shape[0], k, p, ncv, which, tol, eps,
+           finish_key, len(tensors))
+    if key not in cache:
+        def run(v0, maxiter, shift, *tensors):
+            step = stepper(lambda x: apply(tensors, x))
+            v = v0 / dot(v0, v0).real.abs().sqrt()
+            V = torch.cat([v[None], torch.zeros((ncv, v.shape[0]), dtype=dtype, device=device)])
+            theta, X, counts, finished = _cycles(
+                step, V, [], k, p, ncv, which, maxiter, tol, eps,
+                lambda theta, X: finish(theta, X, shift.reshape(())))
+            return (theta, X, counts, *finished)
+
+        # (fresh: the arguments are the caller's vector, new scalars and the factors)
+        cache[key] = backend(device).graph_function(run, fresh=True)
+    theta, X, counts, *finished = cache[key](
+        v0, torch.tensor([maxiter], dtype=torch.int64, device=device),
+        # (shape (1,): torch-xla makes an uploaded 0-d 0 or 1 a graph constant)
+        torch.tensor([float(shift)], dtype=rdtype, device=device), *tensors)
+    nconv, cycles = (int(c) for c in to_host(counts))
+    return theta, X, nconv, cycles, finished
+
+
+def _cycles(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish):
+    """The restart cycles as one ``device_loop`` leaving on the convergence flag, pending:
+    (theta, X, [nconv, cycles], finish(theta, X)).  The body is a cycle: the previous
     restart's rotation of the basis, the Lanczos steps (a nested While from ``start``: 0 in
     the first cycle, ``p`` after), then the projected eigenproblem on the device
-    (``_restart``).  ``maxiter`` is the While's bound, data: no graph depends on it.
-    ``finish(theta, X)`` (the results in the caller's order) joins the same graph."""
+    (``_restart``).  ``maxiter`` (an int64 tensor of one element) is the While's bound,
+    data: no graph depends on it.  ``finish(theta, X)`` (the results in the caller's
+    order) joins the same graph."""
     device, dtype = V.device, V.dtype
     loop = backend(device).device_loop
     nb = len(BV)
@@ -566,19 +633,14 @@ def _cycles_on_device(step, V, BV, k, p, ncv, which, maxiter, tol, eps, finish):
     T = torch.zeros((ncv, ncv), dtype=dtype, device=device)
     carry = (V, *BV, Sk, T, zero[0].clone(), zero[0].clone(), zero[0].clone(),
              torch.tensor(False, device=device))
-    out = loop(cycle, carry, 0, torch.tensor([maxiter], dtype=torch.int64, device=device),
-               until=len(carry) - 1)
+    out = loop(cycle, carry, 0, maxiter, until=len(carry) - 1)
     V = out[0]
     Sk, T, _, cycles, nconv, _ = out[1 + nb:]
     # the restarted T has the kept Ritz values on its diagonal (a product, not a view: a
     # view would keep the loop's pending graph alive, and a later sync would run it again)
     theta = (T[:k, :k] * torch.eye(k, dtype=T.dtype, device=device)).sum(1)
     X = V[:ncv].mT @ Sk[:, :k]
-    counts = torch.stack([nconv, cycles])
-    finished = finish(theta, X)
-    backend(device).materialize([X, theta, *finished, counts])
-    nconv, cycles = (int(c) for c in to_host(counts))
-    return theta, X, nconv, cycles, finished
+    return theta, X, torch.stack([nconv, cycles]), finish(theta, X)
 
 
 def _rank(key):
