@@ -25,12 +25,13 @@ blocks' Schur complements ``F22 - F21 F11^-1 F12`` are added into their parents'
 (extend-add: one ``index_add`` with an index map of the analysis).  About n^1.5 work in
 2-D and n^2 in 3-D, as the supernodal and multifrontal codes do (decision 0007).
 
-Solves (device): forward through the groups (gather the pivots' right-hand sides,
-subtract their coupling from the update unknowns'), back in reverse (gather the update
-unknowns' solution, apply the pivot block's inverse): ``bmm`` with gathers and
-scatters, batched over fronts and right-hand sides, plus ``REFINE`` steps of iterative
-refinement with the original entries (SuperLU_DIST's static pivoting plus refinement),
-one graph (replayed on XLA).
+Solves (device): forward through the groups (gather the pivots' right-hand sides, apply
+the pivot block's inverse, subtract their coupling from the update unknowns'), back in
+reverse (gather the update unknowns' solution, subtract its product with the stored
+``F11^-1 F12``, the Schur complement's factor; transposed: the other way round): ``bmm``
+with gathers and scatters, batched over fronts and right-hand sides, plus ``REFINE``
+steps of iterative refinement with the original entries (SuperLU_DIST's static pivoting
+plus refinement), one graph (replayed on XLA).
 """
 
 import math
@@ -463,7 +464,7 @@ def _graph(sym, key, device, make, fresh=False):
 
 def _segment_step(sym, groups, pivoting, dev):
     """The factorization's step over the consecutive ``groups`` (a range): (live, flags)
-    -> (live, flags, then F11, Xinv, F12, F21 of each group), ``live`` the flat buffer
+    -> (live, flags, then Xinv, U12 = Xinv F12, F21 of each group), ``live`` the flat buffer
     from the first group's fronts on (the next segment's after the step: a step copies
     the buffer it writes, so it carries only the fronts still to come); the first
     segment's takes the values instead and builds it."""
@@ -485,10 +486,11 @@ def _segment_step(sym, groups, pivoting, dev):
             F = live[:count * f * f].reshape(count, f, f)
             F11, F12, F21, F22 = F[:, :p, :p], F[:, :p, p:], F[:, p:, :p], F[:, p:, p:]
             Xinv, flag = checked_inverse(F11, pivoting, sym.on_device("probe", dev, h))
-            blocks += [F11.clone(), Xinv, F12.clone(), F21.clone()]
+            U12 = _mm(Xinv, F12) if u else F12.clone()
+            blocks += [Xinv, U12, F21.clone()]
             live = live[count * f * f:]
             if u:  # extend-add: the update matrices into their parents' fronts
-                S = F22 - _mm(F21, _mm(Xinv, F12))
+                S = F22 - _mm(F21, U12)
                 live = live.index_add(0, sym.on_device("extend", dev, h), S.reshape(-1))
             flags = flags + flag
         return (live, flags, *blocks)
@@ -501,8 +503,10 @@ SEGMENT = 4  # groups factorized by one graph (a bound on its size whatever the 
 
 def factor(sym, data, pivoting=True):
     """Numeric factorization with values ``data`` (the pattern's storage order) on data's
-    device: (levels, flags); levels per group the Schur-updated pivot blocks, their
-    inverses and the coupling blocks (F11, Xinv, F12, F21); flags [nonzero when a pivot
+    device: (levels, flags); levels per group the inverses of the Schur-updated pivot
+    blocks, the upper coupling blocks times them and the lower coupling blocks (Xinv,
+    U12 = Xinv F12, F21: the solve's products; U12 is the Schur complement's too);
+    flags [nonzero when a pivot
     block was singular, nonzero when an inverse computed without ``pivoting`` failed its
     check (factorize again with pivoting)].  One graph per ``SEGMENT`` groups."""
     dev = data.device
@@ -527,28 +531,32 @@ def _solve_permuted(sym, levels, z, trans):
     n, k = z.shape
     pad = torch.zeros((2, k), dtype=z.dtype, device=dev)  # n: reads zero, n + 1: trash
     z = torch.cat([z, pad])
+    # three products per group (each inverse applied once): a block row of B is
+    # F11 [I U12], the rows below it couple through F21
     ys = []
-    for h, (_, Xinv, F12, F21) in enumerate(levels):
+    for h, (Xinv, U12, F21) in enumerate(levels):
         g = sym.groups[h]
         piv = sym.on_device("pivots", dev, h)
         upd = sym.on_device("update", dev, h)
         zp = z.index_select(0, piv.reshape(-1)).reshape(g["count"], g["p"], k)
-        ys.append(zp)
+        yp = zp if trans else _mm(Xinv, zp)
+        ys.append(yp)
         if g["u"]:
-            c = _mm(F12.mT, _mm(Xinv.mT, zp)) if trans else _mm(F21, _mm(Xinv, zp))
+            c = _mm(U12.mT, yp) if trans else _mm(F21, yp)
             dest = torch.where(upd == n, n + 1, upd).reshape(-1)
             z = z.index_add(0, dest, -c.reshape(-1, k))
     x = torch.zeros((n + 2, k), dtype=z.dtype, device=dev)
     for h in reversed(range(len(levels))):
-        _, Xinv, F12, F21 = levels[h]
+        Xinv, U12, F21 = levels[h]
         g = sym.groups[h]
         piv = sym.on_device("pivots", dev, h)
         upd = sym.on_device("update", dev, h)
-        rhs = ys[h]
+        xp = ys[h]
         if g["u"]:
             xu = x.index_select(0, upd.reshape(-1)).reshape(g["count"], g["u"], k)
-            rhs = rhs - _mm(F21.mT if trans else F12, xu)
-        xp = _mm(Xinv.mT if trans else Xinv, rhs)
+            xp = xp - _mm(F21.mT if trans else U12, xu)
+        if trans:
+            xp = _mm(Xinv.mT, xp)
         dest = torch.where(piv == n, n + 1, piv).reshape(-1)
         x = x.index_put((dest,), xp.reshape(-1, k))
     return x[:n]
@@ -591,7 +599,7 @@ def solve_operator(sym, levels, data):
 
 
 def _unflat(blocks):
-    return [tuple(blocks[i:i + 4]) for i in range(0, len(blocks), 4)]
+    return [tuple(blocks[i:i + 3]) for i in range(0, len(blocks), 3)]
 
 
 def _solve(sym, levels, data, b, t, refine):
