@@ -449,6 +449,28 @@ def test_eigsh_shift_invert_xla_graph_counts(xla_device, monkeypatch):
     assert _aten_fallbacks() == fallbacks
 
 
+@pytest.mark.xla
+def test_eigsh_shift_invert_xla_replay_takes_new_shifts(xla_device):
+    """The replayed restart cycles of shift-invert (kept with the shifted matrix's
+    analysis) take the shift, the start vector and the factors as data: later shifts and
+    start vectors of the same matrix give SciPy's eigenpairs, without compiling the
+    cycles again."""
+    from trnscipy._metrics import xla_counts
+
+    A = _poisson(6)
+    Ad = _dev(A, xla_device)
+    rng = np.random.default_rng(3)
+    tsl.eigsh(Ad, 3, sigma=0.0, ncv=8)
+    for sigma in (0.7, 2.5):
+        v0 = rng.uniform(-1, 1, A.shape[0])
+        w_ref = spla.eigsh(A, 3, sigma=sigma, ncv=8, v0=v0)[0]
+        with xla_counts() as counts:
+            w, X = tsl.eigsh(Ad, 3, sigma=sigma, ncv=8, v0=_dev(v0, xla_device))
+        _check_pairs(A, None, w, X, w_ref, np.float64)
+        # (a new shift may compile the shifted values' graph, not the cycles')
+        assert counts.compilations <= 1, (sigma, counts)
+
+
 # -- must show: 2-D Poisson, 10^4 unknowns, strict mode on XLA ----------------------------------
 
 @pytest.mark.xla
