@@ -421,8 +421,8 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
     Real traceable problems on ``device_while`` devices run all cycles as one device loop
     instead (``_cycles_on_device``); where OP is the device LU's solve alone (``factors``:
     its ``traced_operator``; ``finish_key`` names ``finish(theta, X, shift)``, ``shift``
-    its last argument here), that loop is a graph of the
-    factors, replayed for every later factorization of the pattern (``_replayed_cycles``).
+    its last argument here), that loop is a graph of the factors, replayed for every
+    later factorization of the pattern (``_replayed_cycles``).
     """
     device, dtype = v0.device, v0.dtype
     rdtype = real_dtype(dtype)
