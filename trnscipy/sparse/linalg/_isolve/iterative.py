@@ -220,7 +220,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, rmatvec = system.matvec, system.A.rmatvec
+    matvec, rmatvec = system.matvec, system.operator.rmatvec
     psolve, rpsolve, tol = system.psolve, system.rpsolve, system.tol
     rhotol = _tiny(system, 2)
 
@@ -313,7 +313,7 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
     system = _setup("qmr", A, b, x0, atol, rtol, None, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    Aop, tol, device = system.A, system.tol, system.device
+    Aop, tol, device = system.operator, system.tol, system.device
     if M1 is None and M2 is None:
         if hasattr(A_, "psolve"):
             M1 = LinearOperator(Aop.shape, matvec=lambda v: A_.psolve(v, "left"),

@@ -140,18 +140,25 @@ def _coerce(a, b):
 
 
 class System:
-    """The device system: operators A and M (as functions on tensors), x, b.  ``traceable``:
-    both are matrices (or marked ``pure_tensor_code``), so their products can be traced
-    into a device loop (a user's operator may cut graphs or read on the host)."""
+    """The device system: A and M (None: the identity), x, b; ``matvec`` applies A.  A is
+    the matrix itself where it is a device matrix of the system's dtype (its products are
+    ``A @ x``, no operator is made), else an operator.  ``traceable``: both are matrices
+    (or marked ``pure_tensor_code``), so their products can be traced into a device loop
+    (a user's operator may cut graphs or read on the host)."""
 
     def __init__(self, A, M, x, b, device):
         self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
         self.traceable = traceable(A, M)
         self.dtype = b.dtype
-        self.matvec = _fast_matvec(A, b.dtype)
+        self.matvec = A.__matmul__ if _is_matrix(A, device) else _fast_matvec(A, b.dtype)
         self.np_dtype = np.dtype(_torch_to_char(b.dtype))
         self.eps = float(np.finfo(self.np_dtype).eps)
         self.n = b.shape[0]
+
+    @property
+    def operator(self):
+        """A as a LinearOperator (bicg's rmatvec, qmr's shape and products)."""
+        return as_operator(self.A, self.device)
 
 
 def traceable(*ops):
@@ -162,8 +169,17 @@ def traceable(*ops):
     ``host_effects``)."""
     from trnscipy.sparse.linalg._interface import MatrixLinearOperator
 
-    return all(op is None or type(op) is MatrixLinearOperator
+    return all(op is None or _is_matrix(op) or type(op) is MatrixLinearOperator
                or getattr(op, "pure_tensor_code", False) for op in ops)
+
+
+def _is_matrix(A, device=None):
+    """A 2-D tensor or device sparse container (on ``device`` where given): a matrix the
+    solvers apply as ``A @ x``."""
+    matrix = (is_torch_array(A) or (getattr(A, "_trnscipy_device_object", False)
+                                    and getattr(A, "format", None) is not None))
+    return (matrix and getattr(A, "ndim", None) == 2
+            and (device is None or A.device == device))
 
 
 def _torch_to_char(dtype):
@@ -185,8 +201,6 @@ def make_system(A, M, x0, b):
     whose M is None for the identity.  Differs from SciPy: an x0 string other than 'Mb'
     is a ValueError (SciPy fails with UnboundLocalError).
     """
-    from array_api_compat import is_torch_array
-
     from trnscipy._dtypes import to_torch_dtype
 
     A_ = A
@@ -195,7 +209,9 @@ def make_system(A, M, x0, b):
     else:
         device = getattr(A, "device", None) or torch.device("cpu")
         b = torch.as_tensor(np.asarray(b), device=device)
-    A = as_operator(A, device)
+    matrix = _is_matrix(A, device)
+    if not matrix:
+        A = as_operator(A, device)
     check_square(A.shape)
     N = A.shape[0]
     check_vector(A.shape, "b", b.shape)
@@ -203,12 +219,17 @@ def make_system(A, M, x0, b):
     if bchar not in "fdFD":
         b = b.to(torch.float64)
         bchar = "d"
-    if A.dtype is not None:
+    if matrix:
+        achar = _torch_to_char(A.dtype) if is_torch_array(A) else A.dtype.char
+    elif A.dtype is not None:
         achar = A.dtype.char
     else:
         achar = _torch_to_char(A.matvec(b).dtype)
-    xtype = to_torch_dtype(np.dtype(_coerce(achar, bchar)))
+    xchar = _coerce(achar, bchar)
+    xtype = to_torch_dtype(np.dtype(xchar))
     b = b.to(xtype).reshape(-1)
+    if matrix and achar != xchar:  # the operator promotes A's values for the products
+        A = as_operator(A, device)
 
     if M is None:
         psolve = getattr(A_, "psolve", None)
@@ -223,10 +244,11 @@ def make_system(A, M, x0, b):
         if A.shape != M.shape:
             raise ValueError("matrix and preconditioner have different shapes")
 
-    from trnscipy.sparse.linalg._interface import announce_host_operators
+    operators = [op for op in (A, M) if op is not None and not _is_matrix(op)]
+    if operators and not host_reads_free(device):  # on the CPU a host operator copies nothing
+        from trnscipy.sparse.linalg._interface import announce_host_operators
 
-    if not host_reads_free(device):  # on the CPU a host operator copies nothing
-        announce_host_operators("scipy.sparse.linalg.LinearOperator", A, M)
+        announce_host_operators("scipy.sparse.linalg.LinearOperator", *operators)
     if x0 is None:
         x = torch.zeros(N, dtype=xtype, device=device)
     elif isinstance(x0, str):
