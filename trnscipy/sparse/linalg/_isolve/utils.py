@@ -14,6 +14,7 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 """
 
 import functools
+import math
 import warnings
 
 import numpy as np
@@ -30,7 +31,7 @@ from trnscipy._transfer import to_host
 
 __all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "check_square",
            "check_vector", "gmres_callback_type", "run", "sync", "host_reads_free", "dot",
-           "inner", "norm", "traceable"]
+           "inner", "norm", "traceable", "Local", "HostStep", "HostScalars", "TorchScalars"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -425,6 +426,104 @@ class _LazyStep:
     def carry(self, new, old):
         """A scalar of the carry (unmasked: only the iterate is kept at the stop)."""
         return new
+
+
+# ---- the vector spaces the iterations run in ------------------------------------------------
+#
+# An iteration (``iterative.cg_iteration``, ``bicgstab_iteration``, ``gmres_cycle``,
+# ``minres.minres_iteration``) touches its vectors only through ``V``, the space
+# (``V.matvec``, ``V.psolve``, ``V.dot``, ``V.norm``, ``V.dots``: several inner products in
+# one reduction; ``V.scalars``: arithmetic on what they return), and ``s``, the step (the
+# updates and stop flags: ``_EagerStep``, ``_LazyStep``, ``HostStep``, ``_refine``'s).
+# ``Local`` is one device's tensors (the double-float cg too, on its float32 parts); the
+# distributed solvers' space is ``trnscipy.distributed._isolve.System``.
+
+class TorchScalars:
+    """Arithmetic on a space's scalars where they are 0-d tensors (no host read).  Methods,
+    not torch's functions as attributes: importing trnscipy must not import torch."""
+
+    @staticmethod
+    def sqrt(a):
+        return torch.sqrt(a)
+
+    @staticmethod
+    def where(cond, a, b):
+        return torch.where(cond, a, b)
+
+    @staticmethod
+    def maximum(a, b):
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return torch.minimum(a, b)
+
+    @staticmethod
+    def clamp_min(a, lo):
+        return torch.clamp(a, min=lo)
+
+
+class HostScalars:
+    """The same on host numbers (a distributed solve's all-reduced sums)."""
+
+    sqrt = staticmethod(math.sqrt)
+    maximum = clamp_min = staticmethod(max)
+    minimum = staticmethod(min)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+
+class Local:
+    """Tensors on one device: products given as functions, inner products through the
+    device's ``inner`` kernel (0-d device tensors), or ``dot`` where given."""
+
+    scalars = TorchScalars
+
+    def __init__(self, matvec, psolve, device=None, dot=None):
+        self.matvec, self.psolve, self.device = matvec, psolve, device
+        if dot is not None:
+            self.dot = dot
+
+    dot = staticmethod(dot)
+    norm = staticmethod(norm)
+
+    def dots(self, *pairs):
+        return [self.dot(a, b) for a, b in pairs]
+
+    def sync(self):
+        """Cut the pending graph before host reads (XLA with a callback)."""
+        sync(self.device)
+
+    @staticmethod
+    def gram_schmidt(w, basis):
+        """w orthogonalized against the rows of ``basis`` by classical Gram-Schmidt twice
+        (SciPy: modified; equal in exact arithmetic): (||w|| before, the projections as
+        host numbers, w after, ||w|| after)."""
+        h0 = float(norm(w))
+        h = basis.conj() @ w
+        w = w - h @ basis
+        h2 = basis.conj() @ w
+        w = w - h2 @ basis
+        return h0, (h + h2).tolist(), w, float(norm(w))
+
+
+class HostStep(_EagerStep):
+    """An eager step whose scalars are host numbers (a distributed solve's all-reduced
+    sums): in-place updates with ``alpha=``."""
+
+    def axpy(self, y, a, x):
+        if self.live:
+            y.add_(x, alpha=a)
+        return y
+
+    def update(self, y, a, x):
+        return y.add_(x, alpha=a)
+
+    def xpay(self, x, a, y):
+        return y.mul_(a).add_(x)
+
 
 
 def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
