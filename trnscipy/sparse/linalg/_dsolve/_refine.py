@@ -52,7 +52,8 @@ from trnscipy._kernels import _df, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine
 from trnscipy.sparse.linalg._dsolve import _ilu, _triangular
-from trnscipy.sparse.linalg._dsolve._devicelu import DeviceILU, DeviceLU, device_factor, device_ilu
+from trnscipy.sparse.linalg._dsolve._ilu import DeviceILU, device_ilu
+from trnscipy.sparse.linalg._dsolve._multifrontal import DeviceLU, device_factor
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
 
