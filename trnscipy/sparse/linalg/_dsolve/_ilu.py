@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as _sp
 
 from trnscipy._dtypes import absolute, divide, to_numpy_dtype
-from trnscipy._kernels import backend, register
+from trnscipy._kernels import _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._dsolve import _triangular
@@ -189,7 +189,7 @@ def _depth(sym):
 
 def symbolic(A, fill_factor):
     """The analysis of ``A``'s pattern, cached on ``A`` per ``fill_factor``."""
-    return _triangular.pattern_analysis(
+    return _plan.pattern_analysis(
         A, "ilu_symbolic", fill_factor,
         lambda n, row, col: IluSymbolic(n, row, col, fill_factor))
 

@@ -48,10 +48,9 @@ from trnscipy._capabilities import declare, runs_on_device
 from trnscipy._device import device_kind
 from trnscipy._dispatch import find_device
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
-from trnscipy._kernels import backend, kernel, register
+from trnscipy._kernels import _plan, backend, kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, to_host
-from trnscipy.sparse.linalg._dsolve import _triangular
 
 __all__ = ["DeviceLU", "Symbolic", "device_factor", "export", "factor", "solve", "symbolic"]
 
@@ -177,8 +176,8 @@ def symbolic(A, natural=False):
     per ordering (``natural``: the columns in their own order, SciPy's
     ``permc_spec="NATURAL"``; else a nested dissection) while it holds the same index
     tensors."""
-    return _triangular.pattern_analysis(A, "lu_symbolic", natural,
-                                        lambda n, row, col: Symbolic(n, row, col, natural))
+    return _plan.pattern_analysis(A, "lu_symbolic", natural,
+                                  lambda n, row, col: Symbolic(n, row, col, natural))
 
 
 def _row_matching(n, row, col):

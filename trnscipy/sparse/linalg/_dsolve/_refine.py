@@ -48,7 +48,7 @@ from numpy.linalg import LinAlgError
 from trnscipy import _transfer
 from trnscipy._dtypes import abs_max
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, backend, register
+from trnscipy._kernels import _df, _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine
 from trnscipy.sparse.linalg._dsolve import _ilu, _triangular
@@ -176,7 +176,7 @@ def _df_triangle(A, lower, unit_diagonal):
         return (_df.RowPadded((n, n), row[keep], col[keep], pos[keep], device),
                 _df.RowPadded((n, n), row[on_diag], col[on_diag], pos[on_diag], device))
 
-    return _triangular.pattern_analysis(A, "df_triangle", (lower, unit_diagonal), analyse)
+    return _plan.pattern_analysis(A, "df_triangle", (lower, unit_diagonal), analyse)
 
 
 @register("sparse.linalg.ilu", "neuron")
