@@ -100,7 +100,7 @@ def pattern_analysis(A, name, key, analyse):
         indptr = to_host(A.indptr).astype(np.int64)
         major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
         minor = to_host(A.indices).astype(np.int64)
-        row, col = (major, minor) if A.format == "csr" else (minor, major)
+        row, col = A._swap((major, minor))  # (the container knows its orientation)
         return analyse(A.shape[0], row, col)
 
     return prepared(A, None, (name, key), build, STRUCTURE)
