@@ -69,7 +69,9 @@ PROFILES = {
                   "xla_max_work": 1e4, "xla_shift_invert_max_n": 1e4, "tol": 1e-6},
         "double_float": {"krylov": [("cg", 100), ("gmres", 100)],
                          "dense": {"solve": [256, 1024], "cholesky": [256, 1024],
-                                   "eigh": [256, 1024]}},
+                                   "eigh": [256, 1024]},
+                         "families": {"poisson": [100], "lsq": [(3000, 800, 0.005)],
+                                      "expm_grid": [100]}},
         "defer": {"n": 4, "grid": 4},
         # first calls in fresh processes (bench/_cold_start.py); per child a wall-clock
         # limit and an RSS cap: spilu + gmres at 10^4 outgrew 24 GB (issue 26), its row

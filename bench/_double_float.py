@@ -4,9 +4,11 @@ arithmetic only) versus the plain float32 solve of the same problem there (issue
 XLA lane only, under ``TRNSCIPY_EMULATE=neuron`` and ``TRNSCIPY_STRICT=1`` (a host
 fallback fails the row).  Krylov: cg and gmres on 2-D Poisson, float64 at rtol 1e-10 and
 1e-5 against float32 at rtol 1e-5 (float32 reaches no further).  Dense: solve, cholesky,
-eigh.  The ratio table divides the modelled trn1 times (bench/_model.py) of each float64
-row by its float32 row's; Poisson 10^6 is modelled from the 10^4 counts (see
-``krylov_scaled``), not run.
+eigh.  The other families (issue 27): spsolve, eigsh (largest and shift-invert), lobpcg,
+svds, lsqr, lsmr, expm_multiply, each float64 against the same call on float32 data.  The
+ratio table divides the modelled trn1 times (bench/_model.py) of each float64 row by its
+float32 row's; Poisson 10^6 is modelled from the 10^4 counts (see ``krylov_scaled``), not
+run.
 """
 
 import contextlib
@@ -24,7 +26,7 @@ from bench._sections import _relerr, _require_route, _scipy_iterations
 
 __all__ = ["double_float_cases", "double_float_table"]
 
-_TARGETS = {"krylov": 2.0, "dense": 1.5}
+_TARGETS = {"krylov": 2.0, "dense": 1.5, "family": 3.0}
 
 
 @contextlib.contextmanager
@@ -145,9 +147,89 @@ def _dense_cases(cfg, lanes):
                                12 if dtype == "float64" else 4))
 
 
+def _family_calls(cfg):
+    """(workload, operand builder, SciPy call, trnscipy call name, kwargs, check) of the
+    families beside Krylov and dense; check(ref, host, dtype) -> error / allowed error
+    (float64: the issue's must-show accuracy; float32: float32's reach)."""
+    from bench._lsq import _design, _laplacian
+
+    def rel(x, y):
+        return _relerr(x, y)
+
+    calls = []
+    for k in cfg.get("poisson", []):
+        A = poisson2d(k)
+        b = np.random.default_rng(2).standard_normal(A.shape[0])
+        X = np.random.default_rng(6).standard_normal((A.shape[0], 4))
+        name = f"poisson2d {k}x{k}"
+
+        def residual(ref, host, dtype, A=A, b=b):
+            r = np.linalg.norm(b - A @ np.asarray(host, np.float64)) / np.linalg.norm(b)
+            return r / (1e-12 if dtype == "float64" else 1e-4)
+
+        def values(ref, host, dtype):
+            err = rel(np.sort(ref[0] if isinstance(ref, tuple) else ref),
+                      np.sort(host[0] if isinstance(host, tuple) else host))
+            return err / (1e-10 if dtype == "float64" else 1e-4)
+
+        calls += [
+            (f"spsolve {name}", (A, b), "spsolve", {}, residual),
+            (f"eigsh k=6 LA {name}", (A,), "eigsh", {"k": 6, "which": "LA"}, values),
+            (f"eigsh k=6 sigma=0 {name}", (A,), "eigsh", {"k": 6, "sigma": 0}, values),
+            (f"lobpcg k=4 {name}", (A, X), "lobpcg", {"maxiter": 300}, values),
+        ]
+    for m, n, density in cfg.get("lsq", []):
+        A, b = _design(m, n, density)
+
+        def solution(ref, host, dtype):
+            return rel(ref[0], host[0]) / (1e-8 if dtype == "float64" else 1e-3)
+
+        def singular(ref, host, dtype):
+            return rel(np.sort(ref), np.sort(host)) / (1e-10 if dtype == "float64" else 1e-4)
+
+        tols = {"atol": 1e-10, "btol": 1e-10}
+        calls += [(f"svds k=5 {m}x{n}", (A,), "svds", {"k": 5, "return_singular_vectors": False},
+                   singular),
+                  (f"lsqr {m}x{n}", (A, b), "lsqr", tols, solution),
+                  (f"lsmr {m}x{n}", (A, b), "lsmr", tols, solution)]
+    for k in cfg.get("expm_grid", []):
+        L = -_laplacian(k)
+        b = np.zeros(k * k)
+        b[k * k // 2 + k // 2] = 1.0
+        calls.append((f"expm_multiply grid Laplacian {k}x{k}", (L, b), "expm_multiply", {},
+                      lambda ref, host, dtype: rel(ref, host) / (
+                          1e-10 if dtype == "float64" else 1e-4)))
+    return calls
+
+
+def _family_cases(cfg, lanes):
+    import trnscipy.sparse.linalg as tspla
+
+    xla = [lane for lane in lanes if lane.name == "trn_xla"]
+    for workload, operands, name, kw, check in _family_calls(cfg):
+        for dtype in ("float64", "float32"):
+            args = tuple(a.astype(dtype) for a in operands)
+            kw_d = dict(kw)
+            if name == "lobpcg" and dtype == "float32":
+                kw_d["tol"] = 1e-3  # (SciPy's default, sqrt(eps) n, stops at iteration 0)
+            scipy_call, trn_call = getattr(spla, name), getattr(tspla, name)
+            builders = {"scipy": lambda f=scipy_call, a=args, kw=kw_d: (lambda: f(*a, **kw))}
+            for lane in xla:
+                builders["trn_xla"] = _builder(
+                    trn_call, lambda *a, f=trn_call, kw=kw_d: f(*a, **kw), args, lane.device)
+            A = args[0]
+            value = 12 if dtype == "float64" else 4  # (double-float: hi, lo and a tail)
+            yield Case("double_float", workload, {"unknowns": A.shape[0], "dtype": dtype,
+                                                  "family": name},
+                       builders, check=lambda ref, host, c=check, d=dtype: c(ref, host, d),
+                       tol=1.0, bytes_moved=A.nnz * (value + 4) + sum(
+                           a.size * value for a in args[1:]))
+
+
 def double_float_cases(cfg, lanes):
     yield from _krylov_cases(cfg, lanes)
     yield from _dense_cases(cfg, lanes)
+    yield from _family_cases(cfg.get("families", {}), lanes)
 
 
 # ---------------------------------------------------------------- the ratio table
@@ -183,7 +265,8 @@ def double_float_table(rows):
 
     def line(row, base, size, counts, bytes_moved, base_counts, base_bytes, note=""):
         m, m32 = modelled_seconds(counts, bytes_moved), modelled_seconds(base_counts, base_bytes)
-        kind = "krylov" if "rtol" in row["params"] else "dense"
+        kind = ("family" if "family" in row["params"] else
+                "krylov" if "rtol" in row["params"] else "dense")
         ratio = [m[b] / m32[b] for b in ("low", "high")]
         cold_df, cold_32 = _xla(row)["xla"]["cold"], _xla(base)["xla"]["cold"]
         # (a row whose graphs an earlier row compiled has no cold figure of its own)

@@ -19,11 +19,11 @@ import trnscipy.sparse
 import trnscipy.sparse.linalg  # noqa: F401  (imports every routed module)
 from trnscipy import DeviceFallbackWarning
 from trnscipy._capabilities import CAPABILITIES, declaration, declarations, declare, runs_on_device
-from trnscipy.sparse.linalg._dsolve import _devicelu, _superlu
+from trnscipy.sparse.linalg._dsolve import _multifrontal, _superlu
 
 # declared names that are not dispatch wrappers: SuperLU's solve and its L/U export, each
 # declared beside the code that asks for it
-METHOD_NAMES = {_superlu.SOLVE: _superlu.SuperLU, _devicelu.FACTORS: _devicelu.DeviceLU}
+METHOD_NAMES = {_superlu.SOLVE: _superlu.SuperLU, _multifrontal.FACTORS: _multifrontal.DeviceLU}
 
 DECLARED = declarations()
 NAMES = sorted(DECLARED)

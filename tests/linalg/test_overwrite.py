@@ -84,6 +84,15 @@ def test_overwrite_as_scipy_xla(xla_device, name, order):
     _check("xla", name, "d", order, 2 if name == "solve_b" else 1)
 
 
+
+@pytest.mark.xla
+@pytest.mark.parametrize("name", ["solve_a", "lu_solve", "inv", "cholesky"])
+def test_overwrite_float64_on_neuron(xla_device, emulate_neuron, monkeypatch, name):
+    """float64 on the emulated Neuron device (double-float, strict: no host fallback): the
+    exact parts are written back into the caller's array where SciPy's LAPACK writes."""
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    _check("xla", name, "d", "F", 1)
+
 def test_overwrite_keeps_gradients():
     """A result autograd tracks is not written into the caller's b (its graph would be
     lost); b without a gradient of its own is left as it was."""

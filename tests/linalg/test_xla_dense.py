@@ -106,6 +106,21 @@ def test_lu_singular(device):
     assert all(np.allclose(to_np(o), r) for o, r in zip(out, sl.lu(a), strict=True))
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_det_is_lapacks_lu_product(device, dtype):
+    """det as SciPy's: U's diagonal product signed by the row swaps, so an exactly
+    singular matrix gives exactly 0 (SciPy's TestDet::test_overwrite_a); complex too."""
+    rng = np.random.default_rng(22)
+    singular = np.arange(9).reshape(3, 3).astype(dtype)
+    stack = random(5, dtype, rng, m=5)[None].repeat(2, 0) * np.array([1, -2])[:, None, None]
+    with _on_device(device):
+        d0 = tl.det(tensor(singular, device))
+        d1 = tl.det(tensor(stack, device))
+    assert sl.det(singular) == 0 and to_np(d0) == 0
+    ref = sl.det(stack)
+    assert np.allclose(to_np(d1), ref, rtol=100 * eps(dtype), atol=0)
+
 def test_lu_bad_input(device):
     with pytest.raises(ValueError):
         tl.lu_factor(tensor(np.array([1.0, np.inf, 2.0, 3.0]).reshape(2, 2), device))

@@ -76,7 +76,7 @@ PROVIDERS = {
         "_decomp_update")),
     "sparse.linalg": tuple(f"trnscipy.sparse.linalg.{m}" for m in (
         "_dsolve.linsolve", "_dsolve._superlu", "_dsolve._triangular", "_dsolve._multifrontal",
-        "_dsolve._refine", "_norm", "_onenormest", "_refine_norm")),
+        "_dsolve._ilu", "_dsolve._refine", "_norm", "_onenormest", "_refine_norm")),
     # the solver strategies: SciPy's loop on CPU views, the torch loop, double-float on Neuron
     "krylov": ("trnscipy._kernels._cpu", "trnscipy.sparse.linalg._isolve.utils",
                "trnscipy.sparse.linalg._isolve._refine"),

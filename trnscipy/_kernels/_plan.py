@@ -17,9 +17,13 @@ same objects suffice.  ``clear(A)`` drops every entry; nothing else needs cleari
 
 import operator
 
-from trnscipy._torch import torch
+import numpy as np
 
-__all__ = ["STRUCTURE", "VALUES", "get", "put", "prepared", "carry", "clear"]
+from trnscipy._torch import torch
+from trnscipy._transfer import to_host
+
+__all__ = ["STRUCTURE", "VALUES", "get", "put", "prepared", "pattern_analysis", "carry",
+           "clear"]
 
 STRUCTURE = "structure"
 VALUES = "values"
@@ -85,6 +89,21 @@ def prepared(A, kind, name, build, scope=VALUES, shared=False):
     if value is None:
         value = put(A, kind, name, build(), scope, shared)
     return value
+
+
+def pattern_analysis(A, name, key, analyse):
+    """``analyse(n, row, col)`` of the pattern of ``A`` (a device CSR/CSC container), read
+    to the host once and kept as (``name``, ``key``) while A holds the same index tensors
+    (the LU, ILU and triangular analyses)."""
+
+    def build():
+        indptr = to_host(A.indptr).astype(np.int64)
+        major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+        minor = to_host(A.indices).astype(np.int64)
+        row, col = A._swap((major, minor))  # (the container knows its orientation)
+        return analyse(A.shape[0], row, col)
+
+    return prepared(A, None, (name, key), build, STRUCTURE)
 
 
 def carry(src, dst, *names):

@@ -2,12 +2,12 @@
 
 Vectors are this rank's rows (torch tensors); every inner product is a partial sum
 per rank, and the partial sums one step needs travel in one all_reduce (``System.sums``).
-cg is ``_krylov.cg_single_reduction`` (Chronopoulos and Gear's variant, written against
+cg is ``iterative.cg_single_reduction`` (Chronopoulos and Gear's variant, written against
 the shared vector space): z = M r and w = A z come first, then ||r||^2, (r, z) and (z, w)
 in a single all_reduce, so one reduction and one halo exchange per iteration, with
 SciPy's stopping test (||r|| < max(atol, rtol ||b||) at the top of each iteration) and
-SciPy's iteration count.  gmres runs ``_krylov.gmres_cycle`` (``System.gram_schmidt``: the
-projections in two all_reduces); bicgstab runs ``_krylov.bicgstab`` (||r|| with (r~, r)
+SciPy's iteration count.  gmres runs ``iterative.gmres_cycle`` (``System.gram_schmidt``: the
+projections in two all_reduces); bicgstab runs ``iterative.bicgstab_iteration`` (||r|| with (r~, r)
 and (t, r) with (t, t) fused: four all_reduces per iteration); minres follows SciPy's
 loop step for step.
 
@@ -29,8 +29,15 @@ from trnscipy._torch import torch
 from trnscipy.distributed import _comm
 from trnscipy.distributed._array import DistributedArray, check_same
 from trnscipy.distributed._matrix import DistributedMatrix
-from trnscipy.sparse.linalg._isolve import _krylov
+from trnscipy.sparse.linalg._isolve.iterative import (
+    bicgstab_iteration,
+    cg_single_reduction,
+    gmres_cycle,
+)
+from trnscipy.sparse.linalg._isolve.minres import minres_check, minres_iteration
 from trnscipy.sparse.linalg._isolve.utils import (
+    HostScalars,
+    HostStep,
     _coerce,
     check_atol,
     check_square,
@@ -43,9 +50,9 @@ __all__ = ["cg", "gmres", "bicgstab", "minres", "System"]
 
 class System:
     """A distributed system: A and M as functions on local tensors, x, b, reductions; the
-    vector space the shared iterations (``sparse.linalg._isolve._krylov``) run in."""
+    vector space the shared iterations (``sparse.linalg._isolve.iterative``, ``minres``) run in."""
 
-    scalars = _krylov.HostScalars  # all-reduced sums are host numbers
+    scalars = HostScalars  # all-reduced sums are host numbers
 
     def __init__(self, A, b, x0=None, M=None):
         if not isinstance(A, DistributedMatrix):
@@ -103,14 +110,14 @@ class System:
         return self.sums(_dot(a, b))[0]
 
     def dots(self, *pairs):
-        """conj(a).b for each pair, in one all_reduce (``_krylov``'s vector space)."""
+        """conj(a).b for each pair, in one all_reduce (the iterations' vector space)."""
         return self.sums(*(_sq(a) if a is b else _dot(a, b) for a, b in pairs))
 
     def sync(self):
         pass
 
     def gram_schmidt(self, w, basis):
-        """``_krylov.Local.gram_schmidt`` in two all_reduces (the projections) and one
+        """``utils.Local.gram_schmidt`` in two all_reduces (the projections) and one
         (||w|| after), ||w|| before travelling with the first."""
         first = self.sums(_sq(w), *(basis.conj() @ w))
         h0, h = math.sqrt(first[0].real), first[1:]
@@ -145,7 +152,7 @@ def _run(method, s, state, callback, *constants):
     place), SciPy's callback after each completed one: (x, info)."""
     xk = s.array(s.x)
     for iteration in range(s.maxiter):
-        step = _krylov.HostStep()
+        step = HostStep()
         state = method(s, step, state, iteration == 0, s.atol, *constants)
         if step.stopped:
             return xk, step.info
@@ -160,7 +167,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     if s.bnrm2 == 0:
         return s.array(s.b), 0
     state = (s.x, _residual(s), None, None, None, None)
-    return _run(_krylov.cg_single_reduction, s, state, callback)
+    return _run(cg_single_reduction, s, state, callback)
 
 
 @register_distributed(_scipy.bicgstab)
@@ -171,7 +178,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     tiny = s.eps ** 2
     r = _residual(s)
     state = (s.x, r, r.clone(), None, None, None, None, None)
-    return _run(_krylov.bicgstab, s, state, callback, tiny, tiny)
+    return _run(bicgstab_iteration, s, state, callback, tiny, tiny)
 
 
 @register_distributed(_scipy.gmres)
@@ -199,7 +206,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
         return callback_type == "legacy" and inner[0] == maxiter
 
     for _ in range(maxiter):
-        dx, presid, brk = _krylov.gmres_cycle(s, r, m, eps, s.dtype, ptol, on_step)
+        dx, presid, brk = gmres_cycle(s, r, m, eps, s.dtype, ptol, on_step)
         x.add_(dx)
         r = s.b - s.matvec(x)
         rnorm = s.norm(r)
@@ -217,7 +224,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
 @register_distributed(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):
-    """SciPy's minres, ``_krylov.minres`` on host numbers: three all_reduces per
+    """SciPy's minres, ``minres.minres_iteration`` on host numbers: three all_reduces per
     iteration (alpha, beta and ||x||).  ``show`` prints a short line per iteration on
     rank 0 only."""
     s = System(A, b, x0, M)
@@ -235,14 +242,14 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         return s.array(s.b), 0
     beta1 = math.sqrt(beta1)
     if check:
-        _krylov.minres_check(s, r1, y, eps)
+        minres_check(s, r1, y, eps)
     zero = torch.zeros_like(s.x)
     state = (s.x, r1, r1, y, zero, zero, beta1, 0.0, 0.0, 0.0, beta1, beta1, 0.0, 0.0, 0.0,
              float(np.finfo(s.np_dtype).max), -1.0, 0.0, 0)
     xk = s.array(s.x)
     for itn in range(1, maxiter + 1):
-        step = _krylov.HostStep()
-        state, e = _krylov.minres(s, step, state, itn == 1, beta1, shift, rtol, maxiter, eps)
+        step = HostStep()
+        state, e = minres_iteration(s, step, state, itn == 1, beta1, shift, rtol, maxiter, eps)
         xk.local = state[0]
         if show:
             print(f"{itn:6g} {e.test1:10.3e} {e.test2:10.3e} {e.Anorm:8.1e} {e.Acond:8.1e}")

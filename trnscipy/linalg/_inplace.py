@@ -6,18 +6,17 @@ tensor operand; offload writes the host array back (``_dispatch._written_back``)
 """
 
 from trnscipy._dispatch import contiguity
-from trnscipy._double_float import is_exact
 from trnscipy._torch import torch
 
 __all__ = ["reusable", "into", "result_in", "solved_in"]
 
 def reusable(x, dtype, order="F", ndims=(1, 2)):
-    """Whether SciPy would compute in ``x`` itself: a plain tensor (no autograd, not
-    double-float storage) of the LAPACK dtype ``dtype`` computed in, with ``ndims``
-    dimensions (None: any), contiguous in ``order`` ('F': column-major, as LAPACK's
-    matrices; 'C')."""
+    """Whether SciPy would compute in ``x`` itself: a tensor (no autograd; float64 held as
+    double-float on Neuron too: copying into its parts is exact) of the LAPACK dtype
+    ``dtype`` computed in, with ``ndims`` dimensions (None: any), contiguous in ``order``
+    ('F': column-major, as LAPACK's matrices; 'C')."""
     lapack = (torch.float32, torch.float64, torch.complex64, torch.complex128)
-    if (not torch.is_tensor(x) or is_exact(x) or x.dtype != dtype or dtype not in lapack
+    if (not torch.is_tensor(x) or x.dtype != dtype or dtype not in lapack
             or x.requires_grad or (ndims is not None and x.ndim not in ndims)):
         return False
     return contiguity(x)[order == "F"]

@@ -311,14 +311,6 @@ def _det(a):
     return torch.linalg.det(a)
 
 
-@register("linalg._det", "xla")
-def _det_xla(a):
-    if a.is_complex():
-        return _on_host("scipy.linalg.det", _COMPLEX_LU, _det, a)
-    sign, logabs = torch.linalg.slogdet(a)
-    return sign * torch.exp(logabs)
-
-
 @register("linalg._svd", "generic")
 def _svd(a, full_matrices, compute_uv):
     if compute_uv:

@@ -383,19 +383,19 @@ def test_factorization_that_cannot_fit_is_refused_before_it_runs(monkeypatch):
     """The device LU estimates its peak memory from the pattern's analysis and raises
     MemoryError with the estimate where the device has less free: never an OOM kill."""
     from trnscipy._kernels import backend
-    from trnscipy.sparse.linalg._dsolve import _devicelu
+    from trnscipy.sparse.linalg._dsolve import _multifrontal
 
     cpu = torch.device("cpu")
     assert backend(cpu).memory_available(cpu) > 0
     a = poisson3d(4)
     A = trnscipy.to_device(a, "cpu")
-    lu = _devicelu.device_factor(A)  # fits
+    lu = _multifrontal.device_factor(A)  # fits
     b = _rhs(a.shape[0], np.float64)
     np.testing.assert_allclose(trnscipy.to_host(lu.solve(trnscipy.to_device(b, "cpu"))),
                                spla.spsolve(a, b), rtol=1e-10)
     monkeypatch.setattr(backend(cpu), "memory_available", lambda device: 1000)
     with pytest.raises(MemoryError, match=r"64x64 matrix on cpu needs about .* GiB"):
-        _devicelu.device_factor(A)
+        _multifrontal.device_factor(A)
 
 
 def test_host_data_is_scipy_untouched():

@@ -388,14 +388,14 @@ def _count_factorizations(monkeypatch):
     (A - sigma M built on the device, its device LU factorization); asserts that the
     device factorization is used."""
     from trnscipy._metrics import xla_counts
-    from trnscipy.sparse.linalg import _dsolve
+    from trnscipy.sparse.linalg._dsolve import _multifrontal
     from trnscipy.sparse.linalg._eigen.arpack import arpack
 
     factored = []
-    real, real_factor = arpack._shift_invert, _dsolve.linsolve.device_factor
-    used = []
-    monkeypatch.setattr(_dsolve.linsolve, "device_factor",
-                        lambda A, *rest: (used.append(A.shape), real_factor(A, *rest))[1])
+    real, real_symbolic = arpack._shift_invert, _multifrontal.symbolic
+    used = []  # the device LU's analysis: once per factorization
+    monkeypatch.setattr(_multifrontal, "symbolic",
+                        lambda A, *rest: (used.append(A.shape), real_symbolic(A, *rest))[1])
 
     def counted(*args):
         with xla_counts() as counts:

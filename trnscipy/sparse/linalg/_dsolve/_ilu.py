@@ -30,12 +30,15 @@ factorization (``prepare``).
 import numpy as np
 import scipy.sparse as _sp
 
-from trnscipy._dtypes import absolute, divide
+from trnscipy._dtypes import absolute, divide, to_numpy_dtype
+from trnscipy._kernels import _plan, backend, register
 from trnscipy._torch import torch
+from trnscipy._transfer import to_host
 from trnscipy.sparse.linalg._dsolve import _triangular
-from trnscipy.sparse.linalg._dsolve._multifrontal import _row_matching
+from trnscipy.sparse.linalg._dsolve._multifrontal import DeviceLU, _row_matching
 
-__all__ = ["IluSymbolic", "symbolic", "factor", "dropped", "terms", "prepare", "solve"]
+__all__ = ["DeviceILU", "IluSymbolic", "device_ilu", "dropped", "factor", "prepare", "solve",
+           "symbolic", "terms"]
 
 KMAX = 8  # largest level of fill tried
 EXACT = 100  # patterns whose equations are at most this deep get the exact ILU
@@ -186,7 +189,7 @@ def _depth(sym):
 
 def symbolic(A, fill_factor):
     """The analysis of ``A``'s pattern, cached on ``A`` per ``fill_factor``."""
-    return _triangular.pattern_analysis(
+    return _plan.pattern_analysis(
         A, "ilu_symbolic", fill_factor,
         lambda n, row, col: IluSymbolic(n, row, col, fill_factor))
 
@@ -306,3 +309,87 @@ def export(sym, values, scale):
     U.sort_indices()
     L.sort_indices()
     return L, U, sym.inv_match.astype(np.int32), np.arange(n, dtype=np.int32)
+
+
+# ---- spilu's factorization object -------------------------------------------------------------
+
+@register("sparse.linalg.ilu", "generic")
+def device_ilu(A, drop_tol, fill_factor):
+    """spilu's incomplete LU of the device CSR/CSC container ``A`` on its device (on
+    Neuron, float64 data gets ``_refine``'s double-float factors);
+    RuntimeError("Factor is exactly singular") as SciPy's."""
+    sym = symbolic(A, fill_factor)
+    if sym.singular:
+        raise RuntimeError("Factor is exactly singular")
+    values, scale, singular = factor(sym, A.data, drop_tol)
+    tables = {which: prepare(sym, values, which) for which in ("L", "U")}
+    # the factors, the solves' tables and the flag in one graph: reading the flag alone
+    # would compute the factorization for it and leave the factors pending, to be traced
+    # again into the solve
+    backend(values.device).materialize(
+        [singular, values, scale] + [t for pair in tables.values() for t in pair if t is not None])
+    if int(to_host(singular)):  # one read: the singularity test
+        if sym.exact:
+            raise RuntimeError("Factor is exactly singular")
+        raise RuntimeError("spilu: the parallel ILU sweeps diverged (a non-finite or zero "
+                           "pivot; the matrix is far from diagonal dominance); use splu")
+    return DeviceILU(sym, values, scale, tables)
+
+
+class DeviceILU(DeviceLU):
+    """Incomplete LU factors on a device (``spilu``) with SciPy SuperLU's interface.
+
+    ``L``, ``U``, ``perm_r`` and ``perm_c`` satisfy ``Pr A Pc ~ L U`` (``perm_c`` the
+    identity, ``perm_r`` the static row pivoting, L with a unit diagonal); assembled on
+    the host on first access (warned off the CPU kind).  ``nnz`` is ``L.nnz + U.nnz``,
+    counted on the device.  ``solve`` applies the factors (no refinement)."""
+
+    _vectors = False  # ``_solve`` takes 2-D right-hand sides
+    traced_operator = None  # (its solve reads tables kept on the object)
+
+    def __init__(self, sym, values, scale, tables=None):
+        self._sym, self._values, self._scale = sym, values, scale
+        self._tables = dict(tables or {})
+        self.device = values.device
+        self.dtype = to_numpy_dtype(values.dtype)
+        self.shape = (sym.n, sym.n)
+        self._factors = None
+
+    def __repr__(self):
+        return f"<DeviceILU {self.shape[0]}x{self.shape[1]} on {self.device}>"
+
+    def _table(self, which):
+        """The padded coefficient tables of one triangular solve, computed on first use
+        (the transposed solves') as device data: a caller's device loop then reads them
+        as inputs instead of recomputing them in every step."""
+        if which not in self._tables:
+            tables = prepare(self._sym, self._values, which)
+            backend(self.device).materialize([t for t in tables if t is not None])
+            self._tables[which] = tables
+        return self._tables[which]
+
+    def solve(self, rhs, trans="N"):
+        """x with op(A) x = rhs for the incomplete factors (``DeviceLU.solve``)."""
+        return super().solve(rhs, trans)
+
+    # SciPy's checks read shapes and dtypes only, the substitutions are device loops: a
+    # LinearOperator of this solve traces into a Krylov solver's device loop
+    solve.pure_tensor_code = True
+
+    def _solve(self, b, trans):
+        for which in (("L", "U") if trans == "N" else ("UT", "LT")):
+            self._table(which)  # outside the solve's graph
+        return solve(self._sym, self._values, self._scale, b, trans, self._table)
+
+    def _traced(self, b):
+        return self._solve(b, "N")  # no graph cuts
+
+    def to(self, device):
+        return DeviceILU(self._sym, self._values.to(device), self._scale.to(device))
+
+    def _export(self):
+        return export(self._sym, self._values, self._scale)
+
+    @property
+    def nnz(self):
+        return int(to_host((self._values != 0).sum())) + self.shape[0]

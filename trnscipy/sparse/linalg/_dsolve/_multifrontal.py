@@ -32,19 +32,29 @@ reverse (gather the update unknowns' solution, subtract its product with the sto
 with gathers and scatters, batched over fronts and right-hand sides, plus ``REFINE``
 steps of iterative refinement with the original entries (SuperLU_DIST's static pivoting
 plus refinement), one graph (replayed on XLA).
+
+``device_factor`` runs the three for splu and spsolve and returns a ``DeviceLU``, the
+factors with SciPy SuperLU's interface (end of this module).
 """
 
 import math
 
 import numpy as np
 import scipy.sparse as _sp
+from array_api_compat import is_torch_array
 from scipy.sparse import csgraph as _csgraph
 
-from trnscipy._kernels import backend, kernel, register
+from trnscipy import _autograd
+from trnscipy._capabilities import declare, runs_on_device
+from trnscipy._device import device_kind
+from trnscipy._dispatch import find_device
+from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
+from trnscipy._kernels import _plan, backend, kernel, register
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._dsolve import _triangular
+from trnscipy._transfer import _to_device, to_host
 
-__all__ = ["Symbolic", "symbolic", "factor", "solve", "solve_operator", "export"]
+__all__ = ["DeviceLU", "Symbolic", "device_factor", "export", "factor", "solve",
+           "solve_operator", "symbolic"]
 
 LEAF = 16  # unknowns below which a part is not dissected further
 REFINE = 1  # steps of iterative refinement in every solve
@@ -168,8 +178,8 @@ def symbolic(A, natural=False):
     per ordering (``natural``: the columns in their own order, SciPy's
     ``permc_spec="NATURAL"``; else a nested dissection) while it holds the same index
     tensors."""
-    return _triangular.pattern_analysis(A, "lu_symbolic", natural,
-                                        lambda n, row, col: Symbolic(n, row, col, natural))
+    return _plan.pattern_analysis(A, "lu_symbolic", natural,
+                                  lambda n, row, col: Symbolic(n, row, col, natural))
 
 
 def _row_matching(n, row, col):
@@ -693,3 +703,190 @@ def to_numpy(t):
     from trnscipy._transfer import to_host
 
     return np.asarray(to_host(t))
+
+
+# ---- the factorization object (splu's and spsolve's) ----------------------------------------
+#
+# ``DeviceLU``: SciPy SuperLU's interface over these factors.  ``L``, ``U``, ``perm_r`` and
+# ``perm_c`` satisfy ``Pr A Pc = L U`` as SciPy's do, with this factorization's
+# permutations (not SuperLU's), and ``L``/``U`` hold the dense blocks' explicit zeros;
+# they are assembled on the host on first access (warned off the CPU kind).  ``solve``
+# runs on the device and adds ``REFINE`` steps of iterative refinement with the matrix.
+# ``spilu``'s ``DeviceILU`` (``_ilu``) has the same interface over incomplete factors.
+
+FACTORS = "scipy.sparse.linalg.SuperLU.L"  # the capability table's name for the export
+declare(FACTORS, host=("cuda", "xla", "neuron"),
+        why="L, U, perm_r and perm_c are assembled from the blocks on the host")
+
+
+@register("sparse.linalg.factor", "generic")
+def device_factor(A, natural=False):
+    """Factorize the device CSR/CSC container ``A`` (square, floating dtype) on its device
+    (``natural``: in the columns' own order, SciPy's ``permc_spec="NATURAL"``): splu's and
+    spsolve's factorization (``kernel("sparse.linalg.factor")``; on Neuron, float64 data
+    gets ``_refine``'s refined float32 factors).
+    RuntimeError("Factor is exactly singular") as SciPy's."""
+    sym = symbolic(A, natural)
+    if sym.singular:
+        raise RuntimeError("Factor is exactly singular")
+    data = A.data
+    _check_memory(sym, data)
+    # without pivoting inside the blocks where the device has a cheaper inverse for that
+    # (checked; once more with pivoting where the check fails)
+    levels, flags = factor(sym, data, pivoting=False)  # computed group by group
+    singular, unstable = to_host(flags).tolist()  # one read
+    if unstable:
+        levels, flags = factor(sym, data, pivoting=True)
+        singular = to_host(flags)[0]
+    if singular:
+        raise RuntimeError("Factor is exactly singular")
+    return DeviceLU(sym, levels, data)
+
+
+def _check_memory(sym, data):
+    """MemoryError, with the estimate, before a factorization that cannot fit in the
+    device's free memory (never an out-of-memory kill halfway through)."""
+    need = sym.factor_bytes(data.element_size())
+    have = backend(data.device).memory_available(data.device)
+    if need > have:
+        gib = 2.0 ** 30
+        raise MemoryError(
+            f"the sparse LU of this {sym.n}x{sym.n} matrix on {data.device} needs about "
+            f"{need / gib:.1f} GiB (the dense fronts of its elimination order) and "
+            f"{have / gib:.1f} GiB is free there; SciPy's splu on "
+            "the host (NumPy/SciPy inputs) or an iterative solver needs less")
+
+
+class DeviceLU:
+    """LU factors on a device with SciPy SuperLU's interface."""
+
+    _trnscipy_device_object = True
+
+    def __init__(self, sym, levels, data):
+        self._sym, self._levels, self._data = sym, levels, data
+        self.device = data.device
+        self.dtype = to_numpy_dtype(data.dtype)
+        self.shape = (sym.n, sym.n)
+        self._factors = None
+
+    def __repr__(self):
+        return f"<DeviceLU {self.shape[0]}x{self.shape[1]} on {self.device}>"
+
+    def solve(self, rhs, trans="N"):
+        """x with op(A) x = rhs (op per ``trans``: 'N', 'T', 'H') on the factors' device;
+        SciPy's errors for a wrong shape, dtype or ``trans``."""
+        find_device((self, rhs))  # ValueError for a right-hand side on another device
+        if _autograd.wants_grad(rhs):  # implicit differentiation (trnscipy._autograd)
+            return _autograd.factorization_solve(self, None, rhs, trans)
+        if isinstance(rhs, np.ndarray):
+            rhs = _to_device(rhs, self.device, strict=True)
+        if not is_torch_array(rhs):
+            raise TypeError(f"argument 1 must be numpy.ndarray, not {type(rhs).__name__}")
+        if trans not in ("N", "T", "H"):
+            raise ValueError("trans must be N, T, or H")
+        if rhs.ndim > 2:
+            raise ValueError("object too deep for desired array")
+        rdtype = to_numpy_dtype(rhs.dtype)
+        if not np.can_cast(rdtype, self.dtype, "safe"):  # before the size, as SciPy
+            raise TypeError(f"Cannot cast array data from dtype('{rdtype}') to "
+                            f"dtype('{self.dtype}') according to the rule 'safe'")
+        if rhs.ndim == 0 or rhs.shape[0] != self.shape[0]:
+            raise ValueError("b is of incompatible size")
+        b = self._cast(rhs)
+        if self._vectors:  # (a reshape here would be one more graph execution)
+            return self._solve(b, trans)
+        return self._solve(b.reshape(b.shape[0], math.prod(b.shape[1:])), trans).reshape(rhs.shape)
+
+    _vectors = True  # ``_solve`` takes 1-D and 2-D right-hand sides
+
+    def _cast(self, rhs):
+        """``rhs`` as ``_solve`` takes it: in the factors' dtype (SciPy's cast)."""
+        return rhs.to(to_torch_dtype(self.dtype))
+
+    def _solve(self, b, trans):
+        return solve(self._sym, self._levels, self._data, b, trans)
+
+    def traced_solve(self, b):
+        """A^-1 b for a vector ``b`` of the factors' dtype and device as pure tensor code
+        (no checks, no graph cuts, no host reads): a step of a caller's graph."""
+        return self._traced(b.reshape(-1, 1)).reshape(-1)
+
+    def _traced(self, b):
+        return solve(self._sym, self._levels, self._data, b, "N", cut=False)
+
+    def traced_operator(self):
+        """(tensors, apply, cache): ``traced_solve`` as ``apply(tensors, b)``, pure in the
+        factors ``tensors``; a caller's graph taking them as arguments serves every
+        factorization of this pattern, kept in ``cache`` (the analysis')."""
+        return (*solve_operator(self._sym, self._levels, self._data), self._sym.device_cache)
+
+    def to(self, device):
+        return DeviceLU(self._sym, [tuple(t.to(device) for t in lvl) for lvl in self._levels],
+                        self._data.to(device))
+
+    def to_scipy(self):
+        """A SciPy-like host object: solve takes and returns NumPy arrays."""
+        return _HostLU(self)
+
+    # -- SciPy SuperLU's attributes ------------------------------------------------------------
+
+    def _lu(self):
+        """L, U, perm_r, perm_c: the LU of each pivot block and the products with the
+        couplings are computed on the host (SciPy), warned where the capability table
+        says so, and moved to the device."""
+        if self._factors is None:
+            runs_on_device(FACTORS, device_kind(self.device), self.dtype)
+            L, U, perm_r, perm_c = self._export()
+            self._factors = tuple(_to_device(x, self.device, strict=True)
+                                  for x in (L.astype(self.dtype), U.astype(self.dtype),
+                                            perm_r, perm_c))
+        return self._factors
+
+    def _export(self):
+        return export(self._sym, self._data)
+
+    @property
+    def perm_r(self):
+        return self._lu()[2]
+
+    @property
+    def perm_c(self):
+        return self._lu()[3]
+
+    @property
+    def L(self):
+        return self._lu()[0]
+
+    @property
+    def U(self):
+        return self._lu()[1]
+
+    @property
+    def nnz(self):
+        return int(self.L.nnz + self.U.nnz)
+
+
+class _HostLU:
+    """``DeviceLU.to_scipy()``: NumPy in, NumPy out (offload mode), device arithmetic.
+    Device tensors in give device tensors out: a LinearOperator of ``solve`` (a pure
+    tensor function) is given the device solver's vectors in an offloaded call."""
+
+    _ATTRIBUTES = ("L", "U", "perm_r", "perm_c", "nnz")  # SciPy SuperLU's, read back
+
+    def __init__(self, lu):
+        self._lu = lu
+        self.shape = lu.shape
+        # a double-float factorization's float32 solve (a float32 Krylov solve's M)
+        self.float32_solve = getattr(lu, "float32_solve", None)
+
+    def solve(self, rhs, trans="N"):
+        """SciPy's ``SuperLU.solve``: NumPy results for host right-hand sides."""
+        x = self._lu.solve(rhs, trans)
+        return x if is_torch_array(rhs) else to_host(x)
+
+    solve.pure_tensor_code = True  # on tensors: the device object's solve
+
+    def __getattr__(self, name):
+        if name not in _HostLU._ATTRIBUTES:
+            raise AttributeError(f"'SuperLU' object has no attribute {name!r}")
+        return to_host(getattr(self._lu, name))

@@ -48,11 +48,12 @@ from numpy.linalg import LinAlgError
 from trnscipy import _transfer
 from trnscipy._dtypes import abs_max
 from trnscipy._errors import fallback
-from trnscipy._kernels import _df, backend, register
+from trnscipy._kernels import _df, _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine
 from trnscipy.sparse.linalg._dsolve import _ilu, _triangular
-from trnscipy.sparse.linalg._dsolve._devicelu import DeviceILU, DeviceLU, device_factor, device_ilu
+from trnscipy.sparse.linalg._dsolve._ilu import DeviceILU, device_ilu
+from trnscipy.sparse.linalg._dsolve._multifrontal import DeviceLU, device_factor
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
 
@@ -175,7 +176,7 @@ def _df_triangle(A, lower, unit_diagonal):
         return (_df.RowPadded((n, n), row[keep], col[keep], pos[keep], device),
                 _df.RowPadded((n, n), row[on_diag], col[on_diag], pos[on_diag], device))
 
-    return _triangular.pattern_analysis(A, "df_triangle", (lower, unit_diagonal), analyse)
+    return _plan.pattern_analysis(A, "df_triangle", (lower, unit_diagonal), analyse)
 
 
 @register("sparse.linalg.ilu", "neuron")

@@ -26,7 +26,7 @@ __all__ = ["SuperLU", "is_scipy_superlu"]
 
 SOLVE = "scipy.sparse.linalg.SuperLU.solve"
 # trnscipy has no device solve with SciPy's SuperLU factors (splu/spilu factorize on the
-# device with _devicelu instead); a CPU tensor's solve runs where its data is, unwarned
+# device with _multifrontal and _ilu instead); a CPU tensor's solve runs where its data is, unwarned
 declare(SOLVE, host=("cuda", "xla", "neuron"), why="SciPy's SuperLU object solves on the host")
 
 

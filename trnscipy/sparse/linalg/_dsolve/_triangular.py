@@ -119,25 +119,10 @@ def _levels(n, erow, ecol):
     return level
 
 
-def pattern_analysis(A, name, key, analyse):
-    """``analyse(n, row, col)`` of the pattern of ``A`` (a device CSR/CSC container), read
-    to the host once and kept in ``A``'s plan as (``name``, ``key``) while it holds the
-    same index tensors."""
-
-    def build():
-        indptr = to_host(A.indptr).astype(np.int64)
-        major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
-        minor = to_host(A.indices).astype(np.int64)
-        row, col = (major, minor) if A.format == "csr" else (minor, major)
-        return analyse(A.shape[0], row, col)
-
-    return _plan.prepared(A, None, (name, key), build, _plan.STRUCTURE)
-
-
 def schedule(A, lower):
     """The level schedule of ``A``'s triangle, cached on A."""
-    return pattern_analysis(A, "triangular", lower,
-                            lambda n, row, col: _Schedule(n, row, col, lower))
+    return _plan.pattern_analysis(A, "triangular", lower,
+                                  lambda n, row, col: _Schedule(n, row, col, lower))
 
 
 def diagonal(sched, data):

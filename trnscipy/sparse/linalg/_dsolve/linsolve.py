@@ -7,8 +7,8 @@ on the host once per sparsity pattern, numeric work as batched dense operations;
 triangular solves level-scheduled, ``_triangular``).  What differs from SciPy there:
 
 * ``splu``/``spilu`` return a ``DeviceLU``/``DeviceILU``: its factors and permutations
-  are this factorization's (see ``_devicelu``); all options are validated as SciPy does
-  (SciPy's own check on a 1x1 matrix); ``diag_pivot_thresh``, ``relax``,
+  are this factorization's (see ``_multifrontal``); all options are validated as SciPy
+  does (SciPy's own check on a 1x1 matrix); ``diag_pivot_thresh``, ``relax``,
   ``panel_size``, ``drop_rule`` and ``options`` do not change the result (pivoting is
   static).  splu's and spsolve's ``permc_spec="NATURAL"`` keeps the columns' order
   (perm_c the identity, as SciPy's); every other spec is a nested dissection; spilu
@@ -39,7 +39,6 @@ from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_host
 from trnscipy.sparse.linalg._dsolve import _triangular
-from trnscipy.sparse.linalg._dsolve._devicelu import device_factor, device_ilu
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
 
 __all__ = ["factorized", "spilu", "splu", "spsolve", "spsolve_triangular"]
@@ -81,19 +80,6 @@ def _splu_device(scipy_func, A, **options):
         fill_factor = 10.0 if options["fill_factor"] is None else float(options["fill_factor"])
         return kernel("sparse.linalg.ilu", A.device)(A, drop_tol, fill_factor)
     return kernel("sparse.linalg.factor", A.device)(A, options["permc_spec"] == "NATURAL")
-
-
-@register("sparse.linalg.ilu", "generic")
-def _ilu(A, drop_tol, fill_factor):
-    """The device ILU of ``A`` (float64 on Neuron: ``_refine``'s double-float factors)."""
-    return device_ilu(A, drop_tol, fill_factor)
-
-
-@register("sparse.linalg.factor", "generic")
-def _factor(A, natural=False):
-    """The device LU of ``A`` (float64 on Neuron: ``_refine``'s refined float32 factors);
-    ``natural``: the columns in their own order (``permc_spec="NATURAL"``)."""
-    return device_factor(A, natural)
 
 
 @dispatch(_spla.splu, double_float=("neuron",))

@@ -3,7 +3,7 @@
 ``cg_batched(A, B)`` solves ``A X = B`` column by column with SciPy's cg iteration: each
 column keeps its own scalars and its own stop test (SciPy's, ``||r|| < max(atol, rtol
 ||b||)``), so each column's iterates are the ones ``cg(A, B[:, j])`` computes (to rounding:
-the columns' products are one SpMM): the iteration is ``_krylov.cg``'s, over a space of
+the columns' products are one SpMM): the iteration is ``iterative.cg_iteration``'s, over a space of
 n x k blocks whose inner products are per column.  The k columns share one product
 ``A @ P`` and one preconditioner application per iteration.  On graph devices the iterations are one
 device loop that leaves when every column has stopped (XLA: one execution per solve).
@@ -21,7 +21,8 @@ from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import backend
 from trnscipy._torch import torch
 from trnscipy._transfer import to_device, to_host
-from trnscipy.sparse.linalg._isolve import _krylov, utils
+from trnscipy.sparse.linalg._isolve import utils
+from trnscipy.sparse.linalg._isolve.iterative import cg_iteration
 
 __all__ = ["cg_batched"]
 
@@ -69,8 +70,8 @@ def cg_batched(A, B, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None):
 
 
 class _Columns:
-    """The vector space of ``_krylov``'s methods for n x k blocks: inner products and
-    norms per column (k numbers), products as one SpMM."""
+    """The iterations' vector space (``utils.Local``'s interface) for n x k blocks: inner
+    products and norms per column (k numbers), products as one SpMM."""
 
     def __init__(self, matvec, psolve):
         self.matvec, self.psolve = matvec, psolve
@@ -97,12 +98,12 @@ def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
     live = ~zero_b
 
     def iterate(carry, first):
-        # _krylov.cg with the stop flags and the iterate's mask per column (_LazyStep's
+        # cg_iteration with the stop flags and the iterate's mask per column (_LazyStep's
         # operations broadcast over the columns); a stopped column's working vectors may
         # go to nan (0/0), which its mask and the column-wise products keep to itself
         *state, live, info, _ = carry
         s = utils._LazyStep(live, info)
-        state = _krylov.cg(V, s, tuple(state), first, tol)
+        state = cg_iteration(V, s, tuple(state), first, tol)
         return (*state, s.live, s.info, ~s.live.any())
 
     carry = (X, R, torch.zeros_like(B), torch.ones_like(bnrm).to(B.dtype), live, info,

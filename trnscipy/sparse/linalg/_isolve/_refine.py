@@ -43,7 +43,8 @@ from trnscipy import _transfer
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, _plan, backend, register
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve import _krylov, utils
+from trnscipy.sparse.linalg._isolve import utils
+from trnscipy.sparse.linalg._isolve.iterative import cg_iteration
 from trnscipy.sparse.linalg._isolve.utils import check_atol, check_x0, host_value
 
 _INNER_RTOL = 1e-5
@@ -425,13 +426,13 @@ class _CG:
 
     def __init__(self, op, M, device):
         A32 = op.float32
-        V = _krylov.Local(lambda v: A32 @ v, (lambda v: v) if M is None else (lambda v: M @ v))
+        V = utils.Local(lambda v: A32 @ v, (lambda v: v) if M is None else (lambda v: M @ v))
         loop = backend(device).device_loop
 
         def iteration(carry, _):
             xh, xl, r, p, rho, left, rref, tol = carry
             s = _DFStep((left > 0) & (utils.norm(r) >= _REPLACE * rref))
-            (xh, xl), r, p, rho = _krylov.cg(V, s, ((xh, xl), r, p, rho), False, tol)
+            (xh, xl), r, p, rho = cg_iteration(V, s, ((xh, xl), r, p, rho), False, tol)
             return xh, xl, r, p, rho, left - s.live.to(left.dtype), rref, tol
 
         def blocks(xh, xl, r, p, rho, left, rref, tol, bh, bl, best, stalled, done, tol_down,
@@ -453,7 +454,7 @@ class _CG:
 
 
 class _DFStep:
-    """The step (``_krylov``) of the double-float cg's device loop: the iterate is a
+    """The step (``utils``' steps) of the double-float cg's device loop: the iterate is a
     double-float pair (x += a p by TwoSum), and every update is masked, since the loop
     runs on after the stop to the block's residual replacement."""
 

@@ -4,13 +4,15 @@ Loop structure and host reads: see ``utils``.  Each function is the device
 implementation of SciPy's; host inputs go to SciPy itself.
 """
 
+import math
+
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import divide
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve import _krylov, utils
+from trnscipy.sparse.linalg._isolve import utils
 from trnscipy.sparse.linalg._isolve._arnoldi import Arnoldi, back_substitute, inner_stop
 from trnscipy.sparse.linalg._isolve.utils import (
     check_atol,
@@ -69,10 +71,10 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    V, tol = _krylov.Local(system.matvec, system.psolve), system.tol
+    V, tol = utils.Local(system.matvec, system.psolve), system.tol
 
     def step(state, s, first):
-        return _krylov.cg(V, s, state, first, tol)
+        return cg_iteration(V, s, state, first, tol)
 
     r = _residual(system, x0 is not None)
     state = (system.x, r, torch.zeros_like(r), torch.ones((), dtype=r.dtype, device=r.device))
@@ -102,7 +104,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     inner_total = [0]
     rdtype = bnrm2.dtype
 
-    space = _krylov.Local(matvec, psolve, device)
+    space = utils.Local(matvec, psolve, device)
 
     def on_step(presid):
         inner_total[0] += 1
@@ -113,7 +115,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=No
     def arnoldi_host(x, r, ptol, s):
         """One restart cycle with the small Hessenberg work in Python numbers, as SciPy
         (CPU, or a callback): returns x, presid, breakdown."""
-        dx, presid, brk = _krylov.gmres_cycle(space, r, m, eps, dtype, ptol, on_step)
+        dx, presid, brk = gmres_cycle(space, r, m, eps, dtype, ptol, on_step)
         return s.keep(x + dx, x), presid, brk
 
     arnoldi = Arnoldi(matvec, m, eps, dtype, device, lpsolve=psolve,
@@ -200,11 +202,11 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    V, tol = _krylov.Local(system.matvec, system.psolve), system.tol
+    V, tol = utils.Local(system.matvec, system.psolve), system.tol
     rhotol = omegatol = _tiny(system, 2)
 
     def step(state, s, first):
-        return _krylov.bicgstab(V, s, state, first, tol, rhotol, omegatol)
+        return bicgstab_iteration(V, s, state, first, tol, rhotol, omegatol)
 
     r = _residual(system, x0 is not None)
     one = torch.ones((), dtype=r.dtype, device=r.device)
@@ -220,7 +222,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    matvec, rmatvec = system.matvec, system.A.rmatvec
+    matvec, rmatvec = system.matvec, system.operator.rmatvec
     psolve, rpsolve, tol = system.psolve, system.rpsolve, system.tol
     rhotol = _tiny(system, 2)
 
@@ -313,7 +315,7 @@ def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, ca
     system = _setup("qmr", A, b, x0, atol, rtol, None, maxiter)
     if _zero_rhs(system):
         return system.b, 0
-    Aop, tol, device = system.A, system.tol, system.device
+    Aop, tol, device = system.operator, system.tol, system.device
     if M1 is None and M2 is None:
         if hasattr(A_, "psolve"):
             M1 = LinearOperator(Aop.shape, matvec=lambda v: A_.psolve(v, "left"),
@@ -406,3 +408,151 @@ class _Identity:
 
 
 _IDENTITY = _Identity()
+
+
+# ---- the iterations, each written once ------------------------------------------------------
+#
+# ``method_iteration(V, s, state, first, tol, ...)``: one iteration on a fixed carry, SciPy's
+# stop tests included (``s.stop_if``), its vectors touched only through the space ``V`` and
+# the step ``s`` (``utils``).  The loops around them own where the stop flag is read:
+# ``utils.run`` (the solvers below), ``_refine``'s double-float blocks, the distributed
+# loop (``trnscipy.distributed._isolve``).
+
+def cg_iteration(V, s, state, first, tol):
+    """One iteration of SciPy's cg (Hestenes-Stiefel): the stop test on the recursive
+    residual, then two inner products and one product.  ``state``: (x, r, p, rho)."""
+    x, r, p, rho_prev = state
+    s.stop_if(V.norm(r) < tol, 0)
+    if s.stopped:
+        return state
+    z = V.psolve(r)
+    rho = V.dot(r, z)
+    p = z.clone() if first else s.xpay(z, divide(rho, rho_prev), p)
+    q = V.matvec(p)
+    alpha = divide(rho, V.dot(p, q))
+    x = s.axpy(x, alpha, p)
+    r = s.update(r, -alpha, q)
+    return x, r, p, s.carry(rho, rho_prev)
+
+
+def cg_single_reduction(V, s, state, first, tol):
+    """One iteration of cg in Chronopoulos and Gear's form: z = M r and w = A z first,
+    then ||r||^2, (r, z) and (z, w) in one ``V.dots`` (one all_reduce distributed), with
+    SciPy's stop test and iteration count.  ``state``: (x, r, p, q, gamma, alpha)."""
+    x, r, p, q, gamma_prev, alpha_prev = state
+    z = V.psolve(r)
+    w = V.matvec(z)
+    rr, gamma, delta = V.dots((r, r), (r, z), (z, w))
+    s.stop_if(_root(rr) < tol, 0)
+    if s.stopped:
+        return state
+    if first:
+        alpha, p, q = divide(gamma, delta), z.clone(), w.clone()
+    else:
+        beta = divide(gamma, gamma_prev)
+        alpha = divide(gamma, delta - divide(beta * gamma, alpha_prev))
+        p = s.xpay(z, beta, p)
+        q = s.xpay(w, beta, q)
+    x = s.axpy(x, alpha, p)
+    r = s.update(r, -alpha, q)
+    return x, r, p, q, gamma, alpha
+
+
+def bicgstab_iteration(V, s, state, first, tol, rhotol, omegatol):
+    """One iteration of SciPy's bicgstab (van der Vorst), its breakdown codes (-10: rho,
+    -11: omega or (rtilde, v)) and its two stop tests: ||r|| with (rtilde, r) and (t, r)
+    with (t, t) in one ``V.dots`` each.  ``state``: (x, r, rtilde, p, v, rho, alpha,
+    omega); p, v and the scalars are unread on the first iteration."""
+    x, r, rtilde, p, v, rho_prev, alpha, omega = state
+    rr, rho = V.dots((r, r), (rtilde, r))
+    s.stop_if(_root(rr) < tol, 0)
+    s.stop_if(abs(rho) < rhotol, -10)
+    if first:
+        p = r.clone()
+    else:
+        s.stop_if(abs(omega) < omegatol, -11)
+        if s.stopped:
+            return state
+        beta = divide(rho, rho_prev) * divide(alpha, omega)
+        p = s.xpay(r, beta, s.update(p, -omega, v))
+    if s.stopped:
+        return state
+    phat = V.psolve(p)
+    v = V.matvec(phat)
+    rv = V.dot(rtilde, v)
+    s.stop_if(rv == 0, -11)
+    alpha = divide(rho, rv)
+    r = s.update(r, -alpha, v)
+    x = s.axpy(x, alpha, phat)
+    s.stop_if(V.norm(r) < tol, 0)
+    if s.stopped:
+        return (x,) + state[1:]
+    shat = V.psolve(r)
+    t = V.matvec(shat)
+    tr, tt = V.dots((t, r), (t, t))
+    omega = divide(tr, tt)
+    x = s.axpy(x, omega, shat)
+    r = s.update(r, -omega, t)
+    return x, r, rtilde, p, v, rho, alpha, omega
+
+
+def _root(ss):
+    """sqrt(Re ss) of a sum of squares from ``V.dots``: a host number or a 0-d tensor
+    (``utils.norm``'s rounding: no host read on a device)."""
+    return ss.real.sqrt() if isinstance(ss, torch.Tensor) else math.sqrt(ss.real)
+
+
+def gmres_cycle(V, r, m, eps, dtype, ptol, on_step):
+    """One restart cycle of SciPy's gmres with the small Hessenberg work in host numbers
+    (Givens rotations, back-substitution): up to ``m`` Arnoldi steps from ``M r``, ending
+    when the residual estimate meets ``ptol``, at a breakdown, or when ``on_step(presid)``
+    (the caller's callbacks and count, after each step) says so.  Returns the correction
+    ``dx`` (a tensor), the last residual estimate and whether the cycle broke down."""
+    basis = torch.zeros((m + 1, r.shape[0]), dtype=dtype, device=r.device)
+    v0 = V.psolve(r)
+    tmp = float(V.norm(v0))
+    basis[0] = v0 * (1 / tmp)
+    S = [tmp] + [0.0] * m
+    cols, rots = [], []
+    presid, brk = 0.0, False
+    for col in range(m):
+        V.sync()
+        w = V.psolve(V.matvec(basis[col]))
+        h0, hl, w, h1 = V.gram_schmidt(w, basis[:col + 1])
+        brk = h1 <= eps * h0
+        basis[col + 1] = w if brk else w * (1 / h1)
+        hl.append(0.0 if brk else h1)
+        for k, (c, sn) in enumerate(rots):
+            n0, n1 = hl[k], hl[k + 1]
+            hl[k], hl[k + 1] = c * n0 + sn * n1, -sn.conjugate() * n0 + c * n1
+        c, sn, hl[col] = lartg(hl[col], hl[col + 1])
+        hl[col + 1] = 0.0
+        rots.append((c, sn))
+        cols.append(hl)
+        t = -sn.conjugate() * S[col]
+        S[col], S[col + 1] = c * S[col], t
+        presid = abs(t)
+        if on_step(presid) or presid <= ptol or brk:
+            break
+    k = col + 1
+    if cols[col][col] == 0:
+        S[col] = 0
+    y = S[:k]
+    for j in range(k - 1, -1, -1):  # SciPy's back-substitution, zero entries skipped
+        if y[j] != 0:
+            y[j] /= cols[j][j]
+            for i in range(j):
+                y[i] -= y[j] * cols[j][i]
+    return torch.tensor(y, dtype=dtype).to(r.device) @ basis[:k], presid, brk
+
+
+def lartg(f, g):
+    """LAPACK's ?lartg on Python numbers (``_arnoldi.lartg`` on 0-d tensors)."""
+    af, ag = abs(f), abs(g)
+    if ag == 0:
+        return 1.0, 0.0, f
+    if af == 0:
+        return 0.0, g.conjugate() / ag, ag
+    d = math.sqrt(af * af + ag * ag)
+    phase = f / af
+    return af / d, phase * g.conjugate() / d, phase * d

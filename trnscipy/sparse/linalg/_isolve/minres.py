@@ -7,14 +7,15 @@ raises TypeError (SciPy's minres fails on it with an arbitrary error); with
 """
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
-from trnscipy.sparse.linalg._isolve import _krylov
 from trnscipy.sparse.linalg._isolve.utils import (
+    Local,
     host_value,
     make_system,
     norm,
@@ -59,7 +60,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         print()
 
     # minres's inner products stay torch.dot (XLA: one dot op), not the ``inner`` kernel
-    V = _krylov.Local(matvec, psolve, device, dot=torch.dot)
+    V = Local(matvec, psolve, device, dot=torch.dot)
     r1 = bvec.clone() if x0 is None else bvec - matvec(x)
     y = psolve(r1)
     beta1_t = V.dot(r1, y)
@@ -74,7 +75,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
         return bvec, 0
     beta1 = math.sqrt(beta1)
     if check:
-        _krylov.minres_check(V, r1, y, eps)
+        minres_check(V, r1, y, eps)
 
     if show:
         print()
@@ -88,7 +89,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
 
     def step(state, s, first_it):
         itn_host[0] += 1
-        state, e = _krylov.minres(V, s, state, first_it, beta1, shift, rtol, maxiter_t, eps)
+        state, e = minres_iteration(V, s, state, first_it, beta1, shift, rtol, maxiter_t, eps)
         x = state[0]
         if show:
             _show_line(itn_host[0], x, e.test1, e.test2, e.Anorm, e.Acond, e.gbar, e.rnorm,
@@ -109,7 +110,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callbac
     # the block after it traces as the later ones, so one block graph, not two
     state, info = run(step, state, maxiter, device, None, None, block=1 if host else None,
                       host_effects=host or not system.traceable, loop=True)
-    if info == _krylov.MINRES_NONSYMMETRIC:
+    if info == MINRES_NONSYMMETRIC:
         raise ValueError("non-symmetric matrix")
     if show and state_out[0] is not None:
         istop, itn, Anorm, Acond, rnorm, ynorm, Arnorm = state_out[0]
@@ -147,3 +148,105 @@ def _show_line(itn, x, test1, test2, Anorm, Acond, gbar, qrnorm, epsx, epsr, ist
           + f" {Anorm:8.1e} {Acond:8.1e} {float(gbar) / Anorm:8.1e}")
     if itn % 10 == 0:
         print()
+
+
+MINRES_NONSYMMETRIC = -999  # info of a lazy step that met beta < 0: the caller raises
+
+
+class MinresNorms(NamedTuple):
+    """The estimates one minres iteration ends with (SciPy's ``show`` table)."""
+
+    istop: object
+    test1: object
+    test2: object
+    Anorm: object
+    Acond: object
+    gbar: object
+    rnorm: object
+    ynorm: object
+    epsx: object
+    Arnorm: object
+
+
+def minres_iteration(V, s, state, first, beta1, shift, rtol, maxiter, eps):
+    """One iteration of SciPy's minres (Paige and Saunders): a Lanczos step on
+    A - shift I preconditioned by M, the Givens update of the QR factorization of the
+    tridiagonal matrix, the x update, then SciPy's estimates and stop tests in its order
+    (istop 1..6, or -1 when beta2 = 0 on the first iteration).  Scalars are the space's
+    (``V.scalars``: 0-d tensors selected by ``where``, or host numbers).  ``beta1``, ``eps``:
+    host numbers; ``maxiter``: a scalar of the space.  ``state``: (x, r1, r2, y, w, w2,
+    beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax, gmin, cs, sn, itn).
+    Returns (state, ``MinresNorms``); beta < 0 (A or M not symmetric) is a ValueError, or
+    on a lazy step info ``MINRES_NONSYMMETRIC``."""
+    F = V.scalars
+    (x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax, gmin,
+     cs, sn, itn) = state
+    itn = itn + 1
+    v = (1.0 / beta) * y
+    y = V.matvec(v)
+    y = y - shift * v
+    if not first:
+        y = y - (beta / oldb) * r1
+    alfa = V.dot(v, y)
+    y = y - (alfa / beta) * r2
+    r1, r2 = r2, y
+    y = V.psolve(r2)
+    oldb, beta = beta, V.dot(r2, y)
+    s.stop_if(beta < 0, MINRES_NONSYMMETRIC)
+    if s.stopped:
+        raise ValueError("non-symmetric matrix")
+    beta = F.sqrt(beta)
+    tnorm2 = tnorm2 + (alfa ** 2 + oldb ** 2 + beta ** 2)
+    oldeps = epsln
+    delta = cs * dbar + sn * alfa
+    gbar = sn * dbar - cs * alfa
+    epsln = sn * beta
+    dbar = -cs * beta
+    root = F.sqrt(gbar ** 2 + dbar ** 2)
+    Arnorm = phibar * root
+    gamma = F.clamp_min(F.sqrt(gbar ** 2 + beta ** 2), eps)
+    cs = gbar / gamma
+    sn = beta / gamma
+    phi = cs * phibar
+    phibar = sn * phibar
+    w1, w2 = w2, w
+    w = (v - oldeps * w1 - delta * w2) * (1.0 / gamma)
+    x = s.keep(x + phi * w, x)
+    gmax = F.maximum(gmax, gamma)
+    gmin = F.minimum(gmin, gamma)
+    z = rhs1 / gamma
+    rhs1 = rhs2 - delta * z
+    rhs2 = -epsln * z
+    Anorm = F.sqrt(tnorm2)
+    ynorm = V.norm(x)
+    epsx = Anorm * ynorm * eps
+    rnorm = phibar
+    test1 = F.where((ynorm == 0) | (Anorm == 0), math.inf,
+                    rnorm / F.where(Anorm * ynorm == 0, 1.0, Anorm * ynorm))
+    test2 = F.where(Anorm == 0, math.inf, root / F.where(Anorm == 0, 1.0, Anorm))
+    Acond = gmax / gmin
+    istop = 0  # SciPy's tests in its order: the last one met wins
+    for cond, value in ((1 + test2 <= 1, 2), (1 + test1 <= 1, 1), (itn >= maxiter, 6),
+                        (Acond >= 0.1 / eps, 4), (epsx >= beta1, 3), (test2 <= rtol, 2),
+                        (test1 <= rtol, 1)):
+        istop = F.where(cond, value, istop)
+    if first:  # beta2 = 0: b and x are eigenvectors (istop -1 before the tests)
+        istop = F.where(beta / beta1 <= 10 * eps, -1, istop)
+    s.stop_if(istop != 0, F.where(istop == 6, maxiter, 0))
+    return ((x, r1, r2, y, w, w2, beta, oldb, dbar, epsln, phibar, rhs1, rhs2, tnorm2, gmax,
+             gmin, cs, sn, itn),
+            MinresNorms(istop, test1, test2, Anorm, Acond, gbar, rnorm, ynorm, epsx, Arnorm))
+
+
+def minres_check(V, r1, y, eps):
+    """SciPy's ``check=True`` tests of minres: A and M symmetric to eps**(1/3), with
+    y = M r1 (two products of A, one of M, two pairs of inner products)."""
+    w = V.matvec(y)
+    r2 = V.matvec(w)
+    ss, t = (float(d) for d in V.dots((w, w), (y, r2)))
+    if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
+        raise ValueError("non-symmetric matrix")
+    r2 = V.psolve(y)
+    ss, t = (float(d) for d in V.dots((y, y), (r1, r2)))
+    if abs(ss - t) > (ss + eps) * eps ** (1.0 / 3.0):
+        raise ValueError("non-symmetric preconditioner")

@@ -14,6 +14,7 @@ Each solver is written once as a ``step`` on fixed-shape state plus a driver:
 """
 
 import functools
+import math
 import warnings
 
 import numpy as np
@@ -30,7 +31,7 @@ from trnscipy._transfer import to_host
 
 __all__ = ["CHECK_EVERY", "solver_kernel", "make_system", "check_atol", "check_square",
            "check_vector", "gmres_callback_type", "run", "sync", "host_reads_free", "dot",
-           "inner", "norm", "traceable"]
+           "inner", "norm", "traceable", "Local", "HostStep", "HostScalars", "TorchScalars"]
 
 # Iterations per host read of the convergence flag on graph devices.  On Trainium
 # a graph execution costs 1-3 ms of dispatch, so 25 keeps dispatch well below the
@@ -140,18 +141,25 @@ def _coerce(a, b):
 
 
 class System:
-    """The device system: operators A and M (as functions on tensors), x, b.  ``traceable``:
-    both are matrices (or marked ``pure_tensor_code``), so their products can be traced
-    into a device loop (a user's operator may cut graphs or read on the host)."""
+    """The device system: A and M (None: the identity), x, b; ``matvec`` applies A.  A is
+    the matrix itself where it is a device matrix of the system's dtype (its products are
+    ``A @ x``, no operator is made), else an operator.  ``traceable``: both are matrices
+    (or marked ``pure_tensor_code``), so their products can be traced into a device loop
+    (a user's operator may cut graphs or read on the host)."""
 
     def __init__(self, A, M, x, b, device):
         self.A, self.M, self.x, self.b, self.device = A, M, x, b, device
         self.traceable = traceable(A, M)
         self.dtype = b.dtype
-        self.matvec = _fast_matvec(A, b.dtype)
+        self.matvec = A.__matmul__ if _is_matrix(A, device) else _fast_matvec(A, b.dtype)
         self.np_dtype = np.dtype(_torch_to_char(b.dtype))
         self.eps = float(np.finfo(self.np_dtype).eps)
         self.n = b.shape[0]
+
+    @property
+    def operator(self):
+        """A as a LinearOperator (bicg's rmatvec, qmr's shape and products)."""
+        return as_operator(self.A, self.device)
 
 
 def traceable(*ops):
@@ -162,8 +170,17 @@ def traceable(*ops):
     ``host_effects``)."""
     from trnscipy.sparse.linalg._interface import MatrixLinearOperator
 
-    return all(op is None or type(op) is MatrixLinearOperator
+    return all(op is None or _is_matrix(op) or type(op) is MatrixLinearOperator
                or getattr(op, "pure_tensor_code", False) for op in ops)
+
+
+def _is_matrix(A, device=None):
+    """A 2-D tensor or device sparse container (on ``device`` where given): a matrix the
+    solvers apply as ``A @ x``."""
+    matrix = (is_torch_array(A) or (getattr(A, "_trnscipy_device_object", False)
+                                    and getattr(A, "format", None) is not None))
+    return (matrix and getattr(A, "ndim", None) == 2
+            and (device is None or A.device == device))
 
 
 def _torch_to_char(dtype):
@@ -185,8 +202,6 @@ def make_system(A, M, x0, b):
     whose M is None for the identity.  Differs from SciPy: an x0 string other than 'Mb'
     is a ValueError (SciPy fails with UnboundLocalError).
     """
-    from array_api_compat import is_torch_array
-
     from trnscipy._dtypes import to_torch_dtype
 
     A_ = A
@@ -195,7 +210,9 @@ def make_system(A, M, x0, b):
     else:
         device = getattr(A, "device", None) or torch.device("cpu")
         b = torch.as_tensor(np.asarray(b), device=device)
-    A = as_operator(A, device)
+    matrix = _is_matrix(A, device)
+    if not matrix:
+        A = as_operator(A, device)
     check_square(A.shape)
     N = A.shape[0]
     check_vector(A.shape, "b", b.shape)
@@ -203,12 +220,17 @@ def make_system(A, M, x0, b):
     if bchar not in "fdFD":
         b = b.to(torch.float64)
         bchar = "d"
-    if A.dtype is not None:
+    if matrix:
+        achar = _torch_to_char(A.dtype) if is_torch_array(A) else A.dtype.char
+    elif A.dtype is not None:
         achar = A.dtype.char
     else:
         achar = _torch_to_char(A.matvec(b).dtype)
-    xtype = to_torch_dtype(np.dtype(_coerce(achar, bchar)))
+    xchar = _coerce(achar, bchar)
+    xtype = to_torch_dtype(np.dtype(xchar))
     b = b.to(xtype).reshape(-1)
+    if matrix and achar != xchar:  # the operator promotes A's values for the products
+        A = as_operator(A, device)
 
     if M is None:
         psolve = getattr(A_, "psolve", None)
@@ -223,10 +245,11 @@ def make_system(A, M, x0, b):
         if A.shape != M.shape:
             raise ValueError("matrix and preconditioner have different shapes")
 
-    from trnscipy.sparse.linalg._interface import announce_host_operators
+    operators = [op for op in (A, M) if op is not None and not _is_matrix(op)]
+    if operators and not host_reads_free(device):  # on the CPU a host operator copies nothing
+        from trnscipy.sparse.linalg._interface import announce_host_operators
 
-    if not host_reads_free(device):  # on the CPU a host operator copies nothing
-        announce_host_operators("scipy.sparse.linalg.LinearOperator", A, M)
+        announce_host_operators("scipy.sparse.linalg.LinearOperator", *operators)
     if x0 is None:
         x = torch.zeros(N, dtype=xtype, device=device)
     elif isinstance(x0, str):
@@ -403,6 +426,104 @@ class _LazyStep:
     def carry(self, new, old):
         """A scalar of the carry (unmasked: only the iterate is kept at the stop)."""
         return new
+
+
+# ---- the vector spaces the iterations run in ------------------------------------------------
+#
+# An iteration (``iterative.cg_iteration``, ``bicgstab_iteration``, ``gmres_cycle``,
+# ``minres.minres_iteration``) touches its vectors only through ``V``, the space
+# (``V.matvec``, ``V.psolve``, ``V.dot``, ``V.norm``, ``V.dots``: several inner products in
+# one reduction; ``V.scalars``: arithmetic on what they return), and ``s``, the step (the
+# updates and stop flags: ``_EagerStep``, ``_LazyStep``, ``HostStep``, ``_refine``'s).
+# ``Local`` is one device's tensors (the double-float cg too, on its float32 parts); the
+# distributed solvers' space is ``trnscipy.distributed._isolve.System``.
+
+class TorchScalars:
+    """Arithmetic on a space's scalars where they are 0-d tensors (no host read).  Methods,
+    not torch's functions as attributes: importing trnscipy must not import torch."""
+
+    @staticmethod
+    def sqrt(a):
+        return torch.sqrt(a)
+
+    @staticmethod
+    def where(cond, a, b):
+        return torch.where(cond, a, b)
+
+    @staticmethod
+    def maximum(a, b):
+        return torch.maximum(a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return torch.minimum(a, b)
+
+    @staticmethod
+    def clamp_min(a, lo):
+        return torch.clamp(a, min=lo)
+
+
+class HostScalars:
+    """The same on host numbers (a distributed solve's all-reduced sums)."""
+
+    sqrt = staticmethod(math.sqrt)
+    maximum = clamp_min = staticmethod(max)
+    minimum = staticmethod(min)
+
+    @staticmethod
+    def where(cond, a, b):
+        return a if cond else b
+
+
+class Local:
+    """Tensors on one device: products given as functions, inner products through the
+    device's ``inner`` kernel (0-d device tensors), or ``dot`` where given."""
+
+    scalars = TorchScalars
+
+    def __init__(self, matvec, psolve, device=None, dot=None):
+        self.matvec, self.psolve, self.device = matvec, psolve, device
+        if dot is not None:
+            self.dot = dot
+
+    dot = staticmethod(dot)
+    norm = staticmethod(norm)
+
+    def dots(self, *pairs):
+        return [self.dot(a, b) for a, b in pairs]
+
+    def sync(self):
+        """Cut the pending graph before host reads (XLA with a callback)."""
+        sync(self.device)
+
+    @staticmethod
+    def gram_schmidt(w, basis):
+        """w orthogonalized against the rows of ``basis`` by classical Gram-Schmidt twice
+        (SciPy: modified; equal in exact arithmetic): (||w|| before, the projections as
+        host numbers, w after, ||w|| after)."""
+        h0 = float(norm(w))
+        h = basis.conj() @ w
+        w = w - h @ basis
+        h2 = basis.conj() @ w
+        w = w - h2 @ basis
+        return h0, (h + h2).tolist(), w, float(norm(w))
+
+
+class HostStep(_EagerStep):
+    """An eager step whose scalars are host numbers (a distributed solve's all-reduced
+    sums): in-place updates with ``alpha=``."""
+
+    def axpy(self, y, a, x):
+        if self.live:
+            y.add_(x, alpha=a)
+        return y
+
+    def update(self, y, a, x):
+        return y.add_(x, alpha=a)
+
+    def xpay(self, x, a, y):
+        return y.mul_(a).add_(x)
+
 
 
 def run(step, state, maxiter, device, callback=None, value=None, block=None, peel=True,
