@@ -32,9 +32,13 @@ def _nonsymmetric_complex(seed=1):
     return rng.random((N, N)) + 1j * rng.random((N, N))
 
 
-def _close(w, exact, dtype):
+def _rtol(dtype):
     """SciPy's test_arpack tolerance: 2000 eps (float32: 3000 eps, times 5 for operators)."""
-    rtol = 2000 * np.finfo(np.float64).eps if dtype in "dD" else 15000 * np.finfo(np.float32).eps
+    return 2000 * np.finfo(np.float64).eps if dtype in "dD" else 15000 * np.finfo(np.float32).eps
+
+
+def _close(w, exact, dtype):
+    rtol = _rtol(dtype)
     w = np.sort_complex(np.asarray(w, dtype=complex))
     exact = np.sort_complex(np.asarray(exact, dtype=complex))
     np.testing.assert_allclose(w, exact, rtol=rtol, atol=rtol)
@@ -77,6 +81,8 @@ def test_eigsh_shift_invert_operator(xla_device, typ, mode):
         w, X = tsl.eigsh(spla.aslinearoperator(a), 2, **kw)
     assert w.dtype == ref.dtype and X.dtype == a.dtype
     _close(w, _wanted(sl.eigvalsh(a.astype(typ.upper())), ref), typ)
+    if mode == "normal":  # (SciPy's test checks the vectors too)
+        np.testing.assert_allclose(a @ X, X * w, rtol=_rtol(typ), atol=_rtol(typ))
 
 
 @pytest.mark.xla
@@ -87,9 +93,9 @@ def test_eigsh_generalized_mode2(xla_device, mattype):
     ref = spla.eigsh(MATTYPES[mattype](a), 2, MATTYPES[mattype](m), which="SA",
                      return_eigenvectors=False)
     with trnscipy.offload("xla"):
-        w = tsl.eigsh(MATTYPES[mattype](a), 2, MATTYPES[mattype](m), which="SA",
-                      return_eigenvectors=False)
+        w, X = tsl.eigsh(MATTYPES[mattype](a), 2, MATTYPES[mattype](m), which="SA")
     _close(w, _wanted(sl.eigvalsh(a, m), ref), "d")
+    np.testing.assert_allclose(a @ X, (m @ X) * w, rtol=_rtol("d"), atol=_rtol("d"))
 
 
 @pytest.mark.parametrize("lane", ["cpu", pytest.param("xla", marks=pytest.mark.xla)])
@@ -107,3 +113,19 @@ def test_matrix_operator_of_device_data_takes_numpy(lane):
                           (op @ x, a @ x)):
             assert isinstance(got, np.ndarray) and got.shape == want.shape
             np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
+@pytest.mark.xla
+def test_no_convergence_carries_host_pairs(xla_device):
+    """An offloaded call's ArpackNoConvergence carries its converged pairs as NumPy, as the
+    call's results would come (SciPy's test checks them with NumPy's dot)."""
+    rng = np.random.default_rng(4)
+    m = rng.random((30, 30))
+    m = m @ m.T
+    with pytest.raises(spla.ArpackNoConvergence):
+        spla.eigsh(m, 4, v0=m[:, 0], maxiter=5, ncv=9)
+    with trnscipy.offload("xla"), pytest.raises(spla.ArpackNoConvergence) as info:
+        tsl.eigsh(m, 4, v0=m[:, 0], maxiter=5, ncv=9)
+    w, v = info.value.eigenvalues, info.value.eigenvectors
+    assert isinstance(w, np.ndarray) and isinstance(v, np.ndarray) and len(w) > 0
+    np.testing.assert_allclose(m @ v, w * v, rtol=1e-10, atol=1e-10 * np.linalg.norm(m, 2))
