@@ -369,8 +369,15 @@ def _offload_target():
 def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double,
                    batch):
     with serving_offload():
-        result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite,
-                                double, batch, offloaded=True)
+        try:
+            result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
+                                    composite, double, batch, offloaded=True)
+        except Exception as err:
+            # results an exception carries (ArpackNoConvergence's converged pairs) come
+            # back to the host as the call's results would
+            for key, value in vars(err).items():
+                setattr(err, key, _to_host(value, strict=False))
+            raise
     return _to_host(result, strict=False)
 
 

@@ -377,6 +377,8 @@ class MatrixLinearOperator(LinearOperator):
     def _matmat(self, X):
         if not _on_device(self.A):
             return self.A.dot(X)
+        if not is_torch_array(X):  # SciPy's call with host data: computed on A's device
+            return to_host(_dense(self._matmat(to_device(np.asarray(X), self.A.device))))
         if is_torch_array(self.A) and not runs_on_device(
                 "trnscipy.sparse.linalg.MatrixLinearOperator.matmat", device_kind(X.device),
                 _numpy_dtype(torch.promote_types(self.A.dtype, X.dtype))):

@@ -68,6 +68,7 @@ def krylov_schur(op, n, k, ncv, which, v0, maxiter, tol, real, traceable=False,
         V, H = state
         rows = torch.arange(ncv + 1, device=device)
         w = op(V.index_select(0, j.reshape(1))[0])
+        w = w if w.dtype == dtype else w.to(dtype)  # (ARPACK's precision)
         upto = (rows <= j).to(dtype)
         w0 = norm(w)
         h1 = (V.conj() @ w) * upto

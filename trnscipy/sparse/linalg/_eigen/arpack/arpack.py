@@ -18,12 +18,11 @@ computes the same Ritz pairs with fixed-shape state, which XLA wants:
 * ARPACK's convergence test: ``|beta * s_last| <= tol * max(eps**(2/3), |theta|)``.
 
 On CPU tensors the ``eigen`` kernel runs SciPy's ARPACK itself on zero-copy views.
-What differs on devices: shift-invert factorizes ``A - sigma M`` on the device as
-SciPy does (``splu``: the multifrontal LU, its substitutions inside the cycle graph;
-a dense LU for dense tensors); only an operator given as functions is inverted with
-``trnscipy.sparse.linalg.minres`` (SciPy: gmres) to ``eps**0.75`` relative residual, and
-generalized mode 2 without ``Minv`` uses ``cg``; the iteration count
-(``ArpackNoConvergence``'s) counts restart cycles.
+What differs on devices: shift-invert factorizes ``A - sigma M`` (and mode 2 without
+``Minv`` ``M``) on the device as SciPy does (``splu``: the multifrontal LU, its
+substitutions inside the cycle graph; a dense LU for dense tensors); an operator given as
+functions is inverted with ``gmres`` to SciPy's ``gmres_loose`` tolerance; the iteration
+count (``ArpackNoConvergence``'s) counts restart cycles.
 """
 
 import dataclasses
@@ -106,20 +105,26 @@ def _inner_solver(solver, op, rtol, what, **kw):
     return solve
 
 
-def _shift_invert(A, M, Aop, Mop, sigma, rtol):
+def _loose_rtol(tol, dtype, n):
+    """SciPy's ``gmres_loose`` tolerance for the inner solves of operators: ARPACK's
+    ``tol`` (2 eps where 0), at least 1000 sqrt(n) eps."""
+    eps = float(torch.finfo(real_dtype(dtype)).eps)
+    return max(float(tol) if tol > 0 else 2 * eps, 1000 * np.sqrt(n) * eps)
+
+
+def _shift_invert(A, M, Aop, Mop, sigma, rtol, device):
     """(x -> (A - sigma M)^-1 x, pure, factors), as SciPy's get_OPinv_matvec: a sparse LU
     (``splu``, on the device) when A and M are sparse containers, a dense LU when one is a
-    dense tensor, else ``minres`` on the shifted operator (SciPy: gmres) to ``rtol``.
+    dense tensor, else ``gmres`` on the shifted operator to ``rtol`` (SciPy's gmres_loose).
     ``pure``: the solve is tensor code without graph cuts or host reads (the device LU's
     substitutions), so it runs inside the Lanczos loop's graph.  ``factors``: the device
     LU's ``traced_operator`` (the solve as a function of its factors), else None."""
-    from trnscipy.sparse.linalg import minres
+    from trnscipy.sparse.linalg import gmres
 
     matrices = all(x is None or _is_sparse(x) or is_torch_array(x) for x in (A, M))
     if not matrices:
-        op = Aop if M is None else _shifted(Aop, Mop, sigma)
-        return _inner_solver(minres, op, rtol, "M",
-                             **({"shift": sigma} if M is None else {})), False, None
+        return _inner_solver(gmres, _shifted(Aop, Mop, sigma, device), rtol,
+                             "[A-sigma*M]", atol=0.0), False, None
     if _is_sparse(A) and (M is None or _is_sparse(M)):
         from trnscipy.sparse.linalg import splu
 
@@ -137,6 +142,17 @@ def _shift_invert(A, M, Aop, Mop, sigma, rtol):
                                            device=dense[0].device))
     factors = lu_factor(S, check_finite=False)
     return (lambda x: lu_solve(factors, x, check_finite=False)), False, None
+
+
+def _inverse(M, Mop, rtol, device):
+    """(x -> M^-1 x, pure), as SciPy's get_inv_matvec: the LU of a matrix (sparse on the
+    device), else ``gmres`` to ``rtol`` (SciPy's gmres_loose)."""
+    if not (_is_sparse(M) or is_torch_array(M)):
+        from trnscipy.sparse.linalg import gmres
+
+        return _inner_solver(gmres, Mop, rtol, "M", atol=0.0), False
+    solve, pure, _ = _shift_invert(M, None, Mop, None, 0.0, rtol, device)
+    return solve, pure
 
 
 def _shifted_csc(A, M, sigma):
@@ -205,14 +221,17 @@ def _same(key, other):
     return key[0] == other[0] and key[1] is other[1] and key[2] is other[2]
 
 
-def _shifted(A, M, sigma):
-    """A - sigma*M as a device LinearOperator."""
+def _shifted(A, M, sigma, device):
+    """A - sigma*M (M None: the identity) as an operator on ``device``, where the inner
+    solve runs (its functions take the device's vectors: not the user's host code)."""
     from trnscipy.sparse.linalg._interface import LinearOperator
 
     def matvec(x):
-        return A.matvec(x) - sigma * M.matvec(x)
+        return A.matvec(x) - sigma * (x if M is None else M.matvec(x))
 
-    return LinearOperator(A.shape, matvec=matvec, rmatvec=matvec, dtype=A.dtype)
+    dtype = np.result_type(A.dtype, *(() if M is None else (M.dtype,)),
+                           np.complex64 if np.iscomplexobj(sigma) else np.float32)
+    return LinearOperator(A.shape, matvec=matvec, dtype=dtype).to(device)
 
 
 def _char(dtype):
@@ -252,11 +271,8 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
 
     Aop = operator(A, device)
     Mop = operator(M, device) if M is not None else None
-    eps = torch.finfo(real_dtype(dtype)).eps
-    inner_rtol = eps ** 0.75
-    from trnscipy.sparse.linalg import cg
-
-    shift, factors = sigma, None
+    inner_rtol = _loose_rtol(tol, dtype, n)
+    shift, factors, pure = sigma, None, True
     if sigma is None:
         if OPinv is not None:
             raise ValueError("OPinv should not be specified with sigma = None.")
@@ -266,8 +282,8 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
             arpack_mode, op, B = 1, Aop.matvec, None
         else:
             arpack_mode = 2
-            minv = (operator(Minv, device).matvec if Minv is not None
-                    else _inner_solver(cg, M, inner_rtol, "M"))
+            minv, pure = ((operator(Minv, device).matvec, _is_matrix(Minv))
+                          if Minv is not None else _inverse(M, Mop, inner_rtol, device))
             op, B = (lambda x: minv(Aop.matvec(x))), Mop.matvec
     else:
         if Minv is not None:
@@ -277,7 +293,7 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
         if OPinv is not None:
             opinv, pure = operator(OPinv, device).matvec, _is_matrix(OPinv)
         else:
-            opinv, pure, factors = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol)
+            opinv, pure, factors = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol, device)
         if mode == "normal":
             arpack_mode = 3
             if Mop is None:
@@ -313,8 +329,7 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     which_ = {"LR": "LA", "SR": "SA"}.get(which, which)
     # OP as pure tensor code (matrices, the device LU's substitutions, no inner Krylov
     # solve) runs its steps in a device loop
-    traceable = all(_is_matrix(x) for x in (A, M, Minv)) and (
-        pure if sigma is not None else M is None or Minv is not None)
+    traceable = all(_is_matrix(x) for x in (A, M, Minv)) and pure
     def in_order(theta, X, shift=shift):
         """The results in SciPy's order as tensors (the device loop computes them in the
         solve's graph, ordered by ranks: no sort, no read)."""
@@ -442,6 +457,7 @@ def _lanczos(op, B, n, k, ncv, which, v0, maxiter, tol, getv0_op, traceable, fin
             V, T, beta, *BV = state
             rows = torch.arange(ncv + 1, device=device)
             w = op(V.index_select(0, j.reshape(1))[0])
+            w = w if w.dtype == dtype else w.to(dtype)  # (ARPACK's precision)
             Q = BV[0] if BV else V
             upto = (rows <= j).to(dtype)
             w0 = bnorm(w, w)
@@ -706,12 +722,12 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
     """Restarted Arnoldi in Krylov-Schur form (_krylov_schur.py).  What differs on
     devices: results in most-wanted-first order; the Arnoldi basis is orthonormal in the
     standard inner product in every mode; M^-1 (generalized, without ``Minv``) and
-    (A - sigma M)^-1 (without ``OPinv``) are ``cg``/``gmres`` solves to eps**0.75; complex
+    (A - sigma M)^-1 (without ``OPinv``) are SciPy's: LU factorizations of matrices,
+    ``gmres`` for operators; complex
     ``sigma`` with real A (``OPpart``) runs SciPy on the host, announced.  Neuron: float64
     by Krylov-Schur in double-float (``_eigen/_refine_eigs.py``).  ``basis``
     (trnscipy's own, for the double-float refinement): return the host Ritz values and the
     vectors' real and imaginary parts (real A only)."""
-    from trnscipy.sparse.linalg import cg, gmres
     from trnscipy.sparse.linalg._eigen.arpack._krylov_schur import krylov_schur
 
     device = _device_of(A, M, v0, Minv, OPinv)
@@ -728,7 +744,7 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
         return _dense_eig(A, M, return_eigenvectors)
     Aop = operator(A, device)
     Mop = operator(M, device) if M is not None else None
-    inner_rtol = torch.finfo(real_dtype(dtype)).eps ** 0.75
+    inner_rtol = _loose_rtol(tol, dtype, n)
     if sigma is None:
         if OPinv is not None:
             raise ValueError("OPinv should not be specified with sigma = None.")
@@ -740,7 +756,7 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
             op = Aop.matvec
         else:
             minv = (operator(Minv, device).matvec if Minv is not None
-                    else _inner_solver(cg, M, inner_rtol, "M"))
+                    else _inverse(M, Mop, inner_rtol, device)[0])
             op = lambda x: minv(Aop.matvec(x))  # noqa: E731
     else:
         if not real and OPpart is not None:
@@ -757,9 +773,7 @@ def eigs(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None
         if OPinv is not None:
             opinv = operator(OPinv, device).matvec
         else:
-            shifted = _shifted(Aop, Mop if Mop is not None else _identity(n, Aop.dtype), sigma)
-            opinv = _inner_solver(gmres, shifted, inner_rtol, "A - sigma*M", restart=n,
-                                  atol=0.0)
+            opinv = _shift_invert(A, M, Aop, Mop, sigma, inner_rtol, device)[0]
         op = opinv if Mop is None else (lambda x: opinv(Mop.matvec(x)))
     if which not in _NEUPD_WHICH:
         raise ValueError(f"Parameter which must be one of {' '.join(_NEUPD_WHICH)}")
@@ -802,12 +816,6 @@ def _values(lam, rdtype, device):
 
     return complex_of(*(torch.as_tensor(np.ascontiguousarray(part)).to(
         device=device, dtype=rdtype) for part in (lam.real, lam.imag)))
-
-
-def _identity(n, dtype):
-    from trnscipy.sparse.linalg._interface import LinearOperator
-
-    return LinearOperator((n, n), matvec=lambda x: x, dtype=dtype)
 
 
 def _dense_eig(A, M, return_eigenvectors):
