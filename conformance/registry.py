@@ -103,6 +103,10 @@ class Case:
     def __post_init__(self):
         if self.dtype is None:
             self.dtype = _first_dtype((*self.args, *self.kwargs.values()))
+        if self.dtype is None and self.kwargs.get("dtype") is not None:
+            # a constructor's dtype keyword: the dtype it builds and computes in
+            dtype = np.dtype(self.kwargs["dtype"])
+            self.dtype = dtype if dtype.kind in "fc" else None
 
     @property
     def name(self):

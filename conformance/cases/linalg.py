@@ -183,7 +183,9 @@ def _no_array_input():
     """Functions of sizes and names only: nothing says which device to build on, so on a
     device lane they need trnscipy's ``device=`` keyword (not-implemented without it)."""
     I = inputs(np.float64)
-    out = [Case("linalg", attr, "n4", (4,), device_kwarg=True)
+    # hilbert, invhilbert and helmert build float64 matrices: their float64 case
+    out = [Case("linalg", attr, "n4", (4,), device_kwarg=True,
+                dtype=np.float64 if attr in ("helmert", "hilbert", "invhilbert") else None)
            for attr in ("dft", "hadamard", "helmert", "hilbert", "invhilbert", "invpascal",
                         "pascal")]
     out += [Case("linalg", "cdf2rdf", "eig-complex128", tuple(sl.eig(I["gen"])))]
