@@ -1,7 +1,10 @@
 """Gradients through solvers by implicit differentiation (torch.autograd.Function).
 
-The routed functions call in here only when a gradient is wanted (``wants_grad``: grad
-mode on and an operand that requires it); otherwise their computation is untouched.
+Only calls that want a gradient come here (grad mode on and an operand that requires
+it): the dispatcher sends them to the differentiable implementation their ``@dispatch``
+declares (``grad=krylov``, ``eigen``, ``spsolve``, ``splu``, ``expm_multiply``), the
+dense functions and the factorizations' ``solve`` test ``_dispatch.requires_grad``
+themselves; calls without gradients never run code here.
 The forward pass is the ordinary call on detached operands; the backward pass never
 differentiates the solver's iterations, it solves the adjoint problem:
 
@@ -23,8 +26,8 @@ from array_api_compat import is_torch_array
 
 from trnscipy._torch import torch
 
-__all__ = ["wanted", "wants_grad", "solver", "krylov", "sparse_solve", "factorization",
-           "dense_solve", "cho_solve", "lu_solve", "cholesky", "eigh", "eigen", "expm_multiply"]
+__all__ = ["krylov", "spsolve", "splu", "factorization_solve", "dense_solve", "cho_solve",
+           "lu_solve", "cholesky", "eigh", "eigen", "expm_multiply"]
 
 # Krylov solvers whose adjoint solve is the same solver with A itself (A Hermitian), and
 # those that solve with A^H (same solver, tolerances and maxiter).
@@ -43,18 +46,6 @@ def _values(obj):
     if getattr(obj, "_trnscipy_device_object", False) and hasattr(obj, "format"):
         return obj.data
     return None
-
-
-def wanted(args, kwargs):
-    """``wants_grad`` over a call's positional and keyword arguments."""
-    return wants_grad(*args) or wants_grad(*kwargs.values())
-
-
-def solver(scipy_func, solve, args, kwargs):
-    """The autograd route of a solver-kernel call (Krylov solvers, expm_multiply)."""
-    if scipy_func.__name__ == "expm_multiply":
-        return expm_multiply(scipy_func, solve, args, kwargs)
-    return krylov(scipy_func, solve, args, kwargs)
 
 
 def wants_grad(*objs):
@@ -189,9 +180,19 @@ def _apply(values, b, problem):
 
 # ---- sparse direct solvers -----------------------------------------------------------------
 
-def sparse_solve(run, A, b):
-    """spsolve(A, b) = ``run(A, b)`` with gradients to A's stored values and to a dense b.
-    The adjoint solve is ``run(A^H, g)`` (a factorization of A^H)."""
+def spsolve(scipy_func, solve, args, kwargs):
+    """spsolve(A, b, ...) = ``solve(A, b, ...)`` with gradients to A's stored values and to
+    a dense b.  The adjoint solve is ``solve(A^H, g, ...)`` (a factorization of A^H)."""
+    params = _bind(scipy_func, args, kwargs)
+    if params is None:
+        return solve(*args, **kwargs)  # the function's own TypeError
+    A, b = params.pop("A"), params.pop("b")
+    if not wants_grad(A, b):
+        return solve(*args, **kwargs)
+
+    def run(A, b):
+        return solve(A, b, **params)
+
     if not isinstance(b, torch.Tensor):
         raise NotImplementedError("spsolve: gradients need a dense right-hand side tensor "
                                   "(not a sparse b)")
@@ -229,8 +230,14 @@ class Factorization:
         return factorization_solve(self._lu, self._A, rhs, trans)
 
 
-def factorization(lu, A):
-    """splu's result for ``A``: a ``Factorization`` where A's values require a gradient."""
+def splu(scipy_func, factor, args, kwargs):
+    """splu(A, ...) = ``factor(A, ...)`` of the detached A: a ``Factorization`` where A's
+    values require a gradient, else the factorization itself."""
+    params = _bind(scipy_func, args, kwargs)
+    if params is None:
+        return factor(*args, **kwargs)  # the function's own TypeError
+    A = params["A"]
+    lu = factor(**{**params, "A": _detached(A)})
     return Factorization(lu, A) if wants_grad(A) else lu
 
 
@@ -385,8 +392,6 @@ def dense_solve(run, a, b, lower, kind, transposed):
     """linalg.solve: ``run(a, b, transposed)`` (the kernel call on validated (..., n, n)
     and (..., n, k) tensors) with gradients to a (on the entries the structure ``kind``
     reads) and b."""
-    if not wants_grad(a, b):
-        return run(a, b, transposed)
     a0, b0 = a.detach(), b.detach()
 
     def adjoint(g):
@@ -417,8 +422,6 @@ def _match_batch(G, like):
 def cho_solve(run, c, lower, b):
     """cho_solve((c, lower), b) = ``run(c, b)`` with gradients to b and to the triangle
     of c that is read: A = L L^H (U^H U), dL/dL = tril((G + G^H) L), G = -y x^H."""
-    if not wants_grad(c, b):
-        return run(c, b)
     c0, b0 = c.detach(), b.detach()
 
     def grad_values(y, x):
@@ -441,8 +444,6 @@ def _permutation(piv):
 def lu_solve(run, lu, piv, b, trans):
     """lu_solve((lu, piv), b, trans) = ``run(lu, b, trans)`` with gradients to b and to the
     packed factors (A[perm] = L U: dL/dL strictly lower, dL/dU upper)."""
-    if not wants_grad(lu, b):
-        return run(lu, b, trans)
     if lu.ndim != 2:
         raise NotImplementedError("lu_solve: gradients of batched factors are not supported")
     lu0, b0 = lu.detach(), b.detach()
@@ -497,8 +498,6 @@ def cholesky(run, trsm, a, lower):
     diagonal); ``trsm(L, B, trans)`` solves op(L) X = B for the factor L (lower; trans 2:
     L^H), the triangular-solve kernel without the routed call's checks: a Cholesky
     factor is finite with a positive diagonal, and on XLA each check costs an execution."""
-    if not wants_grad(a):
-        return run(a)
     if a.ndim != 2:
         raise NotImplementedError("cholesky: gradients of batched matrices are not supported")
     a0 = a.detach()
@@ -529,8 +528,6 @@ def eigh(run, a, lower, eigvals_only, subset=False):
     gradient exists only for a loss that does not depend on the choice of basis of the
     eigenspace (skew(V^H gV) zero there): those pairs contribute nothing, and a loss that
     does depend on the choice raises ValueError in backward."""
-    if not wants_grad(a):
-        return run(a, eigvals_only)
     if a.ndim != 2:
         raise NotImplementedError("eigh: gradients of batched matrices are not supported")
     a0 = a.detach()

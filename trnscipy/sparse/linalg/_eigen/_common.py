@@ -4,7 +4,6 @@ import functools
 
 import numpy as np
 
-from trnscipy import _autograd
 from trnscipy._dispatch import call_device
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import small_eigh
@@ -21,16 +20,11 @@ def eigen_kernel(scipy_func, operators=None):
     ``operators(arguments)``: True where SciPy's function makes a LinearOperator of its
     matrix itself (then the CPU kernel may hand a sparse container over as one)."""
     def decorate(torch_func):
-        def run(*args, **kwargs):
+        @functools.wraps(torch_func)
+        def solve(*args, **kwargs):
             device = call_device(args, kwargs)
             return strategy("eigen", device)(scipy_func, torch_func, args, kwargs,
                                              host_operand, operators)
-
-        @functools.wraps(torch_func)
-        def solve(*args, **kwargs):
-            if _autograd.wanted(args, kwargs):  # implicit differentiation (trnscipy._autograd)
-                return _autograd.eigen(scipy_func, run, args, kwargs)
-            return run(*args, **kwargs)
 
         solve.torch_impl = torch_func
         return solve

@@ -21,7 +21,6 @@ import numpy as np
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import _interface as _si
 
-from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import call_device, offloading
@@ -71,17 +70,12 @@ def solver_kernel(scipy_solver, operators=True):
     kernel may hand sparse containers over as operators; False where SciPy treats an
     operator differently from a matrix (expm_multiply, funm_multiply_krylov)."""
     def decorate(torch_solver):
-        def run(*args, **kwargs):
+        @functools.wraps(torch_solver)
+        def solve(*args, **kwargs):
             device = call_device(args, kwargs)
             check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
             return strategy("krylov", device)(scipy_solver, torch_solver, args, kwargs,
                                               host_operand, operators)
-
-        @functools.wraps(torch_solver)
-        def solve(*args, **kwargs):
-            if _autograd.wanted(args, kwargs):  # implicit differentiation (trnscipy._autograd)
-                return _autograd.solver(scipy_solver, run, args, kwargs)
-            return run(*args, **kwargs)
 
         solve.torch_loop = torch_solver
         return solve
