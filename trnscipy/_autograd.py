@@ -24,6 +24,7 @@ import inspect
 
 from array_api_compat import is_torch_array
 
+from trnscipy._dispatch import requires_grad
 from trnscipy._torch import torch
 
 __all__ = ["krylov", "spsolve", "splu", "factorization_solve", "dense_solve", "cho_solve",
@@ -46,16 +47,6 @@ def _values(obj):
     if getattr(obj, "_trnscipy_device_object", False) and hasattr(obj, "format"):
         return obj.data
     return None
-
-
-def wants_grad(*objs):
-    """True when grad mode is on and one of ``objs`` (tensors, sparse containers)
-    requires a gradient."""
-    for obj in objs:
-        values = _values(obj)
-        if values is not None and values.requires_grad:
-            return torch.is_grad_enabled()
-    return False
 
 
 def _detached(obj):
@@ -187,7 +178,7 @@ def spsolve(scipy_func, solve, args, kwargs):
     if params is None:
         return solve(*args, **kwargs)  # the function's own TypeError
     A, b = params.pop("A"), params.pop("b")
-    if not wants_grad(A, b):
+    if not requires_grad(A, b):
         return solve(*args, **kwargs)
 
     def run(A, b):
@@ -200,7 +191,7 @@ def spsolve(scipy_func, solve, args, kwargs):
     AH = _adjoint_operator(A0)
     problem = _Solve(b0, lambda: run(A0, b0), lambda g: run(AH, g),
                      lambda y, x: _product_vjp(A0, _values(A), -_cols(y, x), _cols(x, y)))
-    return _apply(_values(A) if wants_grad(A) else None, b, problem)
+    return _apply(_values(A) if requires_grad(A) else None, b, problem)
 
 
 def _cols(v, like):
@@ -238,7 +229,7 @@ def splu(scipy_func, factor, args, kwargs):
         return factor(*args, **kwargs)  # the function's own TypeError
     A = params["A"]
     lu = factor(**{**params, "A": _detached(A)})
-    return Factorization(lu, A) if wants_grad(A) else lu
+    return Factorization(lu, A) if requires_grad(A) else lu
 
 
 def factorization_solve(lu, A, rhs, trans="N"):
@@ -263,8 +254,8 @@ def factorization_solve(lu, A, rhs, trans="N"):
             return _product_vjp(A0, _values(A), -x.conj(), y.conj())
         return _product_vjp(A0, _values(A), -x, y).conj()  # A^H: -(y x^H)^H
 
-    values = _values(A) if A is not None and wants_grad(A) else None
-    if values is None and not wants_grad(rhs):
+    values = _values(A) if A is not None and requires_grad(A) else None
+    if values is None and not requires_grad(rhs):
         return lu.solve(rhs, trans)
     return _apply(values, rhs, _Solve(b0, lambda: lu.solve(b0, trans), adjoint, grad_values))
 
@@ -305,7 +296,7 @@ def krylov(scipy_solver, solve, args, kwargs):
     if params is None:
         return solve(*args, **kwargs)  # the solver's own TypeError
     A, b = params["A"], params["b"]
-    if not wants_grad(A, b):
+    if not requires_grad(A, b):
         return solve(*args, **kwargs)
     if not isinstance(b, torch.Tensor):
         b = torch.as_tensor(b, device=getattr(A, "device", None))
@@ -336,7 +327,7 @@ def krylov(scipy_solver, solve, args, kwargs):
                                f"(info={info})")
         return y
 
-    values = _values(A) if wants_grad(A) else None
+    values = _values(A) if requires_grad(A) else None
     problem = _Unconverged(name, b0, forward, adjoint,
                            lambda y, x: _product_vjp(A0, values, -y, x))
     detached["b"] = b0
@@ -354,9 +345,9 @@ def expm_multiply(scipy_func, solve, args, kwargs):
     if params is None:
         return solve(*args, **kwargs)
     A, B = params["A"], params["B"]
-    if not wants_grad(A, B):
+    if not requires_grad(A, B):
         return solve(*args, **kwargs)
-    if wants_grad(A):
+    if requires_grad(A):
         raise NotImplementedError("expm_multiply: gradients with respect to A are not "
                                   "supported (only with respect to B)")
     if any(params.get(k) is not None for k in ("start", "stop", "num", "endpoint")):
@@ -408,7 +399,7 @@ def dense_solve(run, a, b, lower, kind, transposed):
         G = -(y @ x.mH)
         return _match_batch(_fold(G.mT if transposed else G, lower, kind), a)
 
-    return _apply(a if wants_grad(a) else None, b, _Solve(b0, lambda: run(a0, b0, transposed),
+    return _apply(a if requires_grad(a) else None, b, _Solve(b0, lambda: run(a0, b0, transposed),
                                                           adjoint, grad_values))
 
 
@@ -429,7 +420,7 @@ def cho_solve(run, c, lower, b):
         S = G + G.mH
         return _match_batch((S @ c0).tril() if lower else (c0 @ S).triu(), c)
 
-    return _apply(c if wants_grad(c) else None, b,
+    return _apply(c if requires_grad(c) else None, b,
                   _Solve(b0, lambda: run(c0, b0), lambda g: run(c0, g), grad_values))
 
 
@@ -461,7 +452,7 @@ def lu_solve(run, lu, piv, b, trans):
         U = lu0.triu()
         return _match((GM @ U.mH).tril(-1) + (L.mH @ GM).triu(), lu)
 
-    return _apply(lu if wants_grad(lu) else None, b,
+    return _apply(lu if requires_grad(lu) else None, b,
                   _Solve(b0, lambda: run(lu0, b0, trans), adjoint, grad_values))
 
 
@@ -585,12 +576,12 @@ def eigen(scipy_func, solve, args, kwargs):
         return solve(*args, **kwargs)
     a_name, m_name, vectors_name = _EIGEN[name]
     A = params[a_name]
-    if not wants_grad(*params.values()):
+    if not requires_grad(*params.values()):
         return solve(*args, **kwargs)
-    if m_name is not None and wants_grad(params.get(m_name)):
+    if m_name is not None and requires_grad(params.get(m_name)):
         raise NotImplementedError(f"{name}: gradients with respect to {m_name} "
                                   "(generalized problems) are not supported")
-    if _values(A) is None or not wants_grad(A):
+    if _values(A) is None or not requires_grad(A):
         return solve(**{k: _detached(v) for k, v in params.items()})
     detached = {key: _detached(value) for key, value in params.items()}
     A0 = detached[a_name]

@@ -2,6 +2,7 @@
 
     a distributed operand (trnscipy.distributed)              -> distributed implementation
     device operands (torch tensors, trnscipy device objects)  -> device implementation
+      one of them requiring a gradient (grad mode on)         -> differentiable implementation
     no device operand, inside ``offload(dev)`` (or TRNSCIPY_OFFLOAD)
                                                               -> device implementation on dev,
                                                                  results back to NumPy/SciPy
@@ -393,11 +394,11 @@ def _offload_target():
 
 
 def _run_offloaded(name, scipy_func, device_impl, device, args, kwargs, composite, double,
-                   batch, grad):
+                   batch):
     with serving_offload():
         try:
             result = _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
-                                    composite, double, batch, offloaded=True, grad=grad)
+                                    composite, double, batch, offloaded=True)
         except Exception as err:
             # results an exception carries (ArpackNoConvergence's converged pairs) come
             # back to the host as the call's results would
@@ -479,7 +480,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
                     fallback(name, "it has no device implementation", stacklevel=3)
                     return scipy_func(*args, **kwargs)
                 return _run_offloaded(name, scipy_func, device_impl, _offload_target(),
-                                      args, kwargs, composite, double, batch, grad)
+                                      args, kwargs, composite, double, batch)
             return scipy_func(*args, **kwargs)
 
         wrapper._trnscipy_route = "device" if device_impl is not None else "host"
