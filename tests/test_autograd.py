@@ -174,6 +174,41 @@ def test_no_grad_keeps_the_plain_route():
     assert not x2.requires_grad and np.array_equal(x2.numpy(), xs)
 
 
+def test_calls_without_gradients_run_no_autograd_code():
+    """The dispatcher sends only calls with an operand that requires a gradient to the
+    differentiable implementation: the others never run code of trnscipy/_autograd.py
+    (also with grad mode off and an operand that requires one)."""
+    import sys
+
+    import trnscipy._autograd as ag
+
+    A, params, of = _spd()
+    Ag = of(params)  # (values that require a gradient, for grad mode off)
+    a, b = _dense_spd().detach(), _vec().detach()
+    calls = [lambda: tsla.cg(A, b), lambda: tsla.gmres(A, b),
+             lambda: tsla.eigsh(A, k=2), lambda: tsla.expm_multiply(A, b),
+             lambda: tsla.spsolve(A, b), lambda: tsla.splu(A.tocsc()).solve(b),
+             lambda: tla.solve(a, b), lambda: tla.cho_solve(tla.cho_factor(a), b),
+             lambda: tla.lu_solve(tla.lu_factor(a), b), lambda: tla.eigh(a)]
+    entered = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == ag.__file__:
+            entered.append(frame.f_code.co_name)
+
+    for call in calls:
+        sys.setprofile(profile)
+        try:
+            call()
+            with torch.no_grad():
+                tsla.cg(Ag, b)
+        finally:
+            sys.setprofile(None)
+    assert entered == []
+    x, _ = tsla.cg(Ag, b, rtol=1e-10)  # a gradient wanted: the declared route
+    assert x.requires_grad
+
+
 # ---- dense ---------------------------------------------------------------------------------
 
 def _dense():

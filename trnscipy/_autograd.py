@@ -1,7 +1,10 @@
 """Gradients through solvers by implicit differentiation (torch.autograd.Function).
 
-The routed functions call in here only when a gradient is wanted (``wants_grad``: grad
-mode on and an operand that requires it); otherwise their computation is untouched.
+Only calls that want a gradient come here (grad mode on and an operand that requires
+it): the dispatcher sends them to the differentiable implementation their ``@dispatch``
+declares (``grad=krylov``, ``eigen``, ``spsolve``, ``splu``, ``expm_multiply``), the
+dense functions and the factorizations' ``solve`` test ``_dispatch.requires_grad``
+themselves; calls without gradients never run code here.
 The forward pass is the ordinary call on detached operands; the backward pass never
 differentiates the solver's iterations, it solves the adjoint problem:
 
@@ -21,10 +24,11 @@ import inspect
 
 from array_api_compat import is_torch_array
 
+from trnscipy._dispatch import requires_grad
 from trnscipy._torch import torch
 
-__all__ = ["wanted", "wants_grad", "solver", "krylov", "sparse_solve", "factorization",
-           "dense_solve", "cho_solve", "lu_solve", "cholesky", "eigh", "eigen", "expm_multiply"]
+__all__ = ["krylov", "spsolve", "splu", "factorization_solve", "dense_solve", "cho_solve",
+           "lu_solve", "cholesky", "eigh", "eigen", "expm_multiply"]
 
 # Krylov solvers whose adjoint solve is the same solver with A itself (A Hermitian), and
 # those that solve with A^H (same solver, tolerances and maxiter).
@@ -43,28 +47,6 @@ def _values(obj):
     if getattr(obj, "_trnscipy_device_object", False) and hasattr(obj, "format"):
         return obj.data
     return None
-
-
-def wanted(args, kwargs):
-    """``wants_grad`` over a call's positional and keyword arguments."""
-    return wants_grad(*args) or wants_grad(*kwargs.values())
-
-
-def solver(scipy_func, solve, args, kwargs):
-    """The autograd route of a solver-kernel call (Krylov solvers, expm_multiply)."""
-    if scipy_func.__name__ == "expm_multiply":
-        return expm_multiply(scipy_func, solve, args, kwargs)
-    return krylov(scipy_func, solve, args, kwargs)
-
-
-def wants_grad(*objs):
-    """True when grad mode is on and one of ``objs`` (tensors, sparse containers)
-    requires a gradient."""
-    for obj in objs:
-        values = _values(obj)
-        if values is not None and values.requires_grad:
-            return torch.is_grad_enabled()
-    return False
 
 
 def _detached(obj):
@@ -189,9 +171,19 @@ def _apply(values, b, problem):
 
 # ---- sparse direct solvers -----------------------------------------------------------------
 
-def sparse_solve(run, A, b):
-    """spsolve(A, b) = ``run(A, b)`` with gradients to A's stored values and to a dense b.
-    The adjoint solve is ``run(A^H, g)`` (a factorization of A^H)."""
+def spsolve(scipy_func, solve, args, kwargs):
+    """spsolve(A, b, ...) = ``solve(A, b, ...)`` with gradients to A's stored values and to
+    a dense b.  The adjoint solve is ``solve(A^H, g, ...)`` (a factorization of A^H)."""
+    params = _bind(scipy_func, args, kwargs)
+    if params is None:
+        return solve(*args, **kwargs)  # the function's own TypeError
+    A, b = params.pop("A"), params.pop("b")
+    if not requires_grad(A, b):
+        return solve(*args, **kwargs)
+
+    def run(A, b):
+        return solve(A, b, **params)
+
     if not isinstance(b, torch.Tensor):
         raise NotImplementedError("spsolve: gradients need a dense right-hand side tensor "
                                   "(not a sparse b)")
@@ -199,7 +191,7 @@ def sparse_solve(run, A, b):
     AH = _adjoint_operator(A0)
     problem = _Solve(b0, lambda: run(A0, b0), lambda g: run(AH, g),
                      lambda y, x: _product_vjp(A0, _values(A), -_cols(y, x), _cols(x, y)))
-    return _apply(_values(A) if wants_grad(A) else None, b, problem)
+    return _apply(_values(A) if requires_grad(A) else None, b, problem)
 
 
 def _cols(v, like):
@@ -229,9 +221,15 @@ class Factorization:
         return factorization_solve(self._lu, self._A, rhs, trans)
 
 
-def factorization(lu, A):
-    """splu's result for ``A``: a ``Factorization`` where A's values require a gradient."""
-    return Factorization(lu, A) if wants_grad(A) else lu
+def splu(scipy_func, factor, args, kwargs):
+    """splu(A, ...) = ``factor(A, ...)`` of the detached A: a ``Factorization`` where A's
+    values require a gradient, else the factorization itself."""
+    params = _bind(scipy_func, args, kwargs)
+    if params is None:
+        return factor(*args, **kwargs)  # the function's own TypeError
+    A = params["A"]
+    lu = factor(**{**params, "A": _detached(A)})
+    return Factorization(lu, A) if requires_grad(A) else lu
 
 
 def factorization_solve(lu, A, rhs, trans="N"):
@@ -256,8 +254,8 @@ def factorization_solve(lu, A, rhs, trans="N"):
             return _product_vjp(A0, _values(A), -x.conj(), y.conj())
         return _product_vjp(A0, _values(A), -x, y).conj()  # A^H: -(y x^H)^H
 
-    values = _values(A) if A is not None and wants_grad(A) else None
-    if values is None and not wants_grad(rhs):
+    values = _values(A) if A is not None and requires_grad(A) else None
+    if values is None and not requires_grad(rhs):
         return lu.solve(rhs, trans)
     return _apply(values, rhs, _Solve(b0, lambda: lu.solve(b0, trans), adjoint, grad_values))
 
@@ -298,7 +296,7 @@ def krylov(scipy_solver, solve, args, kwargs):
     if params is None:
         return solve(*args, **kwargs)  # the solver's own TypeError
     A, b = params["A"], params["b"]
-    if not wants_grad(A, b):
+    if not requires_grad(A, b):
         return solve(*args, **kwargs)
     if not isinstance(b, torch.Tensor):
         b = torch.as_tensor(b, device=getattr(A, "device", None))
@@ -329,7 +327,7 @@ def krylov(scipy_solver, solve, args, kwargs):
                                f"(info={info})")
         return y
 
-    values = _values(A) if wants_grad(A) else None
+    values = _values(A) if requires_grad(A) else None
     problem = _Unconverged(name, b0, forward, adjoint,
                            lambda y, x: _product_vjp(A0, values, -y, x))
     detached["b"] = b0
@@ -347,9 +345,9 @@ def expm_multiply(scipy_func, solve, args, kwargs):
     if params is None:
         return solve(*args, **kwargs)
     A, B = params["A"], params["B"]
-    if not wants_grad(A, B):
+    if not requires_grad(A, B):
         return solve(*args, **kwargs)
-    if wants_grad(A):
+    if requires_grad(A):
         raise NotImplementedError("expm_multiply: gradients with respect to A are not "
                                   "supported (only with respect to B)")
     if any(params.get(k) is not None for k in ("start", "stop", "num", "endpoint")):
@@ -385,8 +383,6 @@ def dense_solve(run, a, b, lower, kind, transposed):
     """linalg.solve: ``run(a, b, transposed)`` (the kernel call on validated (..., n, n)
     and (..., n, k) tensors) with gradients to a (on the entries the structure ``kind``
     reads) and b."""
-    if not wants_grad(a, b):
-        return run(a, b, transposed)
     a0, b0 = a.detach(), b.detach()
 
     def adjoint(g):
@@ -403,7 +399,7 @@ def dense_solve(run, a, b, lower, kind, transposed):
         G = -(y @ x.mH)
         return _match_batch(_fold(G.mT if transposed else G, lower, kind), a)
 
-    return _apply(a if wants_grad(a) else None, b, _Solve(b0, lambda: run(a0, b0, transposed),
+    return _apply(a if requires_grad(a) else None, b, _Solve(b0, lambda: run(a0, b0, transposed),
                                                           adjoint, grad_values))
 
 
@@ -417,8 +413,6 @@ def _match_batch(G, like):
 def cho_solve(run, c, lower, b):
     """cho_solve((c, lower), b) = ``run(c, b)`` with gradients to b and to the triangle
     of c that is read: A = L L^H (U^H U), dL/dL = tril((G + G^H) L), G = -y x^H."""
-    if not wants_grad(c, b):
-        return run(c, b)
     c0, b0 = c.detach(), b.detach()
 
     def grad_values(y, x):
@@ -426,7 +420,7 @@ def cho_solve(run, c, lower, b):
         S = G + G.mH
         return _match_batch((S @ c0).tril() if lower else (c0 @ S).triu(), c)
 
-    return _apply(c if wants_grad(c) else None, b,
+    return _apply(c if requires_grad(c) else None, b,
                   _Solve(b0, lambda: run(c0, b0), lambda g: run(c0, g), grad_values))
 
 
@@ -441,8 +435,6 @@ def _permutation(piv):
 def lu_solve(run, lu, piv, b, trans):
     """lu_solve((lu, piv), b, trans) = ``run(lu, b, trans)`` with gradients to b and to the
     packed factors (A[perm] = L U: dL/dL strictly lower, dL/dU upper)."""
-    if not wants_grad(lu, b):
-        return run(lu, b, trans)
     if lu.ndim != 2:
         raise NotImplementedError("lu_solve: gradients of batched factors are not supported")
     lu0, b0 = lu.detach(), b.detach()
@@ -460,7 +452,7 @@ def lu_solve(run, lu, piv, b, trans):
         U = lu0.triu()
         return _match((GM @ U.mH).tril(-1) + (L.mH @ GM).triu(), lu)
 
-    return _apply(lu if wants_grad(lu) else None, b,
+    return _apply(lu if requires_grad(lu) else None, b,
                   _Solve(b0, lambda: run(lu0, b0, trans), adjoint, grad_values))
 
 
@@ -497,8 +489,6 @@ def cholesky(run, trsm, a, lower):
     diagonal); ``trsm(L, B, trans)`` solves op(L) X = B for the factor L (lower; trans 2:
     L^H), the triangular-solve kernel without the routed call's checks: a Cholesky
     factor is finite with a positive diagonal, and on XLA each check costs an execution."""
-    if not wants_grad(a):
-        return run(a)
     if a.ndim != 2:
         raise NotImplementedError("cholesky: gradients of batched matrices are not supported")
     a0 = a.detach()
@@ -529,8 +519,6 @@ def eigh(run, a, lower, eigvals_only, subset=False):
     gradient exists only for a loss that does not depend on the choice of basis of the
     eigenspace (skew(V^H gV) zero there): those pairs contribute nothing, and a loss that
     does depend on the choice raises ValueError in backward."""
-    if not wants_grad(a):
-        return run(a, eigvals_only)
     if a.ndim != 2:
         raise NotImplementedError("eigh: gradients of batched matrices are not supported")
     a0 = a.detach()
@@ -588,12 +576,12 @@ def eigen(scipy_func, solve, args, kwargs):
         return solve(*args, **kwargs)
     a_name, m_name, vectors_name = _EIGEN[name]
     A = params[a_name]
-    if not wants_grad(*params.values()):
+    if not requires_grad(*params.values()):
         return solve(*args, **kwargs)
-    if m_name is not None and wants_grad(params.get(m_name)):
+    if m_name is not None and requires_grad(params.get(m_name)):
         raise NotImplementedError(f"{name}: gradients with respect to {m_name} "
                                   "(generalized problems) are not supported")
-    if _values(A) is None or not wants_grad(A):
+    if _values(A) is None or not requires_grad(A):
         return solve(**{k: _detached(v) for k, v in params.items()})
     detached = {key: _detached(value) for key, value in params.items()}
     A0 = detached[a_name]

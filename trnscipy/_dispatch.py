@@ -2,6 +2,7 @@
 
     a distributed operand (trnscipy.distributed)              -> distributed implementation
     device operands (torch tensors, trnscipy device objects)  -> device implementation
+      one of them requiring a gradient (grad mode on)         -> differentiable implementation
     no device operand, inside ``offload(dev)`` (or TRNSCIPY_OFFLOAD)
                                                               -> device implementation on dev,
                                                                  results back to NumPy/SciPy
@@ -35,6 +36,7 @@ from trnscipy._capabilities import declaration, declare, runs_on_device
 from trnscipy._device import device_kind, offloading, resolve_device, serving_offload
 from trnscipy._dtypes import device_dtype_problem
 from trnscipy._errors import fallback
+from trnscipy._torch import torch
 from trnscipy._transfer import (
     _to_device,
     _to_host,
@@ -44,8 +46,8 @@ from trnscipy._transfer import (
     stores_float32,
 )
 
-__all__ = ["dispatch", "host_only", "find_device", "call_device", "offload", "offloading",
-           "register_distributed"]
+__all__ = ["dispatch", "host_only", "find_device", "call_device", "requires_grad", "offload",
+           "offloading", "register_distributed"]
 
 # The offload target: a device name until first use, then a torch.device.
 _OFFLOAD = contextvars.ContextVar("trnscipy_offload",
@@ -117,6 +119,19 @@ def call_device(*operands):
     kwargs = {k: v for x in operands if type(x) is dict for k, v in x.items()}
     device = find_device(args, kwargs)
     return device if device is not None else _CALL_DEVICE.get()
+
+
+def requires_grad(*operands):
+    """True when grad mode is on and an operand (a tensor, a sparse container's ``data``)
+    requires a gradient: the call then goes to its differentiable implementation."""
+    for x in operands:
+        if type(x) in _HOST_TYPES:
+            continue
+        if getattr(x, "_trnscipy_device_object", False) and hasattr(x, "format"):
+            x = x.data
+        if is_torch_array(x) and x.requires_grad:
+            return torch.is_grad_enabled()
+    return False
 
 
 def _is_host_array(x):
@@ -232,10 +247,11 @@ def _operands_problem(args, kwargs):
 
 
 def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composite=False,
-                   double=False, batch=None, offloaded=False):
+                   double=False, batch=None, offloaded=False, grad=None):
     """``offloaded``: the call of host operands that offload sent here (its host results
     stay on the host); calls with device operands, also those nested in an offloaded
-    implementation, get device results."""
+    implementation, get device results.  ``grad``: the differentiable implementation,
+    for a call with an operand that requires a gradient (``requires_grad``)."""
     problem = _operands_problem(args, kwargs)
     if problem is not None:
         fallback(name, problem, stacklevel=5 if offloaded else 4)
@@ -255,6 +271,8 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
             kwargs = {k: _held(v) for k, v in kwargs.items()}
         if device_impl is not None and (composite or runs_on_device(
                 name, device_kind(device), _working_dtype(args, kwargs, double))):
+            if grad is not None and requires_grad(*args, *kwargs.values()):
+                device_impl = _differentiable(grad, scipy_func, device_impl)
             argdefs, stacks = batch or (None, False)
             plan = _batch.plan(scipy_func, argdefs, args, kwargs) if argdefs else None
             token = _CALL_DEVICE.set(device)
@@ -284,6 +302,15 @@ def _run_on_device(name, scipy_func, device_impl, device, args, kwargs, composit
         if offloaded:
             return scipy_func(*caller[0], **caller[1])
         return _to_device(_on_host(scipy_func, args, kwargs), device, strict=False)
+
+
+def _differentiable(grad, scipy_func, device_impl):
+    """The call of ``grad(scipy_func, device_impl, args, kwargs)``: the differentiable
+    implementation runs the forward and adjoint problems through ``device_impl``."""
+    def impl(*args, **kwargs):
+        return grad(scipy_func, device_impl, args, kwargs)
+
+    return impl
 
 
 # The host arrays' layouts of the device copies an offloaded call works on (an XLA
@@ -400,7 +427,8 @@ def _run_distributed(name, scipy_func, args, kwargs):
 
 
 def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double=False,
-             batch=None, stacks=False, host=(), double_float=(), why="", complex_parts=()):
+             batch=None, stacks=False, host=(), double_float=(), why="", complex_parts=(),
+             grad=None):
     """Decorator: the decorated function is the device implementation of ``scipy_func``.
 
     The returned wrapper has ``scipy_func``'s name and docstring and applies the
@@ -425,6 +453,11 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
     DeviceFallbackWarning gives); ``double_float`` the kinds without float64 where it has a
     double-float method, so that it runs there on float64 data; ``complex_parts`` the kinds
     without complex arithmetic where it takes complex data apart by data movement.
+
+    ``grad``: the differentiable implementation (``trnscipy._autograd``), called as
+    ``grad(scipy_func, device_impl, args, kwargs)`` instead of the device implementation
+    when grad mode is on and an operand requires a gradient; calls without gradients
+    never reach it.
     """
     name = name or f"{scipy_func.__module__}.{scipy_func.__name__}"
     if host or double_float or why or complex_parts:
@@ -441,7 +474,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
                 return _run_distributed(name, scipy_func, args, kwargs)
             if device is not None:
                 return _run_on_device(name, scipy_func, device_impl, device, args, kwargs,
-                                      composite, double, batch)
+                                      composite, double, batch, grad=grad)
             if offloadable and _OFFLOAD.get() is not None:
                 if device_impl is None:
                     fallback(name, "it has no device implementation", stacklevel=3)
@@ -454,6 +487,7 @@ def dispatch(scipy_func, *, name=None, offloadable=True, composite=False, double
         wrapper._trnscipy_name = name  # the capability table's key for this function
         wrapper._trnscipy_capabilities = declaration(name)  # its limits, or None
         wrapper._trnscipy_device_impl = device_impl
+        wrapper._trnscipy_grad = grad  # the differentiable implementation, or None
         wrapper._trnscipy_batch = batch  # ((argument, core ndim) pairs, stacks) or None
         wrapper.__wrapped__ = scipy_func
         return wrapper

@@ -10,7 +10,7 @@ import scipy.linalg as _sl
 
 from trnscipy import _autograd
 from trnscipy._batch import PerMatrix
-from trnscipy._dispatch import dispatch
+from trnscipy._dispatch import dispatch, requires_grad
 from trnscipy._dtypes import divide
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
@@ -67,7 +67,10 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
                                               assume_a=structure or assume_a,
                                               transposed=transposed)
 
-    x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
+    if requires_grad(a, b):  # implicit differentiation (trnscipy._autograd)
+        x = _autograd.dense_solve(run, a, b, lower, _SOLVE_KINDS[assume_a], transposed)
+    else:
+        x = run(a, b, transposed)
     if (overwrite_a and _SOLVE_KINDS[assume_a] == "gen"
             and reusable(given_a, a.dtype, ndims=(2,))):
         into(given_a, kernel("linalg.lu_factor", device)(a)[0])

@@ -9,7 +9,7 @@ import scipy.linalg as _sl
 
 from trnscipy import _autograd
 from trnscipy._batch import PerMatrix
-from trnscipy._dispatch import dispatch
+from trnscipy._dispatch import dispatch, requires_grad
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg._validate import as_square, as_tensor, common_dtype, device_of, empty
@@ -67,7 +67,9 @@ def eigh(a, b=None, *, lower=True, eigvals_only=False, overwrite_a=False,
                                               type=type, subset_by_index=subset_by_index,
                                               subset_by_value=subset_by_value, driver=driver)
 
-    if b is not None and _autograd.wants_grad(a, b):
+    if not requires_grad(a, b):
+        return run(a, eigvals_only)
+    if b is not None:  # implicit differentiation (trnscipy._autograd) of A only
         raise NotImplementedError("eigh: gradients of the generalized problem (b) are not "
                                   "supported")
     return _autograd.eigh(run, a, lower, eigvals_only,

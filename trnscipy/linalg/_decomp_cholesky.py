@@ -6,7 +6,7 @@ from array_api_compat import is_torch_array
 
 from trnscipy import _autograd
 from trnscipy._batch import PerMatrix
-from trnscipy._dispatch import dispatch
+from trnscipy._dispatch import dispatch, requires_grad
 from trnscipy._kernels import kernel
 from trnscipy._scipy_version import scipy_at_least
 from trnscipy._torch import torch
@@ -26,10 +26,14 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     a = as_square(a, device_of(a), check_finite)
     if a.numel() == 0:
         return a.clone()
-    c = _autograd.cholesky(
-        lambda a: kernel("linalg.cholesky", a.device)(a, lower=lower),
-        lambda L, B, trans: kernel("linalg._trsm", L.device)(L, B, upper=False, trans=trans),
-        a, lower)
+    def run(a):
+        return kernel("linalg.cholesky", a.device)(a, lower=lower)
+
+    if requires_grad(a):  # implicit differentiation (trnscipy._autograd)
+        c = _autograd.cholesky(run, lambda L, B, trans: kernel("linalg._trsm", L.device)(
+            L, B, upper=False, trans=trans), a, lower)
+    else:
+        c = run(a)
     return result_in(overwrite_a, given, c)
 
 
@@ -59,8 +63,14 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
         check_finite_(c, b)
     if c.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
-    x = _autograd.cho_solve(lambda c, b: kernel("linalg.cho_solve", device)((c, lower), b),
-                            c.to(dtype), lower, b)
+    def run(c, b):
+        return kernel("linalg.cho_solve", device)((c, lower), b)
+
+    c = c.to(dtype)
+    if requires_grad(c, b):  # implicit differentiation (trnscipy._autograd)
+        x = _autograd.cho_solve(run, c, lower, b)
+    else:
+        x = run(c, b)
     return solved_in(overwrite_b, given, x[..., 0] if vec else x)
 
 

@@ -3,7 +3,7 @@
 import scipy.linalg as _sl
 
 from trnscipy import _autograd
-from trnscipy._dispatch import dispatch
+from trnscipy._dispatch import dispatch, requires_grad
 from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg._inplace import result_in, solved_in
@@ -55,7 +55,12 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         raise ValueError("trans must be 0, 1 or 2")
     if lu.numel() == 0 or b.numel() == 0:
         return b[..., 0].clone() if vec else b.clone()
-    x = _autograd.lu_solve(
-        lambda lu, b, trans: kernel("linalg.lu_solve", device)((lu, piv), b, trans=trans),
-        lu.to(dtype), piv, b, trans)
+    def run(lu, b, trans):
+        return kernel("linalg.lu_solve", device)((lu, piv), b, trans=trans)
+
+    lu = lu.to(dtype)
+    if requires_grad(lu, b):  # implicit differentiation (trnscipy._autograd)
+        x = _autograd.lu_solve(run, lu, piv, b, trans)
+    else:
+        x = run(lu, b, trans)
     return solved_in(overwrite_b, given, x[..., 0] if vec else x)

@@ -23,6 +23,7 @@ from scipy.sparse.linalg._expm_multiply import (
     _fragment_3_1,
 )
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import absolute
 from trnscipy._torch import torch
@@ -228,7 +229,8 @@ def _scale(eta, F):
     return F * (eta.item() if hasattr(eta, "item") else eta)
 
 
-@dispatch(_scipy.expm_multiply, double_float=("neuron",))
+@dispatch(_scipy.expm_multiply, double_float=("neuron",),
+          grad=_autograd.expm_multiply)
 @solver_kernel(_scipy.expm_multiply, operators=False)
 def expm_multiply(A, B, start=None, stop=None, num=None, endpoint=None, traceA=None):
     sparse_b = _is_sparse(B)

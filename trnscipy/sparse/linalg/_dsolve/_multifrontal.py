@@ -47,7 +47,7 @@ from scipy.sparse import csgraph as _csgraph
 from trnscipy import _autograd
 from trnscipy._capabilities import declare, runs_on_device
 from trnscipy._device import device_kind
-from trnscipy._dispatch import find_device
+from trnscipy._dispatch import find_device, requires_grad
 from trnscipy._dtypes import to_numpy_dtype, to_torch_dtype
 from trnscipy._kernels import _plan, backend, kernel, register
 from trnscipy._torch import torch
@@ -776,7 +776,7 @@ class DeviceLU:
         """x with op(A) x = rhs (op per ``trans``: 'N', 'T', 'H') on the factors' device;
         SciPy's errors for a wrong shape, dtype or ``trans``."""
         find_device((self, rhs))  # ValueError for a right-hand side on another device
-        if _autograd.wants_grad(rhs):  # implicit differentiation (trnscipy._autograd)
+        if requires_grad(rhs):  # implicit differentiation (trnscipy._autograd)
             return _autograd.factorization_solve(self, None, rhs, trans)
         if isinstance(rhs, np.ndarray):
             rhs = _to_device(rhs, self.device, strict=True)

@@ -17,7 +17,7 @@ from scipy.sparse.linalg import SuperLU as _ScipySuperLU
 from trnscipy import _autograd
 from trnscipy._capabilities import declare, runs_on_device
 from trnscipy._device import device_kind
-from trnscipy._dispatch import find_device
+from trnscipy._dispatch import find_device, requires_grad
 from trnscipy._kernels import kernel, register
 from trnscipy._torch import torch
 from trnscipy._transfer import _to_device, _to_host
@@ -87,7 +87,7 @@ class SuperLU:
         """x with A x = rhs ('N'), A^T x = rhs ('T') or A^H x = rhs ('H'), on the factors'
         device (SciPy's errors for a wrong shape, dtype or ``trans``)."""
         find_device((self, rhs))  # ValueError for a right-hand side on another device
-        if _autograd.wants_grad(rhs):  # implicit differentiation (trnscipy._autograd)
+        if requires_grad(rhs):  # implicit differentiation (trnscipy._autograd)
             return _autograd.factorization_solve(self, None, rhs, trans)
         if isinstance(rhs, np.ndarray):
             rhs = _to_device(rhs, self.device, strict=True)

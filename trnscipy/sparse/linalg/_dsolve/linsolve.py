@@ -82,14 +82,12 @@ def _splu_device(scipy_func, A, **options):
     return kernel("sparse.linalg.factor", A.device)(A, options["permc_spec"] == "NATURAL")
 
 
-@dispatch(_spla.splu, double_float=("neuron",))
+@dispatch(_spla.splu, double_float=("neuron",), grad=_autograd.splu)
 def splu(A, permc_spec=None, diag_pivot_thresh=None, relax=None, panel_size=None,
          options=None):
-    lu = kernel("sparse.linalg.splu", call_device((A,)))(
-        _spla.splu, _autograd._detached(A), permc_spec=permc_spec,
-        diag_pivot_thresh=diag_pivot_thresh, relax=relax, panel_size=panel_size,
-        options=options)
-    return _autograd.factorization(lu, A)  # lu itself unless A's values require grad
+    return kernel("sparse.linalg.splu", call_device((A,)))(
+        _spla.splu, A, permc_spec=permc_spec, diag_pivot_thresh=diag_pivot_thresh,
+        relax=relax, panel_size=panel_size, options=options)
 
 
 @dispatch(_spla.spilu, double_float=("neuron",))
@@ -158,15 +156,9 @@ def _spsolve_device(A, b, permc_spec, use_umfpack):
     return x
 
 
-@dispatch(_spla.spsolve, double_float=("neuron",))
+@dispatch(_spla.spsolve, double_float=("neuron",), grad=_autograd.spsolve)
 def spsolve(A, b, permc_spec=None, use_umfpack=True):
-    def run(A, b):
-        return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec,
-                                                                     use_umfpack)
-
-    if _autograd.wants_grad(A, b):  # implicit differentiation (trnscipy._autograd)
-        return _autograd.sparse_solve(run, A, b)
-    return run(A, b)
+    return kernel("sparse.linalg.spsolve", call_device((A, b)))(A, b, permc_spec, use_umfpack)
 
 
 # ---- spsolve_triangular -----------------------------------------------------------------------

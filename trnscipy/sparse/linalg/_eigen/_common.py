@@ -4,33 +4,29 @@ import functools
 
 import numpy as np
 
-from trnscipy import _autograd
 from trnscipy._dispatch import call_device
+from trnscipy._kernels import kernel
 from trnscipy._torch import torch
 from trnscipy.linalg._kernels import small_eigh
-from trnscipy.sparse.linalg._isolve.utils import host_operand, strategy
+from trnscipy.sparse.linalg._isolve.utils import host_operand
 
 __all__ = ["always", "eigen_kernel", "operator", "pseudo_random", "read_small", "real_dtype",
            "small_eigh", "standard_problem"]
 
 
 def eigen_kernel(scipy_func, operators=None):
-    """Decorator, under ``@dispatch``: the call goes through the ``eigen`` strategy of
-    the operands' device (``_isolve.utils.strategy``).  On the CPU that is SciPy's own
-    solver (ARPACK, lobpcg) on zero-copy views; elsewhere the decorated torch implementation.
+    """Decorator, under ``@dispatch``: the strategy of the call, the algorithm table's
+    ``eigen`` entry for the operands' device kind: on the CPU SciPy's own solver (ARPACK,
+    lobpcg) on zero-copy views, on Neuron the double-float Rayleigh-Ritz around the
+    float32 solver (``_eigen/_refine.py``), elsewhere the decorated torch implementation.
     ``operators(arguments)``: True where SciPy's function makes a LinearOperator of its
     matrix itself (then the CPU kernel may hand a sparse container over as one)."""
     def decorate(torch_func):
-        def run(*args, **kwargs):
-            device = call_device(args, kwargs)
-            return strategy("eigen", device)(scipy_func, torch_func, args, kwargs,
-                                             host_operand, operators)
-
         @functools.wraps(torch_func)
         def solve(*args, **kwargs):
-            if _autograd.wanted(args, kwargs):  # implicit differentiation (trnscipy._autograd)
-                return _autograd.eigen(scipy_func, run, args, kwargs)
-            return run(*args, **kwargs)
+            device = call_device(args, kwargs)
+            return kernel("eigen", device)(scipy_func, torch_func, args, kwargs,
+                                           host_operand, operators)
 
         solve.torch_impl = torch_func
         return solve

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._common import always, eigen_kernel, operator, small_eigh
@@ -59,7 +60,7 @@ def _validate(A, k, ncv, tol, which, v0, maxiter, return_singular, solver):
     return int(k), which, v0, solver
 
 
-@dispatch(_scipy.svds, double_float=("neuron",))
+@dispatch(_scipy.svds, double_float=("neuron",), grad=_autograd.eigen)
 @eigen_kernel(_scipy.svds, operators=always)
 def svds(A, k=6, ncv=None, tol=0, which="LM", v0=None, maxiter=None,
          return_singular_vectors=True, solver="arpack", rng=None, options=None, *,

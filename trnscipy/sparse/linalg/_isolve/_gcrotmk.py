@@ -13,6 +13,7 @@ k x k matrix.
 
 import scipy.sparse.linalg as _scipy
 
+from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
@@ -34,7 +35,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 
 __all__ = ["gcrotmk"]
 
-@dispatch(_scipy.gcrotmk, double_float=("neuron",))
+@dispatch(_scipy.gcrotmk, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.gcrotmk)
 def gcrotmk(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
             m=20, k=None, CU=None, discard_C=False, truncate="oldest"):

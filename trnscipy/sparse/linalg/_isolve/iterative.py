@@ -9,6 +9,7 @@ import math
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import divide
 from trnscipy._torch import torch
@@ -65,7 +66,7 @@ def _x(state):
     return state[0]
 
 
-@dispatch(_scipy.cg, double_float=("neuron",))
+@dispatch(_scipy.cg, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.cg)
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cg", A, b, x0, atol, rtol, M, maxiter)
@@ -87,7 +88,7 @@ def _conj(t):
     return t.conj() if t.is_complex() else t
 
 
-@dispatch(_scipy.gmres, double_float=("neuron",))
+@dispatch(_scipy.gmres, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.gmres)
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0., restart=None, maxiter=None, M=None,
           callback=None, callback_type=None):
@@ -196,7 +197,7 @@ def _tiny(system, power):
     return system.eps ** power
 
 
-@dispatch(_scipy.bicgstab, double_float=("neuron",))
+@dispatch(_scipy.bicgstab, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.bicgstab)
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicgstab", A, b, x0, atol, rtol, M, maxiter)
@@ -216,7 +217,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callbac
     return state[0], info
 
 
-@dispatch(_scipy.bicg, double_float=("neuron",))
+@dispatch(_scipy.bicg, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.bicg)
 def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("bicg", A, b, x0, atol, rtol, M, maxiter)
@@ -261,7 +262,7 @@ def bicg(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=No
     return state[0], info
 
 
-@dispatch(_scipy.cgs, double_float=("neuron",))
+@dispatch(_scipy.cgs, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.cgs)
 def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None):
     system = _setup("cgs", A, b, x0, atol, rtol, M, maxiter)
@@ -305,7 +306,7 @@ def cgs(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=Non
     return state[0], info
 
 
-@dispatch(_scipy.qmr, double_float=("neuron",))
+@dispatch(_scipy.qmr, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.qmr)
 def qmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M1=None, M2=None, callback=None):
     from trnscipy.sparse.linalg._interface import LinearOperator

@@ -20,6 +20,7 @@ the outer step is redone (no read otherwise).  ``outer_v`` receives device tenso
 
 import scipy.sparse.linalg as _scipy
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import backend
 from trnscipy._torch import torch
@@ -39,7 +40,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["lgmres"]
 
 
-@dispatch(_scipy.lgmres, double_float=("neuron",))
+@dispatch(_scipy.lgmres, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.lgmres)
 def lgmres(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=1000, M=None, callback=None,
            inner_m=30, outer_k=3, outer_v=None, store_outer_Av=True, prepend_outer_v=False):

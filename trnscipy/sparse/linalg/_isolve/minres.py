@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse.linalg as _scipy
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._isolve.utils import (
@@ -39,7 +40,7 @@ _MESSAGES = [" beta2 = 0.  If M = I, b and x are eigenvectors    ",
              " M  does not define a pos-def preconditioner       "]
 
 
-@dispatch(_scipy.minres, double_float=("neuron",))
+@dispatch(_scipy.minres, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.minres)
 def minres(A, b, x0=None, *, rtol=1e-5, shift=0.0, maxiter=None, M=None, callback=None,
            show=False, check=False):

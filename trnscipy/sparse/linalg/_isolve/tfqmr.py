@@ -6,6 +6,7 @@ alternates between them), so the graph of a block is the same for every block.
 
 import scipy.sparse.linalg as _scipy
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._dtypes import divide
 from trnscipy._torch import torch
@@ -24,7 +25,7 @@ from trnscipy.sparse.linalg._isolve.utils import (
 __all__ = ["tfqmr"]
 
 
-@dispatch(_scipy.tfqmr, double_float=("neuron",))
+@dispatch(_scipy.tfqmr, double_float=("neuron",), grad=_autograd.krylov)
 @solver_kernel(_scipy.tfqmr)
 def tfqmr(A, b, x0=None, *, rtol=1e-5, atol=0., maxiter=None, M=None, callback=None,
           show=False):

@@ -21,7 +21,6 @@ import numpy as np
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import _interface as _si
 
-from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import call_device, offloading
@@ -47,15 +46,6 @@ UNROLL = 10
 _COERCE = {"f": 0, "d": 1, "F": 2, "D": 3}
 
 
-def strategy(name, device):
-    """How a Krylov solve (``name`` "krylov") or an eigensolve ("eigen") runs on
-    ``device``: the algorithm table's entry for the device's kind (cpu: SciPy's loop on
-    zero-copy views, ``_kernels/_cpu.py``; neuron: double-float refinement around the
-    float32 device loop, ``_isolve/_refine.py``, ``_eigen/_refine.py``), else the torch
-    loop (``torch_loop``)."""
-    return kernel(name, device)
-
-
 @register("krylov", "generic")
 @register("eigen", "generic")
 def torch_loop(scipy_func, torch_func, args, kwargs, host_operand, operators):
@@ -64,24 +54,21 @@ def torch_loop(scipy_func, torch_func, args, kwargs, host_operand, operators):
 
 
 def solver_kernel(scipy_solver, operators=True):
-    """Decorator, under ``@dispatch``: the solve goes through the ``krylov`` strategy of
-    the operands' device (``strategy``).  On the CPU that is SciPy's own loop on zero-copy
-    views (``trnscipy._kernels._cpu.krylov``); elsewhere the decorated torch loop.
+    """Decorator, under ``@dispatch``: the strategy of the solve, the algorithm table's
+    ``krylov`` entry for the operands' device kind: on the CPU SciPy's own loop on
+    zero-copy views (``trnscipy._kernels._cpu``), on Neuron double-float refinement around
+    the float32 device loop (``_isolve/_refine.py``), elsewhere the decorated torch loop
+    (``torch_loop``).
     ``operators``: SciPy's function makes its matrices LinearOperators itself, so the CPU
     kernel may hand sparse containers over as operators; False where SciPy treats an
     operator differently from a matrix (expm_multiply, funm_multiply_krylov)."""
     def decorate(torch_solver):
-        def run(*args, **kwargs):
-            device = call_device(args, kwargs)
-            check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
-            return strategy("krylov", device)(scipy_solver, torch_solver, args, kwargs,
-                                              host_operand, operators)
-
         @functools.wraps(torch_solver)
         def solve(*args, **kwargs):
-            if _autograd.wanted(args, kwargs):  # implicit differentiation (trnscipy._autograd)
-                return _autograd.solver(scipy_solver, run, args, kwargs)
-            return run(*args, **kwargs)
+            device = call_device(args, kwargs)
+            check_x0(kwargs.get("x0", args[2] if len(args) > 2 else None))
+            return kernel("krylov", device)(scipy_solver, torch_solver, args, kwargs,
+                                            host_operand, operators)
 
         solve.torch_loop = torch_solver
         return solve

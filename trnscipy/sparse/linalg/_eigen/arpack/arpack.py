@@ -33,6 +33,7 @@ import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence
 
+from trnscipy import _autograd
 from trnscipy._capabilities import capability
 from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
@@ -246,7 +247,7 @@ def _check_square(A, M):
             raise ValueError(f"wrong M dimensions {M.shape}, should be {A.shape}")
 
 
-@dispatch(_scipy.eigsh, double_float=("neuron",))
+@dispatch(_scipy.eigsh, double_float=("neuron",), grad=_autograd.eigen)
 @eigen_kernel(_scipy.eigsh, operators=standard_problem)
 def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
           return_eigenvectors=True, Minv=None, OPinv=None, mode="normal", rng=None):

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 
+from trnscipy import _autograd
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import backend, kernel
 from trnscipy._torch import torch
@@ -104,7 +105,7 @@ def _checked(f, V, what, name):
     return out
 
 
-@dispatch(_scipy.lobpcg, double_float=("neuron",))
+@dispatch(_scipy.lobpcg, double_float=("neuron",), grad=_autograd.eigen)
 def lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
            verbosityLevel=0, retLambdaHistory=False, retResidualNormsHistory=False,
            restartControl=20):
