@@ -53,7 +53,7 @@ from trnscipy._errors import fallback
 from trnscipy._kernels import _df, _plan, backend, register
 from trnscipy._torch import torch
 from trnscipy.linalg._refine import _refine, _refine_loop
-from trnscipy.sparse.linalg._dsolve import _ilu, _multifrontal, _triangular
+from trnscipy.sparse.linalg._dsolve import _ilu, _triangular
 from trnscipy.sparse.linalg._dsolve._ilu import DeviceILU, device_ilu
 from trnscipy.sparse.linalg._dsolve._multifrontal import DeviceLU, device_factor
 from trnscipy.sparse.linalg._dsolve._superlu import SuperLU
@@ -113,9 +113,7 @@ class RefinedLU(DeviceLU):
             self._ops[trans] = self._ops.get("T") or _df_operator(self._A.T)
         op, lu32 = self._ops[trans], self._lu32
         # the float32 solve without its graph cut: every step in one device loop
-        approx = lambda r: _multifrontal.solve(  # noqa: E731
-            lu32._sym, lu32._levels, lu32._data, r, trans, cut=False)
-        x = _refine_loop(op.product, _parts(b), approx)
+        x = _refine_loop(op.product, _parts(b), lambda r: lu32._traced(r, trans))
         return x if x.dtype == torch.float64 else _transfer.df_tensor(*_parts(x))
 
     traced_solve = None  # the refinement reads the host: callers use ``solve``
