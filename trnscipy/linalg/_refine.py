@@ -131,6 +131,43 @@ def _refine(product, b, approx, check=None):
     return result
 
 
+def _refine_loop(product, b, approx):
+    """``_refine`` (same steps, same stopping rule, at most ``_BLIND + _MAX_STEPS`` steps)
+    as one device loop whose While condition is the stopping rule, and one host read, for
+    a pure-tensor ``approx`` (no graph cuts, host reads or device loops of its own): a
+    step then costs no graph execution.  Starts from x = 0 (the first step is approx(b)),
+    lest the graph trace the approximate solver twice.  A stack stops each matrix at its
+    own rule (its carry kept), the loop when all have."""
+    batch, dev = b[0].shape[:-2], b[0].device
+    zero = torch.zeros_like(b[0])
+    inf = torch.full(batch, float("inf"), dtype=b[0].dtype, device=dev)
+    no = torch.zeros(batch, dtype=torch.bool, device=dev)
+
+    def body(c, _):
+        xh, xl, bh, bl, prev, stopped, ok, _ = c
+        d = approx(_df.sub((bh, bl), product((xh, xl)))[0])
+        y = _df.add_f((xh, xl), d)
+        dn, xn = _sizes(d), _sizes(y[0])
+        # converged: as ``_refine``'s test; NaN stops the loop unconverged
+        met = (dn <= _EPS_DF * xn) | ((dn > 0.5 * prev) & (dn <= _NOISE * xn))
+        now = stopped | met | dn.isnan() | xn.isnan()
+        keep = stopped[..., None, None]
+        return (torch.where(keep, xh, y[0]), torch.where(keep, xl, y[1]), bh, bl,
+                torch.where(stopped, prev, dn), now, ok | (met & ~stopped), now.all())
+
+    xh, xl, *_, ok, _ = backend(dev).device_loop(
+        body, (zero, zero, *b, inf, no, no, no.all()), 0, _BLIND + _MAX_STEPS, until=7)
+    result, ok = _transfer.df_tensor(xh, xl), ok.all()
+    # one graph of the loop and its result (not every pending tensor: a first call's
+    # leftovers would make its graph differ from later calls', compiled twice)
+    backend(dev).materialize([result, ok])
+    if not bool(_transfer.to_host(ok)):
+        warnings.warn("double-float refinement did not converge: the result may have only "
+                      "float32 accuracy (ill-conditioned matrix)", _k._sl.LinAlgWarning,
+                      stacklevel=6)
+    return result
+
+
 def _sizes(t):
     """max |t| of each matrix of a stack (..., n, k) (of t, for a matrix)."""
     return abs_max(t.flatten(-2), -1)

@@ -811,8 +811,9 @@ class DeviceLU:
         (no checks, no graph cuts, no host reads): a step of a caller's graph."""
         return self._traced(b.reshape(-1, 1)).reshape(-1)
 
-    def _traced(self, b):
-        return solve(self._sym, self._levels, self._data, b, "N", cut=False)
+    def _traced(self, b, trans="N"):
+        """op(A)^-1 b for a 2-D ``b`` as pure tensor code (a caller's graph or loop)."""
+        return solve(self._sym, self._levels, self._data, b, trans, cut=False)
 
     def traced_operator(self):
         """(tensors, apply, cache): ``traced_solve`` as ``apply(tensors, b)``, pure in the

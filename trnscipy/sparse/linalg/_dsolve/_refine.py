@@ -8,6 +8,8 @@ and solve by LAPACK DSGESV-style refinement, the algorithm of the dense solves
 (``trnscipy.linalg._refine._refine``): r = b - op(A) x in double-float, x += S(r) with S the
 float32 factors' solve, until the correction is at double-float rounding level.  This is
 SuperLU_DIST's scheme (static pivoting plus refinement), with the residual in double-float.
+The steps are one device loop whose condition is that stopping rule (``_refine_loop``,
+the float32 solve traced into its body): one graph execution and one host read a solve.
 
 Differs from SciPy: a matrix too ill-conditioned for float32 (cond beyond about 1e7)
 refines slowly or not at all: the result then carries a LinAlgWarning, as the dense
@@ -50,7 +52,7 @@ from trnscipy._dtypes import abs_max
 from trnscipy._errors import fallback
 from trnscipy._kernels import _df, _plan, backend, register
 from trnscipy._torch import torch
-from trnscipy.linalg._refine import _refine
+from trnscipy.linalg._refine import _refine, _refine_loop
 from trnscipy.sparse.linalg._dsolve import _ilu, _triangular
 from trnscipy.sparse.linalg._dsolve._ilu import DeviceILU, device_ilu
 from trnscipy.sparse.linalg._dsolve._multifrontal import DeviceLU, device_factor
@@ -110,7 +112,8 @@ class RefinedLU(DeviceLU):
         if trans not in self._ops:  # real data: A^H = A^T, an operator built once
             self._ops[trans] = self._ops.get("T") or _df_operator(self._A.T)
         op, lu32 = self._ops[trans], self._lu32
-        x = _refine(op.product, _parts(b), lambda r: lu32._solve(r, trans))
+        # the float32 solve without its graph cut: every step in one device loop
+        x = _refine_loop(op.product, _parts(b), lambda r: lu32._traced(r, trans))
         return x if x.dtype == torch.float64 else _transfer.df_tensor(*_parts(x))
 
     traced_solve = None  # the refinement reads the host: callers use ``solve``

@@ -13,7 +13,8 @@ double-float pairs (``trnscipy._transfer.df_parts``).  The solve:
    float64's eps), istop the first of SciPy's tests that holds there (1, 2 on the user's
    atol/btol, else 4, 5); each step's correction d solves
    (A^T A + damp^2 I) d = g by float32 cg on the normal equations (A's and A^T's float32
-   copies), and x += d in double-float.
+   copies; one device loop that stops on the device), and x += d in double-float, in the
+   graph of the next step's norms: one graph execution and one host read a step.
 
 Each step shrinks the error by about max(1e-4, eps32 cond(A)^2): corrections from the
 residual of the normal equations, not of b - A x, so a large least-squares residual does
@@ -40,7 +41,9 @@ from trnscipy._double_float import is_float64
 from trnscipy._kernels import _df, backend
 from trnscipy._torch import torch
 from trnscipy.sparse.linalg._eigen._refine import _on_host
+from trnscipy.sparse.linalg._isolve import utils
 from trnscipy.sparse.linalg._isolve._refine import _df_operator, _parts
+from trnscipy.sparse.linalg._isolve.iterative import cg_iteration
 
 __all__ = ["least_squares"]
 
@@ -146,13 +149,7 @@ class _Refinement:
             w = AT32 @ (A32 @ v)
             return w + dsq32 * v if damp else w
 
-        from trnscipy.sparse.linalg._interface import LinearOperator
-        from trnscipy.sparse.linalg._isolve.iterative import cg
-
-        normal = LinearOperator((n, n), matvec=matvec, rmatvec=matvec, dtype=np.float32)
-        normal.pure_tensor_code = True  # (cg traces it into its device loop)
-        self.normal = normal
-        self.cg = cg._trnscipy_device_impl.torch_loop
+        self.normal = utils.Local(matvec, lambda v: v)
         self.maxiter = max(50, 4 * int(np.sqrt(n)))
 
     def residuals(self, x):
@@ -198,9 +195,28 @@ class _Refinement:
                 return accepted  # stagnated: the last x that met SciPy's tests, or None
             accepted = found if met else None
             prev = gnorm
-            d, _ = self.cg(self.normal, rhs, rtol=_INNER_RTOL, atol=0.0, maxiter=self.maxiter)
-            x = _df.add_f(x, d.reshape(-1) * scale)
+            # (traced, not run: it runs in the graph of the next step's norms)
+            x = _df.add_f(x, self.correction(rhs) * scale)
         return None
+
+    def correction(self, rhs):
+        """d with (A^T A + damp^2 I) d = rhs by float32 cg from 0 to a relative residual
+        of ``_INNER_RTOL`` (SciPy's cg test), as one device loop stopping on the device
+        (no host read)."""
+        V, tol = self.normal, _INNER_RTOL * utils.norm(rhs)
+
+        def body(carry, _):
+            *state, live, _ = carry
+            s = utils._LazyStep(live, torch.zeros(1, dtype=torch.int64, device=live.device))
+            state = cg_iteration(V, s, tuple(state), False, tol)
+            return (*state, s.live, ~s.live)
+
+        live = torch.ones((), dtype=torch.bool, device=rhs.device)
+        zero = torch.zeros_like(rhs)
+        out = backend(self.device).device_loop(
+            body, (zero, rhs, zero, torch.ones_like(tol), live, ~live), 0, self.maxiter,
+            until=5)
+        return out[0]
 
 
 def _transposed(A):
