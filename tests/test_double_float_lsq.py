@@ -96,6 +96,7 @@ def test_lsmr_float64_edge_inputs(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # about 20 s of compiles on 2 cores
 def test_lsmr_float64_warm_executions(emulate_neuron, monkeypatch):
     """A refinement step of a float64 lsmr is one graph execution (its float32 cg one
     device loop in the graph of the step's norms; issue 27's target: within 3x of
