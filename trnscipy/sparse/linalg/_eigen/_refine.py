@@ -18,6 +18,14 @@ double-float pairs (``trnscipy._transfer.df_parts``).  One refinement step:
    residual of 1e-4 (all k columns in one device loop), and S becomes [U, T]: the error of
    each pair shrinks by about that factor per step (the eigenvalues' by its square).
 
+Multiple and clustered eigenvalues (a square grid's Laplacian): the basis carries guard
+pairs beside the k wanted ones (the float32 stage asks for k + max(2, k // 2); their
+corrections widen the Rayleigh-Ritz basis, the test is on the k wanted), the Rayleigh-Ritz
+drops the basis's nearly dependent directions (two corrections of one eigenspace), and a
+float32 Lanczos on A with the refined pairs deflated finds copies of a multiple eigenvalue
+the float32 stage missed (a single-vector Krylov space sees one vector of each eigenspace),
+which then join the seed (eigsh without sigma or BE; lobpcg without Y).
+
 Steps 2-4 and the next step's projections are one graph: the residual norms are read with
 the next G and H, so a step costs one graph execution and one read.
 
@@ -61,11 +69,15 @@ _STALL = 0.9  # a step that shrinks no residual by this much ends the refinement
 _WRONG = 2.0 ** -26  # a residual still above this (relative to ||A||) when the refinement
 # stalls is not a float64 answer (a pair the float32 seed missed): SciPy runs on the host
 
+_MAX_ROUNDS = 3  # deflated float32 searches for missed copies of multiple eigenvalues
+_COPY = 2.0 ** -17  # (relative) a deflated value beyond the k-th by more is a missed copy
+_DEPENDENT = 1e-12  # a basis direction with G's eigenvalue below this (relative) is dropped
+# the float32 stage's looser tolerance, tried when it cannot reach the user's
+_TOL32 = 1e-5
+
 
 class _Stalled(Exception):
     """The refinement stalled far above float64 accuracy (see _WRONG)."""
-# the float32 stage's looser tolerance, tried when it cannot reach the user's
-_TOL32 = 1e-5
 
 
 def _dtype(x):
@@ -174,17 +186,25 @@ def _eigsh(device_func, p):
         v0 = _parts(_as_device(v0, A.device).reshape(-1))[0]
     kw = {name: p[name] for name in ("ncv", "maxiter", "rng")}
     B = None if M is None else _B(M)
+    # guard pairs: the Rayleigh-Ritz basis reaches past the k-th value, into its cluster
+    guards = 0 if which == "BE" else max(0, min(_guards(k), n - 2 - k, (
+        n if p["ncv"] is None else int(p["ncv"])) - 1 - k))
     try:
-        _, X = _seed(device_func, p["tol"], op.float32, k=k, sigma=sigma, which=which,
-                     v0=v0, return_eigenvectors=True, M=None if B is None else B.float32,
-                     **kw)
+        _, X = _seed(device_func, p["tol"], op.float32, k=k + guards, sigma=sigma,
+                     which=which, v0=v0, return_eigenvectors=True,
+                     M=None if B is None else B.float32, **kw)
     except _scipy.ArpackNoConvergence:
         return _on_host(_scipy.eigsh, p, "the float32 solve that seeds the double-float "
                         "refinement did not converge")
     A32 = op.float32
+    pick = _wanted(which, sigma)
     try:
-        lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k,
-                         _wanted(which, sigma), float(p["tol"]), B=B)
+        lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, pick,
+                         float(p["tol"]), B=B)
+        if sigma is None and which != "BE":
+            lam, U = _missed_copies(device_func, A32, B, lam, U, X, k, which, kw, (
+                lambda X: _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, pick,
+                                  float(p["tol"]), B=B)))
     except _Stalled as stalled:
         return _on_host(_scipy.eigsh, p, str(stalled))
     if p["return_eigenvectors"]:
@@ -199,6 +219,66 @@ def _eigsh(device_func, p):
     index = torch.as_tensor(np.ascontiguousarray(order)).to(A.device)
     return values, _transfer.df_tensor(U[0].index_select(1, index),
                                        U[1].index_select(1, index))
+
+
+def _guards(k):
+    """How many guard pairs refine beside k wanted ones."""
+    return max(2, k // 2)
+
+
+def _missed_copies(eigsh32, A32, B, lam, U, X, k, which, kw, refine):
+    """(lam, U) with the copies of multiple eigenvalues the float32 Lanczos missed: a
+    single-vector Krylov space holds one vector of each eigenspace (the others only through
+    rounding), so a restarted Lanczos stopped at float32's tolerance can return lambda_{k+1}
+    in place of a second copy of a wanted double eigenvalue (SciPy's float64 ARPACK at tol=0
+    finds it).  A float32 Lanczos on A with the refined pairs deflated (moved to the unwanted
+    end) finds the missed copies as its wanted values; they join the seed and the refinement
+    runs again, until the deflated operator has no value beyond the k-th (float32's accuracy)."""
+    from trnscipy.sparse.linalg._interface import LinearOperator
+
+    guards = X.shape[1] - k
+    scale = float(np.max(np.abs(lam)))
+    # (the deflated pairs' value: the far unwanted end, or 0 for LM)
+    far = {"LA": lam.min() - 2 * scale, "SA": lam.max() + 2 * scale, "LM": 0.0,
+           "SM": 4 * scale}[which]
+    for _ in range(_MAX_ROUNDS):
+        Q = U[0]  # (computed: the refinement's last read ran its graph)
+        BQ = Q
+        if B is not None:
+            BQ = B.float32 @ Q
+            sync(Q.device)  # (the loop's operator takes computed tensors)
+        shift = _transfer.tensor_on(np.asarray(lam - far, dtype=np.float32), Q.device)
+
+        def matvec(w, Q=Q, BQ=BQ, shift=shift):  # A - B U (Lambda - far) U^T B
+            return A32 @ w - BQ @ (shift[:, None] * (BQ.mT @ w)) if w.ndim == 2 else \
+                A32 @ w - BQ @ (shift * (BQ.mT @ w))
+
+        op = LinearOperator(A32.shape, matvec=matvec, matmat=matvec,
+                            dtype=np.float32).to(Q.device)
+        op.pure_tensor_code = True  # (materialized tensors: Lanczos traces it into its loop)
+        want = max(1, guards)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                mu, V = eigsh32(op, k=want, which=which, tol=_TOL32, return_eigenvectors=True,
+                                M=None if B is None else B.float32,
+                                **{name: kw[name] for name in ("maxiter", "rng")})
+        except _scipy.ArpackNoConvergence:
+            return lam, U
+        mu = np.asarray(_transfer.to_host(mu), dtype=np.float64)
+        key = {"LA": lambda x: -x, "SA": lambda x: x, "LM": lambda x: -np.abs(x),
+               "SM": np.abs}[which]
+        # a deflated value more wanted than the k-th, beyond float32's accuracy: missed
+        missed = np.flatnonzero(key(mu) < key(lam).max() - _COPY * scale)
+        if missed.size == 0:
+            return lam, U
+        missed = missed[np.argsort(key(mu[missed]), kind="stable")][:max(guards, 1)]
+        new = V.to(torch.float32).index_select(1, torch.as_tensor(missed).to(Q.device))
+        keep = min(k, k + guards - new.shape[1])  # U's columns: most wanted first
+        fill = k + guards - keep - new.shape[1]  # the rest: the old seed's guards
+        X = torch.cat([Q[:, :keep], new, X[:, k:k + fill].to(torch.float32)], dim=1)
+        lam, U = refine(X)
+    return lam, U
 
 
 class _B:
@@ -232,18 +312,40 @@ def _lobpcg(device_func, p):
     B = None if B is None else _B(B)
     kw = {name: p[name] for name in ("maxiter", "largest", "verbosityLevel")}
     tol = p["tol"]
+    n = A.shape[0]
+    # guard columns (random, from a fixed seed): the block reaches past the k-th value into
+    # its cluster (lobpcg converges at the rate of the gap after the block's last value)
+    guards = max(0, min(_guards(k), (n - (0 if Y is None else Y.shape[1])) // 5 - k))
+    X32 = _parts(X)[0]
+    if guards:
+        extra = np.random.default_rng(0).standard_normal((n, guards)).astype(np.float32)
+        X32 = torch.cat([X32, torch.as_tensor(extra).to(X32.device)], dim=1)
     with warnings.catch_warnings():  # the seeding solve's notices are not the user's
         warnings.simplefilter("ignore", UserWarning)
-        # the preconditioner acts on the float32 iteration only (its float32 part)
-        _, X32 = device_func(op.float32, _parts(X)[0], B=None if B is None else B.float32,
+        # the preconditioner acts on the float32 iteration only (its float32 part); its
+        # tolerance: the user's, or SciPy's float64 default (float32's default, sqrt(eps) n,
+        # stops at the random start), not below float32's reach
+        _, X32 = device_func(op.float32, X32, B=None if B is None else B.float32,
                              M=_float32_operator(p["M"]),
                              Y=None if Y is None else _parts(Y)[0],
-                             tol=None if tol is None else max(float(tol), _TOL32), **kw)
+                             tol=max(float(tol) if tol is not None and tol > 0 else
+                                     np.sqrt(np.finfo(np.float64).eps) * n, _TOL32), **kw)
     which = "LA" if p["largest"] else "SA"
     A32 = op.float32
+    pick = _wanted(which, None)
+
+    def refine(X32):
+        return _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k, pick, 0.0, B=B,
+                       Y=None if Y is None else _parts(Y))
+
     try:
-        lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k,
-                         _wanted(which, None), 0.0, B=B, Y=None if Y is None else _parts(Y))
+        lam, U = refine(X32)
+        if Y is None:  # (the deflated search below has no constraints)
+            from trnscipy.sparse.linalg._eigen.arpack.arpack import eigsh
+
+            eigsh32 = eigsh._trnscipy_device_impl.torch_impl  # (the device Lanczos)
+            lam, U = _missed_copies(eigsh32, A32, B, lam, U, X32, k, which,
+                                    {"maxiter": None, "rng": 0}, refine)
     except _Stalled as stalled:
         return _on_host(_scipy.lobpcg, p, str(stalled))
     order = np.argsort(-lam if p["largest"] else lam, kind="stable")  # lobpcg's order
@@ -344,8 +446,9 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
     columns the vectors are kept B-orthogonal to."""
     device = X32.device
     X32 = X32.to(torch.float32)
-    # S has 2k columns from the start (the seed, then zeros: its Rayleigh-Ritz on the first
-    # k), so every step is the same compiled graph
+    m = X32.shape[1]  # k wanted and m - k guard columns
+    # S has 2m columns from the start (the seed, then zeros: its Rayleigh-Ritz on the first
+    # m), so every step is the same compiled graph
     S = (torch.cat([X32, torch.zeros_like(X32)], dim=1), torch.zeros_like(X32).repeat(1, 2))
     if Y is not None:
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
@@ -373,14 +476,17 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
                 rn, un, bun = rest
                 target = np.maximum(tol * np.abs(lam) * bun,
                                     _FLOOR * (anorm + np.abs(lam) * bnorm) * un)
+            # the test on the k wanted pairs (the guards only widen the Rayleigh-Ritz basis)
+            rn, target = rn[:k], target[:k]
             worst = float(np.max(rn - target))
             if worst <= 0 or np.max(rn) > _STALL * best or step == _MAX_STEPS:
                 break
             best = float(np.max(rn))
-        m = k if U is None else 2 * k
-        theta, Z = _sl.eigh((H[:m, :m] + H[:m, :m].T) / 2, (G[:m, :m] + G[:m, :m].T) / 2)
-        chosen = pick(theta, k)
-        lam, Z = theta[chosen], np.pad(Z[:, chosen], ((0, 2 * k - m), (0, 0)))
+        w = m if U is None else 2 * m
+        theta, Z = _ritz(H[:w, :w], G[:w, :w])
+        chosen = pick(theta, min(m, len(theta)))
+        lam, Z = theta[chosen], np.pad(Z[:, chosen], ((0, 2 * m - w), (0, m - len(chosen))))
+        lam = np.pad(lam, (0, m - len(lam)), mode="edge")  # (a dependent seed: zero columns)
         Zp = _df.from_host(Z, device)
         U, AU = _df.gemm(S, Zp), _df.gemm(AS, Zp)
         BU = U if B is None else _df.gemm(BS, Zp)
@@ -394,6 +500,7 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
                          lam, R[0])
         S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
+    lam, U = lam[:k], (U[0][:, :k], U[1][:, :k])
     if worst > 0 and np.max(rn) > _WRONG * anorm:
         raise _Stalled(f"the double-float refinement stalled at residual {np.max(rn):.1e} "
                        f"(||A||_F {anorm:.1e}), far above float64's level")
@@ -403,6 +510,20 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
                       "the eigenpairs may be less accurate than float64",
                       _sl.LinAlgWarning, stacklevel=5)
     return lam, U
+
+
+def _ritz(H, G):
+    """The Ritz pairs of H y = theta G y (host float64), G-orthonormal, with G's nearly
+    dependent directions dropped (two corrections of one multiple eigenvalue can be nearly
+    parallel: a Cholesky of G would fail or amplify their rounding)."""
+    # columns scaled to unit norm first (the corrections are small next to the vectors)
+    diag = np.diag(G).copy()
+    unit = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0)) * (diag > 0)
+    d, W = np.linalg.eigh((G + G.T) / 2 * unit[:, None] * unit[None, :])
+    keep = d > _DEPENDENT * d[-1]
+    C = unit[:, None] * W[:, keep] / np.sqrt(d[keep])
+    theta, Y = np.linalg.eigh(C.T @ ((H + H.T) / 2) @ C)
+    return theta, C @ Y
 
 
 def _orthonormal(Y, bproduct):
