@@ -30,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 SECTIONS = ("copy", "spmv", "bsr", "solvers", "dense", "batch", "lsq", "dsolve", "eigen",
-            "double_float", "defer", "cold_start")
+            "double_float", "double_float_families", "defer", "cold_start")
 ROOT = Path(__file__).resolve().parent.parent
 
 # Sizes per profile.  "xla_max_work" / "xla_max_n" are the XLA-lane cuts (see the doc).
@@ -69,9 +69,10 @@ PROFILES = {
                   "xla_max_work": 1e4, "xla_shift_invert_max_n": 1e4, "tol": 1e-6},
         "double_float": {"krylov": [("cg", 100), ("gmres", 100)],
                          "dense": {"solve": [256, 1024], "cholesky": [256, 1024],
-                                   "eigh": [256, 1024]},
-                         "families": {"poisson": [100], "lsq": [(3000, 800, 0.005)],
-                                      "expm_grid": [100]}},
+                                   "eigh": [256, 1024]}},
+        # the other families of float64 on Neuron (issue 27), a section of their own
+        "double_float_families": {"poisson": [100], "lsq": [(3000, 800, 0.005)],
+                                  "expm_grid": [100]},
         "defer": {"n": 4, "grid": 4},
         # first calls in fresh processes (bench/_cold_start.py); per child a wall-clock
         # limit and an RSS cap: spilu + gmres at 10^4 outgrew 24 GB (issue 26), its row
@@ -298,7 +299,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
 
     from bench import _lsq, _sections
-    from bench._double_float import double_float_cases
+    from bench._double_float import double_float_cases, family_cases
     from bench._dsolve import dsolve_cases
     from bench._eigen import eigen_cases
     from bench._harness import MEMORY_METHOD, Lane, Profile, lanes_for, measure
@@ -351,9 +352,11 @@ def main(argv=None):
               "lsq": lambda: _lsq.lsq_cases(cfg["lsq"], lanes),
               "dsolve": lambda: dsolve_cases(cfg["dsolve"], lanes),
               "eigen": lambda: eigen_cases(cfg["eigen"], lanes),
-              "double_float": lambda: double_float_cases(cfg["double_float"], lanes)}
+              "double_float": lambda: double_float_cases(cfg["double_float"], lanes),
+              "double_float_families": lambda: family_cases(cfg["double_float_families"],
+                                                            lanes)}
     for section in ("spmv", "bsr", "solvers", "dense", "batch", "lsq", "dsolve", "eigen",
-                    "double_float"):
+                    "double_float", "double_float_families"):
         if section not in args.only or section not in cfg:  # (smoke: no lsq)
             continue
         print(f"[{section}]")

@@ -4,8 +4,9 @@ arithmetic only) versus the plain float32 solve of the same problem there (issue
 XLA lane only, under ``TRNSCIPY_EMULATE=neuron`` and ``TRNSCIPY_STRICT=1`` (a host
 fallback fails the row).  Krylov: cg and gmres on 2-D Poisson, float64 at rtol 1e-10 and
 1e-5 against float32 at rtol 1e-5 (float32 reaches no further).  Dense: solve, cholesky,
-eigh.  The other families (issue 27): spsolve, eigsh (largest and shift-invert), lobpcg,
-svds, lsqr, lsmr, expm_multiply, each float64 against the same call on float32 data.  The
+eigh.  The other families (issue 27; section double_float_families, ``family_cases``):
+spsolve, eigsh (largest and shift-invert), lobpcg, svds, lsqr, lsmr, expm_multiply, each
+float64 against the same call on float32 data.  The
 ratio table divides the modelled trn1 times (bench/_model.py) of each float64 row by its
 float32 row's; Poisson 10^6 is modelled from the 10^4 counts (see ``krylov_scaled``), not
 run.
@@ -202,7 +203,7 @@ def _family_calls(cfg):
     return calls
 
 
-def _family_cases(cfg, lanes):
+def family_cases(cfg, lanes):
     import trnscipy.sparse.linalg as tspla
 
     xla = [lane for lane in lanes if lane.name == "trn_xla"]
@@ -219,8 +220,8 @@ def _family_cases(cfg, lanes):
                     trn_call, lambda *a, f=trn_call, kw=kw_d: f(*a, **kw), args, lane.device)
             A = args[0]
             value = 12 if dtype == "float64" else 4  # (double-float: hi, lo and a tail)
-            yield Case("double_float", workload, {"unknowns": A.shape[0], "dtype": dtype,
-                                                  "family": name},
+            yield Case("double_float_families", workload,
+                       {"unknowns": A.shape[0], "dtype": dtype, "family": name},
                        builders, check=lambda ref, host, c=check, d=dtype: c(ref, host, d),
                        tol=1.0, bytes_moved=A.nnz * (value + 4) + sum(
                            a.size * value for a in args[1:]))
@@ -229,7 +230,6 @@ def _family_cases(cfg, lanes):
 def double_float_cases(cfg, lanes):
     yield from _krylov_cases(cfg, lanes)
     yield from _dense_cases(cfg, lanes)
-    yield from _family_cases(cfg.get("families", {}), lanes)
 
 
 # ---------------------------------------------------------------- the ratio table

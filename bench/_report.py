@@ -15,6 +15,8 @@ _SECTION_TITLES = {
     "dsolve": "Sparse direct solvers (spsolve, splu, the solve with its factors)",
     "eigen": "Eigensolvers (eigsh, lobpcg, svds)",
     "double_float": "float64 on an emulated Neuron device (double-float) vs float32",
+    "double_float_families": "float64 on an emulated Neuron device: sparse direct, "
+                             "eigensolvers, least squares, expm_multiply (double-float) vs float32",
     "defer": "Defer path: trnscipy called with NumPy/SciPy inputs vs SciPy directly",
     "cold_start": "Cold start: first calls on the XLA lane in a fresh process",
 }
@@ -340,7 +342,7 @@ def markdown(results):
                     "+ x + y) / time, against the copy bandwidth above (over 100%: the working set "
                     "fits in the CPU caches):", ""]
             out += _roofline_table(rows, lanes, copy["GBps"] * 1e9) + [""]
-        if name == "double_float":
+        if name in ("double_float", "double_float_families"):
             out += ["Modelled trn1 time, float64 through double-float / the float32 solve "
                     "(bench/_double_float.py):", ""] + double_float_table(rows) + [""]
         if name == "solvers":
