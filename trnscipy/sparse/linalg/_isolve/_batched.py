@@ -98,11 +98,11 @@ def _solve(op, pre, B, X, have_x0, rtol, atol, maxiter):
     live = ~zero_b
 
     def iterate(carry, first):
-        # cg_iteration with the stop flags and the iterate's mask per column (_LazyStep's
+        # cg_iteration with the stop flags and the iterate's mask per column (LazyStep's
         # operations broadcast over the columns); a stopped column's working vectors may
         # go to nan (0/0), which its mask and the column-wise products keep to itself
         *state, live, info, _ = carry
-        s = utils._LazyStep(live, info)
+        s = utils.LazyStep(live, info)
         state = cg_iteration(V, s, tuple(state), first, tol)
         return (*state, s.live, s.info, ~s.live.any())
 

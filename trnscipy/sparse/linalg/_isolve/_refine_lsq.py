@@ -207,7 +207,7 @@ class _Refinement:
 
         def body(carry, _):
             *state, live, _ = carry
-            s = utils._LazyStep(live, torch.zeros(1, dtype=torch.int64, device=live.device))
+            s = utils.LazyStep(live, torch.zeros(1, dtype=torch.int64, device=live.device))
             state = cg_iteration(V, s, tuple(state), False, tol)
             return (*state, s.live, ~s.live)
 

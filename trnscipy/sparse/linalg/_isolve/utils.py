@@ -338,7 +338,7 @@ def host_value(x):
     return to_host(x) if offloading() else x
 
 
-class _EagerStep:
+class EagerStep:
     """Stop flags as Python values; vector updates in place (CPU)."""
 
     lazy = False
@@ -378,7 +378,7 @@ class _EagerStep:
         return new
 
 
-class _LazyStep:
+class LazyStep:
     """Stop flags as device booleans; the returned iterate masked with torch.where."""
 
     lazy = True
@@ -421,7 +421,7 @@ class _LazyStep:
 # ``minres.minres_iteration``) touches its vectors only through ``V``, the space
 # (``V.matvec``, ``V.psolve``, ``V.dot``, ``V.norm``, ``V.dots``: several inner products in
 # one reduction; ``V.scalars``: arithmetic on what they return), and ``s``, the step (the
-# updates and stop flags: ``_EagerStep``, ``_LazyStep``, ``HostStep``, ``_refine``'s).
+# updates and stop flags: ``EagerStep``, ``LazyStep``, ``HostStep``, ``_refine``'s).
 # ``Local`` is one device's tensors (the double-float cg too, on its float32 parts); the
 # distributed solvers' space is ``trnscipy.distributed._isolve.System``.
 
@@ -496,7 +496,7 @@ class Local:
         return h0, (h + h2).tolist(), w, float(norm(w))
 
 
-class HostStep(_EagerStep):
+class HostStep(EagerStep):
     """An eager step whose scalars are host numbers (a distributed solve's all-reduced
     sums): in-place updates with ``alpha=``."""
 
@@ -540,7 +540,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
     """
     if host_reads_free(device):
         for it in range(maxiter):
-            s = _EagerStep()
+            s = EagerStep()
             state = step(state, s, it == 0)
             if not s.live:
                 return state, int(s.info)
@@ -558,7 +558,7 @@ def run(step, state, maxiter, device, callback=None, value=None, block=None, pee
 
     def iterate(state, done, info, left, first):
         live = ~done & (left[0] > 0)
-        s = _LazyStep(live, info)
+        s = LazyStep(live, info)
         state = step(state, s, first)
         return tuple(state), done | (live & ~s.live), s.info, left - 1
 
