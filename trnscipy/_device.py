@@ -50,7 +50,26 @@ def materialize(tensors):
     if tensors and tensors[0].device.type == "xla":
         import torch_xla
 
-        torch_xla._XLAC._xla_sync_multi(tensors, devices=[], wait=False)
+        torch_xla._XLAC._xla_sync_multi(_with_held(tensors), devices=[], wait=False)
+
+
+def _with_held(tensors):
+    """``tensors`` and what they keep alive of the same computation: a view's base (a
+    double-float tensor is a view of its float64 part) and a double-float tensor's low
+    parts.  Left pending, the next sync would compute them in a graph of its own, one
+    that differs between a first call and later ones (a compile each time it differs)."""
+    out, seen, todo = [], set(), list(tensors)
+    with torch._C.DisableTorchFunctionSubclass():
+        while todo:
+            t = todo.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            out.append(t)
+            if t._base is not None:
+                todo.append(t._base)
+            todo.extend(getattr(t, "_low", None) or ())
+    return out
 
 
 VALID_DEVICES = ("cpu", "cuda", "cuda:<i>", "xla", "xla:<i>", "a torch.device")

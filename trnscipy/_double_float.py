@@ -283,7 +283,11 @@ def _pair(out, lows):
 
 
 def _wrap(hi_wide, lows):
-    t = hi_wide.as_subclass(double_float_class())
+    # a detached alias (same storage): as_subclass's alias would keep hi_wide alive out of
+    # reach, pending after the result is computed, for the next sync to run as a graph
+    # of its own; autograd needs as_subclass's (its graph goes through the alias)
+    t = (hi_wide.as_subclass(double_float_class()) if hi_wide.requires_grad
+         else torch.Tensor._make_subclass(double_float_class(), hi_wide))
     t._low = tuple(lows)
     return t
 

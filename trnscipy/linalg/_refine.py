@@ -131,13 +131,15 @@ def _refine(product, b, approx, check=None):
     return result
 
 
-def _refine_loop(product, b, approx):
+def _refine_loop(product, b, approx, shape=None):
     """``_refine`` (same steps, same stopping rule, at most ``_BLIND + _MAX_STEPS`` steps)
     as one device loop whose While condition is the stopping rule, and one host read, for
     a pure-tensor ``approx`` (no graph cuts, host reads or device loops of its own): a
     step then costs no graph execution.  Starts from x = 0 (the first step is approx(b)),
     lest the graph trace the approximate solver twice.  A stack stops each matrix at its
-    own rule (its carry kept), the loop when all have."""
+    own rule (its carry kept), the loop when all have.  The result has ``shape`` if given
+    (a reshape in the loop's graph: one after it would be left pending, a graph of its
+    own at the next sync)."""
     batch, dev = b[0].shape[:-2], b[0].device
     zero = torch.zeros_like(b[0])
     inf = torch.full(batch, float("inf"), dtype=b[0].dtype, device=dev)
@@ -157,6 +159,8 @@ def _refine_loop(product, b, approx):
 
     xh, xl, *_, ok, _ = backend(dev).device_loop(
         body, (zero, zero, *b, inf, no, no, no.all()), 0, _BLIND + _MAX_STEPS, until=7)
+    if shape is not None:
+        xh, xl = xh.reshape(shape), xl.reshape(shape)
     result, ok = _transfer.df_tensor(xh, xl), ok.all()
     # one graph of the loop and its result (not every pending tensor: a first call's
     # leftovers would make its graph differ from later calls', compiled twice)

@@ -124,10 +124,13 @@ class Symbolic:
             self._base[members] = offset + np.arange(len(members)) * f * f
             self._front[members], pads[members] = f, p
             j, k = np.nonzero(piv == n)  # padded pivots: a unit diagonal
+            # the probe in float32: a float64 one would be a rounding graph on a device
+            # holding float64 as float32, left pending in the cache after the first call
             self.groups.append({"count": len(members), "p": p, "u": u, "offset": offset,
                                 "members": members, "pivots": piv, "update": upd,
                                 "pad_index": offset + (j * f + k) * f + k,
-                                "probe": np.random.default_rng(0).uniform(-1, 1, (p, 2))})
+                                "probe": np.random.default_rng(0).uniform(-1, 1, (p, 2)).astype(
+                                    np.float32)})
             offset += len(members) * f * f
         self.size = offset  # the trash slot of the flat buffer: padded entries go there
         # every (node, unknown of its front) with the unknown's padded local position

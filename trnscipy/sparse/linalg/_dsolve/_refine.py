@@ -94,7 +94,7 @@ class RefinedLU(DeviceLU):
     """A float64 device CSR/CSC container's LU on Neuron: float32 factors, solves refined
     to double-float accuracy with A's exact double-float products."""
 
-    _vectors = False  # ``_solve`` takes 2-D right-hand sides
+    _vectors = True  # ``_solve`` takes 1-D and 2-D right-hand sides
 
     def __init__(self, A, natural=False):
         self._A, self._natural = A, natural
@@ -112,9 +112,10 @@ class RefinedLU(DeviceLU):
         if trans not in self._ops:  # real data: A^H = A^T, an operator built once
             self._ops[trans] = self._ops.get("T") or _df_operator(self._A.T)
         op, lu32 = self._ops[trans], self._lu32
-        # the float32 solve without its graph cut: every step in one device loop
-        x = _refine_loop(op.product, _parts(b), lambda r: lu32._traced(r, trans))
-        return x if x.dtype == torch.float64 else _transfer.df_tensor(*_parts(x))
+        # the float32 solve without its graph cut: every step in one device loop, which
+        # gives the result b's shape (a reshape after it would be a graph of its own)
+        return _refine_loop(op.product, _parts(b.reshape(b.shape[0], -1)),
+                            lambda r: lu32._traced(r, trans), shape=b.shape)
 
     traced_solve = None  # the refinement reads the host: callers use ``solve``
 
