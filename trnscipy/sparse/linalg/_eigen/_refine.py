@@ -341,10 +341,9 @@ def _lobpcg(device_func, p):
     try:
         lam, U = refine(X32, ritz=True)
         if Y is None:  # (the deflated search below has no constraints)
-            from trnscipy.sparse.linalg._eigen.arpack.arpack import eigsh
+            from trnscipy.sparse.linalg._eigen.arpack.arpack import device_eigsh
 
-            eigsh32 = eigsh._trnscipy_device_impl.torch_impl  # (the device Lanczos)
-            lam, U = _missed_copies(eigsh32, A32, B, lam, U, X32, k, which,
+            lam, U = _missed_copies(device_eigsh, A32, B, lam, U, X32, k, which,
                                     {"maxiter": None, "rng": 0}, refine)
     except _Stalled as stalled:
         return _on_host(_scipy.lobpcg, p, str(stalled))
