@@ -27,7 +27,9 @@ the float32 stage missed (a single-vector Krylov space sees one vector of each e
 which then join the seed (eigsh without sigma or BE; lobpcg without Y).
 
 Steps 2-4 and the next step's projections are one graph: the residual norms are read with
-the next G and H, so a step costs one graph execution and one read.
+the next G and H, so a step costs one graph execution and one read.  The first step skips
+step 1 for a fresh float32 solve's Ritz vectors (``ritz``): their Rayleigh quotients and
+norms in double-float on the device stand for its Ritz pairs (no read of the seed's G and H).
 
 Generalized problems (eigsh's ``M``, lobpcg's ``B``, symmetric positive definite float64
 matrices): the float32 stage solves the pencil (ARPACK's mode 2 with inner cg solves of M,
