@@ -27,7 +27,9 @@ the float32 stage missed (a single-vector Krylov space sees one vector of each e
 which then join the seed (eigsh without sigma or BE; lobpcg without Y).
 
 Steps 2-4 and the next step's projections are one graph: the residual norms are read with
-the next G and H, so a step costs one graph execution and one read.
+the next G and H, so a step costs one graph execution and one read.  The first step skips
+step 1 for a fresh float32 solve's Ritz vectors (``ritz``): their Rayleigh quotients and
+norms in double-float on the device stand for its Ritz pairs (no read of the seed's G and H).
 
 Generalized problems (eigsh's ``M``, lobpcg's ``B``, symmetric positive definite float64
 matrices): the float32 stage solves the pencil (ARPACK's mode 2 with inner cg solves of M,
@@ -200,7 +202,7 @@ def _eigsh(device_func, p):
     pick = _wanted(which, sigma)
     try:
         lam, U = _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, pick,
-                         float(p["tol"]), B=B)
+                         float(p["tol"]), B=B, ritz=True)
         if sigma is None and which != "BE":
             lam, U = _missed_copies(device_func, A32, B, lam, U, X, k, which, kw, (
                 lambda X: _refine(product, lambda w: A32 @ w, _frobenius(A32), X, k, pick,
@@ -334,17 +336,16 @@ def _lobpcg(device_func, p):
     A32 = op.float32
     pick = _wanted(which, None)
 
-    def refine(X32):
+    def refine(X32, ritz=False):
         return _refine(product, lambda w: A32 @ w, _frobenius(A32), X32, k, pick, 0.0, B=B,
-                       Y=None if Y is None else _parts(Y))
+                       Y=None if Y is None else _parts(Y), ritz=ritz)
 
     try:
-        lam, U = refine(X32)
+        lam, U = refine(X32, ritz=True)
         if Y is None:  # (the deflated search below has no constraints)
-            from trnscipy.sparse.linalg._eigen.arpack.arpack import eigsh
+            from trnscipy.sparse.linalg._eigen.arpack.arpack import device_eigsh
 
-            eigsh32 = eigsh._trnscipy_device_impl.torch_impl  # (the device Lanczos)
-            lam, U = _missed_copies(eigsh32, A32, B, lam, U, X32, k, which,
+            lam, U = _missed_copies(device_eigsh, A32, B, lam, U, X32, k, which,
                                     {"maxiter": None, "rng": 0}, refine)
     except _Stalled as stalled:
         return _on_host(_scipy.lobpcg, p, str(stalled))
@@ -378,7 +379,7 @@ def _svds(device_func, p):
     anorm = _frobenius(A32)
     try:
         lam, V = _refine(gram, gram32, anorm * anorm, seed, k, _wanted(p["which"], None),
-                         float(p["tol"]) ** 2)
+                         float(p["tol"]) ** 2, ritz=True)
     except _Stalled as stalled:
         return _on_host(_scipy.svds, p, str(stalled))
     order = np.argsort(lam, kind="stable")  # SciPy's: ascending singular values
@@ -436,25 +437,32 @@ def _t(pair):
     return pair[0].mT.contiguous(), pair[1].mT.contiguous()
 
 
-def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
+def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None, ritz=False):
     """The k wanted eigenpairs of a symmetric operator (of the pencil (A, B) with ``B``, a
     ``_B``) to double-float accuracy from float32 vectors ``X32``: (eigenvalues as a float64
     array, the vectors, B-orthonormal, as an (n, k) double-float pair).  ``product``: the
     operator on double-float pairs; ``matvec32``: on float32 vectors; ``anorm``: a bound of
     its norm (the floor of the residual test; a 0-d device tensor, read with the first
     projections, as ``B.norm``); ``Y``: a double-float pair of constraint
-    columns the vectors are kept B-orthogonal to."""
+    columns the vectors are kept B-orthogonal to.  ``ritz``: X32's columns are the float32
+    solver's Ritz vectors (B-orthonormal to float32's precision): the first step takes their
+    Rayleigh quotients on the device in place of a Rayleigh-Ritz on the host (one graph
+    execution and read fewer; the next Rayleigh-Ritz mixes them in double-float)."""
     device = X32.device
     X32 = X32.to(torch.float32)
     m = X32.shape[1]  # k wanted and m - k guard columns
     # S has 2m columns from the start (the seed, then zeros: its Rayleigh-Ritz on the first
     # m), so every step is the same compiled graph
     S = (torch.cat([X32, torch.zeros_like(X32)], dim=1), torch.zeros_like(X32).repeat(1, 2))
+    BY = None
     if Y is not None:
         Y, BY = _orthonormal(Y, (lambda x: x) if B is None else B.product)
     best = np.inf
-    bounds = torch.stack([anorm, anorm if B is None else B.norm]).reshape(1, 2)
-    U = norms = lam = None
+    bounds = torch.stack([anorm, anorm if B is None else B.norm])
+    U = norms = lam = quotients = None
+    wanted = slice(0, k)  # the k wanted columns of U (most wanted first after a Rayleigh-Ritz)
+    if ritz:
+        U, quotients, norms, S = _quotient_step(product, matvec32, B, Y, BY, X32)
     # a step's residual norms are read with the next step's projections (one read per step;
     # the last step's correction is computed and not used)
     for step in range(_MAX_STEPS + 1):
@@ -462,26 +470,31 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
             S = _df.sub(S, _df.gemm(Y, _df.gemm(_t(BY), S)))
         AS = product(S)
         BS = S if B is None else B.product(S)
-        pairs = [_df.gemm(_t(S), BS), _df.gemm(_t(S), AS)]
-        more = bounds if norms is None else norms
-        G, H, rest = _host_f64(*pairs, (more, more * 0))
-        if U is None:
-            anorm, bnorm = rest[0]
-            floor = _FLOOR * anorm
-        else:
+        pairs = [_df.gemm(_t(S), BS), _df.gemm(_t(S), AS), (bounds, bounds * 0)]
+        if norms is not None:
+            pairs.append((norms, norms * 0))
+        if quotients is not None:  # (the first step's, with ``ritz``)
+            pairs.append(quotients)
+        G, H, (anorm, bnorm), *rest = _host_f64(*pairs)
+        floor = _FLOOR * anorm
+        if quotients is not None:
+            rest, lam, quotients = rest[:-1], rest[-1], None
+            wanted = pick(lam, k)
+        if norms is not None:
             if B is None:
-                rn = rest
+                (rn,) = rest
                 target = np.maximum(tol * np.abs(lam), floor)
             else:  # ARPACK's test relative to ||B u||, the floor that of A u - lam B u
-                rn, un, bun = rest
+                rn, un, bun = rest[0]
                 target = np.maximum(tol * np.abs(lam) * bun,
                                     _FLOOR * (anorm + np.abs(lam) * bnorm) * un)
             # the test on the k wanted pairs (the guards only widen the Rayleigh-Ritz basis)
-            rn, target = rn[:k], target[:k]
+            rn, target = rn[wanted], target[wanted]
             worst = float(np.max(rn - target))
             if worst <= 0 or np.max(rn) > _STALL * best or step == _MAX_STEPS:
                 break
             best = float(np.max(rn))
+            wanted = slice(0, k)
         w = m if U is None else 2 * m
         theta, Z = _ritz(H[:w, :w], G[:w, :w])
         chosen = pick(theta, min(m, len(theta)))
@@ -491,16 +504,13 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
         U, AU = _df.gemm(S, Zp), _df.gemm(AS, Zp)
         BU = U if B is None else _df.gemm(BS, Zp)
         L = _df.from_host(np.broadcast_to(lam, U[0].shape).copy(), device)
-        R = _df.sub(AU, _df.mul(BU, L))
-        norms = torch.linalg.vector_norm(R[0] if B is None else torch.stack([R[0], U[0], BU[0]]),
-                                         dim=-2)
-        Q, BQ = U[0], BU[0]
-        if Y is not None:  # the corrections deflate the constraints too
-            Q, BQ = torch.cat([Q, Y[0]], dim=1), torch.cat([BQ, BY[0]], dim=1)
-        T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
-                         lam, R[0])
-        S = (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
-    lam, U = lam[:k], (U[0][:, :k], U[1][:, :k])
+        norms, S = _residual_step(matvec32, B, Y, BY, U, AU, BU, L,
+                                  torch.as_tensor(np.asarray(lam, dtype=np.float32)).to(device))
+    if isinstance(wanted, slice):
+        lam, U = lam[:k], (U[0][:, :k], U[1][:, :k])
+    else:  # (the seed's Ritz vectors passed the first test)
+        index = torch.as_tensor(np.ascontiguousarray(wanted)).to(device)
+        lam, U = lam[wanted], (U[0].index_select(1, index), U[1].index_select(1, index))
     if worst > 0 and np.max(rn) > _WRONG * anorm:
         raise _Stalled(f"the double-float refinement stalled at residual {np.max(rn):.1e} "
                        f"(||A||_F {anorm:.1e}), far above float64's level")
@@ -510,6 +520,43 @@ def _refine(product, matvec32, anorm, X32, k, pick, tol, B=None, Y=None):
                       "the eigenpairs may be less accurate than float64",
                       _sl.LinAlgWarning, stacklevel=5)
     return lam, U
+
+
+def _quotient_step(product, matvec32, B, Y, BY, X32):
+    """The first step from the float32 Ritz vectors ``X32`` on the device: the vectors
+    B-normalized in double-float, their Rayleigh quotients (a double-float pair of m
+    values), residual norms and the next basis (as ``_residual_step``)."""
+    X = (X32, torch.zeros_like(X32))
+    if Y is not None:
+        X = _df.sub(X, _df.gemm(Y, _df.gemm(_t(BY), X)))
+    AX = product(X)
+    BX = X if B is None else B.product(X)
+    g, h = (tuple(p.diagonal() for p in _df.gemm(_t(X), P)) for P in (BX, AX))
+    quotients = _df.div(h, g)
+    one = torch.ones_like(g[0])
+    positive = g[0] > 0  # (a zero column stays zero)
+    g = (torch.where(positive, g[0], one), torch.where(positive, g[1], 0 * one))
+    scale = _df.div((one * positive, 0 * one), _df.sqrt(g))
+    scale = (scale[0].expand_as(X32), scale[1].expand_as(X32))
+    U, AU, BU = (_df.mul(P, scale) for P in (X, AX, BX))
+    L = (quotients[0].expand_as(X32), quotients[1].expand_as(X32))
+    norms, S = _residual_step(matvec32, B, Y, BY, U, AU, BU, L, quotients[0])
+    return U, quotients, norms, S
+
+
+def _residual_step(matvec32, B, Y, BY, U, AU, BU, L, shift):
+    """The residuals R = A U - B U L of the Ritz pairs (U, L) in double-float, their
+    norms (with those of U and B U for a pencil) and the next basis [U, T], T their float32
+    corrections (shifted by the float32 tensor ``shift``)."""
+    R = _df.sub(AU, _df.mul(BU, L))
+    norms = torch.linalg.vector_norm(R[0] if B is None else torch.stack([R[0], U[0], BU[0]]),
+                                     dim=-2)
+    Q, BQ = U[0], BU[0]
+    if Y is not None:  # the corrections deflate the constraints too
+        Q, BQ = torch.cat([Q, Y[0]], dim=1), torch.cat([BQ, BY[0]], dim=1)
+    T = _corrections(matvec32, None if B is None else (lambda w: B.float32 @ w), Q, BQ,
+                     shift, R[0])
+    return norms, (torch.cat([U[0], T], dim=1), torch.cat([U[1], torch.zeros_like(T)], dim=1))
 
 
 def _ritz(H, G):
@@ -543,7 +590,7 @@ def _frobenius(A32):
     return torch.linalg.vector_norm(data.reshape(-1))
 
 
-def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
+def _corrections(matvec32, bmatvec32, Q, BQ, shift, R):
     """The float32 Jacobi-Davidson corrections: t_i with Q^T B t_i = 0 and
     P (A - lam_i B) P^T t_i = -P r_i, P = I - B Q Q^T (Q B-orthonormal; B = I without
     ``bmatvec32``), by MINRES on all k columns at once: one Lanczos process and Givens QR
@@ -551,7 +598,6 @@ def _corrections(matvec32, bmatvec32, Q, BQ, lam, R):
     reaches ``_INNER_RTOL`` (one compiled graph, one execution, whatever the shifts)."""
     n, k = R.shape
     device = Q.device
-    shift = torch.as_tensor(np.asarray(lam, dtype=np.float32)).to(device)
 
     def project(v, Q=Q, BQ=BQ):  # P
         return v - BQ @ (Q.mT @ v)

@@ -92,8 +92,10 @@ class _DFOperator:
         elif getattr(A, "format", None) in ("csr", "csc", "coo", "bsr", "dia"):
             layout = _layout(A)
             flat = self._computed([p.reshape(-1) for p in _parts(A.data)])
-            self.parts = tuple(p.reshape(A.data.shape) for p in flat)
-            backend(flat[0].device).materialize([*flat, *self.parts])  # (the views too)
+            self.parts = flat
+            if A.data.ndim > 1:  # (bsr's blocks: the views computed too)
+                self.parts = tuple(p.reshape(A.data.shape) for p in flat)
+                backend(flat[0].device).materialize([*flat, *self.parts])
             self.float32 = A._with_data(self.parts[0], copy=False)
             self.product = lambda x: _df.spmv(layout, flat, x)
         else:

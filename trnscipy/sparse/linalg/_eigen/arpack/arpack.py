@@ -251,6 +251,15 @@ def _check_square(A, M):
 @eigen_kernel(_scipy.eigsh, operators=standard_problem)
 def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None, tol=0,
           return_eigenvectors=True, Minv=None, OPinv=None, mode="normal", rng=None):
+    return device_eigsh(A, k, M, sigma, which, v0, ncv, maxiter, tol, return_eigenvectors,
+                        Minv, OPinv, mode, rng)
+
+
+def device_eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=None,
+                 tol=0, return_eigenvectors=True, Minv=None, OPinv=None, mode="normal",
+                 rng=None):
+    """eigsh's device implementation (the restarted Lanczos) without the routing and the
+    kind's strategy around it: the double-float refinement's float32 searches call it."""
     device = _device_of(A, M, v0, Minv, OPinv)
     dtype = _operand_dtype(A, device)
     complex_ = dtype.is_complex
@@ -263,7 +272,7 @@ def eigsh(A, k=6, M=None, sigma=None, which="LM", v0=None, ncv=None, maxiter=Non
     _check_square(A, M)
     if M is not None and _char(_operand_dtype(M, device)) != _char(dtype):
         warnings.warn("M does not have the same type precision as A. This may adversely "
-                      "affect ARPACK convergence", stacklevel=4)
+                      "affect ARPACK convergence", stacklevel=5)
     n = A.shape[0]
     if k <= 0:
         raise ValueError("k must be greater than 0.")
@@ -377,7 +386,7 @@ def _permuted(lam, X, order):
 
 def _dense_eigh(A, M, k, return_eigenvectors, device):
     warnings.warn("k >= N for N * N square matrix. Attempting to use scipy.linalg.eigh "
-                  "instead.", RuntimeWarning, stacklevel=4)
+                  "instead.", RuntimeWarning, stacklevel=5)
     if _is_sparse(A):
         raise TypeError("Cannot use scipy.linalg.eigh for sparse A with k >= N. Use "
                         "scipy.linalg.eigh(A.toarray()) or reduce k.")
