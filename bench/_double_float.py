@@ -174,8 +174,10 @@ def _family_calls(cfg):
             return err / (1e-10 if dtype == "float64" else 1e-4)
 
         # SciPy's lobpcg stops about 1e-7 short of the eigenvalues in 300 iterations: lobpcg
-        # rows are checked against the exact ones (ARPACK at tol=0, shift-invert)
-        exact = np.sort(spla.eigsh(A, 4, sigma=0, tol=0, return_eigenvectors=False))
+        # rows (largest=True, its default) are checked against the grid's exact eigenvalues
+        # mu_i + mu_j, mu_i = 2 - 2 cos(i pi / (k + 1))
+        mu = 2.0 - 2.0 * np.cos(np.arange(1, k + 1) * np.pi / (k + 1))
+        exact = np.sort((mu[:, None] + mu[None, :]).ravel())[-4:]
 
         def lobpcg_values(ref, host, dtype, exact=exact):
             return values(exact, host, dtype)
