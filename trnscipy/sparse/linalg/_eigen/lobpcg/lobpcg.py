@@ -26,6 +26,8 @@ import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 
 from trnscipy import _autograd
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import backend, kernel
 from trnscipy._torch import torch
@@ -468,6 +470,15 @@ def _dense(A, B, n, sizeX, largest, dtype, device):
 
     Ad = full(A, "primary")
     Bd = eye if B is None else full(B, "secondary")
+    if dtype == torch.float64 and not capability(device_kind(device)).float64:
+        # float64 stored as double-float (Neuron): the routed eigh's double-float method
+        # (the torch ops below would compute in float32)
+        from trnscipy.linalg import eigh
+
+        lo, hi = (n - sizeX, n - 1) if largest else (0, sizeX - 1)
+        w, V = eigh(Ad, None if B is None else Bd, subset_by_index=(lo, hi),
+                    check_finite=False)
+        return (w.flip(0), V.flip(1)) if largest else (w, V)
     w, V, fail = _eigh_gen(Ad, Bd)
     lam, V = _select(w, V, sizeX, largest)
     backend(device).materialize([lam, V, fail])
