@@ -665,6 +665,36 @@ def test_eigen_float64_refinement_stall_runs_scipy(emulate_neuron, monkeypatch):
 
 
 @pytest.mark.xla
+@pytest.mark.slow  # (the double-float eigh's compiles: 1-3 min on 2 cores)
+def test_lobpcg_float64_dense_route(emulate_neuron, monkeypatch):
+    """float64 lobpcg of a small problem (n < 5 k: SciPy's dense eigh) offloaded to the
+    emulated Neuron device: the double-float eigh, eigenpairs to float64 level as SciPy's
+    (the float32 device eigh's, 3e-8 residuals, were returned); with B, SciPy's generalized
+    eigh on the host, announced."""
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+    from trnscipy import DeviceFallbackWarning
+
+    A = _poisson(3).toarray()  # n = 9, k = 2
+    B = np.diag(np.linspace(1.0, 2.0, 9))
+    X = np.random.default_rng(3).standard_normal((9, 2))
+    for largest in (True, False):
+        ref = spl.lobpcg(A, X.copy(), largest=largest)
+        monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+        with trnscipy.offload("xla"), pytest.warns(UserWarning, match="The problem size"):
+            w, V = tsl.lobpcg(A, X, largest=largest)
+        monkeypatch.delenv("TRNSCIPY_STRICT")
+        np.testing.assert_allclose(w, ref[0], rtol=1e-13, atol=1e-13)
+        assert np.max(np.abs(A @ V - V * w)) <= 1e-13
+        assert np.abs(V.T @ V - np.eye(2)).max() <= 1e-13
+        ref = spl.lobpcg(A, X.copy(), B=B, largest=largest)
+        with trnscipy.offload("xla"), pytest.warns(DeviceFallbackWarning, match="eigh"):
+            w, V = tsl.lobpcg(A, X, B=B, largest=largest)
+        np.testing.assert_allclose(w, ref[0], rtol=1e-13, atol=1e-13)
+        assert np.max(np.abs(A @ V - B @ V * w)) <= 1e-13
+
+
+@pytest.mark.xla
 def test_eigen_float64_scipy_operator_offloaded(emulate_neuron):
     """SciPy's aslinearoperator of a host matrix under offload (no device of its own):
     eigsh runs SciPy on the host, announced, with NumPy results (it crashed reading the

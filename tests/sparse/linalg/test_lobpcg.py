@@ -211,6 +211,21 @@ def test_lobpcg_bad_input_as_scipy(lane, device, route):
     assert trnscipy.to_host(got[0]).dtype == ref[0].dtype
 
 
+@pytest.mark.parametrize("route", ROUTES)
+def test_lobpcg_verbose_reports_nonhermitian_grams(lane, device, route, capsys):
+    """verbosityLevel: SciPy warns of a non-Hermitian Gram matrix (A not symmetric)."""
+    lobpcg = _lobpcg_for(route, lane)
+    n = 10
+    X = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+    A = np.arange(n * n, dtype=np.float32).reshape(n, n)
+    for M in (A, A + A.T):
+        ref, ref_warn = _run(spla.lobpcg, M, X, verbosityLevel=1, maxiter=0)
+        got, got_warn = _run(lobpcg, _dev(M, device), _dev(X, device), verbosityLevel=1,
+                             maxiter=0)
+        assert ("Matrix" in got_warn) == ("Matrix" in ref_warn) == (M is A)
+    assert capsys.readouterr().out.startswith("Solving standard eigenvalue")
+
+
 # -- XLA: graph counts, no host fallbacks ----------------------------------------------------
 
 def _aten_fallbacks():

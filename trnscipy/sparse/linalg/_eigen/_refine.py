@@ -112,7 +112,7 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
         from trnscipy.sparse.linalg._eigen._refine_eigs import eigs
 
         return eigs(device_func, p, _is_df(p["A"]))
-    if not _is_df(p["A"]):
+    if not (_is_df(p["A"]) or scipy_func is _scipy.lobpcg and _float32_with_float64_x(p)):
         return device_func(*args, **kwargs)
     if not _is_matrix(p["A"]):
         return _on_host(scipy_func, p, "an operator given by functions has no double-float "
@@ -122,6 +122,12 @@ def eigen(scipy_func, device_func, args, kwargs, host_operand, operators):
     if scipy_func is _scipy.svds:
         return _svds(device_func, p)
     return _lobpcg(device_func, p)
+
+
+def _float32_with_float64_x(p):
+    """lobpcg of a float32 A from a float64 X: SciPy computes in float64 (A's float32
+    values are exact double-float pairs)."""
+    return _dtype(p["A"]) == np.float32 and _dtype(p["X"]) == np.float64
 
 
 def _on_host(scipy_func, p, reason, device=None):

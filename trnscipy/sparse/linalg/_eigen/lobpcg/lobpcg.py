@@ -26,6 +26,8 @@ import scipy.sparse.linalg as _scipy
 from array_api_compat import is_torch_array
 
 from trnscipy import _autograd
+from trnscipy._capabilities import capability
+from trnscipy._device import device_kind
 from trnscipy._dispatch import dispatch
 from trnscipy._kernels import backend, kernel
 from trnscipy._torch import torch
@@ -71,6 +73,23 @@ def _eigh_gen(gA, gB):
     # orthonormal to rounding (the refinement leaves pairs of a cluster 1e-6 apart)
     invZ, _ = _chol_inv(Z.mH @ Z)
     return w, invU @ (Z @ invZ), fail | ~torch.isfinite(w).all()
+
+
+def _report_nonhermitian(M, name):
+    """SciPy's verbose check of a Gram matrix (read to the host: verbose runs only)."""
+    M = to_host(M)
+    nmd = np.linalg.norm(M - M.T.conj(), 1)
+    tol = 10 * np.finfo(M.dtype).eps
+    tol = max(tol, tol * np.linalg.norm(M, 1))
+    if nmd > tol:
+        warnings.warn(f"Matrix {name} of the type {M.dtype} is not Hermitian: condition: "
+                      f"{nmd} < {tol} fails.", UserWarning, stacklevel=7)
+
+
+def _report_grams(gA, gB, verbosityLevel):
+    if verbosityLevel:
+        _report_nonhermitian(gA, "gramA")
+        _report_nonhermitian(gB, "gramB")
 
 
 def _select(w, V, k, largest):
@@ -292,7 +311,8 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
             BPa = Pa if B is None else BPa @ invU
         try_restart = True if it == 0 else forced
         blocks = (X, AX, BX, Ra, ARa, BRa, Pa, APa, BPa)
-        new = _rayleigh_ritz(gram, blocks, lam, explicit, try_restart, sizeX, largest)
+        new = _rayleigh_ritz(gram, blocks, lam, explicit, try_restart, sizeX, largest,
+                             verbosityLevel)
         new_res = residual(*new[:3], new[6])
         kept = [t for t in blocks if t is not None]
         new_res_h, (failR, failP, failE) = _read(materialize, list(new[:7]) + [new_res[0]] + kept,
@@ -306,7 +326,8 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
                 warnings.warn(f"eigh failed at iteration {it} \nwith error the leading minor "
                               "is not positive definite causing a restart.\n", UserWarning,
                               stacklevel=stacklevel)
-            new = _rayleigh_ritz(gram, blocks, lam, explicit, True, sizeX, largest)
+            new = _rayleigh_ritz(gram, blocks, lam, explicit, True, sizeX, largest,
+                                 verbosityLevel)
             new_res = residual(*new[:3], new[6])
             new_res_h, (failE,) = _read(materialize, list(new[:7]) + [new_res[0]], new_res[1],
                                         [new[7]])
@@ -341,7 +362,9 @@ def _lobpcg(A, X, B=None, M=None, Y=None, tol=None, maxiter=None, largest=True,
         X = constrain(X)
     AX = _checked(A, X, "postprocessing iterate", "primary")
     BX = X if B is None else _checked(B, X, "postprocessing iterate", "secondary")
-    w, V, failE = _eigh_gen(gram(X, AX), gram(X, BX))
+    gXAX, gXBX = gram(X, AX), gram(X, BX)
+    _report_grams(gXAX, gXBX, verbosityLevel)
+    w, V, failE = _eigh_gen(gXAX, gXBX)
     lam, V = _select(w, V, sizeX, largest)
     X, AX = X @ V, AX @ V
     BX = X if B is None else BX @ V
@@ -375,7 +398,7 @@ def _read(materialize, tensors, res, flags):
     return host[:k], [bool(f) for f in host[k:]]
 
 
-def _rayleigh_ritz(gram, blocks, lam, explicit, restart, sizeX, largest):
+def _rayleigh_ritz(gram, blocks, lam, explicit, restart, sizeX, largest, verbosityLevel=0):
     """SciPy's Rayleigh-Ritz step on [X, R(, P)]: the new X, AX, BX, P, AP, BP, lambda and
     the eigh failure flag (all device tensors)."""
     X, AX, BX, R, AR, BR, P, AP, BP = blocks
@@ -407,6 +430,7 @@ def _rayleigh_ritz(gram, blocks, lam, explicit, restart, sizeX, largest):
                         torch.cat([gXAP.mH, gRAP.mH, gPAP], 1)])
         gB = torch.cat([torch.cat([gXBX, gXBR, gXBP], 1), torch.cat([gXBR.mH, gRBR, gRBP], 1),
                         torch.cat([gXBP.mH, gRBP.mH, gPBP], 1)])
+    _report_grams(gA, gB, verbosityLevel)
     w, V, fail = _eigh_gen(gA, gB)
     lam, V = _select(w, V, sizeX, largest)
     eX, eR = V[:sizeX], V[sizeX:sizeX + size]
@@ -446,6 +470,15 @@ def _dense(A, B, n, sizeX, largest, dtype, device):
 
     Ad = full(A, "primary")
     Bd = eye if B is None else full(B, "secondary")
+    if dtype == torch.float64 and not capability(device_kind(device)).float64:
+        # float64 stored as double-float (Neuron): the routed eigh's double-float method
+        # (the torch ops below would compute in float32)
+        from trnscipy.linalg import eigh
+
+        lo, hi = (n - sizeX, n - 1) if largest else (0, sizeX - 1)
+        w, V = eigh(Ad, None if B is None else Bd, subset_by_index=(lo, hi),
+                    check_finite=False)
+        return (w.flip(0), V.flip(1)) if largest else (w, V)
     w, V, fail = _eigh_gen(Ad, Bd)
     lam, V = _select(w, V, sizeX, largest)
     backend(device).materialize([lam, V, fail])
