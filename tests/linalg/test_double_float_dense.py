@@ -442,3 +442,25 @@ def test_solve_1x1_float64(emulate_neuron, monkeypatch):
     for x, want in zip(out, [sl.solve(a, b) for b in bs] + [sl.solve(np.atleast_2d(3), bs[2])],
                        strict=True):
         np.testing.assert_allclose(x, want, rtol=2 * EPS, atol=0)
+
+
+@pytest.mark.xla
+def test_cholesky_float64_indefinite_in_float32(emulate_neuron):
+    """A float64 matrix positive definite but indefinite once rounded to float32 (SciPy's
+    test_sakurai_inverse met it through cholesky_banded): SciPy's factor, computed on the
+    host and announced, not a LinAlgError; a matrix indefinite beyond float32 rounding
+    keeps SciPy's LinAlgError."""
+    import trnscipy
+    import trnscipy.linalg as tl
+
+    a = np.array([[1.0, 1 - 1e-10], [1 - 1e-10, 1.0]])  # float32: [[1, 1], [1, 1]]
+    with trnscipy.offload("xla"), pytest.warns(trnscipy.DeviceFallbackWarning,
+                                               match="float32 rounding"):
+        c = tl.cholesky(a)
+    np.testing.assert_allclose(c, sl.cholesky(a), rtol=1e-15, atol=0)
+    b = a.copy()
+    b[1, 1] = 1 - 1e-6  # indefinite in float64 too
+    with pytest.raises(sl.LinAlgError):
+        sl.cholesky(b)
+    with trnscipy.offload("xla"), pytest.raises(sl.LinAlgError, match="positive definite"):
+        tl.cholesky(b)

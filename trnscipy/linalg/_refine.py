@@ -348,8 +348,27 @@ def cholesky(a, lower=False):
         L = _df.add_f(L, L0 @ phi)
     L = (L[0].tril(), L[1].tril())
     out = _transfer.df_tensor(*(L if lower else _t(L)))
-    _k.check_potrf(info, A[0])
+    try:
+        _k.check_potrf(info, A[0])
+    except _k.LinAlgError:
+        _not_definite_beyond_float32(A[0])
+        # float32 rounding made a positive (semi)definite float64 matrix indefinite (an
+        # eigenvalue within float32's rounding of zero): SciPy's float64 potrf decides
+        return _on_host("scipy.linalg.cholesky", "the float32 factorization failed within "
+                        "float32 rounding (an ill-conditioned matrix)",
+                        lambda x: _k._sl.cholesky(x, lower=lower, check_finite=False), a)
     return out
+
+
+def _not_definite_beyond_float32(A):
+    """Raise SciPy's LinAlgError where A + delta I, delta a float32 rounding bound of the
+    factorization, is still not positive definite in float32: A is not positive definite."""
+    n = A.shape[-1]
+    scale = A.diagonal(dim1=-2, dim2=-1).abs().amax(-1)[..., None, None]
+    delta = 2 * n * float(np.finfo(np.float32).eps) * scale
+    eye = torch.eye(n, dtype=A.dtype, device=A.device)
+    _, info = kernel("linalg._potrf", A.device)(A + delta * eye, False)
+    _k.check_potrf(info, A)
 
 
 @register("linalg.cho_solve", "neuron")
