@@ -1104,3 +1104,27 @@ def test_ilu_preconditioned_float64(name, problem, k, emulate_neuron, monkeypatc
     print(f"\nILU-{name} float64 n={A.shape[0]}: relres "
           f"{np.linalg.norm(b - A @ x) / np.linalg.norm(b):.1e} compilations "
           f"{c.compilations} executions {c.executions}")
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # (the double-float refinement's compiles: minutes on 2 cores)
+def test_lobpcg_float32_matrix_float64_block(emulate_neuron, monkeypatch):
+    """lobpcg of a float32 A from a float64 X (SciPy's test_maxit): SciPy computes in
+    float64, and so does the device (the double-float route: A's float32 values are exact
+    pairs); the float32 torch loop ran on the float64 block for minutes."""
+    import scipy.sparse as sp
+
+    import trnscipy
+    import trnscipy.sparse.linalg as tsl
+
+    n = 50
+    A = sp.diags_array(np.arange(1, n + 1, dtype=np.float32)).tocsr()
+    X = np.random.default_rng(0).standard_normal((n, 3))
+    ref, _ = spl.lobpcg(A, X.copy(), largest=False, maxiter=60, tol=1e-8)
+    monkeypatch.setenv("TRNSCIPY_STRICT", "1")
+    with trnscipy.offload("xla"):
+        w, V = tsl.lobpcg(A, X, largest=False, maxiter=60, tol=1e-8)
+    assert w.dtype == V.dtype == np.float64
+    np.testing.assert_allclose(np.sort(w), [1.0, 2.0, 3.0], rtol=1e-10)
+    np.testing.assert_allclose(np.sort(w), np.sort(ref), rtol=1e-7)  # SciPy's own reach
+    assert np.max(np.abs(A @ V - V * w)) <= 1e-8 * n
