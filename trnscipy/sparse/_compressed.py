@@ -157,12 +157,10 @@ class _cs_matrix(_data_matrix):
         return out
 
     def _with_data(self, data, copy=True):
-        out = self._construct(self.shape, data=data,
-                              indices=self.indices.clone() if copy else self.indices,
-                              indptr=self.indptr.clone() if copy else self.indptr,
-                              _sorted=self._sorted, _canonical=self._canonical)
-        _plan.carry(self, out, "major")  # (kept only while the index tensors are the same)
-        return out
+        return self._construct(self.shape, data=data,
+                               indices=self.indices.clone() if copy else self.indices,
+                               indptr=self.indptr.clone() if copy else self.indptr,
+                               _sorted=self._sorted, _canonical=self._canonical)
 
     def _set(self, data, indices, indptr, sorted_, canonical):
         _plan.clear(self)
@@ -286,11 +284,8 @@ class _cs_matrix(_data_matrix):
                              "because swapping dimensions is the only logical permutation.")
         other = "csc" if self.format == "csr" else "csr"
         m, n = self.shape
-        out = self._container(other)._construct(
+        return self._container(other)._construct(
             (n, m), data=self.data.clone() if copy else self.data,
             indices=self.indices.clone() if copy else self.indices,
             indptr=self.indptr.clone() if copy else self.indptr,
             _sorted=self._sorted, _canonical=self._canonical)
-        # the same indptr: the same entry -> major index (no expansion graph per transpose)
-        _plan.carry(self, out, "major")
-        return out

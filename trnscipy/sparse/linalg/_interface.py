@@ -396,10 +396,8 @@ class MatrixLinearOperator(LinearOperator):
 
     def _adjoint(self):
         if self._adj is None:
-            # (conj without a copy: a copy's new index tensors would need their own
-            # entry -> column index, a graph execution per operator)
             self._adj = MatrixLinearOperator(_conj(self.A.T) if not _is_device_object(self.A)
-                                             else self.A.T.conj(copy=False))
+                                             else self.A.T.conj())
             self._adj._adj = self
         return self._adj
 
