@@ -577,7 +577,7 @@ def _eigen_case(what, k, monkeypatch):
         # first step, 73 with k minres solves per step)
         (w2, _), _ = _recorded(run)
         assert np.allclose(w2, w, rtol=1e-12, atol=0)
-        assert COUNTS[0].compilations == 0 and COUNTS[0].executions <= 9, COUNTS[0]
+        assert COUNTS[0].compilations == 0 and COUNTS[0].executions <= 11, COUNTS[0]
     if what == "LA":
         # the grid's double eigenvalues: starts whose float32 Lanczos misses one copy (at
         # 12 x 12 at tol=1e-5; at 16 x 16 at float32's tol=0, start 4: the deflated search)
@@ -834,9 +834,10 @@ def test_svds_float64_small(shape, emulate_neuron, monkeypatch):
 def test_svds_float64_warm_executions(emulate_neuron, monkeypatch):
     """A repeated float64 svds (values only, fixed start) within issue 27's budget of graph
     executions: the float32 Lanczos, the refinement's first step from the Ritz vectors'
-    Rayleigh quotients on the device (no host Rayleigh-Ritz read), no expand_ptr graph for
-    the transposed products, the double-float operator in one graph: at most 9 warm
-    executions at 300 x 80 (13 before), values to 1e-10 of the dense SVD's."""
+    Rayleigh quotients on the device (no host Rayleigh-Ritz read), the double-float operator
+    in one graph: at most 11 warm executions at 300 x 80 (13 before; 8 with the transposes'
+    carried major index, reverted: a stale index gave wrong sparse norms), values to 1e-10
+    of the dense SVD's."""
     import trnscipy
     import trnscipy.sparse.linalg as tsl
 
@@ -852,7 +853,7 @@ def test_svds_float64_warm_executions(emulate_neuron, monkeypatch):
     assert ops == []
     ref = np.sort(np.linalg.svd(A.toarray(), compute_uv=False))[-5:]
     assert np.max(np.abs(np.sort(s) - ref) / ref) <= 1e-10
-    assert COUNTS[0].compilations == 0 and COUNTS[0].executions <= 9, COUNTS[0]
+    assert COUNTS[0].compilations == 0 and COUNTS[0].executions <= 11, COUNTS[0]
 
 
 @pytest.mark.xla
